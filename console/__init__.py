@@ -1,0 +1,1 @@
+"""Jobwarden's operations console (Flask)."""

@@ -1,0 +1,66 @@
+"""Shared fixtures: a private, freshly migrated database on a real PostgreSQL.
+
+The server is DATABASE_URL's when set (CI uses the machine's PostgreSQL), or else the
+embedded one. Each test session creates its own database, so parallel runs on one
+server never see each other's jobs; each test starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from worker import db as dbmod
+
+TABLES = (
+    "job_audit", "job_executions", "processed_effects", "background_jobs",
+    "job_workers", "console_users", "queue_controls",
+)
+
+
+def _with_dbname(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+@pytest.fixture(scope="session")
+def server_url() -> str:
+    return dbmod.database_url()
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url):
+    """URL of a new database, migrated to head, dropped after the session."""
+    name = f"jobwarden_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = _with_dbname(server_url, name)
+    dbmod.migrate(url)
+    old = os.environ.get("DATABASE_URL")
+    os.environ["DATABASE_URL"] = url  # subprocesses (workers, CLI) inherit it
+    yield url
+    if old is None:
+        os.environ.pop("DATABASE_URL", None)
+    else:
+        os.environ["DATABASE_URL"] = old
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def clean_db(database_url):
+    """The test database with every table emptied."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+    return database_url
+
+
+@pytest.fixture
+def conn(clean_db):
+    """A psycopg connection (autocommit off) to the clean test database."""
+    with psycopg.connect(clean_db) as c:
+        yield c

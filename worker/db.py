@@ -1,0 +1,86 @@
+"""Where the database is: DATABASE_URL, or an embedded PostgreSQL under JOBWARDEN_HOME.
+
+Every command resolves its URL here, so a newcomer without PostgreSQL gets a private
+server (the `pgserver` package ships the binaries) and production sets DATABASE_URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import psycopg
+
+log = logging.getLogger("jobwarden.db")
+
+_embedded_url: str | None = None
+
+
+def jobwarden_home() -> Path:
+    return Path(os.environ.get("JOBWARDEN_HOME", ".jobwarden")).resolve()
+
+
+def embedded_url() -> str:
+    """Start (or reuse) the embedded server and return its libpq URL."""
+    global _embedded_url
+    if _embedded_url is None:
+        import pgserver  # imported lazily: production never needs it
+
+        datadir = jobwarden_home() / "pgdata"
+        datadir.mkdir(parents=True, exist_ok=True)
+        # cleanup_mode=None leaves the server running for the next command to reuse.
+        server = pgserver.get_server(datadir, cleanup_mode=None)
+        _embedded_url = server.get_uri()
+        log.info("using embedded PostgreSQL in %s", datadir, extra={"action": "embedded_db"})
+    return _embedded_url
+
+
+def database_url() -> str:
+    """The libpq URL of the database every part of Jobwarden talks to."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return normalize_url(url)
+    return embedded_url()
+
+
+def normalize_url(url: str) -> str:
+    """Accept SQLAlchemy-style URLs too (postgresql+psycopg://) and return a libpq one."""
+    for prefix in ("postgresql+psycopg://", "postgresql+psycopg2://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix):]
+    return url
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The same database as a SQLAlchemy URL using the psycopg 3 driver."""
+    url = normalize_url(url)
+    return "postgresql+psycopg://" + url[len("postgresql://"):]
+
+
+def connect(url: str | None = None, **kwargs) -> psycopg.Connection:
+    """A new psycopg connection (autocommit off unless asked)."""
+    return psycopg.connect(url or database_url(), **kwargs)
+
+
+def migrate(url: str | None = None, revision: str = "head") -> None:
+    """Apply Alembic migrations up to `revision`."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str | None = None, revision: str = "base") -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(url), revision)
+
+
+def alembic_config(url: str | None = None):
+    from alembic.config import Config
+
+    root = Path(__file__).resolve().parent.parent
+    cfg = Config(str(root / "alembic.ini"))
+    cfg.set_main_option("script_location", str(root / "migrations"))
+    cfg.attributes["url"] = sqlalchemy_url(url or database_url())
+    return cfg

@@ -1,0 +1,222 @@
+"""The schema the code expects, as SQLAlchemy metadata.
+
+Alembic migrations own the database; this module is the code's view of it. The
+console builds its queries on these tables, and tests/integration/test_migrations.py
+checks that upgrading an empty database yields exactly this metadata.
+"""
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+
+#: Every value `background_jobs.status` may take (DESIGN §2).
+JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled", "skipped", "unknown")
+#: Statuses no worker will move a job out of by itself.
+TERMINAL_STATUSES = ("completed", "failed", "cancelled", "skipped")
+#: A job in one of these holds its idempotency key: enqueueing it again returns it.
+LIVE_STATUSES = ("pending", "running")
+#: Outcomes an execution (one claim) can end with.
+EXECUTION_OUTCOMES = (
+    "completed", "retry", "failed", "skipped", "cancelled", "unknown",
+    "worker_lost", "timeout", "handed_back",
+)
+ROLES = ("viewer", "operator", "admin")
+WORKER_STATES = ("running", "draining", "stopped", "gone")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+metadata = MetaData()
+TS = DateTime(timezone=True)
+
+background_jobs = Table(
+    "background_jobs",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("queue", Text, nullable=False, server_default="default"),
+    Column("type", Text, nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+    Column("payload", JSONB, nullable=False),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("available_at", TS, nullable=False, server_default=text("now()")),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False, server_default="5"),
+    Column("worker_id", Text),
+    Column("execution_id", UUID(as_uuid=True)),
+    Column("started_at", TS),
+    Column("heartbeat_at", TS),
+    Column("lease_seconds", Float),
+    Column("lease_expires_at", TS),
+    Column("last_error_code", Text),
+    Column("last_error", Text),
+    Column("progress", JSONB),
+    Column("checkpoint", JSONB),
+    Column("idempotency_key", Text),
+    Column("concurrency_key", Text),
+    Column("cancel_requested_at", TS),
+    Column("manual_retry_count", Integer, nullable=False, server_default="0"),
+    Column("retried_by", Text),
+    Column("retried_at", TS),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("completed_at", TS),
+    Column("failed_at", TS),
+    Column("cancelled_at", TS),
+    Column("skipped_at", TS),
+    CheckConstraint(_in("status", JOB_STATUSES), name="background_jobs_status_check"),
+    CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
+    CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
+    CheckConstraint("jsonb_typeof(payload) = 'object'", name="background_jobs_payload_check"),
+    CheckConstraint(
+        "status <> 'running' OR execution_id IS NOT NULL",
+        name="background_jobs_running_owner_check",
+    ),
+)
+# The claim path: pending jobs in priority order (highest first), oldest first.
+Index(
+    "background_jobs_claim_idx",
+    background_jobs.c.queue, background_jobs.c.priority.desc(),
+    background_jobs.c.available_at, background_jobs.c.id,
+    postgresql_where=text("status = 'pending'"),
+)
+# Recovery scans only running jobs by lease expiry.
+Index(
+    "background_jobs_lease_idx",
+    background_jobs.c.lease_expires_at,
+    postgresql_where=text("status = 'running'"),
+)
+# Failed jobs grouped by error code (console) and ordered by time.
+Index(
+    "background_jobs_failed_idx",
+    background_jobs.c.last_error_code, background_jobs.c.failed_at,
+    postgresql_where=text("status = 'failed'"),
+)
+Index("background_jobs_status_idx", background_jobs.c.status, background_jobs.c.id)
+Index("background_jobs_type_idx", background_jobs.c.type, background_jobs.c.status)
+Index(
+    "background_jobs_idempotency_live_idx",
+    background_jobs.c.idempotency_key,
+    unique=True,
+    postgresql_where=text(
+        "idempotency_key IS NOT NULL AND status IN ('pending', 'running')"
+    ),
+)
+
+job_executions = Table(
+    "job_executions",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("job_id", BigInteger,
+           ForeignKey("background_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("execution_id", UUID(as_uuid=True), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("worker_id", Text, nullable=False),
+    Column("scheduled_at", TS, nullable=False),
+    Column("started_at", TS, nullable=False, server_default=text("now()")),
+    Column("heartbeat_at", TS),
+    Column("finished_at", TS),
+    Column("outcome", Text),
+    Column("error_code", Text),
+    Column("error", Text),
+    Column("duration_ms", Float),
+    UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
+    CheckConstraint(
+        "outcome IS NULL OR " + _in("outcome", EXECUTION_OUTCOMES),
+        name="job_executions_outcome_check",
+    ),
+)
+Index("job_executions_job_idx", job_executions.c.job_id, job_executions.c.attempt)
+Index("job_executions_started_idx", job_executions.c.started_at)
+Index("job_executions_finished_idx", job_executions.c.finished_at)
+
+job_audit = Table(
+    "job_audit",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("job_id", BigInteger, ForeignKey("background_jobs.id", ondelete="SET NULL")),
+    Column("bulk_id", UUID(as_uuid=True)),
+    Column("actor", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("from_status", Text),
+    Column("to_status", Text),
+    Column("at", TS, nullable=False, server_default=text("now()")),
+    Column("request_id", Text),
+    Column("details", JSONB),
+)
+Index("job_audit_job_idx", job_audit.c.job_id, job_audit.c.at)
+Index("job_audit_at_idx", job_audit.c.at)
+Index("job_audit_actor_idx", job_audit.c.actor, job_audit.c.at)
+
+job_workers = Table(
+    "job_workers",
+    metadata,
+    Column("worker_id", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", ARRAY(Text), nullable=False),
+    Column("job_types", ARRAY(Text), nullable=False),
+    Column("concurrency", Integer, nullable=False),
+    Column("version", Text, nullable=False),
+    Column("started_at", TS, nullable=False, server_default=text("now()")),
+    Column("heartbeat_at", TS, nullable=False, server_default=text("now()")),
+    Column("stopped_at", TS),
+    Column("state", Text, nullable=False, server_default="running"),
+    CheckConstraint(_in("state", WORKER_STATES), name="job_workers_state_check"),
+)
+
+processed_effects = Table(
+    "processed_effects",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("job_id", BigInteger),
+    Column("execution_id", UUID(as_uuid=True)),
+    Column("state", Text, nullable=False, server_default="reserved"),
+    Column("result", JSONB),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("done_at", TS),
+    CheckConstraint("state IN ('reserved', 'done')", name="processed_effects_state_check"),
+)
+
+console_users = Table(
+    "console_users",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("username", Text, nullable=False),
+    Column("password_hash", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("disabled", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("last_login_at", TS),
+    UniqueConstraint("username", name="console_users_username_key"),
+    CheckConstraint(_in("role", ROLES), name="console_users_role_check"),
+)
+
+queue_controls = Table(
+    "queue_controls",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("changed_by", Text),
+    Column("changed_at", TS, nullable=False, server_default=text("now()")),
+)
