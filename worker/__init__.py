@@ -1,1 +1,24 @@
-"""Jobwarden's job runtime. The public API is re-exported here (DESIGN §4)."""
+"""Jobwarden's job runtime. The public API (DESIGN §4):
+
+    from worker import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
+"""
+
+from .context import Effect, JobContext, LeaseLost
+from .enqueue import JobSpec, enqueue, enqueue_many
+from .errors import (
+    AmbiguousOutcome,
+    EnqueueError,
+    JobCancelled,
+    PermanentError,
+    RateLimited,
+    RetryableError,
+    SkipJob,
+)
+from .policy import RetryPolicy
+from .registry import JobType, Registry, job, registry
+
+__all__ = [
+    "AmbiguousOutcome", "Effect", "EnqueueError", "JobCancelled", "JobContext", "JobSpec",
+    "JobType", "LeaseLost", "PermanentError", "RateLimited", "Registry", "RetryPolicy",
+    "RetryableError", "SkipJob", "enqueue", "enqueue_many", "job", "registry",
+]

@@ -92,8 +92,7 @@ background_jobs = Table(
 # The claim path: pending jobs in priority order (highest first), oldest first.
 Index(
     "background_jobs_claim_idx",
-    background_jobs.c.queue, background_jobs.c.priority.desc(),
-    background_jobs.c.available_at, background_jobs.c.id,
+    background_jobs.c.priority.desc(), background_jobs.c.available_at, background_jobs.c.id,
     postgresql_where=text("status = 'pending'"),
 )
 # Recovery scans only running jobs by lease expiry.

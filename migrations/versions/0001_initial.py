@@ -57,7 +57,7 @@ CREATE TABLE background_jobs (
         CHECK (status <> 'running' OR execution_id IS NOT NULL)
 );
 CREATE INDEX background_jobs_claim_idx ON background_jobs
-    (queue, priority DESC, available_at, id) WHERE status = 'pending';
+    (priority DESC, available_at, id) WHERE status = 'pending';
 CREATE INDEX background_jobs_lease_idx ON background_jobs
     (lease_expires_at) WHERE status = 'running';
 CREATE INDEX background_jobs_failed_idx ON background_jobs

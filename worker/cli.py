@@ -1,0 +1,259 @@
+"""The `jobwarden` command line (DESIGN §5)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+
+from .policy import parse_duration
+
+
+def _setup_logging(level: str = "INFO") -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def load_app(module: str) -> None:
+    """Import the module that registers the job handlers (from the cwd or PYTHONPATH)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise SystemExit(f"jobwarden: cannot import app module {module!r}: {exc}") from exc
+
+
+def cmd_migrate(args) -> int:
+    from .db import migrate
+
+    migrate()
+    print("database migrated to head")
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from .process import WorkerProcess
+    from .registry import registry
+
+    load_app(args.app)
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
+    try:
+        worker = WorkerProcess(registry, queues=queues, concurrency=args.concurrency,
+                               grace=args.grace, poll_interval=args.poll_interval,
+                               restart_on_abandon=True)
+    except ValueError as exc:
+        raise SystemExit(f"jobwarden worker: {exc}") from None
+    return worker.run()
+
+
+def cmd_console(args) -> int:
+    from console.cli_commands import serve
+
+    serve(args.host, args.port)
+    return 0
+
+
+def cmd_enqueue(args) -> int:
+    from .db import connect
+    from .enqueue import enqueue
+    from .errors import EnqueueError
+
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        print(f"jobwarden enqueue: --payload is not valid JSON: {exc}", file=sys.stderr)
+        return 2
+    if args.app:
+        load_app(args.app)
+    try:
+        with connect() as conn:
+            job_id = enqueue(conn, args.type, payload, queue=args.queue,
+                             delay=parse_duration(args.delay), priority=args.priority,
+                             idempotency_key=args.idempotency_key,
+                             max_attempts=args.max_attempts)
+    except EnqueueError as exc:
+        print(f"jobwarden enqueue: {exc}", file=sys.stderr)
+        return 2
+    print(job_id)
+    return 0
+
+
+def cmd_user(args) -> int:
+    from console.cli_commands import read_password, user_add
+
+    try:
+        user_add(args.name, args.role, read_password())
+    except ValueError as exc:
+        print(f"jobwarden user add: {exc}", file=sys.stderr)
+        return 2
+    print(f"user {args.name!r} added with role {args.role}")
+    return 0
+
+
+def cmd_recover(args) -> int:
+    from .db import connect
+    from .recovery import recover_stale_running
+    from .registry import registry
+
+    if args.app:
+        load_app(args.app)
+    with connect() as conn:
+        counts = recover_stale_running(conn, registry)
+    print(json.dumps({"recovered": counts}))
+    return 0
+
+
+def cmd_reconcile(args) -> int:
+    from .db import connect
+    from .queries import Q
+
+    with connect() as conn:
+        rows = conn.execute(Q.unknown_jobs, {"limit": args.limit}).fetchall()
+    if not rows:
+        print("no jobs need reconciliation")
+        return 0
+    print(f"{len(rows)} job(s) in 'unknown' — check the external system, then retry or skip "
+          "each from the console (Needs review):")
+    for id_, type_, queue, attempts, code, error, worker_id, hb in rows:
+        print(f"  #{id_} {type_} queue={queue} attempts={attempts} {code}: {error}")
+    return 0
+
+
+def cmd_prune(args) -> int:
+    from .db import connect
+    from .queries import Q
+
+    statuses = ["completed", "skipped", "cancelled"] + (["failed"] if args.include_failed else [])
+    with connect() as conn:
+        cur = conn.execute(Q.prune_finished, {"statuses": statuses,
+                                              "older_than": parse_duration(args.older_than)})
+        print(f"pruned {cur.rowcount} job(s) in {statuses} older than {args.older_than}")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    from .db import connect
+    from .queries import Q
+
+    with connect() as conn:
+        rows = conn.execute(Q.stats_by_status).fetchall()
+        ages = conn.execute(Q.oldest_pending_age).fetchall()
+    totals: dict[str, int] = {}
+    for status, _q, _t, n in rows:
+        totals[status] = totals.get(status, 0) + n
+    if args.json:
+        print(json.dumps({
+            "by_status": totals,
+            "by_status_queue_type": [dict(status=s, queue=q, type=t, count=n)
+                                     for s, q, t, n in rows],
+            "oldest_pending_age_seconds": {q: float(a) for q, a, _n in ages},
+        }))
+        return 0
+    print("status      count")
+    for status in ("pending", "running", "completed", "failed", "cancelled", "skipped", "unknown"):
+        print(f"{status:<11} {totals.get(status, 0)}")
+    print("\nstatus      queue        type                 count")
+    for status, queue, type_, n in rows:
+        print(f"{status:<11} {queue:<12} {type_:<20} {n}")
+    print("\noldest runnable pending job per queue:")
+    for queue, age, n in ages or [("-", 0, 0)]:
+        print(f"  {queue}: {float(age):.1f}s ({n} runnable)")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(port=args.port, exit_when_done=args.exit_when_done)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jobwarden", description=__doc__)
+    p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL", "INFO"))
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
+
+    w = sub.add_parser("worker", help="run a worker process")
+    w.add_argument("--app", required=True, help="module that registers the job handlers")
+    w.add_argument("--queues", help="comma-separated queues (default: all)")
+    w.add_argument("--concurrency", type=int, default=4)
+    w.add_argument("--grace", type=float, default=30.0,
+                   help="seconds running jobs get to finish after SIGTERM")
+    w.add_argument("--poll-interval", type=float, default=2.0,
+                   help="seconds between polls when no notification arrives")
+    w.set_defaults(fn=cmd_worker)
+
+    c = sub.add_parser("console", help="serve the operations console (development server)")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8000)
+    c.set_defaults(fn=cmd_console)
+
+    d = sub.add_parser("demo", help="embedded DB + demo jobs + worker + console")
+    d.add_argument("--port", type=int, default=8000)
+    d.add_argument("--exit-when-done", action="store_true",
+                   help="exit once the demo jobs have settled instead of serving on")
+    d.set_defaults(fn=cmd_demo)
+
+    e = sub.add_parser("enqueue", help="enqueue one job")
+    e.add_argument("type")
+    e.add_argument("--payload", default="{}", help="a JSON object")
+    e.add_argument("--queue")
+    e.add_argument("--delay", help="e.g. 30, 30s, 5m")
+    e.add_argument("--priority", type=int, default=0)
+    e.add_argument("--idempotency-key")
+    e.add_argument("--max-attempts", type=int)
+    e.add_argument("--app", help="module registering handlers (to apply their defaults)")
+    e.set_defaults(fn=cmd_enqueue)
+
+    u = sub.add_parser("user", help="console users")
+    usub = u.add_subparsers(dest="user_command", required=True)
+    ua = usub.add_parser("add", help="add a console user (password prompted or from stdin)")
+    ua.add_argument("name")
+    ua.add_argument("--role", required=True, choices=["viewer", "operator", "admin"])
+    ua.set_defaults(fn=cmd_user)
+
+    r = sub.add_parser("recover", help="one recovery pass over lost executions")
+    r.add_argument("--app", help="module registering handlers (for their retry policies)")
+    r.set_defaults(fn=cmd_recover)
+
+    rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown")
+    rc.add_argument("--limit", type=int, default=100)
+    rc.set_defaults(fn=cmd_reconcile)
+
+    pr = sub.add_parser("prune", help="delete old finished jobs (retention)")
+    pr.add_argument("--older-than", default="7d")
+    pr.add_argument("--include-failed", action="store_true")
+    pr.set_defaults(fn=cmd_prune)
+
+    s = sub.add_parser("stats", help="counts by status, queue and type; oldest pending age")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_stats)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clear one-line error, not a traceback, for operators
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError):
+            print(f"jobwarden: cannot reach the database: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Enqueue jobs inside the caller's own transaction.
+
+The web request commits its business change and the jobs it needs together: if the
+transaction rolls back, no job exists; if it commits, every job does. So enqueue never
+commits — it writes through whatever connection the caller is using (psycopg 3, or a
+SQLAlchemy Connection or Session) and lets the caller's COMMIT decide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import EnqueueError
+from .queries import Q
+from .registry import Registry, check_name, registry
+
+DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
+INT32 = 2**31 - 1
+
+
+def max_payload_bytes() -> int:
+    return int(os.environ.get("JOBWARDEN_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES))
+
+
+@dataclass
+class JobSpec:
+    """One job to enqueue (the bulk form takes a list of these, or of dicts alike)."""
+
+    type: str
+    payload: Mapping[str, Any]
+    queue: str | None = None
+    priority: int = 0
+    run_at: datetime | None = None
+    delay: float | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+    version: int | None = None
+    concurrency_key: str | None = None
+
+
+def encode_payload(payload: Any, limit: int | None = None) -> str:
+    """The payload as JSON text, or EnqueueError saying exactly what is wrong with it."""
+    if not isinstance(payload, Mapping):
+        raise EnqueueError(f"payload must be a JSON object (a dict), not {type(payload).__name__}")
+    try:
+        text = json.dumps(payload, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise EnqueueError(f"payload is not JSON-serializable: {exc}") from exc
+    if "\\u0000" in text:
+        raise EnqueueError("payload contains a NUL character (\\u0000), which PostgreSQL rejects")
+    limit = max_payload_bytes() if limit is None else limit
+    size = len(text.encode())
+    if size > limit:
+        raise EnqueueError(
+            f"payload is {size} bytes, over the {limit}-byte limit: store the data elsewhere "
+            "and enqueue its id"
+        )
+    return text
+
+
+def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
+    try:
+        check_name("job type", spec.type)
+        if spec.queue is not None:
+            check_name("queue", spec.queue)
+    except ValueError as exc:
+        raise EnqueueError(str(exc)) from None
+    job_type = reg.get(spec.type)
+    if spec.run_at is not None and spec.delay is not None:
+        raise EnqueueError("give run_at or delay, not both")
+    if spec.run_at is not None and (
+        not isinstance(spec.run_at, datetime) or spec.run_at.tzinfo is None
+    ):
+        raise EnqueueError("run_at must be a timezone-aware datetime")
+    if spec.delay is not None and (
+        not isinstance(spec.delay, int | float) or not math.isfinite(spec.delay) or spec.delay < 0
+    ):
+        raise EnqueueError("delay must be a non-negative number of seconds")
+    if not isinstance(spec.priority, int) or abs(spec.priority) > INT32:
+        raise EnqueueError("priority must be a 32-bit integer")
+    max_attempts = spec.max_attempts or (job_type.max_attempts if job_type else 5)
+    if not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
+        raise EnqueueError("max_attempts must be an integer from 1 to 1000")
+    version = spec.version or (job_type.version if job_type else 1)
+    if not isinstance(version, int) or not 1 <= version <= INT32:
+        raise EnqueueError("version must be a positive integer")
+    if spec.idempotency_key is not None and (
+        not isinstance(spec.idempotency_key, str) or not 0 < len(spec.idempotency_key) <= 500
+    ):
+        raise EnqueueError("idempotency_key must be a non-empty string of at most 500 characters")
+    return {
+        "ord": ord_,
+        "queue": spec.queue or (job_type.queue if job_type else "default"),
+        "type": spec.type,
+        "version": version,
+        "payload": json.loads(encode_payload(spec.payload)),
+        "priority": spec.priority,
+        "run_at": spec.run_at.isoformat() if spec.run_at else None,
+        "delay": spec.delay,
+        "max_attempts": max_attempts,
+        "idempotency_key": spec.idempotency_key,
+        "concurrency_key": spec.concurrency_key,
+    }
+
+
+def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
+    """Run one named query on the caller's connection, inside the caller's transaction."""
+    if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
+        result = conn.exec_driver_sql(sql, dict(params))
+    elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
+        result = conn.connection().exec_driver_sql(sql, dict(params))
+    elif hasattr(conn, "execute") and hasattr(conn, "cursor"):  # psycopg Connection
+        result = conn.execute(sql, params)
+    else:
+        raise TypeError(
+            "enqueue needs a psycopg connection or a SQLAlchemy Connection/Session, "
+            f"not {type(conn).__name__}"
+        )
+    return [tuple(r) for r in result.fetchall()] if result.description else []
+
+
+def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
+                 *, registry: Registry = registry) -> list[int]:
+    """Enqueue several jobs in one statement; returns their ids in the order given.
+
+    A job whose idempotency key is held by a live (pending or running) job is not
+    inserted: its id in the result is the existing job's.
+    """
+    specs = [j if isinstance(j, JobSpec) else JobSpec(**j) for j in jobs]
+    if not specs:
+        return []
+    rows = [_row(spec, i, registry) for i, spec in enumerate(specs)]
+    inserted = run_query(conn, Q.enqueue_jobs, {"rows": json.dumps(rows)})
+    by_key = {key: id_ for id_, key in inserted if key is not None}
+    plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
+    missing = sorted({r["idempotency_key"] for r in rows
+                      if r["idempotency_key"] and r["idempotency_key"] not in by_key})
+    if missing:
+        # Held by a live job that was there first; ON CONFLICT waited for its writer.
+        by_key.update(dict(run_query(conn, Q.live_jobs_by_idempotency_key, {"keys": missing})))
+        lost = [k for k in missing if k not in by_key]
+        if lost:  # the holder finished between the two statements: insert afresh
+            retry = [s for s in specs if s.idempotency_key in lost]
+            for spec, id_ in zip(retry, enqueue_many(conn, retry, registry=registry), strict=True):
+                by_key[spec.idempotency_key] = id_
+    # Identity values are drawn in insertion order, which follows ORDER BY ord.
+    return [by_key[r["idempotency_key"]] if r["idempotency_key"] else next(plain_ids)
+            for r in rows]
+
+
+def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | None = None,
+            priority: int = 0, run_at: datetime | None = None, delay: float | None = None,
+            max_attempts: int | None = None, idempotency_key: str | None = None,
+            version: int | None = None, concurrency_key: str | None = None,
+            registry: Registry = registry) -> int:
+    """Enqueue one job in the caller's transaction and return its id (DESIGN §4)."""
+    spec = JobSpec(type=type, payload=payload, queue=queue, priority=priority, run_at=run_at,
+                   delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
+                   version=version, concurrency_key=concurrency_key)
+    return enqueue_many(conn, [spec], registry=registry)[0]

@@ -1,0 +1,88 @@
+"""What a handler raises to say how its attempt ended, and the error codes we store.
+
+The class of the exception answers "may we try again?": RetryableError and RateLimited
+yes (with backoff / at the time given), PermanentError no, SkipJob means the work no
+longer makes sense, AmbiguousOutcome means nobody knows whether the side effect
+happened — a person or a reconciler must look, a blind retry could repeat it.
+Any other exception is UNKNOWN: retried a limited number of times, always recorded.
+"""
+
+from __future__ import annotations
+
+# Structured error codes (DESIGN §4). Applications may add their own strings.
+NETWORK_TIMEOUT = "NETWORK_TIMEOUT"
+RATE_LIMITED = "RATE_LIMITED"
+AUTH_FAILED = "AUTH_FAILED"
+PAYLOAD_INVALID = "PAYLOAD_INVALID"
+ENTITY_NOT_FOUND = "ENTITY_NOT_FOUND"
+PROVIDER_5XX = "PROVIDER_5XX"
+WORKER_LOST = "WORKER_LOST"
+TIMEOUT = "TIMEOUT"
+PAYLOAD_VERSION_UNSUPPORTED = "PAYLOAD_VERSION_UNSUPPORTED"
+CANCELLED = "CANCELLED"
+AMBIGUOUS_OUTCOME = "AMBIGUOUS_OUTCOME"
+UNKNOWN = "UNKNOWN"
+
+
+class JobError(Exception):
+    """Base of the exceptions a handler raises on purpose; carries a structured code."""
+
+    default_code = UNKNOWN
+
+    def __init__(self, code: str | None = None, message: str = ""):
+        self.code = code or self.default_code
+        self.message = message
+        super().__init__(f"{self.code}: {message}" if message else self.code)
+
+
+class RetryableError(JobError):
+    """A temporary failure (timeout, 5xx, lock conflict): try again after a backoff."""
+
+    default_code = NETWORK_TIMEOUT
+
+
+class PermanentError(JobError):
+    """Trying again will not help (invalid payload, revoked credentials): fail now."""
+
+    default_code = PAYLOAD_INVALID
+
+
+class RateLimited(RetryableError):
+    """The provider said when to come back (Retry-After): retry at exactly that time."""
+
+    default_code = RATE_LIMITED
+
+    def __init__(self, retry_after: float, message: str = ""):
+        if retry_after < 0:
+            raise ValueError("retry_after must be >= 0 seconds")
+        self.retry_after = float(retry_after)
+        super().__init__(RATE_LIMITED, message or f"retry after {retry_after:g}s")
+
+
+class SkipJob(JobError):
+    """The job no longer makes sense (entity deleted, superseded): end it as skipped."""
+
+    default_code = "SKIPPED"
+
+    def __init__(self, reason: str = ""):
+        self.reason = reason
+        super().__init__("SKIPPED", reason)
+
+
+class AmbiguousOutcome(JobError):
+    """The external effect may or may not have happened: park the job as `unknown`."""
+
+    default_code = AMBIGUOUS_OUTCOME
+
+    def __init__(self, message: str = "", code: str | None = None):
+        super().__init__(code or AMBIGUOUS_OUTCOME, message)
+
+
+class JobCancelled(JobError):
+    """Raised by ctx.raise_if_cancelled() once an operator asked to cancel the job."""
+
+    default_code = CANCELLED
+
+
+class EnqueueError(ValueError):
+    """A job was refused at enqueue: bad payload, bad type or queue name, bad options."""

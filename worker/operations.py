@@ -1,0 +1,258 @@
+"""Operator actions on jobs: retry, cancel, skip, reconcile — one job or a failed group.
+
+Every action is a compare-and-set (DESIGN §2): it changes only jobs still in a state the
+action allows, and writes one `job_audit` row per changed job in the same statement. A
+completed job is never resurrected; an action racing a worker loses cleanly and says why.
+
+Functions run in the caller's transaction (`conn` is a psycopg Connection or a
+SQLAlchemy Connection); the caller commits. They never raise for a refused action:
+they return an `ActionResult` whose `ok` is False and whose `message` explains.
+
+Double submissions: pass the form's one-time `request_id`. If audit rows with that id
+already exist, the action is reported as already done instead of acting twice.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from worker.queries import Q
+
+#: Roles allowed to act (viewers only read).
+ACTING_ROLES = ("operator", "admin")
+REASON_MAX = 500
+
+#: Which statuses each action may start from (GoodJob-style whitelist per state).
+ALLOWED_FROM: dict[str, tuple[str, ...]] = {
+    "retry": ("failed", "cancelled", "unknown"),
+    "cancel": ("pending", "running"),
+    "skip": ("pending", "failed", "unknown"),
+    "mark_completed": ("unknown",),
+    "mark_failed": ("unknown",),
+}
+#: The status a terminal action moves a job to.
+TARGET_STATUS = {"skip": "skipped", "mark_completed": "completed", "mark_failed": "failed"}
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    action: str
+    jobs: int
+    message: str
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class GroupPreview:
+    error_code: str
+    job_type: str | None
+    jobs: int
+    seen_until: datetime | None
+    types: tuple[str, ...]
+
+
+def allowed_actions(status: str, cancel_requested: bool = False) -> tuple[str, ...]:
+    """The actions an operator may take on a job in `status` (for showing buttons)."""
+    actions = tuple(a for a, froms in ALLOWED_FROM.items() if status in froms)
+    if status == "running" and cancel_requested:
+        actions = tuple(a for a in actions if a != "cancel")
+    return actions
+
+
+def retry_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+              request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
+    """Put a failed, cancelled or unknown job back to pending for a new execution."""
+    return _act_on_job(conn, "retry", job_id, actor, role, reason, request_id, expected_status)
+
+
+def cancel_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+               request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
+    """Cancel a pending job, or ask the worker running it to stop (cooperative)."""
+    return _act_on_job(conn, "cancel", job_id, actor, role, reason, request_id, expected_status)
+
+
+def skip_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+             request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
+    """Mark a pending, failed or unknown job as skipped (no longer relevant)."""
+    return _act_on_job(conn, "skip", job_id, actor, role, reason, request_id, expected_status)
+
+
+def mark_completed(conn, job_id: int, *, actor: str, role: str, reason: str,
+                   request_id: str | None = None) -> ActionResult:
+    """Reconcile an unknown job whose effect the operator verified did happen."""
+    return _act_on_job(conn, "mark_completed", job_id, actor, role, reason, request_id, None)
+
+
+def mark_failed(conn, job_id: int, *, actor: str, role: str, reason: str,
+                request_id: str | None = None) -> ActionResult:
+    """Reconcile an unknown job whose effect the operator verified did not happen."""
+    return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None)
+
+
+JOB_ACTIONS = {
+    "retry": retry_job,
+    "cancel": cancel_job,
+    "skip": skip_job,
+    "mark_completed": mark_completed,
+    "mark_failed": mark_failed,
+}
+
+
+def preview_group(conn, error_code: str, job_type: str | None = None) -> GroupPreview:
+    """How many failed jobs with `error_code` (and `job_type`) a bulk action would touch."""
+    row = _rows(conn, Q.operator_group_preview,
+                {"error_code": error_code, "job_type": job_type or None})[0]
+    return GroupPreview(error_code, job_type or None, row["jobs"], row["seen_until"],
+                        tuple(row["types"] or ()))
+
+
+def retry_group(conn, error_code: str, *, actor: str, role: str, reason: str,
+                seen_until: datetime | None, job_type: str | None = None,
+                request_id: str | None = None) -> ActionResult:
+    """Retry every failed job of an error code that failed no later than `seen_until`."""
+    return _act_on_group(conn, "retry", error_code, job_type, seen_until,
+                         actor, role, reason, request_id)
+
+
+def skip_group(conn, error_code: str, *, actor: str, role: str, reason: str,
+               seen_until: datetime | None, job_type: str | None = None,
+               request_id: str | None = None) -> ActionResult:
+    """Skip every failed job of an error code that failed no later than `seen_until`."""
+    return _act_on_group(conn, "skip", error_code, job_type, seen_until,
+                         actor, role, reason, request_id)
+
+
+GROUP_ACTIONS = {"retry": retry_group, "skip": skip_group}
+
+
+# -- internals ---------------------------------------------------------------------------
+
+def _act_on_job(conn, action, job_id, actor, role, reason, request_id, expected_status):
+    reason = _check(actor, role, reason)
+    if request_id and (done := _already_done(conn, action, request_id)):
+        return done
+    params = _params(action, actor, role, reason, request_id, job_id=int(job_id),
+                     expected_status=expected_status or None)
+    if action == "cancel":
+        row = _rows(conn, Q.operator_jobs_transition, {
+            **params, "from_statuses": ["pending"], "to_status": "cancelled"})[0]
+        if row["jobs"] == 0 and expected_status in (None, "running"):
+            row = _rows(conn, Q.operator_job_request_cancel, params)[0]
+            if row["jobs"]:
+                return ActionResult(True, action, 1,
+                                    f"Cancel requested for running job #{job_id}; "
+                                    "its worker stops it at the next heartbeat.")
+    elif action == "retry":
+        row = _rows(conn, Q.operator_jobs_retry, params)[0]
+    else:
+        row = _rows(conn, Q.operator_jobs_transition,
+                    {**params, "to_status": TARGET_STATUS[action]})[0]
+    if row["jobs"]:
+        return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id))
+    # A concurrent submission of the same form may have won the race just now.
+    if request_id and (done := _already_done(conn, action, request_id)):
+        return done
+    return ActionResult(False, action, 0, _explain_refusal(conn, action, job_id, expected_status))
+
+
+def _act_on_group(conn, action, error_code, job_type, seen_until, actor, role, reason,
+                  request_id):
+    reason = _check(actor, role, reason)
+    if not error_code:
+        raise ValueError("a group action needs an error code")
+    if request_id and (done := _already_done(conn, action, request_id)):
+        return done
+    params = _params(action, actor, role, reason, request_id, error_code=error_code,
+                     job_type=job_type or None, seen_until=seen_until,
+                     bulk_id=str(uuid.uuid4()), from_statuses=["failed"],
+                     details=json.dumps({"bulk": True, "error_code": error_code,
+                                         "job_type": job_type or None}))
+    if action == "retry":
+        row = _rows(conn, Q.operator_jobs_retry, params)[0]
+    else:
+        row = _rows(conn, Q.operator_jobs_transition,
+                    {**params, "to_status": TARGET_STATUS[action]})[0]
+    jobs = row["jobs"]
+    label = f"{error_code}" + (f" / {job_type}" if job_type else "")
+    if not jobs:
+        return ActionResult(False, action, 0,
+                            f"No failed jobs left in group {label}: nothing was changed.")
+    verb = "Retried" if action == "retry" else "Skipped"
+    return ActionResult(True, action, jobs, f"{verb} {jobs} failed job(s) of group {label}.")
+
+
+def _check(actor: str, role: str, reason: str) -> str:
+    if role not in ACTING_ROLES:
+        raise PermissionError(f"role {role!r} may not act on jobs")
+    if not actor:
+        raise ValueError("an action needs an actor")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("an action needs a reason")
+    return reason[:REASON_MAX]
+
+
+def _params(action, actor, role, reason, request_id, **selection) -> dict[str, Any]:
+    params = {
+        "action": action, "actor": actor, "role": role, "reason": reason,
+        "request_id": request_id, "bulk_id": None, "details": None,
+        "job_id": None, "error_code": None, "job_type": None, "seen_until": None,
+        "expected_status": None, "from_statuses": list(ALLOWED_FROM[action]),
+    }
+    params.update(selection)
+    return params
+
+
+def _already_done(conn, action: str, request_id: str) -> ActionResult | None:
+    rows = _rows(conn, Q.operator_audit_by_request, {"request_id": request_id})
+    if not rows:
+        return None
+    prior = rows[0]
+    return ActionResult(True, action, 0,
+                        f"Already done: this {prior['action']} was recorded at "
+                        f"{prior['at']:%H:%M:%S} by {prior['actor']}; it was not repeated.",
+                        duplicate=True)
+
+
+def _explain_refusal(conn, action: str, job_id: int, expected_status: str | None) -> str:
+    rows = _rows(conn, Q.operator_job_state, {"job_id": job_id})
+    if not rows:
+        return f"Job #{job_id} does not exist."
+    job = rows[0]
+    status = job["status"]
+    if expected_status and status != expected_status:
+        return (f"Job #{job_id} is now {status} (it was {expected_status} when you looked): "
+                f"nothing was changed. Review it and act again if still needed.")
+    if action == "cancel" and status == "running" and job["cancel_requested_at"]:
+        return f"Cancel was already requested for running job #{job_id}."
+    if action == "retry" and status in ALLOWED_FROM["retry"] and job["live_holder_id"]:
+        return (f"Job #{job_id} was not retried: job #{job['live_holder_id']} is live with the "
+                f"same idempotency key {job['idempotency_key']!r}.")
+    allowed = ", ".join(ALLOWED_FROM[action])
+    return (f"Job #{job_id} is {status}: {action.replace('_', ' ')} applies only to "
+            f"{allowed} jobs. Nothing was changed.")
+
+
+_DONE = {
+    "retry": "Job #{job_id} is back in pending; a worker will run it again.",
+    "cancel": "Job #{job_id} was cancelled.",
+    "skip": "Job #{job_id} was skipped.",
+    "mark_completed": "Job #{job_id} was marked completed.",
+    "mark_failed": "Job #{job_id} was marked failed.",
+}
+
+
+def _rows(conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run a named query on a SQLAlchemy or psycopg connection; rows as dicts."""
+    if hasattr(conn, "exec_driver_sql"):
+        return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
+    cur = conn.execute(sql, params)
+    if cur.description is None:
+        return []
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]

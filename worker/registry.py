@@ -1,0 +1,145 @@
+"""The job-type registry: `@job(...)` declares a handler and its policy, per type.
+
+Policy lives with the type, not in one global setting: an email and a PDF export live
+on different time scales (timeout, lease), tolerate different numbers of attempts and
+have different SLAs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .policy import RetryPolicy, parse_duration
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+
+Handler = Callable[[Any, dict], Any]
+Upgrader = Callable[[dict], dict]
+
+
+def check_name(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise ValueError(
+            f"invalid {kind} name {value!r}: use 1-200 letters, digits, '_', '.', ':' or '-'"
+        )
+    return value
+
+
+@dataclass
+class JobType:
+    """A registered job type: its handler and the policy the worker applies to it."""
+
+    name: str
+    handler: Handler
+    queue: str = "default"
+    max_attempts: int = 5
+    timeout: float | None = 300.0  # maximum duration of one execution (None: no limit)
+    lease: float = 60.0  # how long a claim stays valid without a heartbeat
+    backoff: RetryPolicy = field(default_factory=RetryPolicy)
+    sla: float | None = None  # target: seconds from available to started
+    version: int = 1
+    # False for jobs whose repetition is dangerous (e.g. charging a card without a
+    # provider idempotency key): a lost execution goes to `unknown`, not back to pending.
+    repeat_safe: bool = True
+    upgraders: dict[int, Upgrader] = field(default_factory=dict)
+
+    def __call__(self, ctx, payload):
+        return self.handler(ctx, payload)
+
+    def upgrader(self, from_version: int) -> Callable[[Upgrader], Upgrader]:
+        """Register a function turning a payload of `from_version` into `from_version + 1`."""
+        if not 1 <= from_version < self.version:
+            raise ValueError(
+                f"{self.name}: an upgrader from v{from_version} makes no sense at v{self.version}"
+            )
+
+        def register(fn: Upgrader) -> Upgrader:
+            self.upgraders[from_version] = fn
+            return fn
+
+        return register
+
+    def can_upgrade(self, from_version: int) -> bool:
+        return all(v in self.upgraders for v in range(from_version, self.version))
+
+    def upgrade(self, payload: dict, from_version: int) -> dict:
+        """The payload carried from `from_version` to the current version, step by step.
+
+        Raises KeyError naming the missing step when there is no path.
+        """
+        for v in range(from_version, self.version):
+            if v not in self.upgraders:
+                raise KeyError(f"no upgrader from v{v} to v{v + 1}")
+            payload = self.upgraders[v](payload)
+            if not isinstance(payload, dict):
+                raise TypeError(f"upgrader from v{v} returned {type(payload).__name__}")
+        return payload
+
+
+class Registry:
+    def __init__(self):
+        self._types: dict[str, JobType] = {}
+
+    def register(self, job_type: JobType) -> JobType:
+        existing = self._types.get(job_type.name)
+        if existing is not None and existing.handler is not job_type.handler:
+            raise ValueError(f"job type {job_type.name!r} is already registered")
+        self._types[job_type.name] = job_type
+        return job_type
+
+    def get(self, name: str) -> JobType | None:
+        return self._types.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._types
+
+    def __iter__(self):
+        return iter(self._types.values())
+
+    def names(self) -> list[str]:
+        return sorted(self._types)
+
+    def clear(self) -> None:
+        self._types.clear()
+
+
+#: The process-wide registry that `@job` fills and the worker reads.
+registry = Registry()
+
+
+def job(
+    name: str,
+    *,
+    queue: str = "default",
+    max_attempts: int = 5,
+    timeout: float | str | None = 300,
+    lease: float | str = 60,
+    backoff: RetryPolicy | float | str | None = None,
+    sla: float | str | None = None,
+    version: int = 1,
+    repeat_safe: bool = True,
+    registry: Registry = registry,
+) -> Callable[[Handler], JobType]:
+    """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`."""
+    check_name("job type", name)
+    check_name("queue", queue)
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"{name}: max_attempts must be an integer >= 1")
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"{name}: version must be an integer >= 1")
+    lease_s = parse_duration(lease)
+    if not lease_s or lease_s <= 0:
+        raise ValueError(f"{name}: lease must be positive")
+
+    def decorate(fn: Handler) -> JobType:
+        return registry.register(JobType(
+            name=name, handler=fn, queue=queue, max_attempts=max_attempts,
+            timeout=parse_duration(timeout), lease=lease_s,
+            backoff=RetryPolicy.coerce(backoff), sla=parse_duration(sla),
+            version=version, repeat_safe=repeat_safe,
+        ))
+
+    return decorate

@@ -1,0 +1,254 @@
+-- The operations console's read queries (console/queries.py is the only caller).
+-- Optional filters are written `(%(x)s IS NULL OR col = %(x)s)`; the console disables
+-- prepared statements, so every execution gets a custom plan with those guards folded.
+
+-- name: console_counts_by_queue_type
+-- Job counts per (queue, type, status): the overview derives every count table from it.
+SELECT queue, type, status, count(*) AS jobs
+FROM background_jobs
+GROUP BY queue, type, status;
+
+-- name: console_pending_age
+-- Runnable pending jobs and how long the oldest of them has waited (database clock).
+SELECT count(*) AS runnable,
+       extract(epoch FROM now() - min(available_at)) AS oldest_pending_s
+FROM background_jobs
+WHERE status = 'pending' AND available_at <= now();
+
+-- name: console_last_hour_rates
+-- Executions finished in the last hour by outcome: throughput, retry rate, recoveries.
+SELECT count(*) AS finished,
+       count(*) FILTER (WHERE outcome = 'completed') AS completed,
+       count(*) FILTER (WHERE outcome = 'retry') AS retried,
+       count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout')) AS failed,
+       count(*) FILTER (WHERE outcome = 'worker_lost') AS recovered
+FROM job_executions
+WHERE finished_at > now() - interval '1 hour';
+
+-- name: console_stale_running
+-- Running jobs whose lease expired or whose heartbeat is older than the stale threshold.
+SELECT id, queue, type, worker_id, attempts,
+       extract(epoch FROM now() - heartbeat_at) AS heartbeat_age_s,
+       extract(epoch FROM now() - lease_expires_at) AS lease_overdue_s
+FROM background_jobs
+WHERE status = 'running'
+  AND (lease_expires_at < now()
+       OR heartbeat_at < now() - make_interval(secs => %(stale_s)s::float8))
+ORDER BY heartbeat_at NULLS FIRST
+LIMIT %(limit)s::int;
+
+-- name: console_recovered_recent
+-- Executions recovered from lost workers in the last hour (newest first).
+SELECT e.job_id, e.attempt, e.worker_id, e.finished_at, e.type, e.queue, j.status
+FROM job_executions e
+JOIN background_jobs j ON j.id = e.job_id
+WHERE e.finished_at > now() - interval '1 hour' AND e.outcome = 'worker_lost'
+ORDER BY e.finished_at DESC
+LIMIT %(limit)s::int;
+
+-- name: console_workers_list
+-- Every worker not stopped long ago, its heartbeat age, derived state and running jobs.
+SELECT w.worker_id, w.host, w.pid, w.queues, w.job_types, w.concurrency, w.version,
+       w.started_at, w.heartbeat_at, w.stopped_at, w.state AS recorded_state,
+       extract(epoch FROM now() - w.heartbeat_at) AS heartbeat_age_s,
+       CASE
+         WHEN w.state IN ('stopped', 'gone') THEN w.state
+         WHEN w.heartbeat_at < now() - make_interval(secs => %(gone_s)s::float8) THEN 'gone'
+         ELSE w.state
+       END AS state,
+       (SELECT count(*) FROM background_jobs j
+        WHERE j.status = 'running' AND j.worker_id = w.worker_id) AS running_jobs
+FROM job_workers w
+WHERE w.state NOT IN ('stopped', 'gone')
+   OR coalesce(w.stopped_at, w.heartbeat_at) > now() - interval '1 hour'
+ORDER BY (w.state IN ('stopped', 'gone')), w.started_at DESC
+LIMIT %(limit)s::int;
+
+-- name: console_running_jobs_of_workers
+-- The jobs each of the given workers is running now.
+SELECT id, worker_id, queue, type, attempts, max_attempts, progress,
+       extract(epoch FROM now() - started_at) AS running_s,
+       extract(epoch FROM now() - heartbeat_at) AS heartbeat_age_s,
+       cancel_requested_at
+FROM background_jobs
+WHERE status = 'running' AND worker_id = ANY(%(worker_ids)s::text[])
+ORDER BY started_at;
+
+-- name: console_failed_groups
+-- Failed jobs grouped by error code, with affected types, first/last seen and a sample.
+SELECT g.error_code, g.jobs, g.types, g.first_seen, g.last_seen,
+       s.id AS sample_job_id, s.last_error AS sample_error
+FROM (
+    SELECT last_error_code AS error_code, count(*) AS jobs,
+           array_agg(DISTINCT type) AS types,
+           min(failed_at) AS first_seen, max(failed_at) AS last_seen
+    FROM background_jobs
+    WHERE status = 'failed'
+    GROUP BY last_error_code
+) g
+LEFT JOIN LATERAL (
+    SELECT b.id, b.last_error FROM background_jobs b
+    WHERE b.status = 'failed' AND b.last_error_code = g.error_code
+    ORDER BY b.failed_at DESC
+    LIMIT 1
+) s ON true
+ORDER BY g.jobs DESC, g.error_code NULLS LAST
+LIMIT %(limit)s::int;
+
+-- name: console_failed_group_types
+-- One failed group's jobs by type.
+SELECT type, count(*) AS jobs, max(failed_at) AS last_seen
+FROM background_jobs
+WHERE status = 'failed' AND last_error_code = %(error_code)s::text
+GROUP BY type
+ORDER BY jobs DESC;
+
+-- name: console_jobs_page
+-- One keyset page of jobs, newest first, matching the filters; older than before_id.
+SELECT id, queue, type, version, status, priority, attempts, max_attempts, last_error_code,
+       idempotency_key, created_at, available_at, started_at, completed_at, failed_at,
+       cancel_requested_at, worker_id
+FROM background_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(type)s::text IS NULL OR type = %(type)s::text)
+  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+  AND (%(search_key)s::text IS NULL
+       OR idempotency_key = %(search_key)s::text
+       OR id = %(search_id)s::bigint)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s::int;
+
+-- name: console_job_get
+-- One job with its ages measured on the database clock.
+SELECT j.*,
+       extract(epoch FROM now() - j.heartbeat_at) AS heartbeat_age_s,
+       extract(epoch FROM now() - j.created_at) AS age_s,
+       extract(epoch FROM j.lease_expires_at - now()) AS lease_left_s
+FROM background_jobs j
+WHERE j.id = %(job_id)s::bigint;
+
+-- name: console_job_executions
+-- A job's attempts timeline, oldest first.
+SELECT attempt, execution_id, worker_id, scheduled_at, started_at, heartbeat_at, finished_at,
+       outcome, error_code, error, duration_ms,
+       extract(epoch FROM started_at - scheduled_at) AS wait_s,
+       extract(epoch FROM now() - started_at) * 1000 AS running_ms
+FROM job_executions
+WHERE job_id = %(job_id)s::bigint
+ORDER BY attempt, id;
+
+-- name: console_job_audit
+-- The operator actions on one job, newest first.
+SELECT id, actor, role, action, reason, from_status, to_status, at, request_id, bulk_id
+FROM job_audit
+WHERE job_id = %(job_id)s::bigint
+ORDER BY at DESC, id DESC
+LIMIT 200;
+
+-- name: console_unknown_jobs
+-- Jobs whose outcome is ambiguous and need an operator's reconciliation, newest first.
+SELECT j.id, j.queue, j.type, j.attempts, j.max_attempts, j.last_error_code, j.last_error,
+       j.idempotency_key, j.worker_id,
+       coalesce(e.finished_at, j.heartbeat_at, j.started_at) AS since
+FROM background_jobs j
+LEFT JOIN LATERAL (
+    SELECT finished_at FROM job_executions x
+    WHERE x.job_id = j.id ORDER BY x.attempt DESC LIMIT 1
+) e ON true
+WHERE j.status = 'unknown'
+  AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s::bigint)
+ORDER BY j.id DESC
+LIMIT %(limit)s::int;
+
+-- name: console_audit_page
+-- One keyset page of the audit log, newest first, filtered by actor, action and job.
+SELECT a.id, a.job_id, a.bulk_id, a.actor, a.role, a.action, a.reason,
+       a.from_status, a.to_status, a.at, a.request_id
+FROM job_audit a
+WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
+  AND (%(action)s::text IS NULL OR a.action = %(action)s::text)
+  AND (%(job_id)s::bigint IS NULL OR a.job_id = %(job_id)s::bigint)
+  AND (%(before_id)s::bigint IS NULL OR a.id < %(before_id)s::bigint)
+ORDER BY a.id DESC
+LIMIT %(limit)s::int;
+
+-- name: console_sla_by_type
+-- Per job type over the last hour: time-to-start and duration percentiles, failures.
+SELECT type,
+       count(*) AS started,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_at))
+           AS wait_p50_s,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_at))
+           AS wait_p95_s,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS duration_p50_ms,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS duration_p95_ms,
+       count(*) FILTER (WHERE finished_at IS NOT NULL) AS finished,
+       count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout', 'worker_lost'))
+           AS failures
+FROM job_executions
+WHERE started_at > now() - interval '1 hour'
+GROUP BY type;
+
+-- name: console_sla_wait_buckets
+-- Per job type and 5-minute bucket of the last hour: the worst time-to-start.
+SELECT type,
+       floor(extract(epoch FROM now() - started_at) / 300)::int AS bucket,
+       max(extract(epoch FROM started_at - scheduled_at)) AS worst_wait_s,
+       count(*) AS started
+FROM job_executions
+WHERE started_at > now() - interval '1 hour'
+GROUP BY type, bucket;
+
+-- name: console_sla_pending_by_type
+-- Per job type: runnable pending jobs and the oldest one's wait.
+SELECT type, count(*) AS pending,
+       extract(epoch FROM now() - min(available_at)) AS oldest_pending_s
+FROM background_jobs
+WHERE status = 'pending' AND available_at <= now()
+GROUP BY type;
+
+-- name: console_job_types
+-- Every job type seen recently or still stored (for SLA rows and filter choices).
+SELECT DISTINCT type FROM (
+    SELECT type FROM job_executions WHERE started_at > now() - interval '1 hour'
+    UNION ALL
+    SELECT type FROM background_jobs WHERE status IN ('pending', 'running')
+) t
+ORDER BY type;
+
+-- name: console_user_by_name
+-- A console user by login name.
+SELECT id, username, password_hash, role, disabled FROM console_users
+WHERE username = %(username)s::text;
+
+-- name: console_user_by_id
+-- A console user by id (session loading).
+SELECT id, username, password_hash, role, disabled FROM console_users
+WHERE id = %(user_id)s::bigint;
+
+-- name: console_user_upsert
+-- Create a user, or set an existing user's password and role.
+INSERT INTO console_users (username, password_hash, role)
+VALUES (%(username)s::text, %(password_hash)s::text, %(role)s::text)
+ON CONFLICT (username) DO UPDATE
+SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, disabled = false
+RETURNING id, (xmax = 0) AS created;
+
+-- name: console_user_touch_login
+-- Record a successful login (and store a rehashed password when parameters changed).
+UPDATE console_users
+SET last_login_at = now(), password_hash = coalesce(%(password_hash)s::text, password_hash)
+WHERE id = %(user_id)s::bigint;
+
+-- name: console_users_list
+-- Every console user, for the admin page.
+SELECT id, username, role, disabled, created_at, last_login_at
+FROM console_users ORDER BY username;
+
+-- name: console_user_set_access
+-- Change a user's role or disable/enable them (admin only).
+UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean
+WHERE id = %(user_id)s::bigint
+RETURNING id;

@@ -1,0 +1,148 @@
+-- Operator actions (retry, cancel, skip, reconcile), used by worker/operations.py.
+--
+-- Each action is one statement: lock the jobs still in an allowed state, change them
+-- (compare-and-set) and append one job_audit row per job, so the state change and its
+-- audit commit together or not at all. A job whose state moved meanwhile (a worker
+-- finished it, another operator acted first) is simply not selected: zero rows.
+--
+-- Selection is either one job (job_id) or a failed group (error_code, optional job_type,
+-- failed no later than seen_until: jobs failing after the operator's preview are left
+-- alone). Custom plans fold the `IS NULL OR` guards away, so each form uses its index.
+
+-- name: operator_jobs_retry
+-- Back to pending for a new execution; skips jobs whose idempotency key a live job holds.
+WITH candidates AS (
+    SELECT id, status, idempotency_key
+    FROM background_jobs
+    WHERE status = ANY(%(from_statuses)s::text[])
+      AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
+      AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
+      AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
+    FOR UPDATE
+), target AS (
+    -- One job per idempotency key, and none whose key a pending/running job holds:
+    -- the live-key unique index would otherwise reject the whole statement.
+    SELECT DISTINCT ON (coalesce(c.idempotency_key, c.id::text)) c.id, c.status
+    FROM candidates c
+    WHERE c.idempotency_key IS NULL
+       OR NOT EXISTS (
+            SELECT 1 FROM background_jobs live
+            WHERE live.idempotency_key = c.idempotency_key
+              AND live.status IN ('pending', 'running'))
+    ORDER BY coalesce(c.idempotency_key, c.id::text), c.id DESC
+), updated AS (
+    UPDATE background_jobs j SET
+        status = 'pending',
+        available_at = now(),
+        execution_id = NULL,
+        worker_id = NULL,
+        heartbeat_at = NULL,
+        lease_expires_at = NULL,
+        cancel_requested_at = NULL,
+        failed_at = NULL,
+        cancelled_at = NULL,
+        -- attempts keeps counting executions; allow at least one more.
+        max_attempts = greatest(j.max_attempts, j.attempts + 1),
+        manual_retry_count = j.manual_retry_count + 1,
+        retried_by = %(actor)s::text,
+        retried_at = now()
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, bulk_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(bulk_id)s::uuid, %(actor)s::text, %(role)s::text, %(action)s::text,
+           %(reason)s::text, from_status, to_status, %(request_id)s::text, %(details)s::jsonb
+    FROM updated
+    RETURNING job_id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', q.queue) FROM (SELECT DISTINCT queue FROM updated) q
+)
+SELECT (SELECT count(*) FROM audit) AS jobs,
+       (SELECT count(*) FROM woken) AS queues,
+       (SELECT min(id) FROM updated) AS first_job_id;
+
+-- name: operator_jobs_transition
+-- Move jobs to a terminal status (cancelled, skipped, completed, failed) by operator decision.
+WITH target AS (
+    SELECT id, status
+    FROM background_jobs
+    WHERE status = ANY(%(from_statuses)s::text[])
+      AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
+      AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
+      AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET
+        status = %(to_status)s::text,
+        cancelled_at = CASE WHEN %(to_status)s::text = 'cancelled' THEN now() ELSE j.cancelled_at END,
+        skipped_at = CASE WHEN %(to_status)s::text = 'skipped' THEN now() ELSE j.skipped_at END,
+        completed_at = CASE WHEN %(to_status)s::text = 'completed' THEN now() ELSE j.completed_at END,
+        failed_at = CASE WHEN %(to_status)s::text = 'failed' THEN now() ELSE j.failed_at END
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, t.status AS from_status, j.status AS to_status
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, bulk_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(bulk_id)s::uuid, %(actor)s::text, %(role)s::text, %(action)s::text,
+           %(reason)s::text, from_status, to_status, %(request_id)s::text, %(details)s::jsonb
+    FROM updated
+    RETURNING job_id
+)
+SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
+
+-- name: operator_job_request_cancel
+-- Ask the worker running a job to stop (cooperative); the worker sees it on its next heartbeat.
+WITH target AS (
+    SELECT id, status FROM background_jobs
+    WHERE id = %(job_id)s::bigint AND status = 'running' AND cancel_requested_at IS NULL
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET cancel_requested_at = now()
+    FROM target t WHERE j.id = t.id
+    RETURNING j.id, t.status AS from_status, j.status AS to_status
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, 'request_cancel', %(reason)s::text,
+           from_status, to_status, %(request_id)s::text, '{"cooperative": true}'::jsonb
+    FROM updated
+    RETURNING job_id
+)
+SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
+
+-- name: operator_audit_by_request
+-- The audit rows an earlier submission of the same form wrote (double-click detection).
+SELECT job_id, action, actor, at, to_status
+FROM job_audit
+WHERE request_id = %(request_id)s::text
+ORDER BY id
+LIMIT 1;
+
+-- name: operator_job_state
+-- The job's current state, to explain why an action changed nothing.
+SELECT j.id, j.status, j.cancel_requested_at, j.idempotency_key,
+       (SELECT live.id FROM background_jobs live
+        WHERE j.idempotency_key IS NOT NULL
+          AND live.idempotency_key = j.idempotency_key
+          AND live.status IN ('pending', 'running')
+          AND live.id <> j.id
+        LIMIT 1) AS live_holder_id
+FROM background_jobs j
+WHERE j.id = %(job_id)s::bigint;
+
+-- name: operator_group_preview
+-- How many failed jobs a bulk action on an error code (and optional type) would touch.
+SELECT count(*) AS jobs,
+       max(failed_at) AS seen_until,
+       coalesce(array_agg(DISTINCT type) FILTER (WHERE type IS NOT NULL), '{}') AS types
+FROM background_jobs
+WHERE status = 'failed'
+  AND last_error_code = %(error_code)s::text
+  AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text);

@@ -1,0 +1,285 @@
+-- Queries of the job runtime: enqueue, claim, heartbeat, outcomes, recovery, workers.
+-- Every transition out of `running` is a compare-and-set on (status, execution_id):
+-- zero rows back means this execution no longer owns the job and must discard its result.
+
+-- name: enqueue_jobs
+-- Insert jobs from a JSON array of rows; a live job with the same idempotency key wins.
+INSERT INTO background_jobs
+    (queue, type, version, payload, priority, available_at, max_attempts,
+     idempotency_key, concurrency_key)
+SELECT r.queue, r.type, r.version, r.payload, r.priority,
+       COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
+       r.max_attempts, r.idempotency_key, r.concurrency_key
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+    ord int, queue text, type text, version int, payload jsonb, priority int,
+    run_at timestamptz, delay float8, max_attempts int, idempotency_key text,
+    concurrency_key text)
+ORDER BY r.ord
+ON CONFLICT (idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
+    DO NOTHING
+RETURNING id, idempotency_key
+
+-- name: live_jobs_by_idempotency_key
+-- The live jobs holding these idempotency keys (for enqueue's dedupe answer).
+SELECT idempotency_key, id FROM background_jobs
+WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
+
+-- name: claim_jobs
+-- Claim up to `limit` runnable jobs of the handled types, highest priority first.
+WITH policy AS (
+    SELECT * FROM unnest(%(types)s::text[], %(leases)s::float8[]) AS p(type, lease)
+), selected AS (
+    SELECT j.id, p.lease
+    FROM background_jobs j
+    JOIN policy p ON p.type = j.type
+    WHERE j.status = 'pending'
+      AND j.available_at <= now()
+      AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
+      AND NOT EXISTS (SELECT 1 FROM queue_controls qc WHERE qc.queue = j.queue AND qc.paused)
+    ORDER BY j.priority DESC, j.available_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), claimed AS (
+    UPDATE background_jobs j
+    SET status = 'running',
+        execution_id = gen_random_uuid(),
+        attempts = j.attempts + 1,
+        worker_id = %(worker_id)s,
+        started_at = now(),
+        heartbeat_at = now(),
+        lease_seconds = s.lease,
+        lease_expires_at = now() + make_interval(secs => s.lease),
+        cancel_requested_at = NULL
+    FROM selected s
+    WHERE j.id = s.id
+    RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
+              j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key,
+              j.available_at, j.worker_id
+), executions AS (
+    INSERT INTO job_executions
+        (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
+         started_at, heartbeat_at)
+    SELECT id, execution_id, attempts, queue, type, worker_id, available_at, now(), now()
+    FROM claimed
+)
+SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
+       execution_id, checkpoint, idempotency_key
+FROM claimed ORDER BY priority DESC, available_at, id
+
+-- name: finish_execution
+-- Record an execution's outcome, if it still owns the job; returns the job id or nothing.
+WITH job AS (
+    UPDATE background_jobs
+    SET status = %(status)s,
+        available_at = CASE WHEN %(status)s = 'pending'
+                            THEN now() + make_interval(secs => %(delay)s)
+                            ELSE available_at END,
+        completed_at = CASE WHEN %(status)s = 'completed' THEN now() END,
+        failed_at = CASE WHEN %(status)s = 'failed' THEN now() END,
+        cancelled_at = CASE WHEN %(status)s = 'cancelled' THEN now() END,
+        skipped_at = CASE WHEN %(status)s = 'skipped' THEN now() END,
+        last_error_code = COALESCE(%(error_code)s, last_error_code),
+        last_error = COALESCE(%(error)s, last_error),
+        checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
+        progress = COALESCE(%(progress)s::jsonb, progress),
+        lease_expires_at = NULL
+    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+    RETURNING id, execution_id
+)
+UPDATE job_executions e
+SET finished_at = now(),
+    outcome = %(outcome)s,
+    error_code = %(error_code)s,
+    error = %(error)s,
+    duration_ms = extract(epoch FROM now() - e.started_at) * 1000
+FROM job
+WHERE e.execution_id = job.execution_id
+RETURNING e.job_id
+
+-- name: heartbeat_executions
+-- Renew the leases of this worker's running executions in one statement; returns the
+-- ones it still owns and whether cancellation was requested for each.
+WITH beats AS (
+    UPDATE background_jobs j
+    SET heartbeat_at = now(),
+        lease_expires_at = now() + make_interval(secs => j.lease_seconds),
+        progress = COALESCE(x.progress, j.progress),
+        checkpoint = COALESCE(x.checkpoint, j.checkpoint)
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+         AS x(id bigint, execution_id uuid, progress jsonb, checkpoint jsonb)
+    WHERE j.id = x.id AND j.execution_id = x.execution_id AND j.status = 'running'
+    RETURNING j.id, j.execution_id, j.cancel_requested_at IS NOT NULL AS cancel_requested
+), execs AS (
+    UPDATE job_executions e SET heartbeat_at = now()
+    FROM beats b WHERE e.execution_id = b.execution_id
+)
+SELECT id, execution_id, cancel_requested FROM beats
+
+-- name: save_progress
+-- Write one execution's progress and checkpoint now (guarded like a heartbeat).
+UPDATE background_jobs
+SET progress = COALESCE(%(progress)s::jsonb, progress),
+    checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
+    heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => lease_seconds)
+WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+RETURNING cancel_requested_at IS NOT NULL AS cancel_requested
+
+-- name: lock_stale_running
+-- Running jobs whose lease ran out, locked for recovery (others' recoveries skip them).
+SELECT id, execution_id, type, attempts, max_attempts
+FROM background_jobs
+WHERE status = 'running' AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: recover_executions
+-- Move locked stale jobs to their next state, re-checking staleness and the execution.
+WITH decided AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS d(id bigint, execution_id uuid, status text, delay float8)
+), job AS (
+    UPDATE background_jobs j
+    SET status = d.status,
+        available_at = CASE WHEN d.status = 'pending'
+                            THEN now() + make_interval(secs => d.delay)
+                            ELSE j.available_at END,
+        failed_at = CASE WHEN d.status = 'failed' THEN now() END,
+        last_error_code = 'WORKER_LOST',
+        last_error = 'lease expired: no heartbeat from worker ' || coalesce(j.worker_id, '?')
+                     || ' since ' || coalesce(j.heartbeat_at::text, '?'),
+        lease_expires_at = NULL
+    FROM decided d
+    WHERE j.id = d.id AND j.execution_id = d.execution_id
+      AND j.status = 'running' AND j.lease_expires_at < now()
+    RETURNING j.id, j.execution_id, j.status, j.last_error
+)
+UPDATE job_executions e
+SET finished_at = now(), outcome = 'worker_lost', error_code = 'WORKER_LOST',
+    error = job.last_error,
+    duration_ms = extract(epoch FROM coalesce(e.heartbeat_at, e.started_at) - e.started_at) * 1000
+FROM job
+WHERE e.execution_id = job.execution_id
+RETURNING e.job_id, job.status
+
+-- name: register_worker
+-- Announce a worker process (or re-announce it after a reconnect).
+INSERT INTO job_workers
+    (worker_id, host, pid, queues, job_types, concurrency, version, state)
+VALUES (%(worker_id)s, %(host)s, %(pid)s, %(queues)s, %(job_types)s, %(concurrency)s,
+        %(version)s, 'running')
+ON CONFLICT (worker_id) DO UPDATE
+SET heartbeat_at = now(), state = EXCLUDED.state, stopped_at = NULL
+
+-- name: worker_heartbeat
+-- Renew a worker's own row and report its state (running / draining).
+UPDATE job_workers SET heartbeat_at = now(), state = %(state)s
+WHERE worker_id = %(worker_id)s
+RETURNING worker_id
+
+-- name: worker_stopped
+-- A worker exits cleanly.
+UPDATE job_workers SET state = 'stopped', stopped_at = now(), heartbeat_at = now()
+WHERE worker_id = %(worker_id)s
+
+-- name: mark_gone_workers
+-- Workers whose heartbeat is older than `stale_after` seconds are gone.
+UPDATE job_workers SET state = 'gone', stopped_at = coalesce(stopped_at, now())
+WHERE state IN ('running', 'draining')
+  AND heartbeat_at < now() - make_interval(secs => %(stale_after)s)
+RETURNING worker_id
+
+-- name: cancel_pending_job
+-- Cancel a job that no worker holds: it becomes `cancelled` at once.
+UPDATE background_jobs
+SET status = 'cancelled', cancelled_at = now(), last_error_code = 'CANCELLED',
+    last_error = %(reason)s
+WHERE id = %(job_id)s AND status = 'pending'
+RETURNING id
+
+-- name: request_cancel_running
+-- Ask the worker running a job to stop; it learns this with its next heartbeat.
+UPDATE background_jobs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = %(job_id)s AND status = 'running'
+RETURNING id
+
+-- name: job_status
+-- One job's state (for tests, the CLI and waiting callers).
+SELECT id, status, attempts, max_attempts, last_error_code, last_error, available_at,
+       completed_at, failed_at, execution_id, worker_id, checkpoint, progress
+FROM background_jobs WHERE id = %(job_id)s
+
+-- name: stats_by_status
+-- Job counts by status, queue and type.
+SELECT status, queue, type, count(*) AS n FROM background_jobs
+GROUP BY status, queue, type ORDER BY status, queue, type
+
+-- name: oldest_pending_age
+-- Seconds since the oldest runnable pending job became available, per queue.
+SELECT queue, extract(epoch FROM now() - min(available_at)) AS age_seconds, count(*) AS n
+FROM background_jobs WHERE status = 'pending' AND available_at <= now()
+GROUP BY queue ORDER BY queue
+
+-- name: reserve_effect
+-- Reserve a business-effect key for this execution; returns the row as it now stands.
+WITH ins AS (
+    INSERT INTO processed_effects (key, job_id, execution_id, state)
+    VALUES (%(key)s, %(job_id)s, %(execution_id)s, 'reserved')
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, job_id, execution_id, state, result, true AS fresh
+)
+SELECT * FROM ins
+UNION ALL
+SELECT key, job_id, execution_id, state, result, false FROM processed_effects
+WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
+
+-- name: take_over_effect
+-- A retry takes over a reservation whose earlier execution is known not to have acted.
+UPDATE processed_effects SET execution_id = %(execution_id)s, job_id = %(job_id)s
+WHERE key = %(key)s AND state = 'reserved'
+RETURNING key
+
+-- name: complete_effect
+-- Mark an effect done with its result (the ledger's proof it happened).
+UPDATE processed_effects SET state = 'done', result = %(result)s::jsonb, done_at = now()
+WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
+RETURNING key
+
+-- name: release_effect
+-- Drop a reservation after the effect certainly did not happen (so a retry may try).
+DELETE FROM processed_effects
+WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
+
+-- name: hand_back_execution
+-- Graceful shutdown: return an unfinished job to pending now, without spending an attempt.
+WITH job AS (
+    UPDATE background_jobs
+    SET status = 'pending', available_at = now(), attempts = greatest(attempts - 1, 0),
+        lease_expires_at = NULL,
+        checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
+        progress = COALESCE(%(progress)s::jsonb, progress)
+    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+    RETURNING id, execution_id, queue
+), notified AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM job
+)
+UPDATE job_executions e
+SET finished_at = now(), outcome = 'handed_back',
+    duration_ms = extract(epoch FROM now() - e.started_at) * 1000
+FROM job
+WHERE e.execution_id = job.execution_id
+RETURNING e.job_id, (SELECT count(*) FROM notified)
+
+-- name: prune_finished
+-- Retention: delete finished jobs (and their history) older than `older_than` seconds.
+DELETE FROM background_jobs
+WHERE status = ANY(%(statuses)s::text[])
+  AND coalesce(completed_at, skipped_at, cancelled_at, failed_at, created_at)
+      < now() - make_interval(secs => %(older_than)s)
+
+-- name: unknown_jobs
+-- Jobs whose outcome is unknown and needs reconciliation, oldest first.
+SELECT id, type, queue, attempts, last_error_code, last_error, worker_id, heartbeat_at
+FROM background_jobs WHERE status = 'unknown' ORDER BY id LIMIT %(limit)s
