@@ -122,7 +122,8 @@ def cmd_reconcile(args) -> int:
     print(f"{len(rows)} job(s) in 'unknown' — check the external system, then retry or skip "
           "each from the console (Needs review):")
     for id_, type_, queue, attempts, code, error, worker_id, hb in rows:
-        print(f"  #{id_} {type_} queue={queue} attempts={attempts} {code}: {error}")
+        print(f"  #{id_} {type_} queue={queue} attempts={attempts} worker={worker_id} "
+              f"last heartbeat={hb} {code}: {error}")
     return 0
 
 

@@ -84,10 +84,14 @@ def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
         raise EnqueueError("delay must be a non-negative number of seconds")
     if not isinstance(spec.priority, int) or abs(spec.priority) > INT32:
         raise EnqueueError("priority must be a 32-bit integer")
-    max_attempts = spec.max_attempts or (job_type.max_attempts if job_type else 5)
+    max_attempts = spec.max_attempts
+    if max_attempts is None:
+        max_attempts = job_type.max_attempts if job_type else 5
     if not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
         raise EnqueueError("max_attempts must be an integer from 1 to 1000")
-    version = spec.version or (job_type.version if job_type else 1)
+    version = spec.version
+    if version is None:
+        version = job_type.version if job_type else 1
     if not isinstance(version, int) or not 1 <= version <= INT32:
         raise EnqueueError("version must be a positive integer")
     if spec.idempotency_key is not None and (
@@ -122,7 +126,11 @@ def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
             "enqueue needs a psycopg connection or a SQLAlchemy Connection/Session, "
             f"not {type(conn).__name__}"
         )
-    return [tuple(r) for r in result.fetchall()] if result.description else []
+    # SQLAlchemy results say returns_rows; psycopg cursors have a description.
+    has_rows = getattr(result, "returns_rows", None)
+    if has_rows is None:
+        has_rows = result.description is not None
+    return [tuple(r) for r in result.fetchall()] if has_rows else []
 
 
 def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],

@@ -1,0 +1,29 @@
+# Two commands do all the set-up (see README): `make demo` and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+
+.PHONY: setup demo test lint chromium
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+# The browser tests drive Debian's chromium (Playwright cannot download browsers here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+demo: setup
+	$(VENV)/bin/jobwarden demo
+
+# DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
+test: setup chromium
+	$(VENV)/bin/pytest
+
+lint: setup
+	$(VENV)/bin/ruff check worker console tests bench

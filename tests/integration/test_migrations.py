@@ -1,0 +1,66 @@
+"""Alembic owns the schema: upgrading from empty gives exactly what the code expects."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine
+
+from worker.db import downgrade, migrate, sqlalchemy_url
+from worker.schema import metadata
+
+
+@pytest.fixture
+def empty_database(server_url):
+    from tests.conftest import _with_dbname
+
+    name = f"jobwarden_migrations_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield _with_dbname(server_url, name)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def schema_diff(url: str) -> list:
+    engine = create_engine(sqlalchemy_url(url))
+    try:
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True,
+                                                         "compare_server_default": False})
+            return [d for d in compare_metadata(ctx, metadata)
+                    if not (isinstance(d, tuple) and d[0] == "remove_table"
+                            and d[1].name == "alembic_version")]
+    finally:
+        engine.dispose()
+
+
+def tables(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+
+def test_upgrade_from_empty_matches_the_code_schema(empty_database):
+    migrate(empty_database)
+    assert schema_diff(empty_database) == []
+    assert set(metadata.tables) <= tables(empty_database)
+
+
+def test_downgrade_then_upgrade_round_trips(empty_database):
+    migrate(empty_database)
+    downgrade(empty_database, "base")
+    assert tables(empty_database) == {"alembic_version"}
+    migrate(empty_database)
+    assert schema_diff(empty_database) == []
+
+
+def test_status_check_constraint_rejects_unknown_states(empty_database):
+    migrate(empty_database)
+    with psycopg.connect(empty_database) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO background_jobs (type, payload, status) "
+                     "VALUES ('t', '{}', 'exploded')")

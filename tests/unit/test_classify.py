@@ -1,0 +1,68 @@
+"""How a handler's ending maps to the job's next state (no database)."""
+
+import pytest
+
+from worker import errors as E
+from worker.context import JobContext
+from worker.policy import RetryPolicy
+from worker.registry import JobType, Registry, job
+from worker.runner import classify, prepare_payload
+
+
+def ctx(attempt=1, max_attempts=3):
+    return JobContext(pool=None, job_id=1, execution_id=None, attempt=attempt,
+                      max_attempts=max_attempts, type="t", queue="default", version=1)
+
+
+JT = JobType("t", handler=lambda c, p: None, backoff=RetryPolicy(base=10, jitter=0), timeout=5)
+
+
+@pytest.mark.parametrize("exc, status, code", [
+    (None, "completed", None),
+    (E.PermanentError("AUTH_FAILED", "401"), "failed", "AUTH_FAILED"),
+    (E.RetryableError("PROVIDER_5XX", "503"), "pending", "PROVIDER_5XX"),
+    (E.SkipJob("gone"), "skipped", "SKIPPED"),
+    (E.AmbiguousOutcome("lost response"), "unknown", "AMBIGUOUS_OUTCOME"),
+    (E.JobCancelled(), "cancelled", "CANCELLED"),
+    (ZeroDivisionError("x"), "pending", "UNKNOWN"),
+])
+def test_each_ending_has_one_next_state(exc, status, code):
+    out = classify(exc, ctx(), JT)
+    assert (out.status, out.error_code) == (status, code)
+
+
+def test_retryable_on_the_last_attempt_fails():
+    out = classify(E.RetryableError("NETWORK_TIMEOUT", "t"), ctx(attempt=3), JT)
+    assert (out.status, out.outcome) == ("failed", "failed")
+    assert "giving up" in out.error
+
+
+def test_backoff_uses_the_type_policy_and_rate_limit_its_own_time():
+    assert classify(E.RetryableError(), ctx(attempt=2), JT).delay == 20
+    assert classify(E.RateLimited(120), ctx(attempt=2), JT).delay == 120
+
+
+def test_timeout_wins_over_whatever_the_handler_raised():
+    c = ctx()
+    c.timed_out = True
+    out = classify(E.JobCancelled(), c, JT)
+    assert (out.status, out.outcome, out.error_code) == ("pending", "timeout", "TIMEOUT")
+
+
+def test_payload_upgrades_chain_and_missing_steps_fail_permanently():
+    reg = Registry()
+
+    @job("x", version=3, registry=reg)
+    def x(c, p):
+        pass
+
+    x.upgrader(1)(lambda p: {**p, "v2": True})
+    x.upgrader(2)(lambda p: {**p, "v3": True})
+    assert prepare_payload(x, {"a": 1}, 1) == {"a": 1, "v2": True, "v3": True}
+    del x.upgraders[1]
+    with pytest.raises(E.PermanentError) as err:
+        prepare_payload(x, {}, 1)
+    assert err.value.code == "PAYLOAD_VERSION_UNSUPPORTED"
+    with pytest.raises(E.RetryableError) as newer:
+        prepare_payload(x, {}, 4)
+    assert newer.value.code == "PAYLOAD_VERSION_UNSUPPORTED"
