@@ -25,12 +25,16 @@ def embedded_url() -> str:
     """Start (or reuse) the embedded server and return its libpq URL."""
     global _embedded_url
     if _embedded_url is None:
+        import warnings
+
         import pgserver  # imported lazily: production never needs it
 
         datadir = jobwarden_home() / "pgdata"
         datadir.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None leaves the server running for the next command to reuse.
-        server = pgserver.get_server(datadir, cleanup_mode=None)
+        with warnings.catch_warnings():  # platformdirs complains when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            server = pgserver.get_server(datadir, cleanup_mode=None)
         _embedded_url = server.get_uri()
         log.info("using embedded PostgreSQL in %s", datadir, extra={"action": "embedded_db"})
     return _embedded_url

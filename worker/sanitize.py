@@ -82,7 +82,12 @@ def sanitize_payload(value: Any, _depth: int = 0) -> Any:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """`ExceptionType: message`, sanitized and truncated, for storage."""
+    """`ExceptionType: message`, sanitized and truncated, for storage. A JobError's
+    code is stored in its own column, so only its message is kept here."""
+    from .errors import JobError
+
+    if isinstance(exc, JobError):
+        return sanitize_text(exc.message or exc.code) or exc.code
     message = str(exc)
     name = type(exc).__name__
     return sanitize_text(f"{name}: {message}" if message else name) or name

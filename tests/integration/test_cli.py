@@ -1,0 +1,73 @@
+"""The `jobwarden` command line, run as a real subprocess against the test database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.helpers import job_row, scalar
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def jobwarden(*args: str, input: str | None = None, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "worker.cli", "--log-level", "WARNING", *args],
+                          cwd=ROOT, capture_output=True, text=True, input=input,
+                          timeout=timeout)
+
+
+def test_migrate_is_idempotent(clean_db):
+    result = jobwarden("migrate")
+    assert result.returncode == 0, result.stderr
+    assert "migrated" in result.stdout
+
+
+def test_enqueue_prints_the_id_and_stats_count_it(clean_db):
+    result = jobwarden("enqueue", "send_email", "--payload", '{"userId": 52}', "--queue",
+                       "email", "--delay", "5m")
+    assert result.returncode == 0, result.stderr
+    row = job_row(clean_db, int(result.stdout))
+    assert (row["type"], row["queue"], row["payload"]) == ("send_email", "email", {"userId": 52})
+    assert 290 < row["available_in"] <= 300
+    stats = json.loads(jobwarden("stats", "--json").stdout)
+    assert stats["by_status"] == {"pending": 1}
+    assert stats["by_status_queue_type"] == [
+        {"status": "pending", "queue": "email", "type": "send_email", "count": 1}]
+
+
+def test_enqueue_rejects_bad_input_with_a_clear_message(clean_db):
+    for args, message in [
+        (["t", "--payload", "{not json"], "not valid JSON"),
+        (["t", "--payload", "[1, 2]"], "JSON object"),
+        (["bad type!", "--payload", "{}"], "invalid job type"),
+    ]:
+        result = jobwarden("enqueue", *args)
+        assert result.returncode == 2
+        assert message in result.stderr
+        assert "Traceback" not in result.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+
+
+def test_worker_refuses_an_app_that_does_not_import(clean_db):
+    result = jobwarden("worker", "--app", "no_such_module_here")
+    assert result.returncode != 0
+    assert "cannot import app module 'no_such_module_here'" in result.stderr
+
+
+def test_unreachable_database_is_a_one_line_error(clean_db):
+    env = dict(os.environ, DATABASE_URL="postgresql://postgres@127.0.0.1:1/nowhere")
+    result = subprocess.run([sys.executable, "-m", "worker.cli", "stats"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "cannot reach the database" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_runs_every_outcome_and_exits(clean_db):
+    result = jobwarden("demo", "--exit-when-done", "--port", "8765", timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "by status: completed=12, failed=4, skipped=1, unknown=1" in out
+    assert "[REDACTED]" in out and "tok3n-s3cret" not in out
+    assert "console: http://127.0.0.1:" in out

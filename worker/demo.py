@@ -1,0 +1,126 @@
+"""`jobwarden demo`: embedded PostgreSQL, migrations, demo jobs, a worker and the console."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+from .db import connect, database_url, migrate
+from .enqueue import JobSpec, enqueue_many
+from .queries import Q
+
+log = logging.getLogger("jobwarden.demo")
+
+DEMO_USER = "demo"
+DEMO_PASSWORD = "jobwarden-demo"  # printed on start; the demo listens on localhost only
+
+
+def demo_batch() -> list[JobSpec]:
+    """A mix that ends in every state: completed, retried, failed, skipped, unknown."""
+    jobs = [JobSpec("send_email", {"userId": 50 + i, "template": "welcome",
+                                   "flaky": i % 3 == 0}, idempotency_key=None)
+            for i in range(6)]
+    jobs += [JobSpec("generate_pdf", {"reportId": 1840 + i, "pages": 12}) for i in range(2)]
+    jobs += [JobSpec("sync_crm", {"contactId": 7, "api_token": "crm-live-1234567890"}),
+             JobSpec("sync_crm", {"contactId": 8, "api_token": "crm-live-0987654321"}),
+             JobSpec("provider_call", {"orderId": 1842}),
+             JobSpec("charge_card", {"orderId": 1842, "amount": 4900}),
+             JobSpec("call_webhook", {"url": "https://hooks.example.com/orders"}),
+             JobSpec("project_report", {"projectId": 1842}),
+             JobSpec("export_data", {"rows": []}),
+             JobSpec("send_reminder", {"userId": 52}, version=1),
+             JobSpec("send_reminder", {"user_id": 53, "channel": "sms"}),
+             JobSpec("send_email", {"userId": 99, "comment": "<script>alert(1)</script>"})]
+    return jobs
+
+
+def _ensure_demo_user() -> bool:
+    try:
+        from console.cli_commands import user_add
+    except ImportError:
+        return False
+    with connect() as conn:
+        exists = conn.execute(Q.demo_user_exists, {"username": DEMO_USER}).fetchone()
+    if not exists:
+        user_add(DEMO_USER, "admin", DEMO_PASSWORD)
+    return True
+
+
+def _start_console(port: int):
+    try:
+        from console.cli_commands import make_server
+    except ImportError:
+        return None, None
+    for candidate in range(port, port + 20):
+        try:
+            server = make_server("127.0.0.1", candidate)
+        except OSError:
+            continue
+        thread = threading.Thread(target=server.serve_forever, name="console", daemon=True)
+        thread.start()
+        return server, candidate
+    return None, None
+
+
+def _print_summary(ids: list[int]) -> None:
+    with connect() as conn:
+        rows = conn.execute(Q.demo_batch_summary, {"ids": ids}).fetchall()
+    print(f"\n{'id':>5}  {'type':<15} {'queue':<13} {'status':<10} {'tries':<6} error")
+    for id_, type_, queue, status, attempts, max_attempts, code, error in rows:
+        detail = f"{code}: {error[:70]}" if code and error else (code or "")
+        if status == "completed" and detail:
+            detail = f"(after {detail})"
+        print(f"{id_:>5}  {type_:<15} {queue:<13} {status:<10} {attempts}/{max_attempts:<4} "
+              f"{detail}")
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row[3]] = counts.get(row[3], 0) + 1
+    print("\nby status: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+
+
+def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: float = 90) -> int:
+    from . import demo_jobs  # noqa: F401  (registers the demo job types)
+    from .process import WorkerProcess
+    from .registry import registry
+
+    url = database_url()
+    print(f"database: {url}")
+    migrate(url)
+    print("migrations applied")
+    with connect() as conn:
+        ids = enqueue_many(conn, demo_batch())
+    print(f"enqueued {len(ids)} demo jobs (ids {min(ids)}-{max(ids)})")
+    has_console = _ensure_demo_user()
+    server, bound = _start_console(port) if has_console else (None, None)
+    if server:
+        print(f"console: http://127.0.0.1:{bound}/  (login {DEMO_USER} / {DEMO_PASSWORD})")
+
+    worker = WorkerProcess(registry, url=url, concurrency=4, poll_interval=0.5, grace=5)
+    worker_thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
+    worker_thread.start()
+    print(f"worker {worker.worker_id} running {len(registry.names())} job types\n")
+    deadline = time.monotonic() + settle_timeout
+    while time.monotonic() < deadline:
+        with connect() as conn:
+            if conn.execute(Q.demo_batch_unsettled, {"ids": ids}).fetchone()[0] == 0:
+                break
+        time.sleep(0.5)
+    _print_summary(ids)
+    try:
+        if not exit_when_done:
+            print("\nThe worker keeps running and new jobs trickle in; open the console above. "
+                  "Ctrl-C stops.")
+            while True:
+                time.sleep(10)
+                with connect() as conn:
+                    enqueue_many(conn, random.sample(demo_batch(), 2))
+    except KeyboardInterrupt:
+        print("\nstopping…")
+    finally:
+        worker.request_stop()
+        worker_thread.join(timeout=15)
+        if server:
+            server.shutdown()
+    return 0
