@@ -10,6 +10,9 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+import psycopg
+from psycopg_pool import PoolTimeout
+
 from .errors import AmbiguousOutcome, JobCancelled
 from .queries import Q
 
@@ -47,6 +50,7 @@ class JobContext:
         self._lock = threading.Lock()
         self._cancel = threading.Event()
         self.timed_out = False
+        self.operator_cancelled = False
         self.lease_lost = False
         self._pending_progress: dict | None = None
         self._pending_checkpoint: Any = None
@@ -69,6 +73,11 @@ class JobContext:
         return self._cancel.wait(seconds)
 
     def _request_cancel(self) -> None:
+        self._cancel.set()
+
+    def cancel_by_operator(self) -> None:
+        """The heartbeat saw `cancel_requested_at`: an operator or the API asked to stop."""
+        self.operator_cancelled = True
         self._cancel.set()
 
     @property
@@ -113,21 +122,39 @@ class JobContext:
             self._last_write = time.monotonic()
         return progress, checkpoint
 
+    def restore_pending(self, progress: str | None, checkpoint: str | None) -> None:
+        """Put back values take_pending() handed out but nobody could write, unless newer
+        ones were saved meanwhile."""
+        with self._lock:
+            if progress is not None and self._pending_progress is None:
+                self._pending_progress = json.loads(progress)
+            if checkpoint is not None and not self._has_pending_checkpoint:
+                self._pending_checkpoint = json.loads(checkpoint)
+                self._has_pending_checkpoint = True
+
     def _write_progress(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._last_write < PROGRESS_WRITE_INTERVAL:
             return
         progress, checkpoint = self.take_pending()
-        with self._pool.connection() as conn:
-            row = conn.execute(Q.save_progress, {
-                "job_id": self.job_id, "execution_id": self.execution_id,
-                "progress": progress, "checkpoint": checkpoint,
-            }).fetchone()
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(Q.save_progress, {
+                    "job_id": self.job_id, "execution_id": self.execution_id,
+                    "progress": progress, "checkpoint": checkpoint,
+                }).fetchone()
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            # The database is away: keep the values for the worker's next heartbeat, which
+            # also owns the lease. Progress is never worth failing the job for.
+            self.restore_pending(progress, checkpoint)
+            log.warning("job %s: could not write progress (%s); kept for later",
+                             self.job_id, exc, extra={"action": "progress_deferred"})
+            return
         if row is None:
             self.lease_lost = True
             self._cancel.set()
             raise LeaseLost(f"job {self.job_id}: execution {self.execution_id} lost its lease")
         if row[0]:
-            self._cancel.set()
+            self.cancel_by_operator()
 
     # -- idempotency -------------------------------------------------------------------
     def idempotency_key(self, *parts: Any) -> str:

@@ -85,6 +85,8 @@ class WorkerProcess:
         self.heartbeat_interval = heartbeat_interval or min(10.0, max(0.2, min_lease / 3))
         self.recovery_interval = recovery_interval or min(30.0, max(0.5, min_lease / 2))
         self.timeout_grace = timeout_grace
+        # Another worker counts as gone after missing several of its heartbeats.
+        self.worker_stale_after = max(5.0, 5 * self.heartbeat_interval)
         self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
         self.restart_on_abandon = restart_on_abandon
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -120,11 +122,20 @@ class WorkerProcess:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+        # Handlers may hold two connections each (ctx.transaction() plus progress or the
+        # effect ledger), and abandoned threads keep theirs until they return.
         self.pool = ConnectionPool(
-            self.url, min_size=1, max_size=self.concurrency + 3, timeout=10, open=False,
+            self.url, min_size=1, max_size=2 * self.concurrency + 2, timeout=10, open=False,
             check=ConnectionPool.check_connection, kwargs={"connect_timeout": 5},
             name="jobwarden-worker")
+        # Claims, heartbeats, recovery and hand-backs get their own connections: a lease
+        # must never expire because busy handlers took every connection of the pool.
+        self.control_pool = ConnectionPool(
+            self.url, min_size=1, max_size=3, timeout=5, open=False,
+            check=ConnectionPool.check_connection, kwargs={"connect_timeout": 5},
+            name="jobwarden-control")
         self.pool.open(wait=False)
+        self.control_pool.open(wait=False)
         self._register()
         threads = [threading.Thread(target=self._listen_loop, name="listener", daemon=True),
                    threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)]
@@ -141,6 +152,7 @@ class WorkerProcess:
             for t in threads:
                 t.join(timeout=5)
             self._set_stopped()
+            self.control_pool.close(timeout=5)
             self.pool.close(timeout=5)
         log.info("worker %s stopped", self.worker_id, extra={"action": "worker_stopped"})
         if self.restart_requested and self.restart_on_abandon:
@@ -148,14 +160,15 @@ class WorkerProcess:
                         len(self._abandoned), extra={"action": "worker_restart"})
             sys.stdout.flush()
             sys.stderr.flush()
-            os.execv(sys.executable, [sys.executable, "-m", "worker.cli", *sys.argv[1:]])
+            # The same command line again (`jobwarden worker ...` or `python -m worker.cli`).
+            os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
         return 1 if self._force.is_set() else 0
 
     def _register(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
             try:
-                with self.pool.connection() as conn:
+                with self.control_pool.connection() as conn:
                     conn.execute(Q.register_worker, {
                         "worker_id": self.worker_id, "host": socket.gethostname(),
                         "pid": os.getpid(), "queues": self.queues or ["*"],
@@ -169,7 +182,7 @@ class WorkerProcess:
 
     def _set_stopped(self) -> None:
         try:
-            with self.pool.connection(timeout=3) as conn:
+            with self.control_pool.connection(timeout=3) as conn:
                 conn.execute(Q.worker_stopped, {"worker_id": self.worker_id})
         except DB_ERRORS as exc:
             log.warning("could not mark worker stopped: %s", exc)
@@ -201,7 +214,7 @@ class WorkerProcess:
             self._wake.wait(self.poll_interval)
 
     def _claim(self, limit: int) -> list[tuple]:
-        with self.pool.connection() as conn:
+        with self.control_pool.connection() as conn:
             return conn.execute(Q.claim_jobs, {
                 "types": [t.name for t in self.types], "leases": [t.lease for t in self.types],
                 "queues": self.queues, "limit": limit, "worker_id": self.worker_id,
@@ -259,6 +272,14 @@ class WorkerProcess:
             try:
                 runner.record(self.pool, ex.ctx, outcome)
                 return
+            except runner.CommitUncertain as exc:
+                log.warning("job %s: the database went away while committing its completion "
+                            "(%s); scheduling a retry unless the commit went through",
+                            ex.ctx.job_id, exc, extra={"action": "commit_uncertain",
+                                                       "job_id": ex.ctx.job_id})
+                outcome = runner.retry_or_fail(
+                    ex.job_type, ex.ctx.attempt, ex.ctx.max_attempts, "DB_UNAVAILABLE",
+                    f"connection lost while committing: {exc}")
             except DB_ERRORS as exc:
                 if time.monotonic() > give_up or self._force.is_set():
                     log.error("job %s: could not record %s (%s); recovery will take over",
@@ -284,7 +305,7 @@ class WorkerProcess:
             piled_up = len(self._abandoned)
         if outcome is not None:
             try:
-                runner.record(self.pool, ex.ctx, outcome, business_tx=False)
+                runner.record(self.control_pool, ex.ctx, outcome, business_tx=False)
             except DB_ERRORS as exc:
                 log.warning("job %s: could not record %s (%s); recovery will take over",
                             ex.ctx.job_id, outcome.outcome, exc)
@@ -301,12 +322,17 @@ class WorkerProcess:
     def _heartbeat_loop(self) -> None:
         next_recovery = 0.0
         while not self._closing.is_set():
+            with self._lock:
+                live = [ex for ex in self._executions.values() if not ex.abandoned]
             try:
-                self._beat()
+                self._beat(live)
             except DB_ERRORS as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
             except Exception:
                 log.exception("heartbeat error")
+            # Timeouts are measured on this process's clock: enforce them even while the
+            # database is unreachable.
+            self._enforce_timeouts(live)
             if time.monotonic() >= next_recovery and not self._stop.is_set():
                 next_recovery = time.monotonic() + self.recovery_interval
                 self.recover_once()
@@ -314,9 +340,9 @@ class WorkerProcess:
 
     def recover_once(self) -> dict[str, int]:
         try:
-            with self.pool.connection() as conn:
+            with self.control_pool.connection() as conn:
                 counts = recover_stale_running(conn, self.registry)
-                mark_gone_workers(conn, stale_after=max(30.0, 3 * self.heartbeat_interval))
+                mark_gone_workers(conn, stale_after=self.worker_stale_after)
             if counts.get("pending"):
                 self._wake.set()
             return counts
@@ -324,23 +350,28 @@ class WorkerProcess:
             log.warning("recovery pass failed: %s", exc)
             return {}
 
-    def _beat(self) -> None:
-        with self._lock:
-            live = [ex for ex in self._executions.values() if not ex.abandoned]
-        rows = []
+    def _beat(self, live: list[Execution]) -> None:
+        """Renew every live lease and this worker's row; learn cancellations and losses."""
+        rows, taken = [], []
         for ex in live:
             progress, checkpoint = ex.ctx.take_pending()
+            taken.append((ex, progress, checkpoint))
             rows.append({"id": ex.ctx.job_id, "execution_id": str(ex.ctx.execution_id),
                          "progress": None if progress is None else json.loads(progress),
                          "checkpoint": None if checkpoint is None else json.loads(checkpoint)})
-        with self.pool.connection() as conn:
-            owned = {}
-            if rows:
-                owned = {r[1]: r[2] for r in conn.execute(
-                    Q.heartbeat_executions, {"rows": json.dumps(rows)}).fetchall()}
-            conn.execute(Q.worker_heartbeat, {"worker_id": self.worker_id,
-                                              "state": "draining" if self._stop.is_set()
-                                              else "running"})
+        try:
+            with self.control_pool.connection() as conn:
+                owned = {}
+                if rows:
+                    owned = {r[1]: r[2] for r in conn.execute(
+                        Q.heartbeat_executions, {"rows": json.dumps(rows)}).fetchall()}
+                conn.execute(Q.worker_heartbeat, {"worker_id": self.worker_id,
+                                                  "state": "draining" if self._stop.is_set()
+                                                  else "running"})
+        except BaseException:
+            for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
+                ex.ctx.restore_pending(progress, checkpoint)
+            raise
         for ex in live:
             eid = ex.ctx.execution_id
             if eid not in owned:
@@ -353,8 +384,10 @@ class WorkerProcess:
                                 "its result will be discarded", ex.ctx.job_id, eid,
                                 extra={"action": "lease_lost", "job_id": ex.ctx.job_id})
             elif owned[eid]:
-                ex.ctx._request_cancel()
-        self._enforce_timeouts(live)
+                if not ex.ctx.cancel_requested:
+                    log.info("job %s: cancellation requested", ex.ctx.job_id,
+                             extra={"action": "cancel_requested", "job_id": ex.ctx.job_id})
+                ex.ctx.cancel_by_operator()
 
     def _enforce_timeouts(self, live: list[Execution]) -> None:
         now = time.monotonic()
@@ -370,13 +403,18 @@ class WorkerProcess:
                 log.warning("job %s exceeded its %ss timeout: asking it to stop",
                             ex.ctx.job_id, ex.job_type.timeout,
                             extra={"action": "job_timeout", "job_id": ex.ctx.job_id})
-            elif now - ex.timeout_noticed >= self.timeout_grace:
+            elif now - ex.timeout_noticed >= self._timeout_grace_for(ex):
                 # ... then stop waiting for it: the slot is freed, the retry scheduled.
                 outcome = runner.classify(None, ex.ctx, ex.job_type)
                 if self._abandon(ex, outcome):
                     log.warning("job %s ignored its timeout: abandoned (%s)", ex.ctx.job_id,
                                 outcome.status, extra={"action": "job_abandoned",
                                                        "job_id": ex.ctx.job_id})
+
+    def _timeout_grace_for(self, ex: Execution) -> float:
+        """How long a timed-out handler gets to stop: `timeout_grace`, but never more
+        than its own timeout (a 1s job is not given 5s more) and at least 1s."""
+        return min(self.timeout_grace, max(1.0, ex.job_type.timeout or 0.0))
 
     # -- LISTEN/NOTIFY ----------------------------------------------------------------
     def _listen_loop(self) -> None:
@@ -408,7 +446,7 @@ class WorkerProcess:
                 continue
             progress, checkpoint = ex.ctx.take_pending()
             try:
-                with self.pool.connection(timeout=5) as conn:
+                with self.control_pool.connection(timeout=5) as conn:
                     handed = conn.execute(Q.hand_back_execution, {
                         "job_id": ex.ctx.job_id, "execution_id": ex.ctx.execution_id,
                         "progress": progress, "checkpoint": checkpoint}).fetchone()

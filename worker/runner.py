@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import psycopg
+
 from . import errors as E
 from .context import JobContext, LeaseLost
 from .policy import RetryPolicy
@@ -62,7 +64,7 @@ def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> O
     message = describe_exception(exc)
     if isinstance(exc, E.SkipJob):
         return Outcome("skipped", "skipped", "SKIPPED", sanitize_text(exc.reason) or None)
-    if isinstance(exc, E.JobCancelled) or (ctx.cancel_requested and not ctx.lease_lost):
+    if isinstance(exc, E.JobCancelled) or ctx.operator_cancelled:
         return Outcome("cancelled", "cancelled", E.CANCELLED, "cancelled at operator request")
     if isinstance(exc, E.AmbiguousOutcome):
         return Outcome("unknown", "unknown", exc.code, message)
@@ -114,6 +116,10 @@ def execute(job_type: JobType, ctx: JobContext, payload: dict) -> Outcome | None
     return classify(exc, ctx, job_type)
 
 
+class CommitUncertain(Exception):
+    """The business transaction's connection failed while committing the completion."""
+
+
 def record(pool, ctx: JobContext, outcome: Outcome, *, business_tx: bool = True) -> bool:
     """Write the outcome if this execution still owns the job. False means it did not:
     the result was discarded (and the business transaction rolled back)."""
@@ -126,8 +132,15 @@ def record(pool, ctx: JobContext, outcome: Outcome, *, business_tx: bool = True)
     }
     if business_tx and ctx._tx_conn is not None and outcome.status == "completed":
         conn = ctx._tx_conn  # business writes and completion commit together
-        owned = conn.execute(Q.finish_execution, params).fetchone() is not None
-        ctx.close_transaction(commit=owned)
+        try:
+            owned = conn.execute(Q.finish_execution, params).fetchone() is not None
+            ctx.close_transaction(commit=owned)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # The connection died around the commit: the business writes and the completion
+            # either both committed or both did not. Never complete without them; hand the
+            # job to a retry instead, which the guard refuses if the commit did happen.
+            ctx.close_transaction(commit=False)
+            raise CommitUncertain(str(exc)) from exc
     else:
         if business_tx:  # abandoning from another thread leaves the handler's tx alone
             ctx.close_transaction(commit=False)

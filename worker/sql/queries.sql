@@ -69,33 +69,42 @@ FROM claimed ORDER BY priority DESC, available_at, id
 
 -- name: finish_execution
 -- Record an execution's outcome, if it still owns the job; returns the job id or nothing.
-WITH job AS (
-    UPDATE background_jobs
-    SET status = %(status)s,
-        available_at = CASE WHEN %(status)s = 'pending'
-                            THEN now() + make_interval(secs => %(delay)s)
-                            ELSE available_at END,
-        completed_at = CASE WHEN %(status)s = 'completed' THEN now() END,
-        failed_at = CASE WHEN %(status)s = 'failed' THEN now() END,
-        cancelled_at = CASE WHEN %(status)s = 'cancelled' THEN now() END,
-        skipped_at = CASE WHEN %(status)s = 'skipped' THEN now() END,
-        last_error_code = COALESCE(%(error_code)s, last_error_code),
-        last_error = COALESCE(%(error)s, last_error),
-        checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
-        progress = COALESCE(%(progress)s::jsonb, progress),
-        lease_expires_at = NULL
+-- A retry of a job whose cancellation was requested meanwhile ends it cancelled instead.
+WITH cur AS (
+    SELECT id, CASE WHEN %(status)s = 'pending' AND cancel_requested_at IS NOT NULL
+                    THEN 'cancelled' ELSE %(status)s END AS status
+    FROM background_jobs
     WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
-    RETURNING id, execution_id
+    FOR UPDATE
+), job AS (
+    UPDATE background_jobs j
+    SET status = cur.status,
+        available_at = CASE WHEN cur.status = 'pending'
+                            THEN now() + make_interval(secs => %(delay)s)
+                            ELSE j.available_at END,
+        completed_at = CASE WHEN cur.status = 'completed' THEN now() END,
+        failed_at = CASE WHEN cur.status = 'failed' THEN now() END,
+        cancelled_at = CASE WHEN cur.status = 'cancelled' THEN now() END,
+        skipped_at = CASE WHEN cur.status = 'skipped' THEN now() END,
+        last_error_code = CASE WHEN cur.status <> %(status)s THEN 'CANCELLED'
+                               ELSE COALESCE(%(error_code)s, j.last_error_code) END,
+        last_error = COALESCE(%(error)s, j.last_error),
+        checkpoint = COALESCE(%(checkpoint)s::jsonb, j.checkpoint),
+        progress = COALESCE(%(progress)s::jsonb, j.progress),
+        lease_expires_at = NULL
+    FROM cur
+    WHERE j.id = cur.id AND j.status = 'running' AND j.execution_id = %(execution_id)s
+    RETURNING j.id, j.execution_id, j.status
 )
 UPDATE job_executions e
 SET finished_at = now(),
-    outcome = %(outcome)s,
+    outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE %(outcome)s END,
     error_code = %(error_code)s,
     error = %(error)s,
     duration_ms = extract(epoch FROM now() - e.started_at) * 1000
 FROM job
 WHERE e.execution_id = job.execution_id
-RETURNING e.job_id
+RETURNING e.job_id, job.status
 
 -- name: heartbeat_executions
 -- Renew the leases of this worker's running executions in one statement; returns the
@@ -136,17 +145,21 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: recover_executions
--- Move locked stale jobs to their next state, re-checking staleness and the execution.
+-- Move locked stale jobs to their next state, re-checking staleness and the execution
+-- (a job whose cancellation was requested is not retried: it ends cancelled).
 WITH decided AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
         AS d(id bigint, execution_id uuid, status text, delay float8)
 ), job AS (
     UPDATE background_jobs j
-    SET status = d.status,
+    SET status = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'cancelled' ELSE d.status END,
         available_at = CASE WHEN d.status = 'pending'
                             THEN now() + make_interval(secs => d.delay)
                             ELSE j.available_at END,
         failed_at = CASE WHEN d.status = 'failed' THEN now() END,
+        cancelled_at = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                            THEN now() END,
         last_error_code = 'WORKER_LOST',
         last_error = 'lease expired: no heartbeat from worker ' || coalesce(j.worker_id, '?')
                      || ' since ' || coalesce(j.heartbeat_at::text, '?'),
@@ -253,10 +266,13 @@ DELETE FROM processed_effects
 WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
 
 -- name: hand_back_execution
--- Graceful shutdown: return an unfinished job to pending now, without spending an attempt.
+-- Graceful shutdown: return an unfinished job to pending now, without spending an attempt
+-- (or end it cancelled if that was requested: it would stop at once on its next run).
 WITH job AS (
     UPDATE background_jobs
-    SET status = 'pending', available_at = now(), attempts = greatest(attempts - 1, 0),
+    SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        cancelled_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        available_at = now(), attempts = greatest(attempts - 1, 0),
         lease_expires_at = NULL,
         checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
         progress = COALESCE(%(progress)s::jsonb, progress)
