@@ -1,1 +1,94 @@
-"""Jobwarden's operations console (Flask)."""
+"""Jobwarden's operations console (Flask): `create_app()` is the app factory.
+
+Server-rendered pages with HTMX fragments that refresh themselves; every page needs a
+login, every POST a CSRF token, every action the operator role and a reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from flask import Flask, render_template
+from flask_wtf.csrf import CSRFError, CSRFProtect
+
+ROOT = Path(__file__).resolve().parent.parent
+csrf = CSRFProtect()
+log = logging.getLogger("jobwarden.console")
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Build the console. `config` overrides settings read from the environment."""
+    from console import auth, formatting, security
+    from console.config import load_config, secret_key
+    from console.database import ConsoleDatabase
+    from console.views import register_blueprints
+
+    app = Flask(
+        __name__,
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+        static_url_path="/static",
+    )
+    app.config.update(load_config())
+    app.config.update(config or {})
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = secret_key()
+    _import_app_modules(app.config.get("APP_MODULES"))
+
+    app.extensions["jobwarden_db"] = ConsoleDatabase(
+        app.config.get("DATABASE_URL"), pool_size=app.config.get("DB_POOL_SIZE", 5))
+    csrf.init_app(app)
+    security.install(app)
+    formatting.install(app)
+    auth.login_manager.init_app(app)
+    app.before_request(auth.require_login_everywhere)
+    register_blueprints(app)
+    _register_error_pages(app)
+
+    @app.context_processor
+    def console_globals():
+        from console.forms import LogoutForm
+
+        return {"logout_form": LogoutForm(), "config_poll": app.config["OVERVIEW_POLL_SECONDS"]}
+
+    return app
+
+
+def _import_app_modules(modules) -> None:
+    """Import the application's job modules (JOBWARDEN_APP) so SLA targets are known."""
+    import importlib
+    import os
+
+    names = modules if modules is not None else os.environ.get("JOBWARDEN_APP", "")
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the console must start even if an app module is broken
+            log.warning("could not import job module %s", name, exc_info=True,
+                        extra={"action": "console_app_import_failed"})
+
+
+def _register_error_pages(app: Flask) -> None:
+    def page(code: int, title: str, message: str):
+        return render_template("error.html", code=code, title=title, message=message), code
+
+    @app.errorhandler(CSRFError)
+    def csrf_failed(error):
+        return page(400, "Form expired or not from this console",
+                    "The request had no valid CSRF token, so nothing was changed. "
+                    "Reload the page and try again.")
+
+    @app.errorhandler(403)
+    def forbidden(error):
+        return page(403, "Not allowed", "Your role does not allow this. Nothing was changed.")
+
+    @app.errorhandler(404)
+    def not_found(error):
+        return page(404, "Not found", "There is nothing at this address.")
+
+    @app.errorhandler(401)
+    def unauthorized(error):
+        return page(401, "Sign in required", "Sign in to use the console.")

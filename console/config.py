@@ -1,0 +1,96 @@
+"""The console's configuration, read from the environment in one place.
+
+Every setting can also be passed to `create_app(config)` (tests do). Durations are in
+seconds; SLA targets use the registry's notation (`30s`, `5m`, `1h`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+
+from worker.db import jobwarden_home
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str | float | int | None) -> float | None:
+    """Seconds from '30s', '5m', '1h', '250ms' or a bare number; None if empty/invalid."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, int | float):
+        return float(text)
+    match = _DURATION.match(str(text))
+    if not match:
+        return None
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_sla_targets(text: str | None) -> dict[str, float]:
+    """`send_email=30s,resize_image=2m` -> {"send_email": 30.0, "resize_image": 120.0}."""
+    targets: dict[str, float] = {}
+    for item in (text or "").split(","):
+        name, _, value = item.partition("=")
+        seconds = parse_duration(value)
+        if name.strip() and seconds is not None:
+            targets[name.strip()] = seconds
+    return targets
+
+
+def _env_flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def secret_key() -> str:
+    """JOBWARDEN_SECRET_KEY, or a key generated once and kept under JOBWARDEN_HOME.
+
+    A persisted key lets every gunicorn worker (and a restart) read the same sessions.
+    """
+    key = os.environ.get("JOBWARDEN_SECRET_KEY")
+    if key:
+        return key
+    path = jobwarden_home() / "console_secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(48)
+    # O_EXCL: when two workers race, one writes and the other reads the winner's key.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return Path(path).read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+    return key
+
+
+def load_config() -> dict:
+    """Settings from the environment (create_app's overrides are applied on top)."""
+    return {
+        "DATABASE_URL": os.environ.get("DATABASE_URL"),
+        "SLA_TARGETS": parse_sla_targets(os.environ.get("JOBWARDEN_SLA")),
+        "SLA_DEFAULT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_SLA_DEFAULT")),
+        "STALE_HEARTBEAT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_STALE_AFTER")) or 30,
+        "WORKER_GONE_SECONDS": parse_duration(os.environ.get("JOBWARDEN_WORKER_GONE_AFTER")) or 60,
+        "PAGE_SIZE": 50,
+        "PAGE_SIZE_MAX": 200,
+        "OVERVIEW_POLL_SECONDS": 5,
+        "JOB_POLL_SECONDS": 2,
+        "TRUST_PROXY": _env_flag("JOBWARDEN_TRUST_PROXY"),
+        "SESSION_COOKIE_SECURE": _env_flag("JOBWARDEN_COOKIE_SECURE"),
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "SESSION_COOKIE_NAME": "jobwarden_session",
+        "PERMANENT_SESSION_LIFETIME": 12 * 3600,
+        "WTF_CSRF_TIME_LIMIT": 12 * 3600,
+        "WTF_CSRF_SSL_STRICT": True,
+        "MAX_CONTENT_LENGTH": 64 * 1024,
+    }

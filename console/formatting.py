@@ -1,0 +1,97 @@
+"""Jinja filters: ages, durations, timestamps, sanitized payloads and errors, progress."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask
+
+
+def age(seconds: float | None) -> str:
+    """A compact duration: 850ms, 42s, 3m 12s, 5h 02m, 2d 4h."""
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    if seconds < 0:
+        return "0s"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def millis(value: float | None) -> str:
+    return "—" if value is None else age(float(value) / 1000.0)
+
+
+def timestamp(value: datetime | None) -> str:
+    """UTC, to the second: operators compare times across machines."""
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def iso(value: datetime | None) -> str:
+    return "" if value is None else value.astimezone(UTC).isoformat()
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def sanitized_json(value: Any) -> str:
+    """A payload/checkpoint as indented JSON with secrets redacted (escaped by Jinja)."""
+    from worker.sanitize import sanitize_payload
+
+    if value is None:
+        return "—"
+    return json.dumps(sanitize_payload(value), indent=2, sort_keys=True, ensure_ascii=False,
+                      default=str)
+
+
+def sanitized_text(value: str | None, max_chars: int = 2000) -> str:
+    from worker.sanitize import sanitize_text
+
+    return sanitize_text(value, max_chars=max_chars) or ""
+
+
+def progress_fraction(progress: Any) -> float | None:
+    """0..1 from the shapes handlers report: a number, {percent}, {done,total} and the like."""
+    if isinstance(progress, bool) or progress is None:
+        return None
+    if isinstance(progress, int | float):
+        value = float(progress)
+        return _unit(value / 100.0 if value > 1 else value)
+    if isinstance(progress, dict):
+        for key in ("fraction", "ratio"):
+            if isinstance(progress.get(key), int | float):
+                return _unit(float(progress[key]))
+        if isinstance(progress.get("percent"), int | float):
+            return _unit(float(progress["percent"]) / 100.0)
+        for done_key, total_key in (("done", "total"), ("current", "total"), ("n", "of")):
+            done, total = progress.get(done_key), progress.get(total_key)
+            if isinstance(done, int | float) and isinstance(total, int | float) and total > 0:
+                return _unit(float(done) / float(total))
+    return None
+
+
+def _unit(value: float) -> float:
+    return max(0.0, min(1.0, value))
+
+
+def install(app: Flask) -> None:
+    app.jinja_env.filters.update(
+        age=age, millis=millis, ts=timestamp, iso=iso, percent=percent,
+        sanitized_json=sanitized_json, sanitized_text=sanitized_text,
+        progress_fraction=progress_fraction,
+    )

@@ -1,0 +1,60 @@
+"""WTForms for sign-in and operator actions (CSRF-protected by Flask-WTF)."""
+
+from __future__ import annotations
+
+import uuid
+
+from flask_wtf import FlaskForm
+from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAreaField
+from wtforms.validators import AnyOf, DataRequired, Length, Optional
+
+from worker.operations import REASON_MAX
+from worker.schema import JOB_STATUSES, ROLES
+
+
+class LoginForm(FlaskForm):
+    username = StringField("User name", validators=[DataRequired(), Length(max=100)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])
+
+
+class LogoutForm(FlaskForm):
+    """Only its CSRF token: signing out is a POST."""
+
+
+class ActionForm(FlaskForm):
+    """An operator action on one job: the reason is required and goes to the audit log.
+
+    `request_id` is minted when the form is rendered, so a double-click or a resubmitted
+    form is recognised and acts once. `expected_status` is the status the operator saw:
+    if the job moved on meanwhile, the action is refused instead of surprising anyone.
+    """
+
+    reason = TextAreaField("Reason", validators=[DataRequired(), Length(max=REASON_MAX)])
+    request_id = HiddenField(validators=[DataRequired(), Length(max=64)])
+    expected_status = HiddenField(validators=[Optional(), AnyOf(JOB_STATUSES)])
+
+    @classmethod
+    def fresh(cls, expected_status: str | None = None) -> ActionForm:
+        form = cls(formdata=None)
+        form.request_id.data = uuid.uuid4().hex
+        form.expected_status.data = expected_status or ""
+        return form
+
+
+class GroupActionForm(ActionForm):
+    """A bulk action on a failed group: what the operator previewed bounds what changes."""
+
+    seen_until = HiddenField(validators=[Optional(), Length(max=64)])
+    job_type = HiddenField(validators=[Optional(), Length(max=200)])
+    previewed = HiddenField(validators=[Optional(), Length(max=20)])
+
+
+class UserForm(FlaskForm):
+    username = StringField("User name", validators=[DataRequired(), Length(max=100)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(min=8, max=1000)])
+    role = SelectField("Role", choices=[(r, r) for r in ROLES], validators=[AnyOf(ROLES)])
+
+
+class UserAccessForm(FlaskForm):
+    role = SelectField("Role", choices=[(r, r) for r in ROLES], validators=[AnyOf(ROLES)])
+    disabled = SelectField("Access", choices=[("0", "enabled"), ("1", "disabled")])

@@ -1,0 +1,168 @@
+"""Query objects: request parameters in, validated filters and view models out.
+
+Views stay thin: they build one of these from `request.args`, call it, and render.
+Every limit is clamped and every filter validated here before any SQL runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from console.database import Reader
+from worker.schema import JOB_STATUSES
+
+TEXT_FILTER_MAX = 200
+
+
+def clamp_limit(value, default: int, maximum: int) -> int:
+    """A page size within 1..maximum (default when missing or not a number)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return max(1, min(number, maximum))
+
+
+def positive_int(value) -> int | None:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if 0 < number < 2**63 else None
+
+
+def text_filter(value) -> str | None:
+    value = (value or "").strip()
+    return value[:TEXT_FILTER_MAX] or None
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """The jobs list's filters and keyset position (`before` = an id; newest first)."""
+
+    status: str | None = None
+    queue: str | None = None
+    type: str | None = None
+    error_code: str | None = None
+    q: str | None = None
+    before: int | None = None
+    limit: int = 50
+
+    @classmethod
+    def from_args(cls, args, default_limit: int = 50, max_limit: int = 200) -> JobFilter:
+        status = args.get("status") or None
+        return cls(
+            status=status if status in JOB_STATUSES else None,
+            queue=text_filter(args.get("queue")),
+            type=text_filter(args.get("type")),
+            error_code=text_filter(args.get("error_code")),
+            q=text_filter(args.get("q")),
+            before=positive_int(args.get("before")),
+            limit=clamp_limit(args.get("limit"), default_limit, max_limit),
+        )
+
+    def params(self) -> dict:
+        search_id = positive_int(self.q) if self.q else None
+        return {
+            "status": self.status, "queue": self.queue, "type": self.type,
+            "error_code": self.error_code, "search_key": self.q, "search_id": search_id,
+            "before_id": self.before, "limit": self.limit + 1,
+        }
+
+    def query_string(self, **changes) -> str:
+        """These filters (with `changes`) as a query string, for links that keep them."""
+        values = {"status": self.status, "queue": self.queue, "type": self.type,
+                  "error_code": self.error_code, "q": self.q, "before": self.before,
+                  "limit": self.limit if self.limit != 50 else None}
+        values.update(changes)
+        return urlencode({k: v for k, v in values.items() if v not in (None, "")})
+
+    @property
+    def active(self) -> bool:
+        return any((self.status, self.queue, self.type, self.error_code, self.q))
+
+
+@dataclass
+class Page:
+    rows: list[dict]
+    next_before: int | None
+
+
+def jobs_page(reader: Reader, flt: JobFilter) -> Page:
+    """One keyset page of jobs: fetch one extra row to know whether an older page exists."""
+    rows = reader.all("console_jobs_page", **flt.params())
+    more = len(rows) > flt.limit
+    rows = rows[: flt.limit]
+    return Page(rows, rows[-1]["id"] if more and rows else None)
+
+
+@dataclass
+class CountTable:
+    """Counts of jobs per status, for one row label (a queue, a type, or everything)."""
+
+    label: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(JOB_STATUSES, 0))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class Overview:
+    totals: CountTable
+    by_queue: list[CountTable]
+    by_type: list[CountTable]
+    runnable_pending: int
+    oldest_pending_s: float | None
+    finished_last_hour: int
+    completed_per_minute: float
+    retry_rate: float | None
+    failure_rate: float | None
+    recovered_last_hour: int
+
+
+def overview(reader: Reader) -> Overview:
+    """The overview's numbers from three cheap queries."""
+    totals = CountTable("all")
+    by_queue: dict[str, CountTable] = {}
+    by_type: dict[str, CountTable] = {}
+    for row in reader.all("console_counts_by_queue_type"):
+        status, jobs = row["status"], row["jobs"]
+        totals.counts[status] += jobs
+        by_queue.setdefault(row["queue"], CountTable(row["queue"])).counts[status] += jobs
+        by_type.setdefault(row["type"], CountTable(row["type"])).counts[status] += jobs
+    pending = reader.one("console_pending_age") or {}
+    rates = reader.one("console_last_hour_rates") or {}
+    finished = rates.get("finished") or 0
+    return Overview(
+        totals=totals,
+        by_queue=sorted(by_queue.values(), key=lambda t: t.label),
+        by_type=sorted(by_type.values(), key=lambda t: t.label),
+        runnable_pending=pending.get("runnable") or 0,
+        oldest_pending_s=_float(pending.get("oldest_pending_s")),
+        finished_last_hour=finished,
+        completed_per_minute=(rates.get("completed") or 0) / 60.0,
+        retry_rate=(rates["retried"] / finished) if finished else None,
+        failure_rate=(rates["failed"] / finished) if finished else None,
+        recovered_last_hour=rates.get("recovered") or 0,
+    )
+
+
+def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200) -> list[dict]:
+    """Workers (newest first) each with `jobs`: what it is running now."""
+    workers = reader.all("console_workers_list", gone_s=gone_s, limit=limit)
+    running: dict[str, list[dict]] = defaultdict(list)
+    ids = [w["worker_id"] for w in workers if w["running_jobs"]]
+    if ids:
+        for job in reader.all("console_running_jobs_of_workers", worker_ids=ids):
+            running[job["worker_id"]].append(job)
+    for worker in workers:
+        worker["jobs"] = running.get(worker["worker_id"], [])
+    return workers
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,137 @@
+"""Realistic rows in every state, written straight into the tables.
+
+For the console's tests, its screenshots and its benchmark: they need failed groups,
+unknown outcomes, stale heartbeats and an hour of execution history without waiting an
+hour for a worker to produce them. `conn` is a SQLAlchemy Connection in a transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, insert, select
+
+from worker.schema import background_jobs, job_executions, job_workers
+
+
+def insert_job(conn, type: str = "send_email", status: str = "pending", *,
+               payload: dict | None = None, ago: float = 0.0, **fields: Any) -> int:
+    """One job in `status`, created `ago` seconds before the database's now()."""
+    now = conn.execute(select(func.now())).scalar_one()
+    created = now - timedelta(seconds=ago)
+    values: dict[str, Any] = {
+        "type": type, "status": status, "payload": payload or {"n": 1},
+        "created_at": created, "available_at": created,
+    }
+    if status == "running":
+        values.update(execution_id=uuid.uuid4(), worker_id=fields.pop("worker_id", "w-test"),
+                      started_at=now, heartbeat_at=now, attempts=1,
+                      lease_expires_at=now + timedelta(seconds=60))
+    elif status == "completed":
+        values.update(completed_at=now, attempts=1)
+    elif status == "failed":
+        values.update(failed_at=now, attempts=fields.get("max_attempts", 5),
+                      last_error_code=fields.pop("error_code", "NETWORK_TIMEOUT"),
+                      last_error=fields.pop("error", "timed out after 30s"))
+    elif status == "unknown":
+        values.update(attempts=1, last_error_code="UNKNOWN",
+                      last_error=fields.pop("error", "connection reset after sending"))
+    elif status == "cancelled":
+        values.update(cancelled_at=now)
+    elif status == "skipped":
+        values.update(skipped_at=now)
+    values.update(fields)
+    return conn.execute(
+        insert(background_jobs).values(**values).returning(background_jobs.c.id)).scalar_one()
+
+
+def insert_execution(conn, job_id: int, *, attempt: int = 1, outcome: str | None = "completed",
+                     started_ago: float = 60.0, wait_s: float = 1.0, duration_ms: float = 250.0,
+                     worker_id: str = "w-test", error_code: str | None = None,
+                     error: str | None = None) -> uuid.UUID:
+    """One execution of a job, started `started_ago` seconds ago after waiting `wait_s`."""
+    job = conn.execute(select(background_jobs.c.queue, background_jobs.c.type)
+                       .where(background_jobs.c.id == job_id)).one()
+    now = conn.execute(select(func.now())).scalar_one()
+    started = now - timedelta(seconds=started_ago)
+    execution_id = uuid.uuid4()
+    finished = started + timedelta(milliseconds=duration_ms) if outcome else None
+    conn.execute(insert(job_executions).values(
+        job_id=job_id, execution_id=execution_id, attempt=attempt, queue=job.queue,
+        type=job.type, worker_id=worker_id, scheduled_at=started - timedelta(seconds=wait_s),
+        started_at=started, heartbeat_at=finished or now, finished_at=finished, outcome=outcome,
+        error_code=error_code, error=error, duration_ms=duration_ms if outcome else None))
+    return execution_id
+
+
+def insert_worker(conn, worker_id: str, *, host: str = "app-1", pid: int = 4242,
+                  queues: tuple[str, ...] = ("default",), concurrency: int = 4,
+                  heartbeat_ago: float = 1.0, state: str = "running",
+                  version: str = "0.1.0") -> None:
+    now = conn.execute(select(func.now())).scalar_one()
+    conn.execute(insert(job_workers).values(
+        worker_id=worker_id, host=host, pid=pid, queues=list(queues), job_types=[],
+        concurrency=concurrency, version=version, state=state,
+        started_at=now - timedelta(minutes=30),
+        heartbeat_at=now - timedelta(seconds=heartbeat_ago)))
+
+
+def seed_console_scenario(conn) -> dict[str, Any]:
+    """A small incident: every page has something on it. Returns the notable job ids."""
+    insert_worker(conn, "w-app1-1", host="app-1", pid=1201, queues=("default", "email"))
+    insert_worker(conn, "w-app2-7", host="app-2", pid=877, queues=("reports",), concurrency=2,
+                  state="draining", heartbeat_ago=3)
+    insert_worker(conn, "w-app3-2", host="app-3", pid=310, queues=("default",), heartbeat_ago=900)
+    ids: dict[str, Any] = {}
+    for i in range(40):
+        job_id = insert_job(conn, "send_email", "completed", queue="email",
+                            payload={"userId": i, "template": "welcome"}, ago=3000 - i * 60)
+        insert_execution(conn, job_id, started_ago=3000 - i * 60, wait_s=2 + (i % 5),
+                         duration_ms=180 + 7 * i, worker_id="w-app1-1")
+    for i in range(12):
+        job_id = insert_job(conn, "export_report", "completed", queue="reports",
+                            payload={"reportId": 900 + i}, ago=3400 - i * 250)
+        insert_execution(conn, job_id, started_ago=3400 - i * 250, wait_s=20 + 15 * (i % 4),
+                         duration_ms=4000 + 500 * i, worker_id="w-app2-7")
+    for i in range(6):
+        job_id = insert_job(conn, "send_email", "failed", queue="email", error_code="AUTH_FAILED",
+                            error="SMTP 535 for https://mailer:hunter2@smtp.example.com",
+                            payload={"userId": 500 + i, "api_key": "sk_live_abcdefgh12345"})
+        insert_execution(conn, job_id, outcome="failed", error_code="AUTH_FAILED",
+                         error="SMTP 535 authentication failed", started_ago=600 + i)
+        ids.setdefault("auth_failed", []).append(job_id)
+    for i in range(3):
+        job_id = insert_job(conn, "charge_card", "failed", queue="default",
+                            error_code="PROVIDER_5XX", error="502 from payments provider",
+                            payload={"orderId": 7000 + i, "amount_cents": 1999})
+        insert_execution(conn, job_id, outcome="failed", error_code="PROVIDER_5XX",
+                         error="502 Bad Gateway", started_ago=1200 + i)
+        ids.setdefault("provider_5xx", []).append(job_id)
+    ids["unknown"] = insert_job(conn, "charge_card", "unknown", queue="default",
+                                payload={"orderId": 7100, "amount_cents": 4999},
+                                idempotency_key="charge:order:7100")
+    insert_execution(conn, ids["unknown"], outcome="unknown", error_code="UNKNOWN",
+                     error="connection reset after request was sent", started_ago=300)
+    ids["running"] = insert_job(conn, "export_report", "running", queue="reports",
+                                worker_id="w-app2-7", progress={"done": 42, "total": 100},
+                                payload={"reportId": 1001})
+    now = conn.execute(select(func.now())).scalar_one()
+    ids["stale"] = insert_job(conn, "send_email", "running", queue="email",
+                              worker_id="w-app3-2", payload={"userId": 99},
+                              heartbeat_at=now - timedelta(minutes=15),
+                              lease_expires_at=now - timedelta(minutes=14))
+    lost = insert_job(conn, "send_email", "pending", queue="email", payload={"userId": 77},
+                      attempts=1)
+    insert_execution(conn, lost, outcome="worker_lost", error_code="WORKER_LOST",
+                     error="lease expired: worker w-app3-2 stopped heartbeating", started_ago=900)
+    for i in range(25):
+        insert_job(conn, "export_report", "pending", queue="reports", ago=420 - i * 10,
+                   payload={"reportId": 2000 + i})
+    ids["pending"] = insert_job(conn, "send_email", "pending", queue="email", ago=5,
+                                payload={"userId": 1, "html": "<script>alert('x')</script>",
+                                         "password": "hunter2"})
+    insert_job(conn, "send_email", "cancelled", queue="email", payload={"userId": 3})
+    insert_job(conn, "cleanup_tmp", "skipped", queue="default", payload={"dir": "/tmp/x"})
+    return ids

@@ -1,0 +1,135 @@
+"""SLA panels: per job type, its target and how the last hour measured against it.
+
+A type's target is, in order: the console's configuration (JOBWARDEN_SLA), the job
+registry (`@job(..., sla="30s")`, when the console runs beside the application's
+modules), then JOBWARDEN_SLA_DEFAULT. The target bounds time-to-start: from the moment a
+job may run until a worker starts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from console.database import Reader
+
+BUCKETS = 12  # 5-minute buckets over the last hour
+CHART_W, CHART_H = 240, 60
+
+
+@dataclass
+class SlaRow:
+    type: str
+    target_s: float | None
+    target_source: str
+    pending: int = 0
+    oldest_pending_s: float | None = None
+    started: int = 0
+    wait_p50_s: float | None = None
+    wait_p95_s: float | None = None
+    duration_p50_ms: float | None = None
+    duration_p95_ms: float | None = None
+    finished: int = 0
+    failures: int = 0
+    buckets: list[dict] = field(default_factory=list)
+
+    @property
+    def failure_rate(self) -> float | None:
+        return self.failures / self.finished if self.finished else None
+
+    @property
+    def pending_breach(self) -> bool:
+        return _over(self.oldest_pending_s, self.target_s)
+
+    @property
+    def breached_buckets(self) -> int:
+        return sum(1 for b in self.buckets if b["breach"])
+
+    @property
+    def breached(self) -> bool:
+        return self.pending_breach or _over(self.wait_p95_s, self.target_s)
+
+
+def _over(value: float | None, target: float | None) -> bool:
+    return value is not None and target is not None and value > target
+
+
+def registry_targets() -> dict[str, float]:
+    """SLA targets declared with @job in this process (empty if none are imported)."""
+    try:
+        from worker.registry import registry
+    except ImportError:
+        return {}
+    return {jt.name: jt.sla for jt in registry if getattr(jt, "sla", None)}
+
+
+def target_for(job_type: str, configured: dict[str, float], declared: dict[str, float],
+               default: float | None) -> tuple[float | None, str]:
+    if job_type in configured:
+        return configured[job_type], "configuration"
+    if job_type in declared:
+        return declared[job_type], "registry"
+    if default is not None:
+        return default, "default"
+    return None, "none"
+
+
+def sla_rows(reader: Reader, configured: dict[str, float], default: float | None) -> list[SlaRow]:
+    """One row per job type seen in the last hour, pending, or with a target."""
+    declared = registry_targets()
+    stats = {r["type"]: r for r in reader.all("console_sla_by_type")}
+    pending = {r["type"]: r for r in reader.all("console_sla_pending_by_type")}
+    buckets: dict[str, list[dict]] = {}
+    for b in reader.all("console_sla_wait_buckets"):
+        buckets.setdefault(b["type"], []).append(b)
+    names = sorted(set(stats) | set(pending) | set(configured) | set(declared))
+    result = []
+    for name in names:
+        target, source = target_for(name, configured, declared, default)
+        row = SlaRow(name, target, source)
+        if name in pending:
+            row.pending = pending[name]["pending"]
+            row.oldest_pending_s = _f(pending[name]["oldest_pending_s"])
+        if name in stats:
+            s = stats[name]
+            row.started, row.finished, row.failures = s["started"], s["finished"], s["failures"]
+            row.wait_p50_s, row.wait_p95_s = _f(s["wait_p50_s"]), _f(s["wait_p95_s"])
+            row.duration_p50_ms = _f(s["duration_p50_ms"])
+            row.duration_p95_ms = _f(s["duration_p95_ms"])
+        row.buckets = chart_bars(buckets.get(name, []), target)
+        result.append(row)
+    return result
+
+
+def chart_bars(rows: list[dict], target: float | None) -> list[dict]:
+    """SVG geometry for the worst time-to-start per 5 minutes, oldest bucket on the left."""
+    by_bucket = {r["bucket"]: r for r in rows if 0 <= r["bucket"] < BUCKETS}
+    worst = [float(by_bucket[b]["worst_wait_s"]) if b in by_bucket else None
+             for b in range(BUCKETS)]
+    scale = max([w for w in worst if w is not None] + [target or 0, 1e-9])
+    scale *= 1.1
+    bar_w = CHART_W / BUCKETS
+    bars = []
+    for i, bucket in enumerate(reversed(range(BUCKETS))):  # bucket 11 = 55-60 min ago
+        value = worst[bucket]
+        height = 0.0 if value is None else max(1.0, CHART_H * value / scale)
+        bars.append({
+            "x": round(i * bar_w + 1, 1), "w": round(bar_w - 2, 1),
+            "y": round(CHART_H - height, 1), "h": round(height, 1),
+            "value": value, "minutes_ago": (bucket + 1) * 5,
+            "started": by_bucket[bucket]["started"] if bucket in by_bucket else 0,
+            "breach": _over(value, target),
+        })
+    return bars
+
+
+def target_line_y(target: float | None, bars: list[dict]) -> float | None:
+    """Where the target line sits on the chart (None when there is no target)."""
+    if target is None:
+        return None
+    values = [b["value"] for b in bars if b["value"] is not None]
+    scale = max(values + [target, 1e-9]) * 1.1
+    return round(CHART_H - CHART_H * target / scale, 1)
+
+
+def _f(value) -> float | None:
+    return None if value is None else float(value)

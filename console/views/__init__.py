@@ -1,0 +1,11 @@
+"""The console's blueprints, one small module per area."""
+
+from flask import Flask
+
+
+def register_blueprints(app: Flask) -> None:
+    from console import auth
+    from console.views import actions, audit, failed, jobs, overview, review, sla, users, workers
+
+    for module in (auth, overview, jobs, actions, failed, review, workers, sla, audit, users):
+        app.register_blueprint(module.bp)

@@ -1,0 +1,43 @@
+"""Operator actions on one job: retry, cancel, skip, and reconcile of unknown outcomes."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, g, redirect, request, url_for
+from flask_login import current_user
+
+from console.auth import role_required
+from console.database import get_db
+from console.forms import ActionForm
+from console.security import safe_next_url
+from worker import operations
+
+bp = Blueprint("actions", __name__)
+
+
+@bp.post("/jobs/<int:job_id>/<action>")
+@role_required("operator")
+def job_action(job_id: int, action: str):
+    """Apply `action` to a job with the operator's reason; answer with a 303 and a message."""
+    act = operations.JOB_ACTIONS.get(action)
+    if act is None:
+        abort(404)
+    back = safe_next_url(request.form.get("next"), url_for("jobs.detail", job_id=job_id))
+    form = ActionForm()
+    if not form.validate():
+        flash(_form_problem(form), "error")
+        return redirect(back, code=303)
+    kwargs = {"actor": current_user.username, "role": current_user.role,
+              "reason": form.reason.data, "request_id": form.request_id.data}
+    if action in ("retry", "cancel", "skip"):
+        kwargs["expected_status"] = form.expected_status.data or None
+    with get_db().transaction() as conn:
+        result = act(conn, job_id, **kwargs)
+    flash(result.message, "ok" if result.ok else "error")
+    g.action_result = result
+    return redirect(back, code=303)
+
+
+def _form_problem(form) -> str:
+    if form.reason.errors:
+        return "A reason is required (up to 500 characters). Nothing was changed."
+    return "The form was incomplete. Reload the page and try again. Nothing was changed."

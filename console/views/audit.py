@@ -1,0 +1,31 @@
+"""The audit log: every operator action, filterable by actor, action and job."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from flask import Blueprint, current_app, render_template, request
+
+from console.database import get_db
+from console.queries import clamp_limit, positive_int, text_filter
+
+bp = Blueprint("audit", __name__)
+
+
+@bp.get("/audit")
+def index():
+    """Audit entries, newest first, with keyset paging that keeps the filters."""
+    cfg = current_app.config
+    filters = {
+        "actor": text_filter(request.args.get("actor")),
+        "action": text_filter(request.args.get("action")),
+        "job_id": positive_int(request.args.get("job")),
+    }
+    limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
+    rows = get_db().all("console_audit_page", **filters,
+                        before_id=positive_int(request.args.get("before")), limit=limit + 1)
+    next_before = rows[limit - 1]["id"] if len(rows) > limit else None
+    keep = {"actor": filters["actor"], "action": filters["action"], "job": filters["job_id"]}
+    keep = {k: v for k, v in keep.items() if v}
+    older = urlencode({**keep, "before": next_before}) if next_before else None
+    return render_template("audit.html", rows=rows[:limit], filters=filters, older=older)

@@ -1,0 +1,32 @@
+"""Needs review: jobs whose outcome is unknown, with their reconcile actions."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, render_template, request
+from flask_login import current_user
+
+from console.database import get_db
+from console.forms import ActionForm
+from console.queries import clamp_limit, positive_int
+from worker.operations import ALLOWED_FROM
+
+bp = Blueprint("review", __name__)
+#: What an operator can decide about an ambiguous outcome, in the order shown.
+RECONCILE = ("mark_completed", "mark_failed", "retry", "skip")
+
+
+@bp.get("/review")
+def index():
+    """Unknown-outcome jobs, newest first, each with its reconcile forms."""
+    cfg = current_app.config
+    limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
+    rows = get_db().all("console_unknown_jobs",
+                        before_id=positive_int(request.args.get("before")), limit=limit + 1)
+    next_before = rows[limit - 1]["id"] if len(rows) > limit else None
+    rows = rows[:limit]
+    actions = [a for a in RECONCILE if "unknown" in ALLOWED_FROM[a]]
+    forms = {}
+    if current_user.can_act:
+        forms = {(job["id"], a): ActionForm.fresh("unknown") for job in rows for a in actions}
+    return render_template("review.html", jobs=rows, actions=actions, forms=forms,
+                           next_before=next_before, limit=limit)

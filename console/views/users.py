@@ -1,0 +1,63 @@
+"""Console users (admin only): add a user, change a role, disable an account."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask_login import current_user
+from sqlalchemy.exc import IntegrityError
+
+from console.auth import hash_password, role_required
+from console.database import get_db, rows
+from console.forms import UserAccessForm, UserForm
+
+bp = Blueprint("users", __name__)
+
+
+@bp.get("/users")
+@role_required("admin")
+def index():
+    """Every console user and their role."""
+    users = get_db().all("console_users_list")
+    return render_template("users.html", users=users, form=UserForm(formdata=None),
+                           access_forms={u["id"]: UserAccessForm(formdata=None, role=u["role"],
+                                                                 disabled=str(int(u["disabled"])))
+                                         for u in users})
+
+
+@bp.post("/users")
+@role_required("admin")
+def add():
+    """Create a user or reset an existing user's password and role."""
+    form = UserForm()
+    if not form.validate():
+        flash("User name, a password of 8+ characters and a role are required.", "error")
+        return redirect(url_for("users.index"), code=303)
+    try:
+        with get_db().transaction() as conn:
+            rows(conn, "console_user_upsert", {
+                "username": form.username.data.strip(),
+                "password_hash": hash_password(form.password.data), "role": form.role.data})
+    except IntegrityError:
+        flash("That user could not be saved.", "error")
+        return redirect(url_for("users.index"), code=303)
+    flash(f"User {form.username.data.strip()} saved with role {form.role.data}.", "ok")
+    return redirect(url_for("users.index"), code=303)
+
+
+@bp.post("/users/<int:user_id>/access")
+@role_required("admin")
+def access(user_id: int):
+    """Change a user's role or disable them (not yourself: no locking out the last admin)."""
+    form = UserAccessForm()
+    if not form.validate():
+        abort(400)
+    if str(user_id) == current_user.id:
+        flash("You cannot change your own access.", "error")
+        return redirect(url_for("users.index"), code=303)
+    with get_db().transaction() as conn:
+        done = rows(conn, "console_user_set_access", {
+            "user_id": user_id, "role": form.role.data, "disabled": form.disabled.data == "1"})
+    if not done:
+        abort(404)
+    flash("Access updated.", "ok")
+    return redirect(url_for("users.index"), code=303)

@@ -1,0 +1,11 @@
+// Jobwarden console: the only script besides htmx (the CSP forbids inline scripts).
+// A submitted action form disables its button, so a double-click sends one request;
+// the server also recognises a repeated form by its one-time request id.
+document.addEventListener("submit", function (event) {
+  var form = event.target;
+  if (!(form instanceof HTMLFormElement) || event.defaultPrevented) return;
+  form.querySelectorAll("button[data-once]").forEach(function (button) {
+    // Disable after the browser has collected the form data, not before.
+    setTimeout(function () { button.disabled = true; button.textContent = "Working…"; }, 0);
+  });
+});

@@ -1,0 +1,246 @@
+"""Operator actions through the console: guarded, audited, acting once, refusing viewers."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from console import sample_data
+
+pytest_plugins = ["tests.console_support"]
+
+
+def job_row(url: str, job_id: int) -> dict:
+    with psycopg.connect(url) as conn:
+        cur = conn.execute("SELECT * FROM background_jobs WHERE id = %s", (job_id,))
+        return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
+
+
+def audit_rows(url: str, job_id: int | None = None) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT action, actor, role, reason, from_status, to_status, bulk_id FROM job_audit "
+            "WHERE %(job)s::bigint IS NULL OR job_id = %(job)s ORDER BY id",
+            {"job": job_id},
+        ).fetchall()
+
+
+def page_after(post_form, client, url: str, data: dict) -> str:
+    """The page the browser lands on after posting the form (with its flash message)."""
+    return post_form(client, url, data, follow_redirects=True).get_data(as_text=True)
+
+
+@pytest.fixture
+def make_job(engine):
+    def make(status: str, **fields) -> int:
+        with engine.begin() as conn:
+            return sample_data.insert_job(conn, status=status, **fields)
+
+    return make
+
+
+def test_retrying_a_failed_job_puts_it_back_to_pending_with_an_audit_row(
+    operator, post_form, make_job, clean_db
+):
+    job_id = make_job("failed", max_attempts=3, attempts=3)
+    response = post_form(
+        operator,
+        f"/jobs/{job_id}/retry",
+        {"reason": "provider fixed", "request_id": "a1", "expected_status": "failed"},
+    )
+    assert response.status_code == 303
+    job = job_row(clean_db, job_id)
+    assert job["status"] == "pending" and job["manual_retry_count"] == 1
+    assert job["retried_by"] == "otto" and job["retried_at"] is not None
+    assert job["max_attempts"] == 4 and job["attempts"] == 3 and job["execution_id"] is None
+    assert audit_rows(clean_db, job_id) == [
+        ("retry", "otto", "operator", "provider fixed", "failed", "pending", None)
+    ]
+    page = operator.get(response.headers["Location"]).get_data(as_text=True)
+    assert "back in pending" in page
+
+
+def test_a_double_submitted_retry_acts_once(operator, post_form, make_job, clean_db):
+    job_id = make_job("failed")
+    form = {"reason": "once", "request_id": "same-form", "expected_status": "failed"}
+    post_form(operator, f"/jobs/{job_id}/retry", form)
+    second = post_form(operator, f"/jobs/{job_id}/retry", form, follow_redirects=True)
+    assert "Already done" in second.get_data(as_text=True)
+    assert job_row(clean_db, job_id)["manual_retry_count"] == 1
+    assert len(audit_rows(clean_db, job_id)) == 1
+
+
+def test_a_completed_job_is_never_resurrected(operator, post_form, make_job, clean_db):
+    job_id = make_job("completed")
+    for action in ("retry", "cancel", "skip"):
+        page = post_form(
+            operator,
+            f"/jobs/{job_id}/{action}",
+            {"reason": "try", "request_id": f"c-{action}"},
+            follow_redirects=True,
+        )
+        assert "Nothing was changed" in page.get_data(as_text=True)
+    assert job_row(clean_db, job_id)["status"] == "completed"
+    assert audit_rows(clean_db, job_id) == []
+
+
+def test_an_action_racing_a_worker_loses_with_a_clear_message(
+    operator, post_form, make_job, clean_db
+):
+    job_id = make_job("pending")
+    form = operator.get(f"/jobs/{job_id}").get_data(as_text=True)
+    assert f'action="/jobs/{job_id}/skip"' in form
+    # a worker claims the job while the operator is typing the reason
+    with psycopg.connect(clean_db) as conn:
+        conn.execute(
+            "UPDATE background_jobs SET status = 'running', execution_id = gen_random_uuid(),"
+            " worker_id = 'w1' WHERE id = %s",
+            (job_id,),
+        )
+    page = page_after(
+        post_form,
+        operator,
+        f"/jobs/{job_id}/skip",
+        {"reason": "not needed", "request_id": "r", "expected_status": "pending"},
+    )
+    assert "is now running (it was pending when you looked)" in page
+    assert job_row(clean_db, job_id)["status"] == "running"
+    assert audit_rows(clean_db, job_id) == []
+
+
+def test_cancelling_a_pending_job_and_requesting_cancel_of_a_running_one(
+    operator, post_form, make_job, clean_db
+):
+    pending, running = make_job("pending"), make_job("running")
+    post_form(operator, f"/jobs/{pending}/cancel", {"reason": "dup", "request_id": "x1"})
+    post_form(operator, f"/jobs/{running}/cancel", {"reason": "too slow", "request_id": "x2"})
+    assert job_row(clean_db, pending)["status"] == "cancelled"
+    job = job_row(clean_db, running)
+    assert job["status"] == "running" and job["cancel_requested_at"] is not None
+    assert audit_rows(clean_db, running)[0][0] == "request_cancel"
+    page = page_after(
+        post_form, operator, f"/jobs/{running}/cancel", {"reason": "again", "request_id": "x3"}
+    )
+    assert "already requested" in page
+
+
+def test_skipping_and_reconciling_an_unknown_job(operator, post_form, make_job, clean_db):
+    unknown, other = make_job("unknown"), make_job("unknown")
+    post_form(
+        operator,
+        f"/jobs/{unknown}/mark_completed",
+        {"reason": "provider shows charge", "request_id": "m1"},
+    )
+    post_form(operator, f"/jobs/{other}/skip", {"reason": "order cancelled", "request_id": "m2"})
+    assert job_row(clean_db, unknown)["status"] == "completed"
+    assert job_row(clean_db, other)["status"] == "skipped"
+
+
+def test_an_action_without_a_reason_changes_nothing(operator, post_form, make_job, clean_db):
+    job_id = make_job("failed")
+    page = page_after(
+        post_form, operator, f"/jobs/{job_id}/retry", {"reason": "  ", "request_id": "n"}
+    )
+    assert "A reason is required" in page
+    assert job_row(clean_db, job_id)["status"] == "failed"
+
+
+def test_a_retry_is_refused_while_a_live_job_holds_the_idempotency_key(
+    operator, post_form, make_job, clean_db
+):
+    failed = make_job("failed", idempotency_key="welcome:52")
+    live = make_job("pending", idempotency_key="welcome:52")
+    page = page_after(
+        post_form, operator, f"/jobs/{failed}/retry", {"reason": "again", "request_id": "k"}
+    )
+    assert f"job #{live} is live with the same idempotency key" in page
+    assert job_row(clean_db, failed)["status"] == "failed"
+
+
+def test_bulk_retry_of_a_group_touches_only_what_was_previewed(
+    operator, post_form, make_job, clean_db
+):
+    ids = [make_job("failed", error_code="NETWORK_TIMEOUT") for _ in range(4)]
+    other = make_job("failed", error_code="AUTH_FAILED")
+    page = operator.get("/failed/group?code=NETWORK_TIMEOUT").get_data(as_text=True)
+    assert 'data-testid="preview-count">4<' in page
+    seen_until = page.split('name="seen_until" type="hidden" value="')[1].split('"')[0]
+    late = make_job("failed", error_code="NETWORK_TIMEOUT")  # fails after the preview
+    with psycopg.connect(clean_db) as conn:
+        conn.execute(
+            "UPDATE background_jobs SET failed_at = now() + interval '1 second' WHERE id = %s",
+            (late,),
+        )
+    response = post_form(
+        operator,
+        "/failed/group/retry?code=NETWORK_TIMEOUT",
+        {
+            "reason": "network back",
+            "request_id": "bulk-1",
+            "seen_until": seen_until.replace("&#43;", "+"),
+        },
+        follow_redirects=True,
+    )
+    assert "Retried 4 failed job(s)" in response.get_data(as_text=True)
+    assert [job_row(clean_db, i)["status"] for i in ids] == ["pending"] * 4
+    assert job_row(clean_db, late)["status"] == "failed"
+    assert job_row(clean_db, other)["status"] == "failed"
+    rows = audit_rows(clean_db)
+    assert len(rows) == 4 and len({r[6] for r in rows}) == 1 and rows[0][6] is not None
+
+
+def test_bulk_skip_of_a_group_by_type(operator, post_form, make_job, clean_db):
+    emails = [make_job("failed", type="send_email", error_code="PAYLOAD_INVALID") for _ in range(3)]
+    report = make_job("failed", type="export_report", error_code="PAYLOAD_INVALID")
+    page = operator.get("/failed/group?code=PAYLOAD_INVALID&type=send_email").get_data(as_text=True)
+    seen_until = page.split('name="seen_until" type="hidden" value="')[1].split('"')[0]
+    post_form(
+        operator,
+        "/failed/group/skip?code=PAYLOAD_INVALID",
+        {
+            "reason": "bad template, resent by hand",
+            "request_id": "bulk-2",
+            "seen_until": seen_until.replace("&#43;", "+"),
+            "job_type": "send_email",
+        },
+    )
+    assert {job_row(clean_db, i)["status"] for i in emails} == {"skipped"}
+    assert job_row(clean_db, report)["status"] == "failed"
+
+
+def test_a_viewer_sees_no_action_buttons_and_a_forged_post_gets_403(
+    viewer, post_form, make_job, clean_db
+):
+    job_id = make_job("failed", error_code="AUTH_FAILED")
+    html = viewer.get(f"/jobs/{job_id}").get_data(as_text=True)
+    assert "action-form" not in html and 'data-testid="actions"' not in html
+    group = viewer.get("/failed/group?code=AUTH_FAILED").get_data(as_text=True)
+    assert "action-form" not in group
+    assert (
+        post_form(
+            viewer, f"/jobs/{job_id}/retry", {"reason": "forged", "request_id": "f"}
+        ).status_code
+        == 403
+    )
+    assert (
+        post_form(
+            viewer,
+            "/failed/group/skip?code=AUTH_FAILED",
+            {"reason": "forged", "request_id": "g", "seen_until": "2999-01-01T00:00:00+00:00"},
+        ).status_code
+        == 403
+    )
+    assert job_row(clean_db, job_id)["status"] == "failed" and audit_rows(clean_db) == []
+
+
+def test_a_post_without_a_csrf_token_changes_nothing(operator, post_form, make_job, clean_db):
+    job_id = make_job("failed")
+    response = operator.post(f"/jobs/{job_id}/retry", data={"reason": "x", "request_id": "y"})
+    assert response.status_code == 400
+    assert job_row(clean_db, job_id)["status"] == "failed"
+    htmx = operator.post(
+        f"/jobs/{job_id}/retry",
+        data={"reason": "x", "request_id": "y"},
+        headers={"HX-Request": "true", "X-CSRFToken": "forged"},
+    )
+    assert htmx.status_code == 400 and job_row(clean_db, job_id)["status"] == "failed"

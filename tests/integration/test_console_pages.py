@@ -1,0 +1,136 @@
+"""Every console page renders for a signed-in user and shows what the database holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from console import sample_data
+
+pytest_plugins = ["tests.console_support"]
+
+
+@pytest.fixture
+def scenario(engine):
+    with engine.begin() as conn:
+        return sample_data.seed_console_scenario(conn)
+
+
+PAGES = ["/", "/_overview/counts", "/_overview/health", "/failed", "/failed/group?code=AUTH_FAILED",
+         "/jobs", "/review", "/workers", "/sla", "/audit"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_renders_for_a_viewer(viewer, scenario, path):
+    response = viewer.get(path)
+    assert response.status_code == 200, response.get_data(as_text=True)[:500]
+    assert "Content-Security-Policy" in response.headers
+
+
+def test_the_overview_counts_every_status(viewer, scenario):
+    html = viewer.get("/").get_data(as_text=True)
+    # seed: 40+12 completed, 6+3 failed, 1 unknown, 2 running, 27 pending, 1 cancelled, 1 skipped
+    for status, count in [("completed", 52), ("failed", 9), ("unknown", 1), ("running", 2),
+                          ("pending", 27), ("cancelled", 1), ("skipped", 1)]:
+        assert f'data-testid="count-{status}"' in html
+        assert f'data-count="{count}"' in html, status
+    assert "w-app3-2" in html  # the stale running job's worker
+    assert "hx-trigger=\"every" in html
+
+
+def test_failed_groups_show_one_row_per_error_code(viewer, scenario):
+    html = viewer.get("/failed").get_data(as_text=True)
+    assert 'data-error-code="AUTH_FAILED"' in html and 'data-error-code="PROVIDER_5XX"' in html
+    assert "hunter2" not in html  # the sample message's URL credentials are redacted
+    group = viewer.get("/failed/group?code=AUTH_FAILED").get_data(as_text=True)
+    assert 'data-testid="preview-count">6<' in group
+    for job_id in scenario["auth_failed"]:
+        assert f'data-job-id="{job_id}"' in group
+
+
+def test_the_jobs_list_filters_and_pages_by_keyset(viewer, scenario):
+    html = viewer.get("/jobs?status=pending&queue=reports&limit=10").get_data(as_text=True)
+    assert html.count('data-job-id="') == 10
+    assert "status=pending" in html and "queue=reports" in html  # the pager keeps filters
+    older = html.split('data-testid="older"')[0].rsplit('href="', 1)[1].split('"')[0]
+    second = viewer.get(older.replace("&amp;", "&")).get_data(as_text=True)
+    first_ids = {int(x.split('"')[0]) for x in html.split('data-job-id="')[1:]}
+    second_ids = {int(x.split('"')[0]) for x in second.split('data-job-id="')[1:]}
+    assert len(second_ids) == 10 and not first_ids & second_ids
+    assert max(second_ids) < min(first_ids)
+
+
+def test_the_jobs_list_finds_a_job_by_idempotency_key_or_id(viewer, scenario):
+    html = viewer.get("/jobs?q=charge:order:7100").get_data(as_text=True)
+    assert f'data-job-id="{scenario["unknown"]}"' in html and html.count('data-job-id="') == 1
+    html = viewer.get(f"/jobs?q={scenario['running']}").get_data(as_text=True)
+    assert f'data-job-id="{scenario["running"]}"' in html
+
+
+def test_page_sizes_are_clamped(viewer, scenario):
+    html = viewer.get("/jobs?limit=100000").get_data(as_text=True)
+    assert html.count('data-job-id="') <= 200
+    assert viewer.get("/jobs?limit=-5&before=abc&status=bogus").status_code == 200
+
+
+def test_job_detail_shows_the_sanitized_payload_and_attempts(viewer, scenario):
+    job_id = scenario["auth_failed"][0]
+    html = viewer.get(f"/jobs/{job_id}").get_data(as_text=True)
+    assert "sk_live_abcdefgh12345" not in html and "[REDACTED]" in html
+    assert 'data-testid="attempts-timeline"' in html and "AUTH_FAILED" in html
+    assert 'data-live="no"' in html  # failed is terminal: no polling
+
+
+def test_a_script_in_a_payload_is_rendered_inert(viewer, scenario):
+    html = viewer.get(f"/jobs/{scenario['pending']}").get_data(as_text=True)
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(" in html
+    assert "hunter2" not in html  # by key: "password"
+
+
+def test_a_running_job_polls_and_shows_its_progress(viewer, scenario):
+    html = viewer.get(f"/jobs/{scenario['running']}").get_data(as_text=True)
+    assert 'data-live="yes"' in html and "hx-trigger=\"every" in html
+    assert '<progress max="100" value="42.0"' in html
+    live = viewer.get(f"/jobs/{scenario['running']}/_live", headers={"HX-Request": "true"})
+    assert live.status_code == 200 and "<html" not in live.get_data(as_text=True)
+
+
+def test_an_unknown_job_is_listed_for_review_with_reconcile_actions(operator, scenario):
+    html = operator.get("/review").get_data(as_text=True)
+    assert f'data-job-id="{scenario["unknown"]}"' in html
+    for action in ("mark_completed", "mark_failed", "retry", "skip"):
+        assert f'action="/jobs/{scenario["unknown"]}/{action}"' in html
+
+
+def test_workers_show_state_heartbeat_and_running_jobs(viewer, scenario):
+    html = viewer.get("/workers").get_data(as_text=True)
+    assert "w-app1-1" in html and "draining" in html
+    assert 'class="wstate wstate-gone">gone<' in html  # w-app3-2 has not beaten for 15 minutes
+    assert f'/jobs/{scenario["running"]}' in html
+
+
+def test_sla_panels_show_a_breach_in_text(clean_db, users, engine, login):
+    from console import create_app
+
+    with engine.begin() as conn:
+        sample_data.seed_console_scenario(conn)
+    app = create_app({"TESTING": True, "SECRET_KEY": "t", "DATABASE_URL": clean_db,
+                      "SLA_TARGETS": {"export_report": 30.0, "send_email": 60.0}})
+    client = app.test_client()
+    login(client, "vera")
+    html = client.get("/sla").get_data(as_text=True)
+    app.extensions["jobwarden_db"].dispose()
+    export = html.split('data-type="export_report"')[1].split("</article>")[0]
+    assert "SLA BREACHED" in export  # reports waited up to 65s against 30s, and 7 min pending
+    email = html.split('data-type="send_email"')[1].split("</article>")[0]
+    assert "within SLA" in email and "<svg" in email
+
+
+def test_the_audit_log_filters_by_actor_action_and_job(operator, scenario, post_form):
+    job_id = scenario["auth_failed"][0]
+    post_form(operator, f"/jobs/{job_id}/retry", {"reason": "smtp creds rotated",
+                                                  "request_id": "r-1"})
+    html = operator.get("/audit?actor=otto&action=retry").get_data(as_text=True)
+    assert "smtp creds rotated" in html
+    assert "smtp creds rotated" not in operator.get("/audit?actor=ada").get_data(as_text=True)
+    assert "smtp creds rotated" in operator.get(f"/audit?job={job_id}").get_data(as_text=True)
