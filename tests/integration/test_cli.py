@@ -71,3 +71,38 @@ def test_demo_runs_every_outcome_and_exits(clean_db):
     assert "by status: completed=12, failed=4, skipped=1, unknown=1" in out
     assert "[REDACTED]" in out and "tok3n-s3cret" not in out
     assert "console: http://127.0.0.1:" in out
+
+
+def test_prune_deletes_old_finished_jobs_and_keeps_failed_ones(conn, clean_db):
+    conn.execute("""
+        INSERT INTO background_jobs (type, payload, status, completed_at, failed_at) VALUES
+          ('t', '{}', 'completed', now() - interval '8 days', NULL),
+          ('t', '{}', 'completed', now() - interval '1 hour', NULL),
+          ('t', '{}', 'failed', NULL, now() - interval '30 days'),
+          ('t', '{}', 'pending', NULL, NULL)""")
+    conn.commit()
+    result = jobwarden("prune", "--older-than", "7d")
+    assert result.returncode == 0, result.stderr
+    assert "pruned 1 job(s)" in result.stdout
+    assert scalar(clean_db, "SELECT array_agg(status ORDER BY id) FROM background_jobs") == [
+        "completed", "failed", "pending"]
+    assert "pruned 1 job(s)" in jobwarden("prune", "--older-than", "7d",
+                                          "--include-failed").stdout
+
+
+def test_recover_returns_an_expired_lease_to_pending(conn, clean_db):
+    conn.execute("""
+        INSERT INTO background_jobs (type, payload, status, attempts, execution_id, worker_id,
+                                     heartbeat_at, lease_seconds, lease_expires_at)
+        VALUES ('t', '{}', 'running', 1, gen_random_uuid(), 'dead-worker',
+                now() - interval '5 minutes', 60, now() - interval '4 minutes');
+        INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                                    scheduled_at, started_at)
+        SELECT id, execution_id, 1, queue, type, worker_id, created_at, heartbeat_at
+        FROM background_jobs""")
+    conn.commit()
+    result = jobwarden("recover")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"recovered": {"pending": 1}}
+    row = job_row(clean_db, 1)
+    assert (row["status"], row["last_error_code"]) == ("pending", "WORKER_LOST")
