@@ -56,7 +56,8 @@ def load_user(user_id: str) -> ConsoleUser | None:
 @login_manager.unauthorized_handler
 def unauthorized():
     """Pages redirect to the login form; htmx fragments ask the browser to go there."""
-    login_url = url_for("auth.login", next=request.full_path if request.method == "GET" else None)
+    back = request.full_path.rstrip("?") if request.method == "GET" and not is_htmx() else None
+    login_url = url_for("auth.login", next=back)
     if is_htmx():
         return "", 401, {"HX-Redirect": login_url}
     if request.method != "GET":
