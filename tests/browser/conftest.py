@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -21,18 +20,6 @@ from console.cli_commands import make_server
 pytest_plugins = ["tests.console_support"]
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("JOBWARDEN_CHROMIUM", "/usr/bin/chromium")
-
-
-def wait_for(condition, timeout: float = 15.0, interval: float = 0.1, message: str = ""):
-    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message or condition}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

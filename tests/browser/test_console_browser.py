@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import re
 
-import psycopg
 import pytest
 from playwright.sync_api import expect
 
 from console import sample_data
-from tests.browser.conftest import wait_for
+from tests.helpers import job_row
 
 pytestmark = pytest.mark.browser
 
 
 def status_of(url: str, job_id: int) -> str:
-    with psycopg.connect(url) as conn:
-        return conn.execute("SELECT status FROM background_jobs WHERE id = %s",
-                            (job_id,)).fetchone()[0]
+    return job_row(url, job_id)["status"]
 
 
 @pytest.fixture
@@ -128,4 +125,3 @@ def test_a_request_without_a_csrf_token_changes_nothing(page, sign_in, scenario,
                                   form={"reason": "no token", "request_id": "nt-2"})
     assert htmx_like.status == 400
     assert status_of(clean_db, job_id) == "failed"
-    wait_for(lambda: status_of(clean_db, job_id) == "failed", timeout=1)

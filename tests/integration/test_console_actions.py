@@ -6,14 +6,9 @@ import psycopg
 import pytest
 
 from console import sample_data
+from tests.helpers import job_row
 
 pytest_plugins = ["tests.console_support"]
-
-
-def job_row(url: str, job_id: int) -> dict:
-    with psycopg.connect(url) as conn:
-        cur = conn.execute("SELECT * FROM background_jobs WHERE id = %s", (job_id,))
-        return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
 
 
 def audit_rows(url: str, job_id: int | None = None) -> list[tuple]:
