@@ -1,0 +1,177 @@
+"""Chaos-tier fixtures: real worker processes (killed, frozen, signalled) and a private
+PostgreSQL cluster that a test may stop and start. Everything started here is killed in
+the fixture's teardown, even when the test fails."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.apps.chaos_app import create_tables
+from tests.helpers import wait_for
+from worker import db as dbmod
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+class Worker:
+    """One `jobwarden worker` subprocess, its log in a file the test can search."""
+
+    def __init__(self, url: str, log: Path, app: str, concurrency: int, grace: float,
+                 poll_interval: float):
+        self.log = log
+        self._out = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "--log-level", "INFO", "worker", "--app", app,
+             "--concurrency", str(concurrency), "--grace", str(grace),
+             "--poll-interval", str(poll_interval)],
+            cwd=ROOT, env={**os.environ, "DATABASE_URL": url},
+            stdout=self._out, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        """kill -9, and reap it."""
+        self.signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text(errors="replace")
+
+    def close(self) -> None:
+        if self.alive():
+            self.signal(signal.SIGCONT)  # a stopped process cannot die until resumed
+            self.signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self._out.close()
+
+
+class Workers:
+    """Starts workers for a test and makes sure none outlives it."""
+
+    def __init__(self, url: str, tmp: Path):
+        self.url = url
+        self.tmp = tmp
+        self.all: list[Worker] = []
+
+    def start(self, app: str = "tests.apps.chaos_app", *, concurrency: int = 2,
+              grace: float = 5.0, poll_interval: float = 0.2, url: str | None = None) -> Worker:
+        w = Worker(url or self.url, self.tmp / f"worker-{len(self.all)}.log", app,
+                   concurrency, grace, poll_interval)
+        self.all.append(w)
+        return w
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {w.log.name} (pid {w.pid})\n" + w.log.read_text(errors="replace")
+                         [-3000:] for w in self.all)
+
+    def close(self) -> None:
+        for w in self.all:
+            w.close()
+
+
+@pytest.fixture
+def chaos_db(clean_db):
+    """The clean test database plus the chaos handlers' tables."""
+    with psycopg.connect(clean_db) as conn:
+        create_tables(conn)
+    return clean_db
+
+
+@pytest.fixture
+def workers(chaos_db, tmp_path):
+    pool = Workers(chaos_db, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+        print(pool.logs())  # pytest shows it only when the test failed
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateCluster:
+    """A PostgreSQL 15 cluster of our own, run as the `postgres` OS user (the server
+    refuses to run as root), that a test may stop and start at will."""
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="jobwarden-chaos-pg-"))
+        shutil.chown(self.dir, "postgres", "postgres")
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
+                  "--no-sync", "-E", "UTF8")
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = [str(PG_BIN / tool), *args]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, cwd=self.dir, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "server.log"), "-w",
+                  "-t", "30", "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                  "-c fsync=off -c max_connections=200", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop")
+
+    def running(self) -> bool:
+        return (self.data / "postmaster.pid").exists()
+
+    def destroy(self) -> None:
+        try:
+            if self.running():
+                self.stop("immediate")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_cluster():
+    """A private, migrated PostgreSQL cluster on its own port, destroyed afterwards."""
+    cluster = PrivateCluster()
+    try:
+        cluster.start()
+        wait_for(lambda: _accepts(cluster.url), timeout=20, message="the private cluster")
+        dbmod.migrate(cluster.url)
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def _accepts(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def deadline_passed(seconds: float):
+    """A condition for wait_for: true once `seconds` have passed from now (used where a
+    fault must last at least that long, e.g. an outage longer than a lease)."""
+    end = time.monotonic() + seconds
+    return lambda: time.monotonic() >= end

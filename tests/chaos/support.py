@@ -1,0 +1,66 @@
+"""Small readers and waiters shared by the chaos tests (all time limits are deadlines)."""
+
+from __future__ import annotations
+
+import psycopg
+
+from tests.apps import chaos_app
+from tests.helpers import job_row, scalar, wait_for
+from worker import JobSpec, enqueue, enqueue_many
+from worker.queries import Q
+
+TERMINAL = ("completed", "failed", "cancelled", "skipped", "unknown")
+
+
+def add(url: str, type_: str, payload: dict | None = None, **options) -> int:
+    chaos_app.ensure_registered()
+    with psycopg.connect(url) as conn:
+        job_id = enqueue(conn, type_, payload or {}, queue="chaos", **options)
+        conn.commit()
+    return job_id
+
+
+def add_many(url: str, type_: str, payloads: list[dict]) -> list[int]:
+    chaos_app.ensure_registered()
+    with psycopg.connect(url) as conn:
+        ids = enqueue_many(conn, [JobSpec(type_, p, queue="chaos") for p in payloads])
+        conn.commit()
+    return ids
+
+
+def settle(url: str, job_id: int, statuses=TERMINAL, timeout: float = 30.0) -> dict:
+    return wait_for(lambda: (r := job_row(url, job_id))["status"] in statuses and r,
+                    timeout=timeout, interval=0.1,
+                    message=f"job {job_id} to reach one of {statuses}")
+
+
+def running_on(url: str, job_id: int, timeout: float = 20.0) -> dict:
+    """Wait until the job's handler has started; returns the job row."""
+    wait_for(lambda: scalar(url, "SELECT count(*) FROM chaos_events WHERE job_id = %s "
+                                 "AND event LIKE 'start%%'", [job_id]),
+             timeout=timeout, message=f"job {job_id}'s handler to start")
+    return job_row(url, job_id)
+
+
+def events(url: str, job_id: int) -> list[tuple]:
+    """(attempt, pid, event) in order."""
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT attempt, pid, event FROM chaos_events WHERE job_id = %s "
+                            "ORDER BY id", [job_id]).fetchall()
+
+
+def outcomes(url: str, job_id: int) -> list[str | None]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT outcome FROM job_executions WHERE job_id = %s ORDER BY attempt, id",
+            [job_id]).fetchall()]
+
+
+def cancel(url: str, job_id: int, reason: str = "cancelled by the chaos test") -> str:
+    """Cancel a job the way the API does: at once when pending, by request when running."""
+    with psycopg.connect(url) as conn:
+        if conn.execute(Q.cancel_pending_job, {"job_id": job_id, "reason": reason}).fetchone():
+            return "cancelled"
+        if conn.execute(Q.request_cancel_running, {"job_id": job_id}).fetchone():
+            return "requested"
+    return "finished"

@@ -1,0 +1,70 @@
+"""SIGTERM as a deploy sends it: stop claiming at once, let running jobs finish within
+--grace, hand the rest back to pending (without spending an attempt), exit 0. A second
+signal stops at once."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.chaos.support import add, outcomes, running_on, settle
+from tests.helpers import job_row, scalar, wait_for
+
+pytestmark = pytest.mark.chaos
+
+
+def test_sigterm_lets_a_running_job_finish_and_claims_nothing_new(workers, chaos_db):
+    w = workers.start(grace=10)
+    long_job = add(chaos_db, "chaos.sleep", {"first_seconds": 2})
+    running_on(chaos_db, long_job)
+    w.signal(signal.SIGTERM)
+    started = time.monotonic()
+    wait_for(lambda: scalar(chaos_db, "SELECT state FROM job_workers") == "draining",
+             message="the worker to report draining")
+    newcomer = add(chaos_db, "chaos.quick")  # a free slot, and yet it must not be claimed
+
+    assert w.proc.wait(timeout=15) == 0
+    assert time.monotonic() - started < 10
+    row = job_row(chaos_db, long_job)
+    assert (row["status"], row["attempts"]) == ("completed", 1)
+    row = job_row(chaos_db, newcomer)
+    assert (row["status"], row["attempts"]) == ("pending", 0)
+    assert outcomes(chaos_db, newcomer) == []
+    assert scalar(chaos_db, "SELECT state FROM job_workers") == "stopped"
+
+
+def test_sigterm_hands_an_unfinished_job_back_when_the_grace_period_ends(workers, chaos_db):
+    w = workers.start(grace=1)
+    job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 120, "seconds": 0.1})
+    running_on(chaos_db, job_id)
+    w.signal(signal.SIGTERM)
+    started = time.monotonic()
+    assert w.proc.wait(timeout=15) == 0
+    assert time.monotonic() - started < 1 + 3  # the grace period, plus process exit
+
+    row = job_row(chaos_db, job_id)
+    # Back at once (no waiting for the lease), and the interrupted attempt is not counted.
+    assert (row["status"], row["attempts"], row["in_future"]) == ("pending", 0, False)
+    assert outcomes(chaos_db, job_id) == ["handed_back"]
+
+    workers.start()
+    row = settle(chaos_db, job_id)
+    assert (row["status"], row["attempts"]) == ("completed", 1)
+    assert outcomes(chaos_db, job_id) == ["handed_back", "completed"]
+
+
+def test_a_second_signal_stops_the_worker_at_once(workers, chaos_db):
+    w = workers.start(grace=60)
+    job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 120})
+    running_on(chaos_db, job_id)
+    w.signal(signal.SIGTERM)
+    wait_for(lambda: w.logged("draining"), message="the first signal to start the drain")
+    w.signal(signal.SIGINT)
+    started = time.monotonic()
+    w.proc.wait(timeout=15)
+    assert time.monotonic() - started < 3
+    row = job_row(chaos_db, job_id)
+    assert (row["status"], row["attempts"]) == ("pending", 0)
+    assert outcomes(chaos_db, job_id) == ["handed_back"]

@@ -1,0 +1,133 @@
+"""Workers killed with SIGKILL: mid-job, right after a claim, by a poison job, and in the
+middle of checkpointed work. `running` is only a lease: another worker (or
+`jobwarden recover`) takes the job back once the lease runs out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.chaos.conftest import ROOT
+from tests.chaos.support import add, add_many, events, outcomes, running_on, settle
+from tests.helpers import executions, job_row, scalar, status_counts, wait_for
+
+pytestmark = pytest.mark.chaos
+
+
+def test_a_job_whose_worker_is_killed_mid_job_is_recovered_and_completed_elsewhere(
+        workers, chaos_db):
+    a = workers.start()
+    job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 60, "seconds": 0.1})
+    row = running_on(chaos_db, job_id)
+    assert row["status"] == "running" and row["attempts"] == 1
+    a.kill()
+
+    b = workers.start()
+    row = settle(chaos_db, job_id)
+    assert (row["status"], row["attempts"]) == ("completed", 2)
+    assert row["last_error_code"] == "WORKER_LOST"  # kept: the history of the job
+    assert outcomes(chaos_db, job_id) == ["worker_lost", "completed"]
+    lost, done = executions(chaos_db, job_id)
+    assert lost["error_code"] == "WORKER_LOST" and lost["finished_at"] is not None
+    assert str(a.pid) in lost["worker_id"] and str(b.pid) in done["worker_id"]
+    # The killed run never wrote its order; the second one did, once.
+    assert scalar(chaos_db, "SELECT count(*) FROM chaos_orders WHERE job_id = %s", [job_id]) == 1
+    # The dead worker's own row is marked gone once its heartbeat is stale.
+    wait_for(lambda: scalar(chaos_db, "SELECT state FROM job_workers WHERE pid = %s",
+                            [a.pid]) == "gone", timeout=15, message="the killed worker gone")
+    assert scalar(chaos_db, "SELECT state FROM job_workers WHERE pid = %s", [b.pid]) == "running"
+
+
+def test_a_worker_killed_right_after_its_claim_committed_loses_nothing(workers, chaos_db):
+    a = workers.start("tests.apps.chaos_claim_kill_app")
+    job_id = add(chaos_db, "chaos.sleep", {"die_after_claim": True})
+    wait_for(lambda: not a.alive(), message="the worker to die after its claim")
+    row = job_row(chaos_db, job_id)
+    assert (row["status"], row["attempts"]) == ("running", 1)  # the claim did commit
+    assert events(chaos_db, job_id) == []  # and the handler never started
+
+    workers.start("tests.apps.chaos_claim_kill_app")
+    row = settle(chaos_db, job_id)
+    assert (row["status"], row["attempts"]) == ("completed", 2)
+    assert outcomes(chaos_db, job_id) == ["worker_lost", "completed"]
+    assert [e[2] for e in events(chaos_db, job_id)] == ["started", "returned"]
+
+
+def test_a_poison_job_that_kills_its_worker_fails_after_max_attempts_while_others_flow(
+        workers, chaos_db):
+    """Test 9 with a real crash: three workers, each death replaced like a supervisor
+    (systemd, Kubernetes) would; the poison job ends failed (WORKER_LOST) after
+    max_attempts=3 and every other job completes."""
+    poison = add(chaos_db, "chaos.poison")
+    others = add_many(chaos_db, "chaos.quick", [{"n": i} for i in range(60)])
+    pool = [workers.start() for _ in range(3)]
+    deaths = []
+
+    def supervise_and_check():
+        for i, w in enumerate(pool):
+            if not w.alive():
+                deaths.append(w.pid)
+                pool[i] = workers.start()
+        counts = status_counts(chaos_db)
+        return (job_row(chaos_db, poison)["status"] == "failed"
+                and counts.get("completed") == len(others))
+
+    wait_for(supervise_and_check, timeout=60, interval=0.1,
+             message="the poison job to fail and the others to complete")
+    row = job_row(chaos_db, poison)
+    assert (row["status"], row["attempts"], row["last_error_code"]) == ("failed", 3, "WORKER_LOST")
+    assert outcomes(chaos_db, poison) == ["worker_lost"] * 3
+    assert len(events(chaos_db, poison)) == 3
+    assert len(deaths) == 3  # one worker per attempt, and no other
+    assert status_counts(chaos_db) == {"failed": 1, "completed": len(others)}
+    assert scalar(chaos_db, "SELECT count(DISTINCT job_id) FROM chaos_orders") == len(others)
+    assert scalar(chaos_db, "SELECT count(*) FROM chaos_orders") == len(others)
+
+
+def test_jobwarden_recover_returns_a_dead_workers_job_in_one_pass(workers, chaos_db):
+    a = workers.start()
+    job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 60})
+    running_on(chaos_db, job_id)
+    a.kill()
+    wait_for(lambda: scalar(chaos_db, "SELECT lease_expires_at < now() FROM background_jobs "
+                                      "WHERE id = %s", [job_id]), message="the lease to expire")
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": chaos_db}, capture_output=True,
+        text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"recovered": {"pending": 1}}
+    row = job_row(chaos_db, job_id)
+    assert (row["status"], row["attempts"], row["last_error_code"]) == ("pending", 1, "WORKER_LOST")
+    assert outcomes(chaos_db, job_id) == ["worker_lost"]
+
+
+def test_after_kill_9_the_next_attempt_resumes_from_the_last_saved_checkpoint(workers, chaos_db):
+    total = 200
+    a = workers.start()
+    job_id = add(chaos_db, "chaos.checkpointed", {"items": total, "first_delay": 0.03})
+    # Let it get some way in, with a checkpoint written, then kill it without warning.
+    wait_for(lambda: (job_row(chaos_db, job_id)["checkpoint"] or 0) >= 20, timeout=20,
+             message="a persisted checkpoint")
+    a.kill()
+    saved = job_row(chaos_db, job_id)["checkpoint"]
+    done_before_kill = scalar(chaos_db, "SELECT count(*) FROM chaos_items WHERE job_id = %s",
+                              [job_id])
+    assert 20 <= saved <= done_before_kill < total
+
+    workers.start()
+    row = settle(chaos_db, job_id)
+    assert (row["status"], row["attempts"]) == ("completed", 2)
+    assert row["checkpoint"] == total and row["progress"] == {"processed": total, "total": total}
+    starts = [e[2] for e in events(chaos_db, job_id)]
+    assert starts == ["start:0", f"start:{saved}"]  # resumed where the checkpoint said
+    # Every item is done; only those after the last durable checkpoint were done twice.
+    assert scalar(chaos_db, "SELECT count(DISTINCT item) FROM chaos_items WHERE job_id = %s",
+                  [job_id]) == total
+    redone = scalar(chaos_db, "SELECT count(*) - count(DISTINCT item) FROM chaos_items "
+                              "WHERE job_id = %s", [job_id])
+    assert redone == done_before_kill - saved
