@@ -219,3 +219,21 @@ queue_controls = Table(
     Column("changed_by", Text),
     Column("changed_at", TS, nullable=False, server_default=text("now()")),
 )
+
+# Console indexes (migration 0002): overview counts read in index order, failed groups
+# by type without the heap, and the jobs list's idempotency-key search.
+Index(
+    "background_jobs_console_counts_idx",
+    background_jobs.c.status, background_jobs.c.queue, background_jobs.c.type,
+)
+Index(
+    "background_jobs_failed_type_idx",
+    background_jobs.c.last_error_code, background_jobs.c.type,
+    postgresql_include=["failed_at"],
+    postgresql_where=text("status = 'failed'"),
+)
+Index(
+    "background_jobs_idempotency_key_idx",
+    background_jobs.c.idempotency_key,
+    postgresql_where=text("idempotency_key IS NOT NULL"),
+)

@@ -1,0 +1,186 @@
+"""Console page timings on a large database (run by hand; not a test).
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \
+        .venv/bin/python bench/bench_console.py --jobs 1000000 --failed 100000
+
+Creates (or, with --reuse, reuses) the database `jobwarden_bench` on DATABASE_URL's
+server, fills it with --jobs jobs (--failed of them failed across --codes error codes,
+one execution row per started job, the last hour busy), and then requests each page
+--requests times through the app in-process, printing the server time (median and p95).
+The goal: each page under 150 ms median at 1,000,000 jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from worker import db as dbmod  # noqa: E402
+
+PAGES = [
+    ("overview", "/"),
+    ("overview counts panel", "/_overview/counts"),
+    ("failed groups", "/failed"),
+    ("failed group drill-down", "/failed/group?code=ERR_07"),
+    ("jobs list", "/jobs"),
+    ("jobs list, status=failed", "/jobs?status=failed"),
+    ("jobs list, type filter", "/jobs?type=type_3"),
+    ("jobs list, error code", "/jobs?error_code=ERR_11"),
+    ("jobs list, key search", "/jobs?q=key-424242"),
+    ("jobs list, page 2", "/jobs?before={second_page}"),
+    ("job detail", "/jobs/{some_job}"),
+    ("SLA", "/sla"),
+]
+
+# Statuses by share of the non-failed jobs (failed is given exactly by --failed).
+FILL = """
+INSERT INTO background_jobs (queue, type, payload, status, priority, attempts, max_attempts,
+    created_at, available_at, started_at, completed_at, failed_at, cancelled_at, skipped_at,
+    last_error_code, last_error, idempotency_key, execution_id, worker_id, heartbeat_at,
+    lease_expires_at)
+SELECT 'queue_' || (g %% 5), 'type_' || (g %% 10),
+       jsonb_build_object('n', g, 'email', 'user' || g || '@example.com'),
+       s.status, 0, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END, 5,
+       t.created, t.created,
+       CASE WHEN s.status NOT IN ('pending', 'cancelled') THEN t.created + interval '2 seconds' END,
+       CASE WHEN s.status = 'completed' THEN t.created + interval '3 seconds' END,
+       CASE WHEN s.status = 'failed' THEN t.created + interval '3 seconds' END,
+       CASE WHEN s.status = 'cancelled' THEN t.created END,
+       CASE WHEN s.status = 'skipped' THEN t.created END,
+       CASE WHEN s.status = 'failed' THEN 'ERR_' || lpad(((g / 10) %% %(codes)s)::text, 2, '0') END,
+       CASE WHEN s.status = 'failed' THEN 'provider said no for job ' || g END,
+       'key-' || g,
+       CASE WHEN s.status = 'running' THEN gen_random_uuid() END,
+       CASE WHEN s.status = 'running' THEN 'bench-worker' END,
+       CASE WHEN s.status = 'running' THEN now() END,
+       CASE WHEN s.status = 'running' THEN now() + interval '1 minute' END
+FROM generate_series(1, %(jobs)s) AS g
+CROSS JOIN LATERAL (SELECT
+    CASE
+      WHEN g %% 10 = 7 AND g <= %(failed)s * 10 THEN 'failed'
+      WHEN g %% 1000 = 1 THEN 'running'
+      WHEN g %% 100 = 2 THEN 'unknown'
+      WHEN g %% 50 = 3 THEN 'cancelled'
+      WHEN g %% 50 = 4 THEN 'skipped'
+      WHEN g > %(jobs)s - %(pending)s THEN 'pending'
+      ELSE 'completed'
+    END AS status) s
+-- a week of history, the newest jobs last; about 2 percent inside the last hour
+CROSS JOIN LATERAL (SELECT now() - ((%(jobs)s - g) * (interval '7 days' / %(jobs)s)) AS created) t;
+"""
+
+EXECUTIONS = """
+INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
+    started_at, finished_at, outcome, error_code, error, duration_ms)
+SELECT id, coalesce(execution_id, gen_random_uuid()), 1, queue, type, 'bench-worker',
+       available_at, started_at,
+       CASE WHEN status <> 'running' THEN started_at + interval '1 second' END,
+       CASE status WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'failed'
+                   WHEN 'unknown' THEN 'unknown' WHEN 'skipped' THEN 'skipped' END,
+       last_error_code, last_error, CASE WHEN status <> 'running' THEN 1000 + (id % 500) END
+FROM background_jobs
+WHERE started_at IS NOT NULL;
+"""
+
+
+def _with_dbname(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+def prepare(server_url: str, name: str, args) -> str:
+    url = _with_dbname(server_url, name)
+    if args.reuse:
+        return url
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    dbmod.migrate(url)
+    started = time.monotonic()
+    pending = min(args.pending, args.jobs // 4)
+    with psycopg.connect(url) as conn:
+        conn.execute(FILL, {"jobs": args.jobs, "failed": args.failed, "codes": args.codes,
+                            "pending": pending})
+        conn.execute(EXECUTIONS)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+    print(f"filled {args.jobs:,} jobs in {time.monotonic() - started:.0f}s", flush=True)
+    return url
+
+
+def report_counts(url: str) -> None:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT status, count(*) FROM background_jobs GROUP BY 1 ORDER BY 1")
+        print("  " + ", ".join(f"{s} {n:,}" for s, n in rows))
+        codes = conn.execute("SELECT count(DISTINCT last_error_code) FROM background_jobs "
+                             "WHERE status = 'failed'").fetchone()[0]
+        print(f"  {codes} error codes among failed jobs")
+
+
+def measure(url: str, requests: int) -> list[tuple[str, float, float]]:
+    from console import create_app
+    from console.cli_commands import user_add
+
+    user_add("bench", "operator", "bench-password", database_url=url)
+    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "WTF_CSRF_ENABLED": False})
+    client = app.test_client()
+    client.post("/login", data={"username": "bench", "password": "bench-password"})
+    with psycopg.connect(url) as conn:
+        second_page = conn.execute(
+            "SELECT id FROM background_jobs ORDER BY id DESC OFFSET 50 LIMIT 1").fetchone()[0]
+        some_job = conn.execute("SELECT min(id) FROM background_jobs "
+                                "WHERE status = 'failed'").fetchone()[0]
+    results = []
+    for label, path in PAGES:
+        path = path.format(second_page=second_page + 1, some_job=some_job)
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.status_code)
+        timings = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            response = client.get(path)
+            timings.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+        timings.sort()
+        p95 = timings[min(len(timings) - 1, int(round(0.95 * len(timings))) - 1)]
+        results.append((f"{label} ({path})", statistics.median(timings), p95))
+        print(f"  {label:28} median {statistics.median(timings):7.1f} ms   p95 {p95:7.1f} ms",
+              flush=True)
+    app.extensions["jobwarden_db"].dispose()
+    return results
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=1_000_000)
+    p.add_argument("--failed", type=int, default=100_000)
+    p.add_argument("--codes", type=int, default=20)
+    p.add_argument("--pending", type=int, default=50_000)
+    p.add_argument("--requests", type=int, default=30)
+    p.add_argument("--database", default="jobwarden_bench", help="database name to (re)create")
+    p.add_argument("--reuse", action="store_true", help="time an already filled database")
+    args = p.parse_args(argv)
+    if args.failed * 10 > args.jobs:
+        p.error("--failed may be at most a tenth of --jobs")
+    server_url = os.environ.get("DATABASE_URL") or dbmod.database_url()
+    url = prepare(dbmod.normalize_url(server_url), args.database, args)
+    report_counts(url)
+    print(f"server time over {args.requests} requests per page (in-process, no network):")
+    results = measure(url, args.requests)
+    slow = [r for r in results if r[1] > 150]
+    print("all pages under 150 ms median" if not slow else
+          "over 150 ms median: " + ", ".join(r[0] for r in slow))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
