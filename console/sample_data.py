@@ -117,6 +117,8 @@ def seed_console_scenario(conn) -> dict[str, Any]:
     ids["running"] = insert_job(conn, "export_report", "running", queue="reports",
                                 worker_id="w-app2-7", progress={"done": 42, "total": 100},
                                 payload={"reportId": 1001})
+    insert_execution(conn, ids["running"], outcome=None, started_ago=95, wait_s=12,
+                     worker_id="w-app2-7")
     now = conn.execute(select(func.now())).scalar_one()
     ids["stale"] = insert_job(conn, "send_email", "running", queue="email",
                               worker_id="w-app3-2", payload={"userId": 99},

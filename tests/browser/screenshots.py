@@ -1,0 +1,95 @@
+"""Screenshots of the console's main pages for the README (run by hand, not a test).
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \
+        .venv/bin/python -m tests.browser.screenshots
+
+Seeds a throwaway database with console.sample_data's incident scenario, serves the
+console, signs in as an operator, retries one job (so the audit log has an entry) and
+saves PNGs under docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from playwright.sync_api import sync_playwright
+from sqlalchemy import create_engine
+
+from console import sample_data
+from console.cli_commands import make_server, user_add
+from worker import db as dbmod
+
+OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+PAGES = [
+    ("overview", "/"),
+    ("failed-groups", "/failed"),
+    ("failed-group", "/failed/group?code=AUTH_FAILED"),
+    ("jobs", "/jobs?queue=reports"),
+    ("job-detail", "/jobs/{running}"),
+    ("needs-review", "/review"),
+    ("workers", "/workers"),
+    ("sla", "/sla"),
+    ("audit", "/audit"),
+]
+
+
+def main() -> int:
+    server_url = dbmod.normalize_url(os.environ.get("DATABASE_URL") or dbmod.database_url())
+    name = f"jobwarden_screens_{uuid.uuid4().hex[:6]}"
+    parts = urlsplit(server_url)
+    url = urlunsplit((parts.scheme, parts.netloc, "/" + name, "", ""))
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        dbmod.migrate(url)
+        engine = create_engine(dbmod.sqlalchemy_url(url))
+        with engine.begin() as conn:
+            ids = sample_data.seed_console_scenario(conn)
+        engine.dispose()
+        user_add("otto", "operator", "screenshots-only", database_url=url)
+        server = make_server("127.0.0.1", 0, config={
+            "DATABASE_URL": url, "SECRET_KEY": "screens",
+            "SLA_TARGETS": {"export_report": 30.0, "send_email": 60.0, "charge_card": 10.0}})
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        shoot(f"http://127.0.0.1:{server.server_port}", ids)
+        server.shutdown()
+        server.app.extensions["jobwarden_db"].dispose()
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return 0
+
+
+def shoot(base: str, ids: dict) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=os.environ.get("JOBWARDEN_CHROMIUM", "/usr/bin/chromium"),
+            headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900})
+        page.goto("/login")
+        page.get_by_label("User name").fill("otto")
+        page.get_by_label("Password").fill("screenshots-only")
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(lambda u: "/login" not in u)
+        page.goto(f"/jobs/{ids['provider_5xx'][0]}")
+        form = page.locator("form[data-action=retry]")
+        form.get_by_label("Reason").fill("payments provider recovered (status page)")
+        form.get_by_role("button", name="Retry").click()
+        page.get_by_test_id("flash-ok").wait_for()
+        for label, path in PAGES:
+            page.goto(path.format(**ids))
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(OUT / f"{label}.png"), full_page=True)
+            print(OUT / f"{label}.png")
+        browser.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
