@@ -52,9 +52,9 @@ class GroupActionForm(ActionForm):
 class UserForm(FlaskForm):
     username = StringField("User name", validators=[DataRequired(), Length(max=100)])
     password = PasswordField("Password", validators=[DataRequired(), Length(min=8, max=1000)])
-    role = SelectField("Role", choices=[(r, r) for r in ROLES], validators=[AnyOf(ROLES)])
+    role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
 
 
 class UserAccessForm(FlaskForm):
-    role = SelectField("Role", choices=[(r, r) for r in ROLES], validators=[AnyOf(ROLES)])
-    disabled = SelectField("Access", choices=[("0", "enabled"), ("1", "disabled")])
+    role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
+    access = SelectField("Access", choices=["enabled", "disabled"])

@@ -20,7 +20,8 @@ def index():
     users = get_db().all("console_users_list")
     return render_template("users.html", users=users, form=UserForm(formdata=None),
                            access_forms={u["id"]: UserAccessForm(formdata=None, role=u["role"],
-                                                                 disabled=str(int(u["disabled"])))
+                                                                 access=("disabled" if u["disabled"]
+                                                                         else "enabled"))
                                          for u in users})
 
 
@@ -56,7 +57,7 @@ def access(user_id: int):
         return redirect(url_for("users.index"), code=303)
     with get_db().transaction() as conn:
         done = rows(conn, "console_user_set_access", {
-            "user_id": user_id, "role": form.role.data, "disabled": form.disabled.data == "1"})
+            "user_id": user_id, "role": form.role.data, "disabled": form.access.data == "disabled"})
     if not done:
         abort(404)
     flash("Access updated.", "ok")

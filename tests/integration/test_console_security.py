@@ -1,0 +1,84 @@
+"""Sign-in, sessions and the headers every console response carries."""
+
+from __future__ import annotations
+
+pytest_plugins = ["tests.console_support"]
+
+
+def test_every_page_and_fragment_requires_a_session(client):
+    for path in ("/", "/jobs", "/jobs/1", "/failed", "/review", "/workers", "/sla", "/audit",
+                 "/users", "/_overview/counts", "/jobs/1/_live"):
+        response = client.get(path)
+        assert response.status_code == 302 and "/login?next=" in response.headers["Location"]
+    fragment = client.get("/_overview/counts", headers={"HX-Request": "true"})
+    assert fragment.status_code == 401 and fragment.headers["HX-Redirect"].startswith("/login")
+    assert client.post("/jobs/1/retry").status_code in (400, 401)
+
+
+def test_a_wrong_password_does_not_sign_in(client, login):
+    response = login(client, "otto", "not the password")
+    assert response.status_code == 401
+    assert "wrong password" in response.get_data(as_text=True)
+    assert login(client, "nobody").status_code == 401
+    assert client.get("/").status_code == 302
+
+
+def test_sign_in_redirects_only_within_the_site(client, post_form):
+    token_page = client.get("/login?next=//evil.example/").get_data(as_text=True)
+    assert 'value="//evil.example/"' not in token_page
+    response = post_form(client, "/login?next=https://evil.example/",
+                         {"username": "otto", "password": "correct horse battery"},
+                         token_from="/login")
+    assert response.status_code == 303 and response.headers["Location"] == "/"
+
+
+def test_the_session_cookie_is_httponly_and_samesite(client, login):
+    response = login(client, "otto")
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
+    https = client.get("/", base_url="https://localhost")
+    assert https.status_code == 200
+
+
+def test_responses_carry_a_csp_without_inline_scripts(viewer):
+    response = viewer.get("/")
+    csp = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert response.headers["X-Frame-Options"] == "DENY"
+    html = response.get_data(as_text=True)
+    assert "<script>" not in html and " style=" not in html
+    assert "/static/vendor/htmx-2.0.4.min.js" in html
+
+
+def test_signing_out_is_a_post_with_csrf(operator, post_form):
+    assert operator.get("/logout").status_code == 405
+    assert operator.post("/logout").status_code == 400
+    assert post_form(operator, "/logout", {}).status_code == 303
+    assert operator.get("/").status_code == 302
+
+
+def test_only_an_admin_manages_users(client, login, post_form):
+    login(client, "otto")
+    assert client.get("/users").status_code == 403
+    client.post("/logout", data={"csrf_token": ""})
+    client.delete_cookie("jobwarden_session")
+    login(client, "ada")
+    assert "otto" in client.get("/users").get_data(as_text=True)
+    response = post_form(client, "/users", {"username": "nina", "password": "long enough pw",
+                                            "role": "viewer"}, token_from="/users")
+    assert response.status_code == 303
+    assert "nina" in client.get("/users").get_data(as_text=True)
+
+
+def test_a_disabled_user_can_no_longer_sign_in(client, login, post_form, clean_db):
+    import psycopg
+
+    login(client, "ada")
+    with psycopg.connect(clean_db) as conn:
+        otto = conn.execute("SELECT id FROM console_users WHERE username = 'otto'").fetchone()[0]
+    response = post_form(client, f"/users/{otto}/access", {"role": "operator",
+                                                           "access": "disabled"},
+                         token_from="/users")
+    assert response.status_code == 303
+    other = client.application.test_client()
+    assert login(other, "otto").status_code == 401

@@ -1,0 +1,55 @@
+"""Pure helpers of the console: redirects, durations, limits, progress shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.config import parse_duration, parse_sla_targets
+from console.formatting import age, progress_fraction
+from console.queries import JobFilter, clamp_limit
+from console.security import safe_next_url
+
+
+@pytest.mark.parametrize("target", [
+    "//evil.example/x", "https://evil.example/", "/\\evil.example", "javascript:alert(1)",
+    "evil.example", "/jobs\r\nSet-Cookie: x=1", "",
+])
+def test_redirects_never_leave_the_site(target):
+    assert safe_next_url(target, "/") == "/"
+
+
+def test_redirects_keep_local_paths_with_their_query():
+    assert safe_next_url("/jobs?status=failed&queue=a") == "/jobs?status=failed&queue=a"
+
+
+def test_durations_and_sla_targets_parse_the_registry_notation():
+    assert parse_duration("30s") == 30 and parse_duration("5m") == 300
+    assert parse_duration("250ms") == 0.25 and parse_duration("bogus") is None
+    assert parse_sla_targets("send_email=30s, export=2m,bad=x") == {"send_email": 30.0,
+                                                                   "export": 120.0}
+
+
+def test_limits_are_clamped():
+    assert clamp_limit("100000", 50, 200) == 200
+    assert clamp_limit("-3", 50, 200) == 1
+    assert clamp_limit("x", 50, 200) == 50
+    flt = JobFilter.from_args({"status": "exploded", "limit": "9999", "before": "-1"})
+    assert flt.status is None and flt.limit == 200 and flt.before is None
+
+
+def test_filters_survive_into_pager_links():
+    flt = JobFilter.from_args({"status": "failed", "queue": "e mail"})
+    assert flt.query_string(before=10) == "status=failed&queue=e+mail&before=10"
+
+
+@pytest.mark.parametrize("progress, expected", [
+    (0.5, 0.5), (42, 0.42), ({"done": 3, "total": 4}, 0.75), ({"percent": 10}, 0.1),
+    ({"current": 5, "total": 0}, None), ("half", None), (None, None), (True, None),
+])
+def test_progress_is_read_from_the_shapes_handlers_report(progress, expected):
+    assert progress_fraction(progress) == expected
+
+
+def test_ages_are_compact():
+    assert [age(0.25), age(5), age(42), age(192), age(7500), age(200000)] == [
+        "250ms", "5.0s", "42s", "3m 12s", "2h 05m", "2d 7h"]
