@@ -56,11 +56,12 @@ def load_user(user_id: str) -> ConsoleUser | None:
 @login_manager.unauthorized_handler
 def unauthorized():
     """Pages redirect to the login form; htmx fragments ask the browser to go there."""
-    back = request.full_path.rstrip("?") if request.method == "GET" and not is_htmx() else None
+    reading = request.method in ("GET", "HEAD")
+    back = request.full_path.rstrip("?") if reading and not is_htmx() else None
     login_url = url_for("auth.login", next=back)
     if is_htmx():
         return "", 401, {"HX-Redirect": login_url}
-    if request.method != "GET":
+    if not reading:
         abort(401)
     return redirect(login_url)
 
