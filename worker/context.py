@@ -193,7 +193,10 @@ class JobContext:
             if commit:
                 conn.commit()
             else:
-                conn.rollback()
+                try:
+                    conn.rollback()
+                except (psycopg.OperationalError, psycopg.InterfaceError):
+                    pass  # the connection is gone, and its transaction with it
         finally:
             cm.__exit__(None, None, None)
 
