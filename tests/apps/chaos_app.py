@@ -75,6 +75,7 @@ def sleep_job(ctx, payload):
 @job("chaos.quick", queue="chaos", lease=2, timeout=30, max_attempts=25, backoff=FAST)
 def quick_job(ctx, payload):
     """A short job whose business write commits together with its completion."""
+    time.sleep(payload.get("seconds", 0))
     with ctx.transaction() as tx:
         tx.execute("INSERT INTO chaos_orders (job_id, execution_id) VALUES (%s, %s)",
                    [ctx.job_id, ctx.execution_id])
