@@ -78,7 +78,8 @@ def progress_fraction(progress: Any) -> float | None:
                 return _unit(float(progress[key]))
         if isinstance(progress.get("percent"), int | float):
             return _unit(float(progress["percent"]) / 100.0)
-        for done_key, total_key in (("done", "total"), ("current", "total"), ("n", "of")):
+        for done_key, total_key in (("processed", "total"), ("done", "total"),
+                                    ("current", "total"), ("n", "of")):
             done, total = progress.get(done_key), progress.get(total_key)
             if isinstance(done, int | float) and isinstance(total, int | float) and total > 0:
                 return _unit(float(done) / float(total))

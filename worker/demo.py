@@ -32,8 +32,27 @@ def demo_batch() -> list[JobSpec]:
              JobSpec("export_data", {"rows": []}),
              JobSpec("send_reminder", {"userId": 52}, version=1),
              JobSpec("send_reminder", {"user_id": 53, "channel": "sms"}),
-             JobSpec("send_email", {"userId": 99, "comment": "<script>alert(1)</script>"})]
+             JobSpec("send_email", {"userId": 99, "comment": "<script>alert(1)</script>"}),
+             JobSpec("send_email", {"userId": 100, "template": "digest"}, delay=3600)]
     return jobs
+
+
+def _operator_actions(batch: list[JobSpec], ids: list[int], settle) -> None:
+    """What an operator would do, so the audit log and the cancelled state have content."""
+    from .operations import cancel_job, retry_job
+
+    types = [spec.type for spec in batch]
+    digest, provider_call = ids[-1], ids[types.index("provider_call")]
+    with connect() as conn:
+        result = cancel_job(conn, digest, actor=DEMO_USER, role="admin",
+                            reason="demo: the customer unsubscribed from digests")
+        print(result.message)
+    settle()
+    with connect() as conn:
+        result = retry_job(conn, provider_call, actor=DEMO_USER, role="admin",
+                           reason="demo: the provider says it has recovered")
+        print(result.message)
+    settle()
 
 
 def _ensure_demo_user() -> bool:
@@ -89,8 +108,9 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     print(f"database: {url}")
     migrate(url)
     print("migrations applied")
+    batch = demo_batch()
     with connect() as conn:
-        ids = enqueue_many(conn, demo_batch())
+        ids = enqueue_many(conn, batch)
     print(f"enqueued {len(ids)} demo jobs (ids {min(ids)}-{max(ids)})")
     has_console = _ensure_demo_user()
     server, bound = _start_console(port) if has_console else (None, None)
@@ -101,12 +121,16 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     worker_thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
     worker_thread.start()
     print(f"worker {worker.worker_id} running {len(registry.names())} job types\n")
-    deadline = time.monotonic() + settle_timeout
-    while time.monotonic() < deadline:
-        with connect() as conn:
-            if conn.execute(Q.demo_batch_unsettled, {"ids": ids}).fetchone()[0] == 0:
-                break
-        time.sleep(0.5)
+
+    def settle() -> None:
+        deadline = time.monotonic() + settle_timeout
+        while time.monotonic() < deadline:
+            with connect() as conn:
+                if conn.execute(Q.demo_batch_unsettled, {"ids": ids}).fetchone()[0] == 0:
+                    return
+            time.sleep(0.5)
+
+    _operator_actions(batch, ids, settle)
     _print_summary(ids)
     try:
         if not exit_when_done:

@@ -68,7 +68,10 @@ def test_demo_runs_every_outcome_and_exits(clean_db):
     result = jobwarden("demo", "--exit-when-done", "--port", "8765", timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "by status: completed=12, failed=4, skipped=1, unknown=1" in out
+    assert "by status: cancelled=1, completed=12, failed=4, skipped=1, unknown=1" in out
+    assert "back in pending" in out  # the operator retry, audited
+    assert scalar(clean_db, "SELECT array_agg(action ORDER BY id) FROM job_audit") == [
+        "cancel", "retry"]
     assert "[REDACTED]" in out and "tok3n-s3cret" not in out
     assert "console: http://127.0.0.1:" in out
 

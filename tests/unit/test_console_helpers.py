@@ -44,6 +44,7 @@ def test_filters_survive_into_pager_links():
 
 @pytest.mark.parametrize("progress, expected", [
     (0.5, 0.5), (42, 0.42), ({"done": 3, "total": 4}, 0.75), ({"percent": 10}, 0.1),
+    ({"processed": 37, "total": 100}, 0.37),
     ({"current": 5, "total": 0}, None), ("half", None), (None, None), (True, None),
 ])
 def test_progress_is_read_from_the_shapes_handlers_report(progress, expected):
