@@ -115,9 +115,11 @@ def beat_forever_job(ctx, payload):
 
 @job("chaos.cancellable", queue="chaos", lease=1, timeout=60, max_attempts=3, backoff=FAST)
 def cancellable_job(ctx, payload):
-    """Works in small steps and stops when cancellation is requested."""
-    note(ctx, "started")
-    for _ in range(int(payload.get("steps", 2000))):
+    """Works in small steps (`first_steps` on its first run) and stops when cancellation
+    is requested."""
+    run = note(ctx, "started")
+    steps = payload.get("steps", 2000)
+    for _ in range(int(payload.get("first_steps", steps) if run == 1 else steps)):
         if ctx.cancel_requested:
             note(ctx, "cancel_seen")
             ctx.raise_if_cancelled()

@@ -27,7 +27,7 @@ def test_a_postgresql_restart_mid_backlog_loses_and_strands_nothing(workers, pri
     with psycopg.connect(url) as conn:
         create_tables(conn)
     for start in range(0, JOBS, 1000):
-        add_many(url, "chaos.quick", [{"n": i, "seconds": float(os.environ.get("CHAOS_QUICK_SECONDS", 0.03))}
+        add_many(url, "chaos.quick", [{"n": i, "seconds": float(os.environ.get("CHAOS_QUICK_SECONDS", 0.01))}
                                      for i in range(start, start + 1000)])
     pool = [workers.start(concurrency=4, url=url) for _ in range(WORKERS)]
     wait_for(lambda: (status_counts(url).get("completed") or 0) >= JOBS // 5, timeout=60,
