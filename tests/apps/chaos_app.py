@@ -145,6 +145,14 @@ def checkpointed_job(ctx, payload):
             time.sleep(delay)
 
 
+@job("chaos.unsafe", queue="chaos", lease=1, timeout=60, max_attempts=5, backoff=FAST,
+     repeat_safe=False)
+def unsafe_job(ctx, payload):
+    """A job declared unsafe to repeat: if its worker is lost, nobody may run it again blindly."""
+    note(ctx, "started")
+    time.sleep(payload.get("seconds", 60))
+
+
 def provider_charge(ctx, key: str, amount: int) -> int:
     """The fake provider: one object per idempotency key, however often it is called."""
     with ctx._pool.connection() as conn:
@@ -176,7 +184,7 @@ def charge_job(ctx, payload):
 
 
 TYPES = [sleep_job, quick_job, poison_job, stuck_job, beat_forever_job, cancellable_job,
-         checkpointed_job, charge_job]
+         checkpointed_job, unsafe_job, charge_job]
 
 
 def ensure_registered() -> None:

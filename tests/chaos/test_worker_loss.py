@@ -88,6 +88,19 @@ def test_a_poison_job_that_kills_its_worker_fails_after_max_attempts_while_other
     assert scalar(chaos_db, "SELECT count(*) FROM chaos_orders") == len(others)
 
 
+def test_a_lost_job_that_is_unsafe_to_repeat_goes_to_unknown_not_back_to_pending(
+        workers, chaos_db):
+    a = workers.start()
+    job_id = add(chaos_db, "chaos.unsafe")
+    running_on(chaos_db, job_id)
+    a.kill()
+    workers.start()
+    row = settle(chaos_db, job_id)
+    assert (row["status"], row["attempts"], row["last_error_code"]) == ("unknown", 1, "WORKER_LOST")
+    assert outcomes(chaos_db, job_id) == ["worker_lost"]
+    assert len(events(chaos_db, job_id)) == 1  # never run again
+
+
 def test_jobwarden_recover_returns_a_dead_workers_job_in_one_pass(workers, chaos_db):
     a = workers.start()
     job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 60})
