@@ -18,6 +18,7 @@ def _setup_logging(level: str = "INFO") -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("pgserver").setLevel(logging.WARNING)  # it narrates every start
 
 
 def load_app(module: str) -> None:
@@ -177,7 +178,8 @@ def cmd_demo(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobwarden", description=__doc__)
-    p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
+                   help="DEBUG, INFO, WARNING… (default INFO; WARNING for the demo)")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
@@ -242,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    # The demo prints its own story; worker chatter would bury it.
+    _setup_logging(args.log_level or ("WARNING" if args.command == "demo" else "INFO"))
     try:
         return args.fn(args)
     except KeyboardInterrupt:

@@ -27,13 +27,13 @@ def embedded_url() -> str:
     if _embedded_url is None:
         import warnings
 
-        import pgserver  # imported lazily: production never needs it
-
         datadir = jobwarden_home() / "pgdata"
         datadir.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None leaves the server running for the next command to reuse.
         with warnings.catch_warnings():  # platformdirs complains when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
+            import pgserver  # imported lazily: production never needs it
+
             server = pgserver.get_server(datadir, cleanup_mode=None)
         _embedded_url = server.get_uri()
         log.info("using embedded PostgreSQL in %s", datadir, extra={"action": "embedded_db"})
