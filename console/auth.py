@@ -22,7 +22,8 @@ hasher = PasswordHasher()
 _DUMMY_HASH = hasher.hash("jobwarden-no-such-user")
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 #: Endpoints reachable without a session.
-PUBLIC_ENDPOINTS = frozenset({"auth.login", "static"})
+# /metrics checks its own credentials (a scraper's bearer token, or a session).
+PUBLIC_ENDPOINTS = frozenset({"auth.login", "static", "metrics.metrics"})
 
 
 class ConsoleUser(UserMixin):

@@ -80,6 +80,7 @@ def load_config() -> dict:
         "SLA_DEFAULT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_SLA_DEFAULT")),
         "STALE_HEARTBEAT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_STALE_AFTER")) or 30,
         "WORKER_GONE_SECONDS": parse_duration(os.environ.get("JOBWARDEN_WORKER_GONE_AFTER")) or 60,
+        "METRICS_TOKEN": os.environ.get("JOBWARDEN_METRICS_TOKEN") or None,
         "PAGE_SIZE": 50,
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,

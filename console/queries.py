@@ -122,6 +122,8 @@ class Overview:
     retry_rate: float | None
     failure_rate: float | None
     recovered_last_hour: int
+    #: The raw (status, queue, type, jobs) rows the tables above were summed from.
+    count_rows: list[dict] = field(default_factory=list)
 
 
 def overview(reader: Reader) -> Overview:
@@ -129,7 +131,8 @@ def overview(reader: Reader) -> Overview:
     totals = CountTable("all")
     by_queue: dict[str, CountTable] = {}
     by_type: dict[str, CountTable] = {}
-    for row in reader.all("console_counts_by_queue_type"):
+    count_rows = reader.all("console_counts_by_queue_type")
+    for row in count_rows:
         status, jobs = row["status"], row["jobs"]
         totals.counts[status] += jobs
         by_queue.setdefault(row["queue"], CountTable(row["queue"])).counts[status] += jobs
@@ -148,6 +151,7 @@ def overview(reader: Reader) -> Overview:
         retry_rate=(rates["retried"] / finished) if finished else None,
         failure_rate=(rates["failed"] / finished) if finished else None,
         recovered_last_hour=rates.get("recovered") or 0,
+        count_rows=count_rows,
     )
 
 

@@ -5,7 +5,10 @@ from flask import Flask
 
 def register_blueprints(app: Flask) -> None:
     from console import auth
-    from console.views import actions, audit, failed, jobs, overview, review, sla, users, workers
+    from console.views import (
+        actions, audit, failed, jobs, metrics, overview, review, sla, users, workers,
+    )
 
-    for module in (auth, overview, jobs, actions, failed, review, workers, sla, audit, users):
+    for module in (auth, overview, jobs, actions, failed, review, workers, sla, audit, users,
+                   metrics):
         app.register_blueprint(module.bp)
