@@ -6,7 +6,16 @@ from flask import Flask
 def register_blueprints(app: Flask) -> None:
     from console import auth
     from console.views import (
-        actions, audit, failed, jobs, metrics, overview, review, sla, users, workers,
+        actions,
+        audit,
+        failed,
+        jobs,
+        metrics,
+        overview,
+        review,
+        sla,
+        users,
+        workers,
     )
 
     for module in (auth, overview, jobs, actions, failed, review, workers, sla, audit, users,
