@@ -40,7 +40,8 @@ def text_filter(value) -> str | None:
 
 @dataclass(frozen=True)
 class JobFilter:
-    """The jobs list's filters and keyset position (`before` = an id; newest first)."""
+    """The jobs list's filters and keyset position, newest first: `before` an id for the
+    older page, or `after` an id for the newer one."""
 
     status: str | None = None
     queue: str | None = None
@@ -48,6 +49,7 @@ class JobFilter:
     error_code: str | None = None
     q: str | None = None
     before: int | None = None
+    after: int | None = None
     limit: int = 50
 
     @classmethod
@@ -60,6 +62,7 @@ class JobFilter:
             error_code=text_filter(args.get("error_code")),
             q=text_filter(args.get("q")),
             before=positive_int(args.get("before")),
+            after=None if args.get("before") else positive_int(args.get("after")),
             limit=clamp_limit(args.get("limit"), default_limit, max_limit),
         )
 
@@ -68,13 +71,14 @@ class JobFilter:
         return {
             "status": self.status, "queue": self.queue, "type": self.type,
             "error_code": self.error_code, "search_key": self.q, "search_id": search_id,
-            "before_id": self.before, "limit": self.limit + 1,
+            "before_id": self.before, "after_id": self.after, "limit": self.limit + 1,
         }
 
     def query_string(self, **changes) -> str:
         """These filters (with `changes`) as a query string, for links that keep them."""
         values = {"status": self.status, "queue": self.queue, "type": self.type,
                   "error_code": self.error_code, "q": self.q, "before": self.before,
+                  "after": self.after,
                   "limit": self.limit if self.limit != 50 else None}
         values.update(changes)
         return urlencode({k: v for k, v in values.items() if v not in (None, "")})
@@ -87,15 +91,25 @@ class JobFilter:
 @dataclass
 class Page:
     rows: list[dict]
-    next_before: int | None
+    next_before: int | None  # the "Older" link's position, if older rows exist
+    prev_after: int | None = None  # the "Newer" link's position, if newer rows exist
 
 
 def jobs_page(reader: Reader, flt: JobFilter) -> Page:
-    """One keyset page of jobs: fetch one extra row to know whether an older page exists."""
+    """One keyset page of jobs: fetch one extra row to know whether another page exists."""
+    if flt.after is not None:
+        rows = reader.all("console_jobs_page_newer", **flt.params())
+        more_newer = len(rows) > flt.limit
+        rows = list(reversed(rows[: flt.limit]))
+        if not rows:
+            return Page([], None)
+        # We came from the older page, so it exists.
+        return Page(rows, rows[-1]["id"], rows[0]["id"] if more_newer else None)
     rows = reader.all("console_jobs_page", **flt.params())
     more = len(rows) > flt.limit
     rows = rows[: flt.limit]
-    return Page(rows, rows[-1]["id"] if more and rows else None)
+    return Page(rows, rows[-1]["id"] if more and rows else None,
+                rows[0]["id"] if flt.before is not None and rows else None)
 
 
 @dataclass

@@ -23,8 +23,8 @@ def index():
         page = jobs_page(reader, flt)
     template = "_job_rows.html" if is_htmx() else "jobs.html"
     return render_template(template, page=page, flt=flt, statuses=JOB_STATUSES,
-                           page_link=lambda before: url_for("jobs.index") + "?"
-                           + flt.query_string(before=before))
+                           page_link=lambda before, after=None: url_for("jobs.index") + "?"
+                           + flt.query_string(before=before, after=after))
 
 
 def job_context(job_id: int) -> dict:

@@ -134,3 +134,27 @@ def test_the_audit_log_filters_by_actor_action_and_job(operator, scenario, post_
     assert "smtp creds rotated" in html
     assert "smtp creds rotated" not in operator.get("/audit?actor=ada").get_data(as_text=True)
     assert "smtp creds rotated" in operator.get(f"/audit?job={job_id}").get_data(as_text=True)
+
+
+def _link(html: str, testid: str) -> str | None:
+    if f'data-testid="{testid}"' not in html:
+        return None
+    return html.split(f'data-testid="{testid}"')[0].rsplit('href="', 1)[1].split('"')[0].replace(
+        "&amp;", "&")
+
+
+def _ids(html: str) -> list[int]:
+    return [int(x.split('"')[0]) for x in html.split('data-job-id="')[1:]]
+
+
+def test_the_jobs_list_pages_back_to_newer_rows_keeping_filters(viewer, scenario):
+    first = viewer.get("/jobs?status=pending&limit=5").get_data(as_text=True)
+    assert _link(first, "newer") is None  # nothing is newer than the newest page
+    second = viewer.get(_link(first, "older")).get_data(as_text=True)
+    third = viewer.get(_link(second, "older")).get_data(as_text=True)
+    back = viewer.get(_link(third, "newer")).get_data(as_text=True)
+    assert "status=pending" in _link(third, "newer")
+    assert _ids(back) == _ids(second)
+    again = viewer.get(_link(back, "newer")).get_data(as_text=True)
+    assert _ids(again) == _ids(first)
+    assert _link(again, "newer") is None and _link(again, "older")

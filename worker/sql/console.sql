@@ -123,6 +123,23 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY id DESC
 LIMIT %(limit)s::int;
 
+-- name: console_jobs_page_newer
+-- The keyset page just newer than after_id (oldest first; the console reverses it).
+SELECT id, queue, type, version, status, priority, attempts, max_attempts, last_error_code,
+       idempotency_key, created_at, available_at, started_at, completed_at, failed_at,
+       cancel_requested_at, worker_id
+FROM background_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(type)s::text IS NULL OR type = %(type)s::text)
+  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+  AND (%(search_key)s::text IS NULL
+       OR idempotency_key = %(search_key)s::text
+       OR id = %(search_id)s::bigint)
+  AND id > %(after_id)s::bigint
+ORDER BY id ASC
+LIMIT %(limit)s::int;
+
 -- name: console_job_get
 -- One job with its ages measured on the database clock.
 SELECT j.*,
