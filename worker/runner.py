@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 import psycopg
+from psycopg_pool import PoolTimeout
 
 from . import errors as E
 from .context import JobContext, LeaseLost
@@ -153,6 +154,20 @@ def record(pool, ctx: JobContext, outcome: Outcome, *, business_tx: bool = True)
         log.info("job %s %s -> %s%s", ctx.job_id, ctx.type, outcome.status,
                  f" ({outcome.error_code})" if outcome.error_code else "", extra=extra)
     else:
-        log.warning("job %s: execution %s no longer owns the job; its %s result is discarded",
-                    ctx.job_id, ctx.execution_id, outcome.outcome, extra=extra)
+        log.warning("job %s: execution %s no longer owns the job (recorded as %s); its %s "
+                    "result is discarded", ctx.job_id, ctx.execution_id,
+                    _recorded_outcome(pool, ctx), outcome.outcome, extra=extra)
     return owned
+
+
+def _recorded_outcome(pool, ctx: JobContext) -> str:
+    """How this execution ended in job_executions: worker_lost (recovered while it was
+    frozen or cut off), or its own earlier write that committed before a connection
+    dropped."""
+    try:
+        with pool.connection() as conn:
+            row = conn.execute(Q.execution_outcome,
+                               {"execution_id": ctx.execution_id}).fetchone()
+        return (row[0] if row else None) or "unfinished"
+    except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout):
+        return "unknown"

@@ -65,8 +65,8 @@ def test_a_woken_zombie_has_its_completion_refused(workers, chaos_db):
         blocker.execute("SELECT 1 FROM job_workers WHERE worker_id = %s FOR UPDATE",
                         [worker_id])
         zombie.signal(signal.SIGCONT)
-        wait_for(lambda: zombie.logged("no longer owns the job; its completed result is "
-                                       "discarded"),
+        wait_for(lambda: zombie.logged("no longer owns the job (recorded as worker_lost); "
+                                       "its completed result is discarded"),
                  message="the zombie's completion to be refused")
         blocker.rollback()
     assert (zombie.pid, "returned") in [(e[1], e[2]) for e in events(chaos_db, job_id)]

@@ -125,6 +125,10 @@ WITH beats AS (
 )
 SELECT id, execution_id, cancel_requested FROM beats
 
+-- name: execution_outcome
+-- How an execution ended, as recorded (to explain why a late write was refused).
+SELECT outcome FROM job_executions WHERE execution_id = %(execution_id)s
+
 -- name: save_progress
 -- Write one execution's progress and checkpoint now (guarded like a heartbeat).
 UPDATE background_jobs
