@@ -119,6 +119,31 @@ def test_jobwarden_recover_returns_a_dead_workers_job_in_one_pass(workers, chaos
     assert outcomes(chaos_db, job_id) == ["worker_lost"]
 
 
+def test_concurrent_recovery_passes_recover_each_lost_job_exactly_once(workers, chaos_db):
+    lost = 40
+    a = workers.start(concurrency=lost)
+    ids = add_many(chaos_db, "chaos.sleep", [{"first_seconds": 120}] * lost)
+    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM chaos_events") == lost,
+             message=f"{lost} handlers to start")
+    a.kill()
+    wait_for(lambda: scalar(chaos_db, "SELECT bool_and(lease_expires_at < now()) "
+                                      "FROM background_jobs"), message="the leases to expire")
+    passes = [subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": chaos_db}, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True) for _ in range(4)]
+    recovered = 0
+    for p in passes:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        recovered += json.loads(out.strip().splitlines()[-1])["recovered"].get("pending", 0)
+    assert recovered == lost
+    assert status_counts(chaos_db) == {"pending": lost}
+    assert scalar(chaos_db, "SELECT count(*) FROM job_executions WHERE outcome = 'worker_lost' "
+                            "AND job_id = ANY(%s)", [ids]) == lost
+    assert scalar(chaos_db, "SELECT max(attempts) FROM background_jobs") == 1
+
+
 def test_after_kill_9_the_next_attempt_resumes_from_the_last_saved_checkpoint(workers, chaos_db):
     total = 200
     a = workers.start()
