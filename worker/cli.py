@@ -48,7 +48,8 @@ def cmd_worker(args) -> int:
     try:
         worker = WorkerProcess(registry, queues=queues, concurrency=args.concurrency,
                                grace=args.grace, poll_interval=args.poll_interval,
-                               restart_on_abandon=True)
+                               timeout_grace=args.timeout_grace,
+                               max_abandoned=args.max_abandoned, restart_on_abandon=True)
     except ValueError as exc:
         raise SystemExit(f"jobwarden worker: {exc}") from None
     return worker.run()
@@ -100,14 +101,15 @@ def cmd_user(args) -> int:
 
 def cmd_recover(args) -> int:
     from .db import connect
-    from .recovery import recover_stale_running
+    from .recovery import mark_gone_workers, recover_stale_running
     from .registry import registry
 
     if args.app:
         load_app(args.app)
     with connect() as conn:
         counts = recover_stale_running(conn, registry)
-    print(json.dumps({"recovered": counts}))
+        gone = mark_gone_workers(conn, stale_after=parse_duration(args.worker_stale_after))
+    print(json.dumps({"recovered": counts, "workers_gone": gone}))
     return 0
 
 
@@ -192,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds running jobs get to finish after SIGTERM")
     w.add_argument("--poll-interval", type=float, default=2.0,
                    help="seconds between polls when no notification arrives")
+    w.add_argument("--timeout-grace", type=float, default=5.0,
+                   help="seconds a timed-out handler gets to stop before it is abandoned "
+                        "(at most its own timeout; default 5)")
+    w.add_argument("--max-abandoned", type=int, default=None,
+                   help="abandoned handler threads tolerated before the worker restarts "
+                        "itself (default: the concurrency)")
     w.set_defaults(fn=cmd_worker)
 
     c = sub.add_parser("console", help="serve the operations console (development server)")
@@ -225,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("recover", help="one recovery pass over lost executions")
     r.add_argument("--app", help="module registering handlers (for their retry policies)")
+    r.add_argument("--worker-stale-after", default="60s",
+                   help="mark workers without a heartbeat for this long as gone")
     r.set_defaults(fn=cmd_recover)
 
     rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown")

@@ -109,11 +109,14 @@ def test_jobwarden_recover_returns_a_dead_workers_job_in_one_pass(workers, chaos
     wait_for(lambda: scalar(chaos_db, "SELECT lease_expires_at < now() FROM background_jobs "
                                       "WHERE id = %s", [job_id]), message="the lease to expire")
     done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app"],
+        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app",
+         "--worker-stale-after", "1s"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": chaos_db}, capture_output=True,
         text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"recovered": {"pending": 1}}
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["recovered"] == {"pending": 1}
+    assert len(report["workers_gone"]) == 1  # the killed worker, silent for over a second
     row = job_row(chaos_db, job_id)
     assert (row["status"], row["attempts"], row["last_error_code"]) == ("pending", 1, "WORKER_LOST")
     assert outcomes(chaos_db, job_id) == ["worker_lost"]

@@ -106,6 +106,6 @@ def test_recover_returns_an_expired_lease_to_pending(conn, clean_db):
     conn.commit()
     result = jobwarden("recover")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"recovered": {"pending": 1}}
+    assert json.loads(result.stdout) == {"recovered": {"pending": 1}, "workers_gone": []}
     row = job_row(clean_db, 1)
     assert (row["status"], row["last_error_code"]) == ("pending", "WORKER_LOST")
