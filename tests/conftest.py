@@ -16,6 +16,10 @@ import pytest
 
 from worker import db as dbmod
 
+# The console's fixtures (app, client, signed-in users…), for the integration and browser
+# tiers. Declared here: pytest accepts pytest_plugins only in the top-level conftest.
+pytest_plugins = ["tests.console_support"]
+
 TABLES = (
     "job_audit", "job_executions", "processed_effects", "background_jobs",
     "job_workers", "console_users", "queue_controls",

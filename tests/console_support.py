@@ -1,6 +1,6 @@
 """Fixtures and helpers shared by the console's tests (test-client and browser).
 
-Test modules load it with `pytest_plugins = ["tests.console_support"]` and take the
+tests/conftest.py loads it with `pytest_plugins = ["tests.console_support"]`; tests take the
 helpers as fixtures (`login`, `post_form`) rather than importing this module, so that
 pytest imports it first, as a plugin.
 """

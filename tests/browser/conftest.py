@@ -17,7 +17,6 @@ from playwright.sync_api import sync_playwright
 
 from console.cli_commands import make_server
 
-pytest_plugins = ["tests.console_support"]
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("JOBWARDEN_CHROMIUM", "/usr/bin/chromium")
 

@@ -8,8 +8,6 @@ import pytest
 from console import sample_data
 from tests.helpers import job_row
 
-pytest_plugins = ["tests.console_support"]
-
 
 def audit_rows(url: str, job_id: int | None = None) -> list[tuple]:
     with psycopg.connect(url) as conn:

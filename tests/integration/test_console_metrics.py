@@ -7,8 +7,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from console import create_app, sample_data
 
-pytest_plugins = ["tests.console_support"]
-
 TOKEN = "scrape-me-0123456789"
 
 

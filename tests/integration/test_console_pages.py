@@ -6,8 +6,6 @@ import pytest
 
 from console import sample_data
 
-pytest_plugins = ["tests.console_support"]
-
 
 @pytest.fixture
 def scenario(engine):

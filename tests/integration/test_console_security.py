@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-pytest_plugins = ["tests.console_support"]
-
 
 def test_every_page_and_fragment_requires_a_session(client):
     for path in ("/", "/jobs", "/jobs/1", "/failed", "/review", "/workers", "/sla", "/audit",
