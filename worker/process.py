@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from . import runner
 from .context import JobContext
 from .db import database_url
+from .listener import listen_for_jobs
 from .queries import Q
 from .recovery import mark_gone_workers, recover_stale_running
 from .registry import JobType, Registry
@@ -40,7 +41,6 @@ from .registry import registry as default_registry
 log = logging.getLogger("jobwarden.worker")
 
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
-NOTIFY_CHANNEL = "jobwarden_jobs"
 
 
 def _version() -> str:
@@ -137,7 +137,8 @@ class WorkerProcess:
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)
         self._register()
-        threads = [threading.Thread(target=self._listen_loop, name="listener", daemon=True),
+        threads = [threading.Thread(target=listen_for_jobs, name="listener", daemon=True,
+                                    args=(self.url, self._wake, self._closing)),
                    threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)]
         for t in threads:
             t.start()
@@ -415,23 +416,6 @@ class WorkerProcess:
         """How long a timed-out handler gets to stop: `timeout_grace`, but never more
         than its own timeout (a 1s job is not given 5s more) and at least 1s."""
         return min(self.timeout_grace, max(1.0, ex.job_type.timeout or 0.0))
-
-    # -- LISTEN/NOTIFY ----------------------------------------------------------------
-    def _listen_loop(self) -> None:
-        backoff = 0.5
-        while not self._closing.is_set():
-            try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    backoff = 0.5
-                    self._wake.set()  # jobs may have arrived while we were not listening
-                    while not self._closing.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self._wake.set()
-            except DB_ERRORS as exc:
-                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, backoff)
-                self._closing.wait(backoff)
-                backoff = min(backoff * 2, 10)
 
     # -- shutdown ----------------------------------------------------------------------
     def _drain(self) -> None:

@@ -1,0 +1,36 @@
+"""LISTEN/NOTIFY wake-ups for an idle worker, with reconnection.
+
+Enqueues (and operator retries) send `pg_notify('jobwarden_jobs', queue)`, delivered
+when their transaction commits. A notification only says "look now"; polling stays
+the fallback that always works, so a lost notification delays a job, never loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+
+log = logging.getLogger("jobwarden.listener")
+
+NOTIFY_CHANNEL = "jobwarden_jobs"
+
+
+def listen_for_jobs(url: str, wake: threading.Event, closing: threading.Event) -> None:
+    """Set `wake` on every notification until `closing` is set; reconnect with backoff."""
+    backoff = 0.5
+    while not closing.is_set():
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                backoff = 0.5
+                wake.set()  # jobs may have arrived while we were not listening
+                while not closing.is_set():
+                    for _ in conn.notifies(timeout=1.0, stop_after=1):
+                        wake.set()
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, backoff,
+                        extra={"action": "listen_reconnect"})
+            closing.wait(backoff)
+            backoff = min(backoff * 2, 10)
