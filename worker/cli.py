@@ -108,7 +108,7 @@ def cmd_recover(args) -> int:
         load_app(args.app)
     with connect() as conn:
         counts = recover_stale_running(conn, registry)
-        gone = mark_gone_workers(conn, stale_after=parse_duration(args.worker_stale_after))
+        gone = mark_gone_workers(conn, stale_after=parse_duration(args.worker_stale_after) or 60.0)
     print(json.dumps({"recovered": counts, "workers_gone": gone}))
     return 0
 

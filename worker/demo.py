@@ -126,7 +126,8 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
             with connect() as conn:
-                if conn.execute(Q.demo_batch_unsettled, {"ids": ids}).fetchone()[0] == 0:
+                (unsettled,) = conn.execute(Q.demo_batch_unsettled, {"ids": ids}).fetchone() or (0,)
+                if unsettled == 0:
                     return
             time.sleep(0.5)
 

@@ -225,6 +225,7 @@ class WorkerProcess:
         (job_id, queue, type_name, version, payload, _prio, attempts, max_attempts,
          execution_id, checkpoint, idempotency_key) = row
         job_type = self.registry.get(type_name)
+        assert job_type is not None, "claim_jobs only returns the types this worker handles"
         ctx = JobContext(pool=self.pool, job_id=job_id, execution_id=execution_id,
                          attempt=attempts, max_attempts=max_attempts, type=type_name,
                          queue=queue, version=version, checkpoint=checkpoint,
@@ -300,8 +301,8 @@ class WorkerProcess:
         ex.ctx._request_cancel()
         with self._lock:
             self._executions.pop(ex.ctx.execution_id, None)
-            self._abandoned = [e for e in self._abandoned if e.thread.is_alive()]
-            if ex.thread.is_alive():
+            self._abandoned = [e for e in self._abandoned if e.thread and e.thread.is_alive()]
+            if ex.thread and ex.thread.is_alive():
                 self._abandoned.append(ex)
             piled_up = len(self._abandoned)
         if outcome is not None:
