@@ -39,6 +39,7 @@ PAGES = [
     ("jobs list, page 2", "/jobs?before={second_page}"),
     ("job detail", "/jobs/{some_job}"),
     ("SLA", "/sla"),
+    ("metrics", "/metrics"),
 ]
 
 # Statuses by share of the non-failed jobs (failed is given exactly by --failed).
