@@ -202,6 +202,11 @@ class WorkerProcess:
                 try:
                     rows = self._claim(free)
                     backoff = 0.5
+                except psycopg.errors.UniqueViolation:
+                    # Another worker claimed a job of the same concurrency_key in the same
+                    # instant; the index refused ours. Claim again: the key is now skipped.
+                    log.debug("claim lost a concurrency_key race; claiming again")
+                    continue
                 except DB_ERRORS as exc:
                     log.warning("claim failed (%s); retrying in %.1fs", exc, backoff,
                                 extra={"action": "db_unavailable"})

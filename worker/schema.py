@@ -237,3 +237,16 @@ Index(
     background_jobs.c.idempotency_key,
     postgresql_where=text("idempotency_key IS NOT NULL"),
 )
+
+# Per-key serialization (migration 0003): one running job per concurrency_key at most.
+Index(
+    "background_jobs_concurrency_running_idx",
+    background_jobs.c.concurrency_key,
+    unique=True,
+    postgresql_where=text("status = 'running' AND concurrency_key IS NOT NULL"),
+)
+Index(
+    "background_jobs_concurrency_key_idx",
+    background_jobs.c.concurrency_key, background_jobs.c.status,
+    postgresql_where=text("concurrency_key IS NOT NULL"),
+)

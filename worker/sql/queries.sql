@@ -26,20 +26,32 @@ SELECT idempotency_key, id FROM background_jobs
 WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 
 -- name: claim_jobs
--- Claim up to `limit` runnable jobs of the handled types, highest priority first.
+-- Claim up to `limit` runnable jobs of the handled types, highest priority first; at
+-- most one per concurrency_key, and none whose key already has a running job.
 WITH policy AS (
     SELECT * FROM unnest(%(types)s::text[], %(leases)s::float8[]) AS p(type, lease)
-), selected AS (
-    SELECT j.id, p.lease
+), locked AS (
+    SELECT j.id, j.concurrency_key, j.priority, j.available_at, p.lease
     FROM background_jobs j
     JOIN policy p ON p.type = j.type
     WHERE j.status = 'pending'
       AND j.available_at <= now()
       AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
       AND NOT EXISTS (SELECT 1 FROM queue_controls qc WHERE qc.queue = j.queue AND qc.paused)
+      AND (j.concurrency_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM background_jobs r
+            WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running'))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), selected AS (
+    -- Two jobs of one key in this batch: take the first, leave the other pending.
+    SELECT id, lease FROM (
+        SELECT id, lease, row_number() OVER (
+            PARTITION BY coalesce(concurrency_key, id::text)
+            ORDER BY priority DESC, available_at, id) AS nth
+        FROM locked) AS ranked
+    WHERE nth = 1
 ), claimed AS (
     UPDATE background_jobs j
     SET status = 'running',
