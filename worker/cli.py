@@ -130,6 +130,30 @@ def cmd_reconcile(args) -> int:
     return 0
 
 
+def cmd_queue(args) -> int:
+    from .db import connect
+    from .operations import QUEUE_ACTIONS, queue_controls
+
+    with connect() as conn:
+        if args.queue_command == "list":
+            controls = queue_controls(conn)
+            if not controls:
+                print("no queue has been paused")
+            for name, row in controls.items():
+                state = "paused" if row["paused"] else "active"
+                print(f"{name:<20} {state:<7} by {row['changed_by']} at {row['changed_at']:%F %T}")
+            return 0
+        actor = args.actor or f"cli:{os.environ.get('USER') or 'unknown'}"
+        try:
+            result = QUEUE_ACTIONS[args.queue_command](
+                conn, args.name, actor=actor, role="admin", reason=args.reason)
+        except ValueError as exc:
+            print(f"jobwarden queue: {exc}", file=sys.stderr)
+            return 2
+    print(result.message)
+    return 0 if result.ok else 1
+
+
 def cmd_prune(args) -> int:
     from .db import connect
     from .queries import Q
@@ -240,6 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown")
     rc.add_argument("--limit", type=int, default=100)
     rc.set_defaults(fn=cmd_reconcile)
+
+    qp = sub.add_parser("queue", help="pause, resume and list queues (audited)")
+    qsub = qp.add_subparsers(dest="queue_command", required=True)
+    qsub.add_parser("list", help="queues that were paused or resumed").set_defaults(fn=cmd_queue)
+    for verb, text in (("pause", "stop claiming the queue's jobs (running ones finish)"),
+                       ("resume", "claim the queue's jobs again")):
+        q = qsub.add_parser(verb, help=text)
+        q.add_argument("name")
+        q.add_argument("--reason", required=True, help="why (goes to the audit log)")
+        q.add_argument("--actor", help="who (default: cli:$USER)")
+        q.set_defaults(fn=cmd_queue)
 
     pr = sub.add_parser("prune", help="delete old finished jobs (retention)")
     pr.add_argument("--older-than", default="7d")

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from worker.queries import Q
+from worker.registry import check_name
 
 #: Roles allowed to act (viewers only read).
 ACTING_ROLES = ("operator", "admin")
@@ -130,6 +131,26 @@ def skip_group(conn, error_code: str, *, actor: str, role: str, reason: str,
 GROUP_ACTIONS = {"retry": retry_group, "skip": skip_group}
 
 
+def pause_queue(conn, queue: str, *, actor: str, role: str, reason: str,
+                request_id: str | None = None) -> ActionResult:
+    """Stop workers from claiming the queue's jobs (running ones finish). Audited."""
+    return _set_paused(conn, queue, True, actor, role, reason, request_id)
+
+
+def resume_queue(conn, queue: str, *, actor: str, role: str, reason: str,
+                 request_id: str | None = None) -> ActionResult:
+    """Let workers claim the queue's jobs again, and wake them. Audited."""
+    return _set_paused(conn, queue, False, actor, role, reason, request_id)
+
+
+QUEUE_ACTIONS = {"pause": pause_queue, "resume": resume_queue}
+
+
+def queue_controls(conn) -> dict[str, dict[str, Any]]:
+    """Queue name -> {paused, changed_by, changed_at} for every queue ever paused."""
+    return {row["queue"]: row for row in _rows(conn, Q.queue_controls_list, {})}
+
+
 # -- internals ---------------------------------------------------------------------------
 
 def _act_on_job(conn, action, job_id, actor, role, reason, request_id, expected_status):
@@ -184,6 +205,24 @@ def _act_on_group(conn, action, error_code, job_type, seen_until, actor, role, r
                             f"No failed jobs left in group {label}: nothing was changed.")
     verb = "Retried" if action == "retry" else "Skipped"
     return ActionResult(True, action, jobs, f"{verb} {jobs} failed job(s) of group {label}.")
+
+
+def _set_paused(conn, queue, paused, actor, role, reason, request_id) -> ActionResult:
+    action = "pause_queue" if paused else "resume_queue"
+    reason = _check(actor, role, reason)
+    check_name("queue", queue)
+    if request_id and (done := _already_done(conn, action, request_id)):
+        return done
+    row = _rows(conn, Q.operator_queue_set_paused, {
+        "queue": queue, "paused": paused, "actor": actor, "role": role, "action": action,
+        "reason": reason, "request_id": request_id})[0]
+    state = "paused" if paused else "active"
+    if not row["changed"]:
+        return ActionResult(False, action, 0, f"Queue {queue!r} is already {state}.")
+    if paused:
+        return ActionResult(True, action, 0, f"Queue {queue!r} is paused: workers claim none "
+                                             "of its jobs until it is resumed.")
+    return ActionResult(True, action, 0, f"Queue {queue!r} is active again.")
 
 
 def _check(actor: str, role: str, reason: str) -> str:

@@ -12,12 +12,13 @@ def register_blueprints(app: Flask) -> None:
         jobs,
         metrics,
         overview,
+        queues,
         review,
         sla,
         users,
         workers,
     )
 
-    for module in (auth, overview, jobs, actions, failed, review, workers, sla, audit, users,
-                   metrics):
+    for module in (auth, overview, jobs, queues, actions, failed, review, workers, sla, audit,
+                   users, metrics):
         app.register_blueprint(module.bp)

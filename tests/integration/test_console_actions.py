@@ -237,3 +237,34 @@ def test_a_post_without_a_csrf_token_changes_nothing(operator, post_form, make_j
         headers={"HX-Request": "true", "X-CSRFToken": "forged"},
     )
     assert htmx.status_code == 400 and job_row(clean_db, job_id)["status"] == "failed"
+
+
+def test_an_operator_pauses_and_resumes_a_queue_from_the_queues_page(operator, post_form,
+                                                                     clean_db):
+    with psycopg.connect(clean_db) as conn:
+        conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('t', 'email', '{}')")
+    page = operator.get("/queues").get_data(as_text=True)
+    assert 'data-queue="email"' in page and 'data-action="pause"' in page
+    response = post_form(operator, "/queues/email/pause",
+                         {"reason": "SMTP outage", "request_id": "q-1"}, token_from="/queues")
+    assert response.status_code == 303
+    page = operator.get("/queues").get_data(as_text=True)
+    assert "is paused" in page and 'data-action="resume"' in page
+    # the same form submitted again acts once
+    post_form(operator, "/queues/email/pause", {"reason": "SMTP outage", "request_id": "q-1"},
+              token_from="/queues")
+    post_form(operator, "/queues/email/resume", {"reason": "fixed", "request_id": "q-2"},
+              token_from="/queues")
+    assert audit_rows(clean_db) == [
+        ("pause_queue", "otto", "operator", "SMTP outage", "active", "paused", None),
+        ("resume_queue", "otto", "operator", "fixed", "paused", "active", None)]
+
+
+def test_a_viewer_cannot_pause_a_queue(viewer, post_form, clean_db):
+    with psycopg.connect(clean_db) as conn:
+        conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('t', 'email', '{}')")
+    assert 'data-action="pause"' not in viewer.get("/queues").get_data(as_text=True)
+    response = post_form(viewer, "/queues/email/pause", {"reason": "x", "request_id": "v-1"},
+                         token_from="/queues")
+    assert response.status_code == 403
+    assert audit_rows(clean_db) == []

@@ -146,3 +146,34 @@ FROM background_jobs
 WHERE status = 'failed'
   AND last_error_code = %(error_code)s::text
   AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text);
+
+-- name: operator_queue_set_paused
+-- Pause or resume a queue (workers stop or start claiming its jobs), audited in the same
+-- statement; a queue already in that state is left alone and nothing is audited.
+WITH changed AS (
+    INSERT INTO queue_controls AS qc (queue, paused, changed_by, changed_at)
+    VALUES (%(queue)s::text, %(paused)s::boolean, %(actor)s::text, now())
+    ON CONFLICT (queue) DO UPDATE
+        SET paused = EXCLUDED.paused, changed_by = EXCLUDED.changed_by, changed_at = now()
+        WHERE qc.paused <> EXCLUDED.paused
+    RETURNING queue, (xmax = 0) AS inserted
+), effective AS (
+    -- A first-ever "resume" inserts an unpaused row: that changed nothing a worker sees.
+    SELECT queue FROM changed WHERE NOT (inserted AND NOT %(paused)s::boolean)
+), audit AS (
+    INSERT INTO job_audit (actor, role, action, reason, from_status, to_status, request_id,
+                           details)
+    SELECT %(actor)s::text, %(role)s::text, %(action)s::text, %(reason)s::text,
+           CASE WHEN %(paused)s::boolean THEN 'active' ELSE 'paused' END,
+           CASE WHEN %(paused)s::boolean THEN 'paused' ELSE 'active' END,
+           %(request_id)s::text, jsonb_build_object('queue', queue)
+    FROM effective
+    RETURNING id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM effective WHERE NOT %(paused)s::boolean
+)
+SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS woken;
+
+-- name: queue_controls_list
+-- Every queue that was ever paused or resumed, with who did it last.
+SELECT queue, paused, changed_by, changed_at FROM queue_controls ORDER BY queue;

@@ -1,0 +1,75 @@
+"""Pausing a queue: workers claim none of its jobs until it is resumed; all audited."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.helpers import job_row, running_worker, scalar, wait_for
+from tests.integration.test_cli import jobwarden
+from worker import Registry, enqueue, job
+from worker.operations import pause_queue, queue_controls, resume_queue
+
+
+def test_a_paused_queue_is_not_claimed_until_resumed(conn, clean_db):
+    reg = Registry()
+
+    @job("mail", queue="email", registry=reg)
+    def mail(ctx, payload):
+        pass
+
+    @job("pdf", queue="reports", registry=reg)
+    def pdf(ctx, payload):
+        pass
+
+    result = pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage")
+    assert result.ok and "paused" in result.message
+    mail_id = enqueue(conn, "mail", {}, registry=reg)
+    pdf_id = enqueue(conn, "pdf", {}, registry=reg)
+    conn.commit()
+    with running_worker(reg, clean_db):
+        wait_for(lambda: job_row(clean_db, pdf_id)["status"] == "completed")
+        assert job_row(clean_db, mail_id)["status"] == "pending"  # other queues keep flowing
+        assert resume_queue(conn, "email", actor="ann", role="operator", reason="fixed").ok
+        conn.commit()
+        wait_for(lambda: job_row(clean_db, mail_id)["status"] == "completed",
+                 message="the resumed queue's job to run")
+    rows = conn.execute("SELECT actor, action, reason, from_status, to_status, "
+                        "details->>'queue' FROM job_audit ORDER BY id").fetchall()
+    assert rows == [("ann", "pause_queue", "SMTP outage", "active", "paused", "email"),
+                    ("ann", "resume_queue", "fixed", "paused", "active", "email")]
+
+
+def test_pausing_twice_acts_once_and_resuming_an_active_queue_changes_nothing(conn, clean_db):
+    assert not resume_queue(conn, "email", actor="a", role="admin", reason="r").ok
+    assert pause_queue(conn, "email", actor="a", role="admin", reason="r").ok
+    again = pause_queue(conn, "email", actor="b", role="admin", reason="r")
+    assert not again.ok and "already paused" in again.message
+    conn.commit()
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 1
+    assert queue_controls(conn)["email"]["changed_by"] == "a"
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"role": "viewer", "reason": "r"}, PermissionError),
+    ({"role": "operator", "reason": "  "}, ValueError),
+])
+def test_pausing_needs_an_acting_role_and_a_reason(conn, kwargs, error):
+    with pytest.raises(error):
+        pause_queue(conn, "email", actor="v", **kwargs)
+
+
+def test_a_queue_name_is_validated(conn):
+    with pytest.raises(ValueError, match="invalid queue"):
+        pause_queue(conn, "<script>", actor="a", role="admin", reason="r")
+
+
+def test_the_cli_pauses_lists_and_resumes(clean_db):
+    paused = jobwarden("queue", "pause", "email", "--reason", "provider down", "--actor", "ops")
+    assert paused.returncode == 0, paused.stderr
+    assert "paused" in jobwarden("queue", "list").stdout
+    assert jobwarden("queue", "pause", "email", "--reason", "again").returncode == 1
+    assert jobwarden("queue", "resume", "email", "--reason", "back").returncode == 0
+    with psycopg.connect(clean_db) as c:
+        assert c.execute("SELECT paused FROM queue_controls").fetchone()[0] is False
+        assert c.execute("SELECT array_agg(actor ORDER BY id) FROM job_audit").fetchone()[0][0] == "ops"
