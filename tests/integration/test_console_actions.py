@@ -255,6 +255,8 @@ def test_an_operator_pauses_and_resumes_a_queue_from_the_queues_page(operator, p
               token_from="/queues")
     post_form(operator, "/queues/email/resume", {"reason": "fixed", "request_id": "q-2"},
               token_from="/queues")
+    audit_page = operator.get("/audit?action=pause_queue").get_data(as_text=True)
+    assert "SMTP outage" in audit_page and 'href="/jobs?queue=email"' in audit_page
     assert audit_rows(clean_db) == [
         ("pause_queue", "otto", "operator", "SMTP outage", "active", "paused", None),
         ("resume_queue", "otto", "operator", "fixed", "paused", "active", None)]
