@@ -31,6 +31,7 @@ PAGES = [
     ("failed-groups", "/failed"),
     ("failed-group", "/failed/group?code=AUTH_FAILED"),
     ("jobs", "/jobs?queue=reports"),
+    ("queues", "/queues"),
     ("job-detail", "/jobs/{running}"),
     ("needs-review", "/review"),
     ("workers", "/workers"),
@@ -82,6 +83,11 @@ def shoot(base: str, ids: dict) -> None:
         form = page.locator("form[data-action=retry]")
         form.get_by_label("Reason").fill("payments provider recovered (status page)")
         form.get_by_role("button", name="Retry").click()
+        page.get_by_test_id("flash-ok").wait_for()
+        page.goto("/queues")
+        pause = page.locator('tr[data-queue="email"] form[data-action=pause]')
+        pause.get_by_label("Reason").fill("SMTP provider outage: stop hammering it")
+        pause.get_by_role("button", name="Pause").click()
         page.get_by_test_id("flash-ok").wait_for()
         for label, path in PAGES:
             page.goto(path.format(**ids))
