@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+from pydantic import BaseModel, Field
+
 from worker import (
     AmbiguousOutcome,
     PermanentError,
@@ -57,15 +59,22 @@ def provider_call(ctx, payload):
     raise RetryableError("PROVIDER_5XX", "HTTP 503 Service Unavailable from provider")
 
 
+class Charge(BaseModel):
+    """A typed payload: enqueue refuses a charge without a positive amount."""
+
+    orderId: int  # noqa: N815  (the payload's JSON field name)
+    amount: int = Field(gt=0, description="in cents")
+
+
 @job("charge_card", queue="payments", max_attempts=5, backoff=QUICK, sla="1m",
-     repeat_safe=False)
-def charge_card(ctx, payload):
+     repeat_safe=False, payload=Charge)
+def charge_card(ctx, charge: Charge):
     """Rate-limited once; the provider dedupes by our idempotency key, so a retry is safe."""
     if ctx.attempt == 1:
         raise RateLimited(2, "HTTP 429 Too Many Requests (Retry-After: 2)")
     effect = ctx.effect(ctx.idempotency_key("charge"), provider_idempotent=True)
     if not effect.done:
-        effect.complete({"charge_id": f"ch_{ctx.job_id}", "amount": payload["amount"]})
+        effect.complete({"charge_id": f"ch_{ctx.job_id}", "amount": charge.amount})
 
 
 @job("call_webhook", queue="integrations", max_attempts=5, backoff=QUICK)

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from .errors import EnqueueError
 from .queries import Q
 from .registry import Registry, check_name, registry
+from .sanitize import describe_validation
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 INT32 = 2**31 - 1
@@ -98,12 +101,22 @@ def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
         not isinstance(spec.idempotency_key, str) or not 0 < len(spec.idempotency_key) <= 500
     ):
         raise EnqueueError("idempotency_key must be a non-empty string of at most 500 characters")
+    raw = spec.payload
+    if hasattr(raw, "model_dump"):  # a pydantic model instance: store its JSON form
+        raw = raw.model_dump(mode="json")
+    payload = json.loads(encode_payload(raw))
+    if job_type is not None and job_type.payload_model is not None and version == job_type.version:
+        try:
+            job_type.validate_payload(payload)
+        except ValidationError as exc:
+            raise EnqueueError(f"payload does not fit {job_type.payload_model.__name__}: "
+                               f"{describe_validation(exc)}") from None
     return {
         "ord": ord_,
         "queue": spec.queue or (job_type.queue if job_type else "default"),
         "type": spec.type,
         "version": version,
-        "payload": json.loads(encode_payload(spec.payload)),
+        "payload": payload,
         "priority": spec.priority,
         "run_at": spec.run_at.isoformat() if spec.run_at else None,
         "delay": spec.delay,

@@ -45,9 +45,21 @@ class JobType:
     # provider idempotency key): a lost execution goes to `unknown`, not back to pending.
     repeat_safe: bool = True
     upgraders: dict[int, Upgrader] = field(default_factory=dict)
+    # A pydantic model of the current version's payload: enqueue refuses payloads that
+    # do not fit it, and the handler receives the validated model instead of a dict.
+    payload_model: type | None = None
 
     def __call__(self, ctx, payload):
         return self.handler(ctx, payload)
+
+    def validate_payload(self, payload: dict) -> Any:
+        """The payload as the handler gets it: a model instance when one is declared.
+
+        Raises pydantic.ValidationError when the payload does not fit the model.
+        """
+        if self.payload_model is None:
+            return payload
+        return self.payload_model.model_validate(payload)
 
     def upgrader(self, from_version: int) -> Callable[[Upgrader], Upgrader]:
         """Register a function turning a payload of `from_version` into `from_version + 1`."""
@@ -121,15 +133,22 @@ def job(
     sla: float | str | None = None,
     version: int = 1,
     repeat_safe: bool = True,
+    payload: type | None = None,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
-    """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`."""
+    """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
+
+    `payload=SomeModel` (a pydantic BaseModel) validates payloads at enqueue and hands
+    the handler a SomeModel instance.
+    """
     check_name("job type", name)
     check_name("queue", queue)
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"{name}: max_attempts must be an integer >= 1")
     if not isinstance(version, int) or version < 1:
         raise ValueError(f"{name}: version must be an integer >= 1")
+    if payload is not None and not hasattr(payload, "model_validate"):
+        raise ValueError(f"{name}: payload must be a pydantic model class")
     lease_s = parse_duration(lease)
     if not lease_s or lease_s <= 0:
         raise ValueError(f"{name}: lease must be positive")
@@ -139,7 +158,7 @@ def job(
             name=name, handler=fn, queue=queue, max_attempts=max_attempts,
             timeout=parse_duration(timeout), lease=lease_s,
             backoff=RetryPolicy.coerce(backoff), sla=parse_duration(sla),
-            version=version, repeat_safe=repeat_safe,
+            version=version, repeat_safe=repeat_safe, payload_model=payload,
         ))
 
     return decorate

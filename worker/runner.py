@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg_pool import PoolTimeout
+from pydantic import ValidationError
 
 from . import errors as E
 from .context import JobContext, LeaseLost
 from .policy import RetryPolicy
 from .queries import Q
 from .registry import JobType
-from .sanitize import describe_exception, sanitize_text
+from .sanitize import describe_exception, describe_validation, sanitize_text
 
 log = logging.getLogger("jobwarden.runner")
 #: Backoff for jobs whose type this worker does not know (recovery of foreign types).
@@ -79,8 +81,23 @@ def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> O
     return retry_or_fail(job_type, attempt, max_attempts, E.UNKNOWN, message)
 
 
-def prepare_payload(job_type: JobType, payload: dict, version: int) -> dict:
-    """The payload in the handler's current version, or PermanentError/RetryableError."""
+def prepare_payload(job_type: JobType, payload: dict, version: int) -> Any:
+    """The payload as the handler takes it: upgraded to the current version and, when the
+    type declares a model, validated into it. Raises PermanentError/RetryableError."""
+    return _validate(job_type, _upgrade(job_type, payload, version))
+
+
+def _validate(job_type: JobType, payload: dict) -> Any:
+    try:
+        return job_type.validate_payload(payload)
+    except ValidationError as exc:
+        # Another producer (or an older release) wrote a payload that does not fit:
+        # retrying cannot fix it.
+        raise E.PermanentError(E.PAYLOAD_INVALID, describe_validation(exc)) from None
+
+
+def _upgrade(job_type: JobType, payload: dict, version: int) -> dict:
+    """The payload carried to the handler's current version."""
     if version == job_type.version:
         return payload
     if version > job_type.version:

@@ -91,3 +91,14 @@ def describe_exception(exc: BaseException) -> str:
     message = str(exc)
     name = type(exc).__name__
     return sanitize_text(f"{name}: {message}" if message else name) or name
+
+
+def describe_validation(exc) -> str:
+    """A pydantic ValidationError as `field: problem; ...`, without the offending values
+    (they may be secrets), truncated."""
+    errors = exc.errors(include_url=False, include_input=False)
+    parts = [f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
+             for err in errors[:10]]
+    if len(errors) > 10:
+        parts.append(f"and {len(errors) - 10} more")
+    return sanitize_text("; ".join(parts)) or "invalid payload"
