@@ -6,6 +6,7 @@ from flask import Blueprint, abort, current_app, render_template
 
 from console import queries
 from console.database import get_db
+from worker import operations
 
 bp = Blueprint("overview", __name__)
 PANELS = ("counts", "health")
@@ -15,7 +16,9 @@ def _panel_context(panel: str) -> dict:
     cfg = current_app.config
     with get_db().reading() as reader:
         if panel == "counts":
-            return {"ov": queries.overview(reader)}
+            controls = operations.queue_controls(reader.conn)
+            return {"ov": queries.overview(reader),
+                    "paused": [q for q, c in controls.items() if c["paused"]]}
         workers = queries.workers_with_jobs(reader, cfg["WORKER_GONE_SECONDS"])
         return {
             "stale": reader.all("console_stale_running",

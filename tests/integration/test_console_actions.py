@@ -250,6 +250,7 @@ def test_an_operator_pauses_and_resumes_a_queue_from_the_queues_page(operator, p
     assert response.status_code == 303
     page = operator.get("/queues").get_data(as_text=True)
     assert "is paused" in page and 'data-action="resume"' in page
+    assert 'data-testid="paused-queues"' in operator.get("/").get_data(as_text=True)
     # the same form submitted again acts once
     post_form(operator, "/queues/email/pause", {"reason": "SMTP outage", "request_id": "q-1"},
               token_from="/queues")
@@ -257,6 +258,7 @@ def test_an_operator_pauses_and_resumes_a_queue_from_the_queues_page(operator, p
               token_from="/queues")
     audit_page = operator.get("/audit?action=pause_queue").get_data(as_text=True)
     assert "SMTP outage" in audit_page and 'href="/jobs?queue=email"' in audit_page
+    assert 'data-testid="paused-queues"' not in operator.get("/").get_data(as_text=True)
     assert audit_rows(clean_db) == [
         ("pause_queue", "otto", "operator", "SMTP outage", "active", "paused", None),
         ("resume_queue", "otto", "operator", "fixed", "paused", "active", None)]
