@@ -11,6 +11,7 @@ from pathlib import Path
 
 from flask import Flask, render_template
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from sqlalchemy.exc import OperationalError
 
 ROOT = Path(__file__).resolve().parent.parent
 csrf = CSRFProtect()
@@ -92,3 +93,12 @@ def _register_error_pages(app: Flask) -> None:
     @app.errorhandler(401)
     def unauthorized(error):
         return page(401, "Sign in required", "Sign in to use the console.")
+
+    @app.errorhandler(OperationalError)
+    def database_unavailable(error):
+        # During an incident the database may be the thing that is down: say so plainly.
+        # htmx leaves a polling panel as it was on an error status, so pages stay readable.
+        log.warning("database unavailable: %s", error.orig, extra={"action": "db_unavailable"})
+        return page(503, "Database unavailable",
+                    "The console cannot reach PostgreSQL right now, so nothing was read or "
+                    "changed. Jobs are safe in the database; retry in a moment.")

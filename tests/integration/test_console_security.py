@@ -97,3 +97,17 @@ def test_a_disabled_user_can_no_longer_sign_in(client, login, post_form, clean_d
     assert response.status_code == 303
     other = client.application.test_client()
     assert login(other, "otto").status_code == 401
+
+
+def test_an_unreachable_database_is_a_clear_503_not_a_traceback():
+    from console import create_app
+
+    app = create_app({"TESTING": True, "SECRET_KEY": "t", "WTF_CSRF_ENABLED": False,
+                      "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nowhere"})
+    try:
+        response = app.test_client().post("/login", data={"username": "a", "password": "b"})
+        assert response.status_code == 503
+        body = response.get_data(as_text=True)
+        assert "Database unavailable" in body and "Traceback" not in body
+    finally:
+        app.extensions["jobwarden_db"].dispose()
