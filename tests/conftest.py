@@ -56,6 +56,17 @@ def database_url(server_url):
 
 
 @pytest.fixture
+def empty_database(server_url):
+    """URL of a new database with no tables at all (not migrated), dropped afterwards."""
+    name = f"jobwarden_empty_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield _with_dbname(server_url, name)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def clean_db(database_url):
     """The test database with every table emptied."""
     with psycopg.connect(database_url, autocommit=True) as conn:

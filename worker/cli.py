@@ -301,6 +301,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, psycopg.OperationalError):
             print(f"jobwarden: cannot reach the database: {exc}", file=sys.stderr)
             return 1
+        cause: BaseException | None = exc
+        while cause is not None:  # user_add and friends wrap the driver's error
+            if isinstance(cause, psycopg.errors.UndefinedTable):
+                print("jobwarden: the database has no Jobwarden tables yet: run "
+                      "`jobwarden migrate` first", file=sys.stderr)
+                return 1
+            cause = cause.__cause__
         raise
 
 

@@ -64,6 +64,16 @@ def test_unreachable_database_is_a_one_line_error(clean_db):
     assert "cannot reach the database" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_an_unmigrated_database_says_to_migrate(empty_database):
+    env = dict(os.environ, DATABASE_URL=empty_database)
+    for args, stdin in ((["stats"], None), (["user", "add", "ann", "--role", "viewer"], "pw12345678\n")):
+        result = subprocess.run([sys.executable, "-m", "worker.cli", *args], cwd=ROOT, env=env,
+                                capture_output=True, text=True, input=stdin, timeout=60)
+        assert result.returncode == 1, result.stderr
+        assert "run `jobwarden migrate` first" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_demo_runs_every_outcome_and_exits(clean_db):
     result = jobwarden("demo", "--exit-when-done", "--port", "8765", timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]

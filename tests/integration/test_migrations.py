@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -12,18 +10,6 @@ from sqlalchemy import create_engine
 
 from worker.db import downgrade, migrate, sqlalchemy_url
 from worker.schema import metadata
-
-
-@pytest.fixture
-def empty_database(server_url):
-    from tests.conftest import _with_dbname
-
-    name = f"jobwarden_migrations_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield _with_dbname(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def schema_diff(url: str) -> list:
