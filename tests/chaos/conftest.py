@@ -5,6 +5,7 @@ the fixture's teardown, even when the test fails."""
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -22,7 +23,32 @@ from tests.helpers import wait_for
 from worker import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[2]
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _pg_bin() -> Path:
+    """The machine's PostgreSQL binaries (Debian layout), else the ones pgserver ships, so
+    the tier runs where only `make test`'s virtualenv provides PostgreSQL."""
+    system = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    if system:
+        return system[-1].parent
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def _server_user() -> str:
+    """PostgreSQL refuses to run as root: the OS user to run it as."""
+    for name in ("postgres", "pgserver"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    raise RuntimeError("running as root with no 'postgres' or 'pgserver' user to run "
+                       "the private PostgreSQL cluster as")
+
+
+PG_BIN = _pg_bin()
 
 
 class Worker:
@@ -117,7 +143,9 @@ class PrivateCluster:
 
     def __init__(self):
         self.dir = Path(tempfile.mkdtemp(prefix="jobwarden-chaos-pg-"))
-        shutil.chown(self.dir, "postgres", "postgres")
+        self.user = _server_user() if os.geteuid() == 0 else None
+        if self.user:
+            shutil.chown(self.dir, self.user, self.user)
         self.data = self.dir / "data"
         self.port = _free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
@@ -126,8 +154,8 @@ class PrivateCluster:
 
     def _run(self, tool: str, *args: str) -> None:
         cmd = [str(PG_BIN / tool), *args]
-        if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        if self.user:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
         subprocess.run(cmd, check=True, cwd=self.dir, capture_output=True, timeout=60)
 
     def start(self) -> None:
