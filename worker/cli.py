@@ -113,17 +113,37 @@ def cmd_recover(args) -> int:
     return 0
 
 
+RECONCILE_ACTIONS = {"completed": "mark_completed", "failed": "mark_failed",
+                     "retry": "retry", "skip": "skip"}
+
+
+def _actor(args) -> str:
+    return args.actor or f"cli:{os.environ.get('USER') or 'unknown'}"
+
+
 def cmd_reconcile(args) -> int:
     from .db import connect
+    from .operations import JOB_ACTIONS
     from .queries import Q
 
+    if args.job is not None:
+        if not args.mark or not args.reason:
+            print("jobwarden reconcile: give --as and --reason with a job id", file=sys.stderr)
+            return 2
+        with connect() as conn:
+            result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
+                conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
+                **({"expected_status": "unknown"} if args.mark in ("retry", "skip") else {}))
+        print(result.message)
+        return 0 if result.ok else 1
     with connect() as conn:
         rows = conn.execute(Q.unknown_jobs, {"limit": args.limit}).fetchall()
     if not rows:
         print("no jobs need reconciliation")
         return 0
     print(f"{len(rows)} job(s) in 'unknown' — check the external system, then retry or skip "
-          "each from the console (Needs review):")
+          "each from the console (Needs review) or with `jobwarden reconcile ID --as "
+          "completed|failed|retry|skip --reason ...`:")
     for id_, type_, queue, attempts, code, error, worker_id, hb in rows:
         print(f"  #{id_} {type_} queue={queue} attempts={attempts} worker={worker_id} "
               f"last heartbeat={hb} {code}: {error}")
@@ -143,10 +163,9 @@ def cmd_queue(args) -> int:
                 state = "paused" if row["paused"] else "active"
                 print(f"{name:<20} {state:<7} by {row['changed_by']} at {row['changed_at']:%F %T}")
             return 0
-        actor = args.actor or f"cli:{os.environ.get('USER') or 'unknown'}"
         try:
             result = QUEUE_ACTIONS[args.queue_command](
-                conn, args.name, actor=actor, role="admin", reason=args.reason)
+                conn, args.name, actor=_actor(args), role="admin", reason=args.reason)
         except ValueError as exc:
             print(f"jobwarden queue: {exc}", file=sys.stderr)
             return 2
@@ -261,7 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mark workers without a heartbeat for this long as gone")
     r.set_defaults(fn=cmd_recover)
 
-    rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown")
+    rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown, or settle one "
+                                          "after checking the external system (audited)")
+    rc.add_argument("job", nargs="?", type=int, help="the unknown job to settle")
+    rc.add_argument("--as", dest="mark", choices=sorted(RECONCILE_ACTIONS),
+                    help="completed/failed: what the external system shows; retry: run it "
+                         "again; skip: no longer needed")
+    rc.add_argument("--reason", help="what you checked (goes to the audit log)")
+    rc.add_argument("--actor", help="who (default: cli:$USER)")
     rc.add_argument("--limit", type=int, default=100)
     rc.set_defaults(fn=cmd_reconcile)
 

@@ -119,3 +119,25 @@ def test_recover_returns_an_expired_lease_to_pending(conn, clean_db):
     assert json.loads(result.stdout) == {"recovered": {"pending": 1}, "workers_gone": []}
     row = job_row(clean_db, 1)
     assert (row["status"], row["last_error_code"]) == ("pending", "WORKER_LOST")
+
+
+def test_reconcile_lists_unknown_jobs_and_settles_one_with_an_audit_row(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, payload, status, last_error_code) VALUES "
+                 "('refund', '{}', 'unknown', 'AMBIGUOUS_OUTCOME'), "
+                 "('refund', '{}', 'unknown', 'AMBIGUOUS_OUTCOME')")
+    conn.commit()
+    listed = jobwarden("reconcile")
+    assert "2 job(s) in 'unknown'" in listed.stdout and "#1 refund" in listed.stdout
+    done = jobwarden("reconcile", "1", "--as", "completed", "--reason",
+                     "provider dashboard shows refund re_42", "--actor", "ann")
+    assert done.returncode == 0, done.stderr
+    assert "marked completed" in done.stdout
+    retried = jobwarden("reconcile", "2", "--as", "retry", "--reason", "no refund at provider")
+    assert retried.returncode == 0, retried.stderr
+    again = jobwarden("reconcile", "1", "--as", "failed", "--reason", "changed my mind")
+    assert again.returncode == 1  # completed: never moved again
+    assert jobwarden("reconcile", "2", "--as", "skip").returncode == 2  # no reason
+    assert scalar(clean_db, "SELECT array_agg(status ORDER BY id) FROM background_jobs") == [
+        "completed", "pending"]
+    assert scalar(clean_db, "SELECT array_agg(actor || ':' || action ORDER BY id) "
+                            "FROM job_audit")[0] == "ann:mark_completed"
