@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import EnqueueError
-from .queries import Q
+from .queries import Q, execute
 from .registry import Registry, check_name, registry
 from .sanitize import describe_validation
 
@@ -128,22 +128,7 @@ def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
 
 def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
     """Run one named query on the caller's connection, inside the caller's transaction."""
-    if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
-        result = conn.exec_driver_sql(sql, dict(params))
-    elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
-        result = conn.connection().exec_driver_sql(sql, dict(params))
-    elif hasattr(conn, "execute") and hasattr(conn, "cursor"):  # psycopg Connection
-        result = conn.execute(sql, params)
-    else:
-        raise TypeError(
-            "enqueue needs a psycopg connection or a SQLAlchemy Connection/Session, "
-            f"not {type(conn).__name__}"
-        )
-    # SQLAlchemy results say returns_rows; psycopg cursors have a description.
-    has_rows = getattr(result, "returns_rows", None)
-    if has_rows is None:
-        has_rows = result.description is not None
-    return [tuple(r) for r in result.fetchall()] if has_rows else []
+    return execute(conn, sql, params)[1]
 
 
 def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],

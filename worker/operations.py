@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.queries import Q
+from worker.queries import Q, execute
 from worker.registry import check_name
 
 #: Roles allowed to act (viewers only read).
@@ -288,10 +288,5 @@ _DONE = {
 
 def _rows(conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run a named query on a SQLAlchemy or psycopg connection; rows as dicts."""
-    if hasattr(conn, "exec_driver_sql"):
-        return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
-    cur = conn.execute(sql, params)
-    if cur.description is None:
-        return []
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    names, rows = execute(conn, sql, params)
+    return [dict(zip(names, r, strict=True)) for r in rows]

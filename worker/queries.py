@@ -8,7 +8,9 @@ both psycopg and SQLAlchemy's `exec_driver_sql` accept.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
@@ -36,3 +38,24 @@ class _Queries(dict):
 
 #: All named queries: `Q.claim_jobs` or `Q["claim_jobs"]`.
 Q = _Queries(_load(Path(__file__).parent / "sql"))
+
+
+def execute(conn: Any, sql: str, params: Mapping[str, Any]) -> tuple[list[str], list[tuple]]:
+    """Run a query on the caller's connection, inside the caller's transaction: a psycopg
+    Connection, or a SQLAlchemy Connection or Session. Returns (column names, rows)."""
+    if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
+        result = conn.exec_driver_sql(sql, dict(params))
+    elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
+        result = conn.connection().exec_driver_sql(sql, dict(params))
+    elif hasattr(conn, "execute") and hasattr(conn, "cursor"):  # psycopg Connection
+        result = conn.execute(sql, params)
+    else:
+        raise TypeError("needs a psycopg connection or a SQLAlchemy Connection/Session, "
+                        f"not {type(conn).__name__}")
+    if hasattr(result, "returns_rows"):  # SQLAlchemy
+        if not result.returns_rows:
+            return [], []
+        return list(result.keys()), [tuple(r) for r in result.fetchall()]
+    if result.description is None:  # psycopg
+        return [], []
+    return [d.name for d in result.description], [tuple(r) for r in result.fetchall()]

@@ -16,7 +16,7 @@ from .policy import RetryPolicy, parse_duration
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
 
-Handler = Callable[[Any, dict], Any]
+Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
 Upgrader = Callable[[dict], dict]
 
 
@@ -47,7 +47,7 @@ class JobType:
     upgraders: dict[int, Upgrader] = field(default_factory=dict)
     # A pydantic model of the current version's payload: enqueue refuses payloads that
     # do not fit it, and the handler receives the validated model instead of a dict.
-    payload_model: type | None = None
+    payload_model: Any = None  # a pydantic BaseModel subclass
 
     def __call__(self, ctx, payload):
         return self.handler(ctx, payload)

@@ -184,14 +184,17 @@ WITH decided AS (
     WHERE j.id = d.id AND j.execution_id = d.execution_id
       AND j.status = 'running' AND j.lease_expires_at < now()
     RETURNING j.id, j.execution_id, j.status, j.last_error
+), closed AS (
+    UPDATE job_executions e
+    SET finished_at = now(), outcome = 'worker_lost', error_code = 'WORKER_LOST',
+        error = job.last_error,
+        duration_ms = extract(epoch FROM coalesce(e.heartbeat_at, e.started_at)
+                              - e.started_at) * 1000
+    FROM job
+    WHERE e.execution_id = job.execution_id
 )
-UPDATE job_executions e
-SET finished_at = now(), outcome = 'worker_lost', error_code = 'WORKER_LOST',
-    error = job.last_error,
-    duration_ms = extract(epoch FROM coalesce(e.heartbeat_at, e.started_at) - e.started_at) * 1000
-FROM job
-WHERE e.execution_id = job.execution_id
-RETURNING e.job_id, job.status
+-- Counted from the jobs moved, whether or not an execution row was there to close.
+SELECT id, status FROM job
 
 -- name: register_worker
 -- Announce a worker process (or re-announce it after a reconnect).
