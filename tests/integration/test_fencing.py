@@ -1,0 +1,346 @@
+"""Fencing: a stale execution cannot finish, extend or annotate a job that a newer
+execution holds and is still running.
+
+The scene, statement by statement on the database's clock: execution A claims a job,
+its lease runs out (moved into the past), the real recovery pass moves the job on, and
+execution B claims it and is still working. Then one of A's late writes runs. It must
+match zero rows and leave B's job, its history and the effects ledger exactly as they
+were; B then completes normally.
+
+Only the execution token tells A from B here: both see `status = 'running'`. Each late
+write is one small function named for what A tries to do, so a new statement that writes
+outcomes is proven by adding one function to a list below.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from uuid import UUID
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
+from worker.queries import Q
+from worker.recovery import recover_stale_running
+from worker.runner import Outcome, record
+
+EFFECT_KEY = "fenced:charge"
+#: What fencing protects on B's job row (everything an outcome or a beat could touch).
+JOB_COLUMNS = (
+    "status", "execution_id", "worker_id", "attempts", "lease_expires_at", "heartbeat_at",
+    "checkpoint", "progress", "available_at", "started_at", "last_error_code", "last_error",
+    "completed_at", "failed_at", "cancelled_at", "skipped_at", "cancel_requested_at",
+)
+
+
+@pytest.fixture
+def fenced_registry():
+    reg = Registry()
+
+    # No backoff: the recovered job may be claimed by B at once.
+    @job("fenced.charge", queue="fenced", lease=30, max_attempts=5,
+         backoff=RetryPolicy(base=0, cap=0, jitter=0), registry=reg)
+    def charge(ctx, payload):
+        raise AssertionError("the statements are driven by the test, not by a worker")
+
+    return reg
+
+
+@dataclass
+class Takeover:
+    """A job whose stale execution A lost it to execution B, which is still running."""
+
+    db: psycopg.Connection  # autocommit: each statement commits, as a worker's would
+    job_id: int
+    a: UUID
+    b: UUID
+    ctx_a: JobContext  # A's handler's view, for the Python-layer writes
+    ctx_b: JobContext
+    effect_a: Effect  # reserved by A while it owned the job, since taken over by B
+
+    def job(self) -> dict:
+        cur = self.db.cursor(row_factory=dict_row)
+        row = cur.execute("SELECT * FROM background_jobs WHERE id = %s", [self.job_id]).fetchone()
+        return {column: row[column] for column in JOB_COLUMNS}
+
+    def history(self) -> list[dict]:
+        cur = self.db.cursor(row_factory=dict_row)
+        return cur.execute("SELECT * FROM job_executions WHERE job_id = %s ORDER BY attempt",
+                           [self.job_id]).fetchall()
+
+    def ledger(self) -> list[dict]:
+        cur = self.db.cursor(row_factory=dict_row)
+        return cur.execute("SELECT * FROM processed_effects ORDER BY key").fetchall()
+
+    def orders(self) -> list[UUID]:
+        return [r[0] for r in self.db.execute(
+            "SELECT execution_id FROM fenced_orders WHERE job_id = %s ORDER BY id",
+            [self.job_id]).fetchall()]
+
+    def snapshot(self) -> tuple:
+        return self.job(), self.history(), self.ledger(), self.orders()
+
+
+def claim(db, registry: Registry, worker_id: str) -> tuple:
+    types = list(registry)
+    (row,) = db.execute(Q.claim_jobs, {
+        "types": [t.name for t in types], "leases": [t.lease for t in types],
+        "queues": None, "limit": 1, "worker_id": worker_id}).fetchall()
+    return row
+
+
+def context(pool, row) -> JobContext:
+    (job_id, queue, type_name, version, _payload, _prio, attempts, max_attempts,
+     execution_id, checkpoint, idempotency_key) = row
+    return JobContext(pool=pool, job_id=job_id, execution_id=execution_id, attempt=attempts,
+                      max_attempts=max_attempts, type=type_name, queue=queue, version=version,
+                      checkpoint=checkpoint, job_idempotency_key=idempotency_key, timeout=None)
+
+
+@pytest.fixture
+def takeover(clean_db, fenced_registry):
+    with psycopg.connect(clean_db, autocommit=True) as db, \
+            ConnectionPool(clean_db, min_size=1, max_size=4, open=True) as pool:
+        db.execute("CREATE TABLE fenced_orders (id bigserial PRIMARY KEY, job_id bigint, "
+                   "execution_id uuid)")
+        try:
+            yield _take_over(db, pool, fenced_registry)
+        finally:
+            db.execute("DROP TABLE fenced_orders")
+
+
+def _take_over(db, pool, registry: Registry) -> Takeover:
+    job_id = enqueue(db, "fenced.charge", {"amount": 100}, registry=registry)
+    ctx_a = context(pool, claim(db, registry, "worker-a"))
+    # A reserves its effect while it owns the job, then goes silent.
+    effect_a = ctx_a.effect(EFFECT_KEY)
+    db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 second' "
+               "WHERE id = %s", [job_id])
+    assert recover_stale_running(db, registry) == {"pending": 1}
+
+    ctx_b = context(pool, claim(db, registry, "worker-b"))
+    # B takes over A's reservation (the provider dedupes by key), reports progress and a
+    # checkpoint of its own, and keeps working.
+    ctx_b.effect(EFFECT_KEY, provider_idempotent=True)
+    assert db.execute(Q.save_progress, {
+        "job_id": job_id, "execution_id": ctx_b.execution_id,
+        "progress": json.dumps({"processed": 7, "total": 10}),
+        "checkpoint": json.dumps({"page": 7})}).fetchone() == (False,)
+    t = Takeover(db, job_id, ctx_a.execution_id, ctx_b.execution_id, ctx_a, ctx_b, effect_a)
+
+    now = t.job()
+    assert (now["status"], now["execution_id"], now["attempts"]) == ("running", t.b, 2)
+    assert [(e["execution_id"], e["outcome"]) for e in t.history()] == [
+        (t.a, "worker_lost"), (t.b, None)]
+    return t
+
+
+# -- A's late writes, one function per kind (each returns the rows it changed) -----------
+
+def _outcome(t: Takeover, status: str, outcome: str, error_code=None, error=None) -> dict:
+    return {"job_id": t.job_id, "execution_id": t.a, "status": status, "outcome": outcome,
+            "error_code": error_code, "error": error, "delay": 0.0,
+            "progress": json.dumps({"processed": 10, "total": 10}),
+            "checkpoint": json.dumps({"page": "done by A"})}
+
+
+def a_completes(t: Takeover) -> list:
+    return t.db.execute(Q.finish_execution, _outcome(t, "completed", "completed")).fetchall()
+
+
+def a_fails(t: Takeover) -> list:
+    return t.db.execute(Q.finish_execution, _outcome(
+        t, "failed", "failed", "PAYLOAD_INVALID", "A gives up")).fetchall()
+
+
+def a_schedules_a_retry(t: Takeover) -> list:
+    return t.db.execute(Q.finish_execution, _outcome(
+        t, "pending", "retry", "PROVIDER_5XX", "A saw a 503")).fetchall()
+
+
+def a_skips(t: Takeover) -> list:
+    return t.db.execute(Q.finish_execution, _outcome(t, "skipped", "skipped")).fetchall()
+
+
+def a_heartbeats(t: Takeover) -> list:
+    return t.db.execute(Q.heartbeat_executions, {"rows": json.dumps([
+        {"id": t.job_id, "execution_id": str(t.a), "progress": None, "checkpoint": None},
+    ])}).fetchall()
+
+
+def a_heartbeats_with_progress_and_checkpoint(t: Takeover) -> list:
+    return t.db.execute(Q.heartbeat_executions, {"rows": json.dumps([
+        {"id": t.job_id, "execution_id": str(t.a), "progress": {"processed": 3},
+         "checkpoint": {"page": 3}},
+    ])}).fetchall()
+
+
+def a_saves_progress(t: Takeover) -> list:
+    return t.db.execute(Q.save_progress, {
+        "job_id": t.job_id, "execution_id": t.a,
+        "progress": json.dumps({"processed": 3}), "checkpoint": None}).fetchall()
+
+
+def a_saves_a_checkpoint(t: Takeover) -> list:
+    return t.db.execute(Q.save_progress, {
+        "job_id": t.job_id, "execution_id": t.a,
+        "progress": None, "checkpoint": json.dumps({"page": 3})}).fetchall()
+
+
+def a_hands_the_job_back_at_shutdown(t: Takeover) -> list:
+    return t.db.execute(Q.hand_back_execution, {
+        "job_id": t.job_id, "execution_id": t.a,
+        "progress": json.dumps({"processed": 3}), "checkpoint": json.dumps({"page": 3}),
+    }).fetchall()
+
+
+def a_records_its_effect_as_done(t: Takeover) -> list:
+    return t.db.execute(Q.complete_effect, {
+        "key": EFFECT_KEY, "execution_id": t.a, "result": json.dumps({"by": "A"})}).fetchall()
+
+
+def a_releases_its_effect(t: Takeover) -> list:
+    cur = t.db.execute(Q.release_effect, {"key": EFFECT_KEY, "execution_id": t.a})
+    return [None] * cur.rowcount  # a DELETE with no RETURNING: one entry per row deleted
+
+
+def recovery_replays_its_decision_about_a(t: Takeover) -> list:
+    """A second recovery pass that read the job while A held it, deciding late."""
+    return t.db.execute(Q.recover_executions, {"rows": json.dumps([
+        {"id": t.job_id, "execution_id": str(t.a), "status": "pending", "delay": 0}])}).fetchall()
+
+
+def recovery_decides_about_b_on_a_stale_read(t: Takeover) -> list:
+    """A recovery decision about B, whose lease is in fact alive."""
+    return t.db.execute(Q.recover_executions, {"rows": json.dumps([
+        {"id": t.job_id, "execution_id": str(t.b), "status": "pending", "delay": 0}])}).fetchall()
+
+
+LATE_STATEMENTS = [
+    a_completes, a_fails, a_schedules_a_retry, a_skips,
+    a_heartbeats, a_heartbeats_with_progress_and_checkpoint,
+    a_saves_progress, a_saves_a_checkpoint,
+    a_hands_the_job_back_at_shutdown,
+    a_records_its_effect_as_done, a_releases_its_effect,
+    recovery_replays_its_decision_about_a, recovery_decides_about_b_on_a_stale_read,
+]
+
+
+# -- the same writes through the Python layer (each returns what A was told) -------------
+
+def a_handler_completes_with_a_business_write(t: Takeover):
+    with t.ctx_a.transaction() as tx:
+        tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
+                   [t.job_id, t.a])
+    return record(t.ctx_a._pool, t.ctx_a, Outcome("completed", "completed"))
+
+
+def a_handler_fails(t: Takeover):
+    return record(t.ctx_a._pool, t.ctx_a,
+                  Outcome("failed", "failed", "PAYLOAD_INVALID", "A gives up"))
+
+
+def a_handler_schedules_a_retry(t: Takeover):
+    return record(t.ctx_a._pool, t.ctx_a,
+                  Outcome("pending", "retry", "PROVIDER_5XX", "A saw a 503", delay=0.0))
+
+
+def a_handler_heartbeats(t: Takeover):
+    return _lease_lost(t.ctx_a.heartbeat)
+
+
+def a_handler_reports_progress(t: Takeover):
+    return _lease_lost(lambda: t.ctx_a.progress(processed=3, total=10))
+
+
+def a_handler_saves_a_checkpoint(t: Takeover):
+    return _lease_lost(lambda: t.ctx_a.save_checkpoint({"page": 3}))
+
+
+def a_handler_records_its_effect(t: Takeover):
+    return _lease_lost(lambda: t.effect_a.complete({"by": "A"}))
+
+
+def _lease_lost(write) -> str:
+    try:
+        write()
+    except LeaseLost:
+        return "lease lost"
+    return "accepted"
+
+
+LATE_HANDLER_WRITES = [
+    pytest.param(write, told, id=write.__name__) for write, told in [
+        (a_handler_completes_with_a_business_write, False),
+        (a_handler_fails, False),
+        (a_handler_schedules_a_retry, False),
+        (a_handler_heartbeats, "lease lost"),
+        (a_handler_reports_progress, "lease lost"),
+        (a_handler_saves_a_checkpoint, "lease lost"),
+        (a_handler_records_its_effect, "lease lost"),
+    ]
+]
+
+
+def b_completes_normally(t: Takeover) -> None:
+    t.ctx_b.effect(EFFECT_KEY).complete({"by": "B"})
+    with t.ctx_b.transaction() as tx:
+        tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
+                   [t.job_id, t.b])
+    assert record(t.ctx_b._pool, t.ctx_b, Outcome("completed", "completed")) is True
+    done = t.job()
+    assert (done["status"], done["execution_id"], done["attempts"]) == ("completed", t.b, 2)
+    assert done["checkpoint"] == {"page": 7} and done["progress"] == {"processed": 7, "total": 10}
+    assert [(e["execution_id"], e["outcome"]) for e in t.history()] == [
+        (t.a, "worker_lost"), (t.b, "completed")]
+    (effect,) = t.ledger()
+    assert (effect["state"], effect["execution_id"], effect["result"]) == ("done", t.b, {"by": "B"})
+    assert t.orders() == [t.b]
+
+
+@pytest.mark.parametrize("late_write", LATE_STATEMENTS, ids=lambda f: f.__name__)
+def test_a_late_write_of_the_stale_execution_matches_no_row_while_the_new_one_runs(
+        takeover, late_write):
+    before = takeover.snapshot()
+    assert late_write(takeover) == []
+    assert takeover.snapshot() == before
+    b_completes_normally(takeover)
+
+
+@pytest.mark.parametrize(("late_write", "told"), LATE_HANDLER_WRITES)
+def test_a_stale_handler_is_refused_and_the_new_execution_keeps_its_job(
+        takeover, late_write, told):
+    before = takeover.snapshot()
+    assert late_write(takeover) == told
+    assert takeover.snapshot() == before  # the business write rolled back with the outcome
+    b_completes_normally(takeover)
+
+
+def test_recovery_running_again_leaves_the_new_execution_alone(takeover, fenced_registry):
+    before = takeover.snapshot()
+    assert recover_stale_running(takeover.db, fenced_registry) == {}
+    assert takeover.snapshot() == before
+    b_completes_normally(takeover)
+
+
+def test_the_stale_execution_is_recorded_as_lost_with_the_reason(takeover):
+    lost, _running = takeover.history()
+    assert (lost["outcome"], lost["error_code"]) == ("worker_lost", "WORKER_LOST")
+    assert lost["finished_at"] is not None and "worker-a" in lost["error"]
+
+
+def test_a_recovery_decision_about_the_stale_execution_never_applies_to_the_new_one(
+        takeover, fenced_registry):
+    # Even once B's lease has run out too: B's fate is decided from B's own attempt.
+    takeover.db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval "
+                        "'1 second' WHERE id = %s", [takeover.job_id])
+    before = takeover.snapshot()
+    assert recovery_replays_its_decision_about_a(takeover) == []
+    assert takeover.snapshot() == before
+    assert recover_stale_running(takeover.db, fenced_registry) == {"pending": 1}
+    assert [(e["execution_id"], e["outcome"]) for e in takeover.history()] == [
+        (takeover.a, "worker_lost"), (takeover.b, "worker_lost")]
