@@ -226,17 +226,31 @@ def test_a_viewer_sees_no_action_buttons_and_a_forged_post_gets_403(
     assert job_row(clean_db, job_id)["status"] == "failed" and audit_rows(clean_db) == []
 
 
-def test_a_post_without_a_csrf_token_changes_nothing(operator, post_form, make_job, clean_db):
-    job_id = make_job("failed")
-    response = operator.post(f"/jobs/{job_id}/retry", data={"reason": "x", "request_id": "y"})
-    assert response.status_code == 400
-    assert job_row(clean_db, job_id)["status"] == "failed"
-    htmx = operator.post(
+def stored_job(url: str, job_id: int) -> dict:
+    """The job's row as stored (without the columns computed from the reading's clock)."""
+    row = job_row(url, job_id)
+    del row["in_future"], row["available_in"]
+    return row
+
+
+@pytest.mark.parametrize("headers", [
+    pytest.param({}, id="a form post with no token"),
+    pytest.param({"HX-Request": "true", "X-CSRFToken": "forged"}, id="an htmx post, forged token"),
+])
+def test_a_post_without_a_valid_csrf_token_is_refused_and_changes_nothing(
+    operator, make_job, clean_db, headers
+):
+    job_id = make_job("failed", error_code="AUTH_FAILED")
+    before = stored_job(clean_db, job_id), audit_rows(clean_db)
+    # A complete, valid retry form: only the token is missing.
+    response = operator.post(
         f"/jobs/{job_id}/retry",
-        data={"reason": "x", "request_id": "y"},
-        headers={"HX-Request": "true", "X-CSRFToken": "forged"},
+        data={"reason": "provider fixed", "request_id": "no-token-1", "expected_status": "failed"},
+        headers=headers,
     )
-    assert htmx.status_code == 400 and job_row(clean_db, job_id)["status"] == "failed"
+    assert response.status_code == 400
+    assert "nothing was changed" in response.get_data(as_text=True)
+    assert (stored_job(clean_db, job_id), audit_rows(clean_db)) == before
 
 
 def test_an_operator_pauses_and_resumes_a_queue_from_the_queues_page(operator, post_form,
