@@ -8,6 +8,7 @@ They tell the test what they do through small tables (created by `create_tables`
 - chaos_orders: a business write made in ctx.transaction(), so it commits with the
   job's completion or not at all.
 - chaos_items: the units of work of a checkpointed job (no unique key: redone work shows).
+- chaos_gates: a job whose row is here may go on (the test opens the gate).
 Leases are 1-2 s and backoffs 0.1-0.2 s so faults resolve within seconds.
 """
 
@@ -22,7 +23,7 @@ from worker import RetryPolicy, job, registry
 FAST = RetryPolicy(base=0.1, cap=0.2, jitter=0)
 
 SCHEMA = """
-DROP TABLE IF EXISTS chaos_events, chaos_provider, chaos_orders, chaos_items;
+DROP TABLE IF EXISTS chaos_events, chaos_provider, chaos_orders, chaos_items, chaos_gates;
 CREATE TABLE chaos_events (
     id bigserial PRIMARY KEY, job_id bigint NOT NULL, execution_id uuid NOT NULL,
     attempt int NOT NULL, pid int NOT NULL, event text NOT NULL,
@@ -33,6 +34,7 @@ CREATE TABLE chaos_provider (
 CREATE TABLE chaos_orders (
     id bigserial PRIMARY KEY, job_id bigint NOT NULL, execution_id uuid NOT NULL);
 CREATE TABLE chaos_items (job_id bigint NOT NULL, item int NOT NULL, execution_id uuid NOT NULL);
+CREATE TABLE chaos_gates (job_id bigint PRIMARY KEY);
 """
 
 
@@ -65,6 +67,31 @@ def sleep_job(ctx, payload):
     seconds = payload.get("first_seconds", 0) if run == 1 else payload.get("seconds", 0)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        time.sleep(0.05)
+    with ctx.transaction() as tx:
+        tx.execute("INSERT INTO chaos_orders (job_id, execution_id) VALUES (%s, %s)",
+                   [ctx.job_id, ctx.execution_id])
+    note(ctx, "returned")
+
+
+@job("chaos.handover", queue="chaos", lease=1, timeout=60, max_attempts=3, backoff=FAST)
+def handover_job(ctx, payload):
+    """Waits, then writes an order in the transaction that completes the job. The first
+    attempt waits until a second attempt has started: frozen past its lease, it returns
+    right after waking. Later attempts wait until the test opens the job's gate, so they
+    are still running when the first one wakes."""
+    note(ctx, "started")
+    if ctx.attempt == 1:
+        sql = "SELECT count(*) >= 2 FROM chaos_events WHERE job_id = %s AND event = 'started'"
+    else:
+        sql = "SELECT count(*) > 0 FROM chaos_gates WHERE job_id = %s"
+    deadline = time.monotonic() + payload.get("wait", 60)
+    while True:
+        with ctx._pool.connection() as conn:
+            if conn.execute(sql, [ctx.job_id]).fetchone()[0]:
+                break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"attempt {ctx.attempt} waited {payload.get('wait', 60)}s")
         time.sleep(0.05)
     with ctx.transaction() as tx:
         tx.execute("INSERT INTO chaos_orders (job_id, execution_id) VALUES (%s, %s)",
@@ -183,8 +210,8 @@ def charge_job(ctx, payload):
         die()
 
 
-TYPES = [sleep_job, quick_job, poison_job, stuck_job, beat_forever_job, cancellable_job,
-         checkpointed_job, unsafe_job, charge_job]
+TYPES = [sleep_job, handover_job, quick_job, poison_job, stuck_job, beat_forever_job,
+         cancellable_job, checkpointed_job, unsafe_job, charge_job]
 
 
 def ensure_registered() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import psycopg
 
 from tests.apps import chaos_app
@@ -64,3 +66,23 @@ def cancel(url: str, job_id: int, reason: str = "cancelled by the chaos test") -
         if conn.execute(Q.request_cancel_running, {"job_id": job_id}).fetchone():
             return "requested"
     return "finished"
+
+
+#: Backends of this database (other than the asking one) inside a transaction that
+#: holds, or is about to take, row locks.
+_WRITING = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+            "AND (backend_xid IS NOT NULL OR state = 'active')")
+
+
+def freeze_between_transactions(worker, url: str, tries: int = 50) -> None:
+    """SIGSTOP the worker at a moment when none of its connections is inside a writing
+    transaction: frozen mid-heartbeat, it would hold its job's row lock, and recovery
+    (SKIP LOCKED) would never reach the job. Call it while the worker is the only client."""
+    for _ in range(tries):
+        worker.signal(signal.SIGSTOP)
+        if not scalar(url, _WRITING):
+            return
+        worker.signal(signal.SIGCONT)
+        wait_for(lambda: not scalar(url, _WRITING), message="the worker's transaction to end")
+    raise AssertionError(f"could not freeze worker {worker.pid} between transactions")

@@ -1,15 +1,18 @@
-"""A worker frozen past its lease (SIGSTOP) while another completes its job, then woken
+"""A worker frozen past its lease (SIGSTOP) while another takes its job, then woken
 (SIGCONT): the zombie's heartbeat and its completion match zero rows, it discards its
-result and says so, and the job and its history stay exactly as the owner left them."""
+result and says so, and the job and its history stay exactly as the owner left them --
+whether the owner has already finished or is still running (then only the execution
+token tells the two apart)."""
 
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 
-from tests.chaos.support import add, events, running_on, settle
+from tests.chaos.support import add, events, freeze_between_transactions, running_on, settle
 from tests.helpers import executions, job_row, scalar, wait_for
 
 pytestmark = pytest.mark.chaos
@@ -27,6 +30,22 @@ def freeze_until_taken_over(workers, url: str, job_id: int):
     history = executions(url, job_id)
     assert [e["outcome"] for e in history] == ["worker_lost", "completed"]
     return zombie, owner, done, history
+
+
+REFUSED = "no longer owns the job (recorded as worker_lost); its completed result is discarded"
+
+
+@contextmanager
+def woken_with_its_heartbeat_held(zombie, url: str):
+    """SIGCONT the zombie while a row lock holds its heartbeat, so that its handler tries
+    to complete before the heartbeat can tell it the lease is gone; yields its worker id."""
+    worker_id = scalar(url, "SELECT worker_id FROM job_workers WHERE pid = %s", [zombie.pid])
+    with psycopg.connect(url) as blocker:
+        blocker.execute("SELECT 1 FROM job_workers WHERE worker_id = %s FOR UPDATE",
+                        [worker_id])
+        zombie.signal(signal.SIGCONT)
+        yield worker_id
+        blocker.rollback()
 
 
 def assert_untouched(url: str, job_id: int, done: dict, history: list[dict]) -> None:
@@ -57,18 +76,8 @@ def test_a_woken_zombie_has_its_completion_refused(workers, chaos_db):
     job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 2, "seconds": 0.1})
     zombie, owner, done, history = freeze_until_taken_over(workers, chaos_db, job_id)
 
-    # Hold the zombie's heartbeat on a row lock, so that its handler returns and tries to
-    # complete before the heartbeat can tell it the lease is gone.
-    worker_id = scalar(chaos_db, "SELECT worker_id FROM job_workers WHERE pid = %s",
-                       [zombie.pid])
-    with psycopg.connect(chaos_db) as blocker:
-        blocker.execute("SELECT 1 FROM job_workers WHERE worker_id = %s FOR UPDATE",
-                        [worker_id])
-        zombie.signal(signal.SIGCONT)
-        wait_for(lambda: zombie.logged("no longer owns the job (recorded as worker_lost); "
-                                       "its completed result is discarded"),
-                 message="the zombie's completion to be refused")
-        blocker.rollback()
+    with woken_with_its_heartbeat_held(zombie, chaos_db) as worker_id:
+        wait_for(lambda: zombie.logged(REFUSED), message="the zombie's completion to be refused")
     assert (zombie.pid, "returned") in [(e[1], e[2]) for e in events(chaos_db, job_id)]
     assert_untouched(chaos_db, job_id, done, history)
     # Its order was in the transaction that commits with the completion: rolled back.
@@ -78,3 +87,44 @@ def test_a_woken_zombie_has_its_completion_refused(workers, chaos_db):
     assert str(owner.pid) in done["worker_id"]
     wait_for(lambda: scalar(chaos_db, "SELECT state FROM job_workers WHERE worker_id = %s",
                             [worker_id]) == "running", message="the zombie to carry on")
+
+
+def test_a_zombie_woken_while_the_new_owner_still_runs_cannot_finish_the_job(workers, chaos_db):
+    zombie = workers.start(concurrency=1)
+    job_id = add(chaos_db, "chaos.handover")
+    first = running_on(chaos_db, job_id)
+    freeze_between_transactions(zombie, chaos_db)
+    owner = workers.start(concurrency=1)
+    # The owner's worker recovers the job and starts attempt 2, which waits for its gate.
+    wait_for(lambda: (2, owner.pid, "started") in events(chaos_db, job_id),
+             message="the new owner's attempt to start")
+    taken = job_row(chaos_db, job_id)
+    assert (taken["status"], taken["attempts"]) == ("running", 2)
+    assert taken["execution_id"] != first["execution_id"]
+
+    # Its handler returns as soon as it wakes, and tries to complete the job.
+    with woken_with_its_heartbeat_held(zombie, chaos_db):
+        wait_for(lambda: zombie.logged(REFUSED)
+                 or zombie.logged(f"job {job_id} chaos.handover -> completed"),
+                 message="the zombie to try to complete the job")
+    assert zombie.logged(REFUSED)
+    still = job_row(chaos_db, job_id)
+    for column in ("status", "attempts", "execution_id", "worker_id"):
+        assert still[column] == taken[column], column
+    assert (2, owner.pid, "returned") not in events(chaos_db, job_id)  # the owner is still at work
+
+    with psycopg.connect(chaos_db) as conn:
+        conn.execute("INSERT INTO chaos_gates (job_id) VALUES (%s)", [job_id])
+    done = settle(chaos_db, job_id)
+    assert (done["status"], done["attempts"]) == ("completed", 2)
+    assert (done["execution_id"], done["worker_id"]) == (taken["execution_id"], taken["worker_id"])
+    assert events(chaos_db, job_id) == [
+        (1, zombie.pid, "started"), (2, owner.pid, "started"),
+        (1, zombie.pid, "returned"), (2, owner.pid, "returned")]  # the zombie finished first
+    history = executions(chaos_db, job_id)
+    assert [(e["execution_id"], e["outcome"]) for e in history] == [
+        (first["execution_id"], "worker_lost"), (taken["execution_id"], "completed")]
+    # One business effect: the owner's order; the zombie's rolled back with its completion.
+    orders = scalar(chaos_db, "SELECT array_agg(execution_id) FROM chaos_orders "
+                              "WHERE job_id = %s", [job_id])
+    assert orders == [taken["execution_id"]]
