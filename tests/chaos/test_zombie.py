@@ -22,7 +22,7 @@ def freeze_until_taken_over(workers, url: str, job_id: int):
     """Freeze the worker running the job; another worker recovers and completes it."""
     zombie = workers.all[-1]
     first = running_on(url, job_id)
-    zombie.signal(signal.SIGSTOP)
+    freeze_between_transactions(zombie, url)
     owner = workers.start()
     done = settle(url, job_id)
     assert (done["status"], done["attempts"]) == ("completed", 2)
