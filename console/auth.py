@@ -9,11 +9,10 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 
-from console.database import get_db
+from console.database import Q, get_db
 from console.forms import LoginForm, LogoutForm
+from console.schema import ROLES
 from console.security import is_htmx, safe_next_url
-from worker.queries import Q
-from worker.schema import ROLES
 
 bp = Blueprint("auth", __name__)
 login_manager = LoginManager()

@@ -1,11 +1,15 @@
-"""What `jobwarden user add` and `jobwarden console` call (worker/cli.py wires them)."""
+"""The console's sub-commands of `jobwarden`: `console`, `user add` and `demo`.
+
+worker/cli.py knows nothing of the console: it finds `register` through the
+`jobwarden.commands` entry point (pyproject.toml), so the runtime works without it.
+"""
 
 from __future__ import annotations
 
 import getpass
 import sys
 
-from worker.schema import ROLES
+from console.schema import ROLES
 
 MIN_PASSWORD = 8
 
@@ -29,8 +33,8 @@ def user_add(username: str, role: str, password: str, database_url: str | None =
     import psycopg
 
     from console.auth import hash_password
+    from console.database import Q
     from worker.db import connect
-    from worker.queries import Q
 
     username = (username or "").strip()
     if not username or len(username) > 100:
@@ -71,3 +75,46 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
         pass
     finally:
         server.server_close()
+
+
+def cmd_console(args) -> int:
+    serve(args.host, args.port)
+    return 0
+
+
+def cmd_user_add(args) -> int:
+    try:
+        user_add(args.name, args.role, read_password())
+    except ValueError as exc:
+        print(f"jobwarden user add: {exc}", file=sys.stderr)
+        return 2
+    print(f"user {args.name!r} added with role {args.role}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from console.demo import run_demo
+
+    return run_demo(port=args.port, exit_when_done=args.exit_when_done)
+
+
+def register(sub) -> None:
+    """Add the console's sub-commands to `jobwarden`'s argparse sub-parsers."""
+    c = sub.add_parser("console", help="serve the operations console (development server)")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8000)
+    c.set_defaults(fn=cmd_console)
+
+    d = sub.add_parser("demo", help="embedded DB + demo jobs + worker + console")
+    d.add_argument("--port", type=int, default=8000)
+    d.add_argument("--exit-when-done", action="store_true",
+                   help="exit once the demo jobs have settled instead of serving on")
+    # The demo prints its own story; worker chatter would bury it.
+    d.set_defaults(fn=cmd_demo, default_log_level="WARNING")
+
+    u = sub.add_parser("user", help="console users")
+    usub = u.add_subparsers(dest="user_command", required=True)
+    ua = usub.add_parser("add", help="add a console user (password prompted or from stdin)")
+    ua.add_argument("name")
+    ua.add_argument("--role", required=True, choices=list(ROLES))
+    ua.set_defaults(fn=cmd_user_add)

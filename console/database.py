@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from flask import current_app
 from sqlalchemy import create_engine
 
 from worker.db import database_url, sqlalchemy_url
-from worker.queries import Q
+from worker.queries import Q as RUNTIME_QUERIES
+from worker.queries import Queries, load_queries
+
+
+def _console_queries() -> Queries:
+    """The console's own queries (console/sql) beside the runtime's; a name clash is an error."""
+    own = load_queries(Path(__file__).parent / "sql")
+    clash = sorted(set(own) & set(RUNTIME_QUERIES))
+    if clash:
+        raise RuntimeError(f"console/sql redefines runtime queries: {', '.join(clash)}")
+    return Queries({**RUNTIME_QUERIES, **own})
+
+
+#: Every query the console may run: `Q.console_jobs_page`, `Q["queue_controls_list"]`.
+Q = _console_queries()
 
 
 class ConsoleDatabase:
-    """Runs worker/sql's named queries; the only place the console touches the database."""
+    """Runs named queries (console/sql and worker/sql); the console's only way to the database."""
 
     def __init__(self, url: str | None = None, pool_size: int = 5) -> None:
         self.url = url or database_url()

@@ -7,9 +7,10 @@ import random
 import threading
 import time
 
-from .db import connect, database_url, migrate
-from .enqueue import JobSpec, enqueue_many
-from .queries import Q
+from console.cli_commands import make_server, user_add
+from console.database import Q
+from worker.db import connect, database_url, migrate
+from worker.enqueue import JobSpec, enqueue_many
 
 log = logging.getLogger("jobwarden.demo")
 
@@ -39,7 +40,7 @@ def demo_batch() -> list[JobSpec]:
 
 def _operator_actions(batch: list[JobSpec], ids: list[int], settle) -> None:
     """What an operator would do, so the audit log and the cancelled state have content."""
-    from .operations import cancel_job, retry_job
+    from worker.operations import cancel_job, retry_job
 
     types = [spec.type for spec in batch]
     digest, provider_call = ids[-1], ids[types.index("provider_call")]
@@ -55,23 +56,14 @@ def _operator_actions(batch: list[JobSpec], ids: list[int], settle) -> None:
     settle()
 
 
-def _ensure_demo_user() -> bool:
-    try:
-        from console.cli_commands import user_add
-    except ImportError:
-        return False
+def _ensure_demo_user() -> None:
     with connect() as conn:
         exists = conn.execute(Q.demo_user_exists, {"username": DEMO_USER}).fetchone()
     if not exists:
         user_add(DEMO_USER, "admin", DEMO_PASSWORD)
-    return True
 
 
 def _start_console(port: int):
-    try:
-        from console.cli_commands import make_server
-    except ImportError:
-        return None, None
     for candidate in range(port, port + 20):
         try:
             server = make_server("127.0.0.1", candidate)
@@ -100,9 +92,9 @@ def _print_summary(ids: list[int]) -> None:
 
 
 def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: float = 90) -> int:
-    from . import demo_jobs  # noqa: F401  (registers the demo job types)
-    from .process import WorkerProcess
-    from .registry import registry
+    from worker import demo_jobs  # noqa: F401  (registers the demo job types)
+    from worker.process import WorkerProcess
+    from worker.registry import registry
 
     url = database_url()
     print(f"database: {url}")
@@ -112,8 +104,8 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     with connect() as conn:
         ids = enqueue_many(conn, batch)
     print(f"enqueued {len(ids)} demo jobs (ids {min(ids)}-{max(ids)})")
-    has_console = _ensure_demo_user()
-    server, bound = _start_console(port) if has_console else (None, None)
+    _ensure_demo_user()
+    server, bound = _start_console(port)
     if server:
         print(f"console: http://127.0.0.1:{bound}/  (login {DEMO_USER} / {DEMO_PASSWORD})")
 

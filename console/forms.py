@@ -8,8 +8,9 @@ from flask_wtf import FlaskForm
 from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAreaField
 from wtforms.validators import AnyOf, DataRequired, Length, Optional
 
+from console.schema import ROLES
 from worker.operations import REASON_MAX
-from worker.schema import JOB_STATUSES, ROLES
+from worker.schema import JOB_STATUSES
 
 
 class LoginForm(FlaskForm):

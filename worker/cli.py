@@ -55,13 +55,6 @@ def cmd_worker(args) -> int:
     return worker.run()
 
 
-def cmd_console(args) -> int:
-    from console.cli_commands import serve
-
-    serve(args.host, args.port)
-    return 0
-
-
 def cmd_enqueue(args) -> int:
     from .db import connect
     from .enqueue import enqueue
@@ -84,18 +77,6 @@ def cmd_enqueue(args) -> int:
         print(f"jobwarden enqueue: {exc}", file=sys.stderr)
         return 2
     print(job_id)
-    return 0
-
-
-def cmd_user(args) -> int:
-    from console.cli_commands import read_password, user_add
-
-    try:
-        user_add(args.name, args.role, read_password())
-    except ValueError as exc:
-        print(f"jobwarden user add: {exc}", file=sys.stderr)
-        return 2
-    print(f"user {args.name!r} added with role {args.role}")
     return 0
 
 
@@ -215,12 +196,6 @@ def cmd_stats(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
-    from .demo import run_demo
-
-    return run_demo(port=args.port, exit_when_done=args.exit_when_done)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobwarden", description=__doc__)
     p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
@@ -245,17 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "itself (default: the concurrency)")
     w.set_defaults(fn=cmd_worker)
 
-    c = sub.add_parser("console", help="serve the operations console (development server)")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=8000)
-    c.set_defaults(fn=cmd_console)
-
-    d = sub.add_parser("demo", help="embedded DB + demo jobs + worker + console")
-    d.add_argument("--port", type=int, default=8000)
-    d.add_argument("--exit-when-done", action="store_true",
-                   help="exit once the demo jobs have settled instead of serving on")
-    d.set_defaults(fn=cmd_demo)
-
     e = sub.add_parser("enqueue", help="enqueue one job")
     e.add_argument("type")
     e.add_argument("--payload", default="{}", help="a JSON object")
@@ -266,13 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-attempts", type=int)
     e.add_argument("--app", help="module registering handlers (to apply their defaults)")
     e.set_defaults(fn=cmd_enqueue)
-
-    u = sub.add_parser("user", help="console users")
-    usub = u.add_subparsers(dest="user_command", required=True)
-    ua = usub.add_parser("add", help="add a console user (password prompted or from stdin)")
-    ua.add_argument("name")
-    ua.add_argument("--role", required=True, choices=["viewer", "operator", "admin"])
-    ua.set_defaults(fn=cmd_user)
 
     r = sub.add_parser("recover", help="one recovery pass over lost executions")
     r.add_argument("--app", help="module registering handlers (for their retry policies)")
@@ -310,13 +267,32 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="counts by status, queue and type; oldest pending age")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_stats)
+    add_contributed_commands(sub)
     return p
+
+
+#: Entry-point group through which other packages add sub-commands: each entry point is a
+#: function taking argparse's sub-parsers (the console adds `console`, `user`, `demo`).
+COMMANDS_GROUP = "jobwarden.commands"
+
+
+def add_contributed_commands(sub) -> None:
+    """Let installed packages add their sub-commands, so the runtime never imports them."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            register = entry.load()
+        except ImportError as exc:  # e.g. the console's dependencies are not installed
+            logging.getLogger("jobwarden.cli").debug("skipping %s commands: %s", entry.name, exc)
+            continue
+        register(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # The demo prints its own story; worker chatter would bury it.
-    _setup_logging(args.log_level or ("WARNING" if args.command == "demo" else "INFO"))
+    # A command may choose a quieter default (the demo prints its own story).
+    _setup_logging(args.log_level or getattr(args, "default_log_level", "INFO"))
     try:
         return args.fn(args)
     except KeyboardInterrupt:

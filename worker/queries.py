@@ -1,4 +1,6 @@
-"""Named SQL queries, loaded from worker/sql/*.sql — the one place SQL lives.
+"""Named SQL queries, loaded from worker/sql/*.sql — the one place the runtime's SQL lives.
+
+The console keeps its own queries in console/sql and loads them with `load_queries`.
 
 Each query in a .sql file starts with a header line `-- name: query_name` followed by a
 one-line comment saying what it does. Parameters use psycopg's `%(name)s` style, which
@@ -15,7 +17,8 @@ from typing import Any
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
-def _load(folder: Path) -> dict[str, str]:
+def load_queries(folder: Path) -> dict[str, str]:
+    """Every `-- name:` query of the .sql files in `folder`; a name defined twice is an error."""
     queries: dict[str, str] = {}
     for path in sorted(folder.glob("*.sql")):
         text = path.read_text()
@@ -28,16 +31,18 @@ def _load(folder: Path) -> dict[str, str]:
     return queries
 
 
-class _Queries(dict):
+class Queries(dict):
+    """Named queries, readable as attributes: `Q.claim_jobs`."""
+
     def __getattr__(self, name: str) -> str:
         try:
             return self[name]
         except KeyError:
-            raise AttributeError(f"no SQL query named {name!r} in worker/sql") from None
+            raise AttributeError(f"no SQL query named {name!r}") from None
 
 
 #: All named queries: `Q.claim_jobs` or `Q["claim_jobs"]`.
-Q = _Queries(_load(Path(__file__).parent / "sql"))
+Q = Queries(load_queries(Path(__file__).parent / "sql"))
 
 
 def execute(conn: Any, sql: str, params: Mapping[str, Any]) -> tuple[list[str], list[tuple]]:

@@ -1,8 +1,9 @@
 """The schema the code expects, as SQLAlchemy metadata.
 
-Alembic migrations own the database; this module is the code's view of it. The
-console builds its queries on these tables, and tests/integration/test_migrations.py
-checks that upgrading an empty database yields exactly this metadata.
+Alembic migrations own the database; this module is the runtime's view of it. The
+console adds its own table (`console_users`, in console/schema.py) to the same
+`metadata`, and tests/integration/test_migrations.py checks that upgrading an empty
+database yields exactly the union.
 """
 
 from sqlalchemy import (
@@ -35,11 +36,11 @@ EXECUTION_OUTCOMES = (
     "completed", "retry", "failed", "skipped", "cancelled", "unknown",
     "worker_lost", "timeout", "handed_back",
 )
-ROLES = ("viewer", "operator", "admin")
 WORKER_STATES = ("running", "draining", "stopped", "gone")
 
 
-def _in(column: str, values: tuple[str, ...]) -> str:
+def check_in(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK expression: `column` takes one of `values`."""
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
@@ -80,7 +81,7 @@ background_jobs = Table(
     Column("failed_at", TS),
     Column("cancelled_at", TS),
     Column("skipped_at", TS),
-    CheckConstraint(_in("status", JOB_STATUSES), name="background_jobs_status_check"),
+    CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
     CheckConstraint("jsonb_typeof(payload) = 'object'", name="background_jobs_payload_check"),
@@ -139,7 +140,7 @@ job_executions = Table(
     Column("duration_ms", Float),
     UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
     CheckConstraint(
-        "outcome IS NULL OR " + _in("outcome", EXECUTION_OUTCOMES),
+        "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),
         name="job_executions_outcome_check",
     ),
 )
@@ -181,7 +182,7 @@ job_workers = Table(
     Column("heartbeat_at", TS, nullable=False, server_default=text("now()")),
     Column("stopped_at", TS),
     Column("state", Text, nullable=False, server_default="running"),
-    CheckConstraint(_in("state", WORKER_STATES), name="job_workers_state_check"),
+    CheckConstraint(check_in("state", WORKER_STATES), name="job_workers_state_check"),
 )
 
 processed_effects = Table(
@@ -195,20 +196,6 @@ processed_effects = Table(
     Column("created_at", TS, nullable=False, server_default=text("now()")),
     Column("done_at", TS),
     CheckConstraint("state IN ('reserved', 'done')", name="processed_effects_state_check"),
-)
-
-console_users = Table(
-    "console_users",
-    metadata,
-    Column("id", BigInteger, Identity(always=False), primary_key=True),
-    Column("username", Text, nullable=False),
-    Column("password_hash", Text, nullable=False),
-    Column("role", Text, nullable=False),
-    Column("disabled", Boolean, nullable=False, server_default=text("false")),
-    Column("created_at", TS, nullable=False, server_default=text("now()")),
-    Column("last_login_at", TS),
-    UniqueConstraint("username", name="console_users_username_key"),
-    CheckConstraint(_in("role", ROLES), name="console_users_role_check"),
 )
 
 queue_controls = Table(

@@ -1,0 +1,37 @@
+"""The console's own table, `console_users`, declared on the runtime's schema metadata.
+
+Only the console signs people in, so its users and roles live here, not in worker/.
+The table is created by the migrations like every other one (Alembic owns the schema);
+declaring it on `worker.schema.metadata` lets the migration test compare every table.
+"""
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Identity,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+from worker.schema import TS, check_in, metadata
+
+#: Console roles, least to most powerful: viewers read, operators act, admins manage users.
+ROLES = ("viewer", "operator", "admin")
+
+console_users = Table(
+    "console_users",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("username", Text, nullable=False),
+    Column("password_hash", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("disabled", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("last_login_at", TS),
+    UniqueConstraint("username", name="console_users_username_key"),
+    CheckConstraint(check_in("role", ROLES), name="console_users_role_check"),
+)
