@@ -7,6 +7,8 @@ PYTHON ?= python3
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@# metadata a former setuptools build left here would hide the entry points
+	rm -rf jobwarden.egg-info
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'

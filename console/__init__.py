@@ -13,7 +13,6 @@ from flask import Flask, render_template
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from sqlalchemy.exc import OperationalError
 
-ROOT = Path(__file__).resolve().parent.parent
 csrf = CSRFProtect()
 log = logging.getLogger("jobwarden.console")
 
@@ -27,8 +26,8 @@ def create_app(config: dict | None = None) -> Flask:
 
     app = Flask(
         __name__,
-        template_folder=str(ROOT / "templates"),
-        static_folder=str(ROOT / "static"),
+        template_folder=str(resource_dir("templates")),
+        static_folder=str(resource_dir("static")),
         static_url_path="/static",
     )
     app.config.update(load_config())
@@ -54,6 +53,19 @@ def create_app(config: dict | None = None) -> Flask:
         return {"logout_form": LogoutForm(), "config_poll": app.config["OVERVIEW_POLL_SECONDS"]}
 
     return app
+
+
+def resource_dir(name: str) -> Path:
+    """The console's `templates` or `static` folder, installed or in the source tree.
+
+    A wheel carries them inside the package (pyproject.toml's force-include); the
+    repository keeps them at its top level, where an editable install finds them.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / name, here.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise RuntimeError(f"the console's {name}/ folder is missing: reinstall jobwarden")
 
 
 def _import_app_modules(modules) -> None:

@@ -80,11 +80,25 @@ def downgrade(url: str | None = None, revision: str = "base") -> None:
     command.downgrade(alembic_config(url), revision)
 
 
+def migrations_dir() -> Path:
+    """The Alembic environment, installed or in the source tree.
+
+    A wheel carries it as worker/migrations (pyproject.toml's force-include); the
+    repository keeps it at its top level, where an editable install finds it.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise RuntimeError("Jobwarden's migrations/ folder is missing: reinstall jobwarden")
+
+
 def alembic_config(url: str | None = None):
+    """Alembic settings built in code, so an installed package needs no alembic.ini."""
     from alembic.config import Config
 
-    root = Path(__file__).resolve().parent.parent
-    cfg = Config(str(root / "alembic.ini"))
-    cfg.set_main_option("script_location", str(root / "migrations"))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("path_separator", "os")
     cfg.attributes["url"] = sqlalchemy_url(url or database_url())
     return cfg

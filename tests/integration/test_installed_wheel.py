@@ -1,0 +1,147 @@
+"""The built distribution works outside the repository, as an application would use it.
+
+`python -m build` makes an sdist and, from it, a wheel; the wheel goes into a throwaway
+virtualenv in a temporary folder (one per test session, pip's cache reused), and the
+installed `jobwarden` runs there against a fresh PostgreSQL database: migrate, a job
+enqueued inside the application's own transaction, a worker that completes it, and the
+console serving its login page, a static file and a signed-in page.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+APP_MODULE = '''
+"""An application's own module: a business write and its job commit together."""
+import psycopg
+
+from worker import enqueue, job
+
+
+@job("smoke_receipt", queue="smoke", max_attempts=2, timeout=30)
+def send_receipt(ctx, payload):
+    return {"order": payload["order"]}
+
+
+def place_order(url, order):
+    with psycopg.connect(url) as conn:  # one transaction: the order and its job
+        conn.execute("CREATE TABLE IF NOT EXISTS smoke_orders (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO smoke_orders VALUES (%s)", [order])
+        job_id = enqueue(conn, "smoke_receipt", {"order": order})
+    return job_id
+
+
+if __name__ == "__main__":
+    import os, sys
+    print(place_order(os.environ["DATABASE_URL"], int(sys.argv[1])))
+'''
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    """A virtualenv outside the checkout with the freshly built wheel installed."""
+    base = tmp_path_factory.mktemp("installed")
+    dist = base / "dist"
+    build = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert "warning" not in (build.stdout + build.stderr).lower(), build.stdout + build.stderr
+    wheels = list(dist.glob("jobwarden-*.whl"))
+    assert len(wheels) == 1 and list(dist.glob("jobwarden-*.tar.gz")), list(dist.iterdir())
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                          str(wheels[0])], capture_output=True, text=True, timeout=600)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    app_dir = base / "app"
+    app_dir.mkdir()
+    (app_dir / "shop_jobs.py").write_text(textwrap.dedent(APP_MODULE))
+    return venv, app_dir
+
+
+def run(venv: Path, app_dir: Path, env: dict, *args: str, input: str | None = None):
+    return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], cwd=app_dir, env=env,
+                          capture_output=True, text=True, input=input, timeout=120)
+
+
+def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installed,
+                                                                        empty_database):
+    venv, app_dir, fresh_database = *installed, empty_database
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JOBWARDEN_APP")}
+    env.update(DATABASE_URL=fresh_database, JOBWARDEN_HOME=str(app_dir / ".jobwarden"),
+               PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+
+    where = run(venv, app_dir, env, "python", "-c",
+                "import worker, console; print(worker.__file__); print(console.__file__)")
+    assert where.returncode == 0, where.stderr
+    assert all(line.startswith(str(venv)) for line in where.stdout.split()), where.stdout
+
+    migrated = run(venv, app_dir, env, "jobwarden", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    placed = run(venv, app_dir, env, "python", "shop_jobs.py", "1842")
+    assert placed.returncode == 0, placed.stderr
+    job_id = int(placed.stdout)
+
+    worker = subprocess.Popen([str(venv / "bin" / "jobwarden"), "worker", "--app", "shop_jobs",
+                               "--queues", "smoke", "--poll-interval", "0.2"],
+                              cwd=app_dir, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        def status():
+            with psycopg.connect(fresh_database) as conn:
+                return conn.execute("SELECT status FROM background_jobs WHERE id = %s",
+                                    [job_id]).fetchone()[0]
+        wait_for(lambda: status() == "completed", timeout=60, message="the job to complete")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out[-3000:]
+
+    added = run(venv, app_dir, env, "jobwarden", "user", "add", "ops", "--role", "viewer",
+                input="smoke-password\n")
+    assert added.returncode == 0, added.stderr
+    console = subprocess.Popen([str(venv / "bin" / "jobwarden"), "console", "--port", "0"],
+                               cwd=app_dir, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        first_line = console.stdout.readline()  # empty if the console died on start
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", first_line)
+        if not match:
+            console.kill()
+            pytest.fail(f"the console did not start: {console.communicate()[1][-3000:]}")
+        base = f"http://127.0.0.1:{match.group(1)}"
+        browser = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+        login_page = browser.open(f"{base}/login", timeout=30)
+        assert login_page.status == 200
+        token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"',
+                          login_page.read().decode()).group(1)
+        assert browser.open(f"{base}/static/console.css", timeout=30).status == 200
+        signed_in = browser.open(f"{base}/login", data=urllib.parse.urlencode(
+            {"username": "ops", "password": "smoke-password", "csrf_token": token}).encode(),
+            timeout=30)
+        assert signed_in.status == 200 and not signed_in.url.endswith("/login")
+        jobs = browser.open(f"{base}/jobs?status=completed", timeout=30)
+        assert jobs.status == 200
+        assert "smoke_receipt" in jobs.read().decode()
+    finally:
+        console.send_signal(signal.SIGINT)
+        console.communicate(timeout=60)
