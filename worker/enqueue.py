@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import EnqueueError
+from .job_types import defaulted_fields, with_published_policies
 from .queries import Q, execute
 from .registry import Registry, check_name, registry
 from .sanitize import describe_validation
@@ -126,6 +127,18 @@ def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
     }
 
 
+def _rows_with_policy(conn: Any, specs: list[JobSpec], reg: Registry) -> list[dict[str, Any]]:
+    """Rows for `specs`, each type's policy from this process's registry, else from the
+    policies its workers published (job_types), else the documented defaults, which the
+    row then names in `policy_defaults` for the type's first worker to replace."""
+    known = with_published_policies(conn, {spec.type for spec in specs}, reg)
+    rows = [_row(spec, i, known) for i, spec in enumerate(specs)]
+    for spec, row in zip(specs, rows, strict=True):
+        given = {"queue": spec.queue, "max_attempts": spec.max_attempts}
+        row["policy_defaults"] = defaulted_fields(given, known, spec.type) or None
+    return rows
+
+
 def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
     """Run one named query on the caller's connection, inside the caller's transaction."""
     return execute(conn, sql, params)[1]
@@ -141,7 +154,7 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     specs = [j if isinstance(j, JobSpec) else JobSpec(**j) for j in jobs]
     if not specs:
         return []
-    rows = [_row(spec, i, registry) for i, spec in enumerate(specs)]
+    rows = _rows_with_policy(conn, specs, registry)
     inserted = run_query(conn, Q.enqueue_jobs, {"rows": json.dumps(rows)})
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))

@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from . import runner
 from .context import JobContext
 from .db import database_url
+from .job_types import publish_job_types
 from .listener import listen_for_jobs
 from .queries import Q
 from .recovery import mark_gone_workers, recover_stale_running
@@ -175,6 +176,7 @@ class WorkerProcess:
                         "pid": os.getpid(), "queues": self.queues or ["*"],
                         "job_types": [t.name for t in self.types],
                         "concurrency": self.concurrency, "version": _version()})
+                    publish_job_types(conn, self.types, published_by=self.worker_id)
                 return
             except DB_ERRORS as exc:
                 log.warning("cannot register worker (%s); retrying in %.1fs", exc, backoff)

@@ -81,6 +81,9 @@ background_jobs = Table(
     Column("failed_at", TS),
     Column("cancelled_at", TS),
     Column("skipped_at", TS),
+    # Policy fields that took the documented defaults because no policy for the type was
+    # known at enqueue; the first worker of the type applies its own (migration 0004).
+    Column("policy_defaults", ARRAY(Text)),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
@@ -236,4 +239,29 @@ Index(
     "background_jobs_concurrency_key_idx",
     background_jobs.c.concurrency_key, background_jobs.c.status,
     postgresql_where=text("concurrency_key IS NOT NULL"),
+)
+
+# Published job-type policies (migration 0004): written by workers at start, read by
+# enqueue for types it does not know and by the console for SLA targets.
+job_types = Table(
+    "job_types",
+    metadata,
+    Column("type", Text, primary_key=True),
+    Column("queue", Text, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("timeout_seconds", Float),
+    Column("lease_seconds", Float, nullable=False),
+    Column("backoff", JSONB, nullable=False),
+    Column("sla_seconds", Float),
+    Column("version", Integer, nullable=False),
+    Column("repeat_safe", Boolean, nullable=False),
+    Column("published_by", Text, nullable=False),
+    Column("published_at", TS, nullable=False, server_default=text("now()")),
+    CheckConstraint("max_attempts >= 1", name="job_types_max_attempts_check"),
+    CheckConstraint("version >= 1", name="job_types_version_check"),
+)
+Index(
+    "background_jobs_policy_defaults_idx",
+    background_jobs.c.type,
+    postgresql_where=text("policy_defaults IS NOT NULL AND status = 'pending'"),
 )

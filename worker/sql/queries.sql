@@ -6,14 +6,14 @@
 -- Insert jobs from a JSON array of rows; a live job with the same idempotency key wins.
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
-     idempotency_key, concurrency_key)
+     idempotency_key, concurrency_key, policy_defaults)
 SELECT r.queue, r.type, r.version, r.payload, r.priority,
        COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
-       r.max_attempts, r.idempotency_key, r.concurrency_key
+       r.max_attempts, r.idempotency_key, r.concurrency_key, r.policy_defaults
 FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
     ord int, queue text, type text, version int, payload jsonb, priority int,
     run_at timestamptz, delay float8, max_attempts int, idempotency_key text,
-    concurrency_key text)
+    concurrency_key text, policy_defaults text[])
 ORDER BY r.ord
 ON CONFLICT (idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')

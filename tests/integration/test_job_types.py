@@ -1,0 +1,102 @@
+"""A job type's policy follows its handler, wherever the job was enqueued.
+
+Workers publish the policies of their types to `job_types`; an enqueuing process that
+never imported the handler (modelled by an empty Registry) takes its defaults from
+there, and jobs enqueued before any worker published take the handler's policy when
+the first worker of their type starts.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.rows import dict_row
+
+from tests.helpers import job_row, running_worker, wait_for
+from worker import Registry, enqueue, job
+from worker.job_types import publish_job_types
+
+
+def declare_email(version: int = 1, **policy) -> Registry:
+    """The application's registry: `send_email` as its handler module declares it."""
+    reg = Registry()
+    options = dict(queue="email", max_attempts=3, timeout=45, lease="20s", backoff="2s",
+                   sla="30s", repeat_safe=False, version=version) | policy
+
+    @job("send_email", registry=reg, **options)
+    def send_email(ctx, payload):
+        return {"sent": payload["userId"]}
+
+    return reg
+
+
+def published(url: str) -> dict[str, dict]:
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        return {r["type"]: r for r in conn.execute("SELECT * FROM job_types")}
+
+
+def test_a_starting_worker_publishes_every_policy_field_of_its_types(clean_db):
+    with running_worker(declare_email(), clean_db) as worker:
+        row = wait_for(lambda: published(clean_db).get("send_email"), message="publication")
+    assert {k: row[k] for k in ("queue", "max_attempts", "timeout_seconds", "lease_seconds",
+                                "backoff", "sla_seconds", "version", "repeat_safe",
+                                "published_by")} == {
+        "queue": "email", "max_attempts": 3, "timeout_seconds": 45.0, "lease_seconds": 20.0,
+        "backoff": {"base": 2.0, "cap": 3600.0, "jitter": 0.2}, "sla_seconds": 30.0,
+        "version": 1, "repeat_safe": False, "published_by": worker.worker_id}
+
+
+def test_enqueue_without_the_handler_takes_the_published_policy(conn, clean_db):
+    publish_job_types(conn, declare_email(version=2), published_by="w1")
+    conn.commit()
+    elsewhere = Registry()  # a process that never imported the handler module
+    plain = enqueue(conn, "send_email", {"userId": 52}, registry=elsewhere)
+    explicit = enqueue(conn, "send_email", {"userId": 53}, queue="urgent", max_attempts=9,
+                       version=1, registry=elsewhere)
+    conn.commit()
+    row = job_row(clean_db, plain)
+    assert (row["queue"], row["max_attempts"], row["version"], row["policy_defaults"]) == (
+        "email", 3, 2, None)
+    row = job_row(clean_db, explicit)  # arguments given at enqueue still win
+    assert (row["queue"], row["max_attempts"], row["version"], row["policy_defaults"]) == (
+        "urgent", 9, 1, None)
+
+
+def test_a_type_nobody_registered_gets_the_documented_defaults_and_says_so(conn, clean_db):
+    plain = enqueue(conn, "never_declared", {}, registry=Registry())
+    queued = enqueue(conn, "never_declared", {}, queue="reports", registry=Registry())
+    conn.commit()
+    row = job_row(clean_db, plain)
+    assert (row["queue"], row["max_attempts"], row["version"]) == ("default", 5, 1)
+    assert row["policy_defaults"] == ["queue", "max_attempts"]
+    assert job_row(clean_db, queued)["policy_defaults"] == ["max_attempts"]
+
+
+def test_the_first_worker_of_a_type_applies_its_policy_to_jobs_enqueued_before(conn, clean_db):
+    elsewhere = Registry()
+    before = enqueue(conn, "send_email", {"userId": 1}, registry=elsewhere)
+    kept = enqueue(conn, "send_email", {"userId": 2}, max_attempts=7, registry=elsewhere)
+    other = enqueue(conn, "other_type", {}, registry=elsewhere)
+    conn.commit()
+    assert job_row(clean_db, before)["queue"] == "default"
+    # This worker claims only the "email" queue: the job is run because it was moved there.
+    with running_worker(declare_email(), clean_db, queues=["email"]):
+        wait_for(lambda: job_row(clean_db, before)["status"] == "completed"
+                 and job_row(clean_db, kept)["status"] == "completed",
+                 timeout=30, message="both jobs completed")
+    row = job_row(clean_db, before)
+    assert (row["queue"], row["max_attempts"], row["policy_defaults"]) == ("email", 3, None)
+    row = job_row(clean_db, kept)
+    assert (row["queue"], row["max_attempts"], row["policy_defaults"]) == ("email", 7, None)
+    row = job_row(clean_db, other)  # a type this worker does not handle is left alone
+    assert (row["queue"], row["status"], row["policy_defaults"]) == (
+        "default", "pending", ["queue", "max_attempts"])
+
+
+def test_a_restarting_older_worker_does_not_undo_a_newer_declaration(conn, clean_db):
+    publish_job_types(conn, declare_email(version=2, max_attempts=4), published_by="new")
+    counts = publish_job_types(conn, declare_email(version=1, max_attempts=8),
+                               published_by="old")
+    conn.commit()
+    assert counts == {"published": 0, "adopted": 0}
+    row = published(clean_db)["send_email"]
+    assert (row["version"], row["max_attempts"], row["published_by"]) == (2, 4, "new")
