@@ -34,7 +34,6 @@ def create_app(config: dict | None = None) -> Flask:
     app.config.update(config or {})
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = secret_key()
-    _import_app_modules(app.config.get("APP_MODULES"))
 
     app.extensions["jobwarden_db"] = ConsoleDatabase(
         app.config.get("DATABASE_URL"), pool_size=app.config.get("DB_POOL_SIZE", 5))
@@ -66,22 +65,6 @@ def resource_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise RuntimeError(f"the console's {name}/ folder is missing: reinstall jobwarden")
-
-
-def _import_app_modules(modules) -> None:
-    """Import the application's job modules (JOBWARDEN_APP) so SLA targets are known."""
-    import importlib
-    import os
-
-    names = modules if modules is not None else os.environ.get("JOBWARDEN_APP", "")
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception:  # the console must start even if an app module is broken
-            log.warning("could not import job module %s", name, exc_info=True,
-                        extra={"action": "console_app_import_failed"})
 
 
 def _register_error_pages(app: Flask) -> None:

@@ -1,9 +1,9 @@
 """SLA panels: per job type, its target and how the last hour measured against it.
 
-A type's target is, in order: the console's configuration (JOBWARDEN_SLA), the job
-registry (`@job(..., sla="30s")`, when the console runs beside the application's
-modules), then JOBWARDEN_SLA_DEFAULT. The target bounds time-to-start: from the moment a
-job may run until a worker starts it.
+A type's target is, in order: the console's configuration (JOBWARDEN_SLA), the handler's
+declaration (`@job(..., sla="30s")`, which its workers publish to `job_types`, so the
+console imports no application code), then JOBWARDEN_SLA_DEFAULT. The target bounds
+time-to-start: from the moment a job may run until a worker starts it.
 """
 
 from __future__ import annotations
@@ -53,13 +53,9 @@ def _over(value: float | None, target: float | None) -> bool:
     return value is not None and target is not None and value > target
 
 
-def registry_targets() -> dict[str, float]:
-    """SLA targets declared with @job in this process (empty if none are imported)."""
-    try:
-        from worker.registry import registry
-    except ImportError:
-        return {}
-    return {jt.name: jt.sla for jt in registry if getattr(jt, "sla", None)}
+def declared_targets(reader: Reader) -> dict[str, float]:
+    """SLA targets the handlers declared, as their workers published them."""
+    return {r["type"]: float(r["sla_seconds"]) for r in reader.all("console_job_type_slas")}
 
 
 def target_for(job_type: str, configured: dict[str, float], declared: dict[str, float],
@@ -67,7 +63,7 @@ def target_for(job_type: str, configured: dict[str, float], declared: dict[str, 
     if job_type in configured:
         return configured[job_type], "configuration"
     if job_type in declared:
-        return declared[job_type], "registry"
+        return declared[job_type], "handler"
     if default is not None:
         return default, "default"
     return None, "none"
@@ -75,7 +71,7 @@ def target_for(job_type: str, configured: dict[str, float], declared: dict[str, 
 
 def sla_rows(reader: Reader, configured: dict[str, float], default: float | None) -> list[SlaRow]:
     """One row per job type seen in the last hour, pending, or with a target."""
-    declared = registry_targets()
+    declared = declared_targets(reader)
     stats = {r["type"]: r for r in reader.all("console_sla_by_type")}
     pending = {r["type"]: r for r in reader.all("console_sla_pending_by_type")}
     buckets: dict[str, list[dict]] = {}

@@ -229,6 +229,10 @@ FROM background_jobs
 WHERE status = 'pending' AND available_at <= now()
 GROUP BY type;
 
+-- name: console_job_type_slas
+-- SLA targets the handlers declared (their workers publish them to job_types).
+SELECT type, sla_seconds FROM job_types WHERE sla_seconds IS NOT NULL ORDER BY type;
+
 -- name: console_job_types
 -- Every job type seen recently or still stored (for SLA rows and filter choices).
 SELECT DISTINCT type FROM (

@@ -156,3 +156,23 @@ def test_the_jobs_list_pages_back_to_newer_rows_keeping_filters(viewer, scenario
     again = viewer.get(_link(back, "newer")).get_data(as_text=True)
     assert _ids(again) == _ids(first)
     assert _link(again, "newer") is None and _link(again, "older")
+
+
+def test_sla_targets_come_from_the_handlers_published_policy(clean_db, users, engine, login):
+    """The console imports no application module: a worker's publication is enough."""
+    from console import create_app
+    from worker import Registry, job
+    from worker.job_types import publish_job_types
+
+    reg = Registry()
+    job("export_report", sla="40s", registry=reg)(lambda ctx, payload: None)
+    with engine.begin() as conn:
+        sample_data.seed_console_scenario(conn)
+        publish_job_types(conn, reg, published_by="w-test")
+    app = create_app({"TESTING": True, "SECRET_KEY": "t", "DATABASE_URL": clean_db})
+    client = app.test_client()
+    login(client, "vera")
+    html = client.get("/sla").get_data(as_text=True)
+    app.extensions["jobwarden_db"].dispose()
+    export = html.split('data-type="export_report"')[1].split("</article>")[0]
+    assert "40s" in export and "handler" in export and "SLA BREACHED" in export
