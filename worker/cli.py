@@ -191,7 +191,9 @@ def cmd_stats(args) -> int:
     for status, queue, type_, n in rows:
         print(f"{status:<11} {queue:<12} {type_:<20} {n}")
     print("\noldest runnable pending job per queue:")
-    for queue, age, n in ages or [("-", 0, 0)]:
+    if not ages:
+        print("  none: no job is waiting to run")
+    for queue, age, n in ages:
         print(f"  {queue}: {float(age):.1f}s ({n} runnable)")
     return 0
 

@@ -141,3 +141,10 @@ def test_reconcile_lists_unknown_jobs_and_settles_one_with_an_audit_row(conn, cl
         "completed", "pending"]
     assert scalar(clean_db, "SELECT array_agg(actor || ':' || action ORDER BY id) "
                             "FROM job_audit")[0] == "ann:mark_completed"
+
+
+def test_stats_with_nothing_pending_says_so_without_a_placeholder_row(clean_db):
+    result = jobwarden("stats")
+    assert result.returncode == 0, result.stderr
+    assert "-: 0.0s" not in result.stdout
+    assert "none: no job is waiting to run" in result.stdout
