@@ -198,6 +198,13 @@ def cmd_stats(args) -> int:
     return 0
 
 
+def cmd_embedded_stop(args) -> int:
+    from .embedded import stop_embedded
+
+    print(stop_embedded())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobwarden", description=__doc__)
     p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
@@ -269,6 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="counts by status, queue and type; oldest pending age")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_stats)
+
+    em = sub.add_parser("embedded", help="the embedded PostgreSQL under JOBWARDEN_HOME "
+                                         "(used when DATABASE_URL is not set)")
+    esub = em.add_subparsers(dest="embedded_command", required=True)
+    esub.add_parser("stop", help="stop it (it keeps running after every command, the demo "
+                                 "included, so the next one starts fast)"
+                    ).set_defaults(fn=cmd_embedded_stop)
     add_contributed_commands(sub)
     return p
 

@@ -148,3 +148,25 @@ def test_stats_with_nothing_pending_says_so_without_a_placeholder_row(clean_db):
     assert result.returncode == 0, result.stderr
     assert "-: 0.0s" not in result.stdout
     assert "none: no job is waiting to run" in result.stdout
+
+
+def test_embedded_stop_stops_the_server_a_command_left_running(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["JOBWARDEN_HOME"] = str(tmp_path)
+    pidfile = tmp_path / "pgdata" / "postmaster.pid"
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "worker.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=180)
+    try:
+        assert run("migrate").returncode == 0
+        assert pidfile.is_file()  # still running after the command exited
+        stopped = run("embedded", "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert "stopped the embedded PostgreSQL" in stopped.stdout
+        assert not pidfile.exists()
+        again = run("embedded", "stop")
+        assert "is not running" in again.stdout and again.returncode == 0
+    finally:
+        if pidfile.exists():
+            run("embedded", "stop")
