@@ -1,6 +1,8 @@
 # Two commands do all the set-up (see README): `make demo` and `make test`.
 VENV ?= .venv
 PYTHON ?= python3
+# The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
+PORT ?= 8000
 
 .PHONY: setup demo test lint chromium
 
@@ -21,7 +23,7 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 demo: setup
-	$(VENV)/bin/jobwarden demo
+	$(VENV)/bin/jobwarden demo --port $(PORT)
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
 test: setup chromium

@@ -56,18 +56,36 @@ def user_add(username: str, role: str, password: str, database_url: str | None =
 def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None):
     """A threaded werkzeug server for the console (serve_forever() / shutdown()).
 
-    `port=0` picks a free port; read it back from `server.server_port`.
+    `port=0` picks a free port; read it back from `server.server_port`. A busy port
+    raises OSError.
     """
+    import socket
+
     from werkzeug.serving import make_server as werkzeug_server
+    from werkzeug.serving import select_address_family
 
     from console import create_app
 
-    return werkzeug_server(host, port, create_app(config), threaded=True)
+    # We bind the socket ourselves: werkzeug answers a busy port with sys.exit(1), and the
+    # caller should say which option changes the port.
+    listener = socket.create_server((host, port), family=select_address_family(host, port))
+    try:
+        server = werkzeug_server(host, port, create_app(config), threaded=True,
+                                 fd=listener.fileno())
+    finally:
+        listener.close()  # the server holds its own duplicate of the socket
+    server.server_port = server.port  # the bound port, also when `port` was 0
+    return server
 
 
-def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8080) -> int:
     """Run the console in the foreground until interrupted (production: gunicorn)."""
-    server = make_server(host, port)
+    try:
+        server = make_server(host, port)
+    except OSError as exc:
+        print(f"jobwarden console: cannot listen on {host}:{port} ({exc.strerror}); "
+              "choose another port with --port", file=sys.stderr)
+        return 2
     print(f"Jobwarden console on http://{host}:{server.server_port}/", flush=True)
     try:
         server.serve_forever()
@@ -75,11 +93,11 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
         pass
     finally:
         server.server_close()
+    return 0
 
 
 def cmd_console(args) -> int:
-    serve(args.host, args.port)
-    return 0
+    return serve(args.host, args.port)
 
 
 def cmd_user_add(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 
@@ -64,15 +65,11 @@ def _ensure_demo_user() -> None:
 
 
 def _start_console(port: int):
-    for candidate in range(port, port + 20):
-        try:
-            server = make_server("127.0.0.1", candidate)
-        except OSError:
-            continue
-        thread = threading.Thread(target=server.serve_forever, name="console", daemon=True)
-        thread.start()
-        return server, candidate
-    return None, None
+    """The console on localhost in a thread."""
+    server = make_server("127.0.0.1", port)
+    thread = threading.Thread(target=server.serve_forever, name="console", daemon=True)
+    thread.start()
+    return server
 
 
 def _print_summary(ids: list[int]) -> None:
@@ -100,14 +97,19 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     print(f"database: {url}")
     migrate(url)
     print("migrations applied")
+    _ensure_demo_user()
+    try:  # before any job is enqueued: a busy port must change nothing
+        server = _start_console(port)
+    except OSError as exc:
+        print(f"jobwarden demo: cannot serve the console on 127.0.0.1:{port} ({exc.strerror}); "
+              f"choose another port with --port (make demo PORT={port + 1})", file=sys.stderr)
+        return 2
+    print(f"console: http://127.0.0.1:{server.server_port}/  "
+          f"(login {DEMO_USER} / {DEMO_PASSWORD})", flush=True)
     batch = demo_batch()
     with connect() as conn:
         ids = enqueue_many(conn, batch)
     print(f"enqueued {len(ids)} demo jobs (ids {min(ids)}-{max(ids)})")
-    _ensure_demo_user()
-    server, bound = _start_console(port)
-    if server:
-        print(f"console: http://127.0.0.1:{bound}/  (login {DEMO_USER} / {DEMO_PASSWORD})")
 
     worker = WorkerProcess(registry, url=url, concurrency=4, poll_interval=0.5, grace=5)
     worker_thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
@@ -123,21 +125,22 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
                     return
             time.sleep(0.5)
 
-    _operator_actions(batch, ids, settle)
-    _print_summary(ids)
     try:
+        _operator_actions(batch, ids, settle)
+        _print_summary(ids)
         if not exit_when_done:
             print("\nThe worker keeps running and new jobs trickle in; open the console above. "
-                  "Ctrl-C stops.")
+                  "Ctrl-C stops. The embedded PostgreSQL keeps running afterwards: "
+                  "`jobwarden embedded stop` stops it.", flush=True)
             while True:
                 time.sleep(10)
                 with connect() as conn:
                     enqueue_many(conn, random.sample(demo_batch(), 2))
     except KeyboardInterrupt:
-        print("\nstopping…")
+        print("\nstopping…", flush=True)
     finally:
         worker.request_stop()
         worker_thread.join(timeout=15)
-        if server:
-            server.shutdown()
+        server.shutdown()
+        server.server_close()
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -148,6 +149,27 @@ def test_stats_with_nothing_pending_says_so_without_a_placeholder_row(clean_db):
     assert result.returncode == 0, result.stderr
     assert "-: 0.0s" not in result.stdout
     assert "none: no job is waiting to run" in result.stdout
+
+
+def _busy_port():
+    """A port this test holds bound and listening, so nothing else can serve on it."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    return holder, holder.getsockname()[1]
+
+
+def test_a_busy_port_says_so_names_the_option_and_enqueues_nothing(clean_db):
+    holder, port = _busy_port()
+    with holder:
+        demo = jobwarden("demo", "--exit-when-done", "--port", str(port))
+        console = jobwarden("console", "--port", str(port))
+    assert demo.returncode == 2 and console.returncode == 2
+    for result in (demo, console):
+        assert f"127.0.0.1:{port}" in result.stderr and "--port" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert f"make demo PORT={port + 1}" in demo.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
 
 
 def test_embedded_stop_stops_the_server_a_command_left_running(tmp_path):
