@@ -53,12 +53,14 @@ def user_add(username: str, role: str, password: str, database_url: str | None =
     return bool(row[1])
 
 
-def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None):
+def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None,
+                access_log: bool = True):
     """A threaded werkzeug server for the console (serve_forever() / shutdown()).
 
     `port=0` picks a free port; read it back from `server.server_port`. A busy port
-    raises OSError.
+    raises OSError. `access_log=False` keeps per-request lines off the terminal.
     """
+    import logging
     import socket
 
     from werkzeug.serving import make_server as werkzeug_server
@@ -66,6 +68,8 @@ def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None =
 
     from console import create_app
 
+    if not access_log:  # werkzeug logs each request at INFO on its own handler
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
     # We bind the socket ourselves: werkzeug answers a busy port with sys.exit(1), and the
     # caller should say which option changes the port.
     listener = socket.create_server((host, port), family=select_address_family(host, port))

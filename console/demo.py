@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import signal
 import sys
 import threading
 import time
@@ -65,8 +66,8 @@ def _ensure_demo_user() -> None:
 
 
 def _start_console(port: int):
-    """The console on localhost in a thread."""
-    server = make_server("127.0.0.1", port)
+    """The console on localhost in a thread, without per-request access lines."""
+    server = make_server("127.0.0.1", port, access_log=False)
     thread = threading.Thread(target=server.serve_forever, name="console", daemon=True)
     thread.start()
     return server
@@ -125,6 +126,8 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
                     return
             time.sleep(0.5)
 
+    # SIGTERM (a process manager, `kill`) stops the demo exactly as Ctrl-C does.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         _operator_actions(batch, ids, settle)
         _print_summary(ids)
@@ -139,8 +142,13 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         worker.request_stop()
         worker_thread.join(timeout=15)
         server.shutdown()
         server.server_close()
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 
-from tests.helpers import job_row, scalar
+from tests.helpers import job_row, scalar, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -170,6 +173,31 @@ def test_a_busy_port_says_so_names_the_option_and_enqueues_nothing(clean_db):
         assert "Traceback" not in result.stderr
     assert f"make demo PORT={port + 1}" in demo.stderr
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+
+
+def test_demo_stops_on_sigterm_like_ctrl_c_and_keeps_requests_off_the_terminal(clean_db):
+    demo = subprocess.Popen([sys.executable, "-m", "worker.cli", "demo", "--port", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "console: http://" not in line:
+            line = demo.stdout.readline()
+            assert line, demo.communicate(timeout=60)[1][-3000:]  # exited before serving
+        base = re.search(r"http://127\.0\.0\.1:\d+", line).group(0)
+        for _ in range(3):
+            assert urllib.request.urlopen(f"{base}/login", timeout=30).status == 200
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_workers") == 1,
+                 message="the demo's worker to register")
+        demo.send_signal(signal.SIGTERM)
+        out, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 0, err[-3000:]
+    assert "stopping…" in out and "Traceback" not in err
+    assert "GET /login" not in out + err  # no access log line per request
+    assert scalar(clean_db, "SELECT array_agg(state) FROM job_workers") == ["stopped"]
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE status = 'running'") == 0
 
 
 def test_embedded_stop_stops_the_server_a_command_left_running(tmp_path):
