@@ -1,4 +1,4 @@
-"""Jobwarden's job runtime. The public API (DESIGN §4):
+"""Jobwarden's job runtime. The public API (docs/architecture.md §4):
 
     from worker import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
 """

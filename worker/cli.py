@@ -1,4 +1,4 @@
-"""The `jobwarden` command line (DESIGN §5)."""
+"""The `jobwarden` command line: the runtime's commands (docs/architecture.md §7)."""
 
 from __future__ import annotations
 
@@ -206,7 +206,11 @@ def cmd_embedded_stop(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="jobwarden", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="jobwarden",
+        description="Jobwarden: PostgreSQL background jobs with an operations console. "
+                    "DATABASE_URL selects the database; without it, an embedded PostgreSQL "
+                    "under JOBWARDEN_HOME (default ./.jobwarden) is used.")
     p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
                    help="DEBUG, INFO, WARNING… (default INFO; WARNING for the demo)")
     sub = p.add_subparsers(dest="command", required=True)

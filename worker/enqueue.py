@@ -178,7 +178,7 @@ def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | No
             max_attempts: int | None = None, idempotency_key: str | None = None,
             version: int | None = None, concurrency_key: str | None = None,
             registry: Registry = registry) -> int:
-    """Enqueue one job in the caller's transaction and return its id (DESIGN §4)."""
+    """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4)."""
     spec = JobSpec(type=type, payload=payload, queue=queue, priority=priority, run_at=run_at,
                    delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
                    version=version, concurrency_key=concurrency_key)

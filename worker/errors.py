@@ -9,7 +9,7 @@ Any other exception is UNKNOWN: retried a limited number of times, always record
 
 from __future__ import annotations
 
-# Structured error codes (DESIGN §4). Applications may add their own strings.
+# Structured error codes (docs/architecture.md §4). Applications may add their own strings.
 NETWORK_TIMEOUT = "NETWORK_TIMEOUT"
 RATE_LIMITED = "RATE_LIMITED"
 AUTH_FAILED = "AUTH_FAILED"

@@ -1,8 +1,9 @@
 """Operator actions on jobs: retry, cancel, skip, reconcile — one job or a failed group.
 
-Every action is a compare-and-set (DESIGN §2): it changes only jobs still in a state the
-action allows, and writes one `job_audit` row per changed job in the same statement. A
-completed job is never resurrected; an action racing a worker loses cleanly and says why.
+Every action is a compare-and-set (docs/architecture.md §2): it changes only jobs still
+in a state the action allows, and writes one `job_audit` row per changed job in the same
+statement. A completed job is never resurrected; an action racing a worker loses cleanly
+and says why.
 
 Functions run in the caller's transaction (`conn` is a psycopg Connection or a
 SQLAlchemy Connection); the caller commits. They never raise for a refused action:

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
-#: Every value `background_jobs.status` may take (DESIGN §2).
+#: Every value `background_jobs.status` may take (docs/architecture.md §2).
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled", "skipped", "unknown")
 #: Statuses no worker will move a job out of by itself.
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "skipped")
