@@ -1,10 +1,11 @@
-"""The built distribution works outside the repository, as an application would use it.
+"""The built distribution works outside the repository, as the README tells a newcomer.
 
 `python -m build` makes an sdist and, from it, a wheel; the wheel goes into a throwaway
 virtualenv in a temporary folder (one per test session, pip's cache reused), and the
 installed `jobwarden` runs there against a fresh PostgreSQL database: migrate, a job
-enqueued inside the application's own transaction, a worker that completes it, and the
-console serving its login page, a static file and a signed-in page.
+enqueued inside the application's own transaction (the README's `shop_jobs.py`), a
+worker that completes it, and the console serving its login page, a static file and a
+signed-in page.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -27,30 +27,14 @@ from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
-APP_MODULE = '''
-"""An application's own module: a business write and its job commit together."""
-import psycopg
-
-from worker import enqueue, job
 
 
-@job("smoke_receipt", queue="smoke", max_attempts=2, timeout=30)
-def send_receipt(ctx, payload):
-    return {"order": payload["order"]}
-
-
-def place_order(url, order):
-    with psycopg.connect(url) as conn:  # one transaction: the order and its job
-        conn.execute("CREATE TABLE IF NOT EXISTS smoke_orders (id int PRIMARY KEY)")
-        conn.execute("INSERT INTO smoke_orders VALUES (%s)", [order])
-        job_id = enqueue(conn, "smoke_receipt", {"order": order})
-    return job_id
-
-
-if __name__ == "__main__":
-    import os, sys
-    print(place_order(os.environ["DATABASE_URL"], int(sys.argv[1])))
-'''
+def readme_app_module() -> str:
+    """The application module the README's install section tells a newcomer to write."""
+    match = re.search(r"Save this as `shop_jobs\.py`:\n\n```python\n(.*?)```",
+                      (ROOT / "README.md").read_text(), re.DOTALL)
+    assert match, "README.md lost its shop_jobs.py example"
+    return match.group(1)
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +55,7 @@ def installed(tmp_path_factory):
     assert pip.returncode == 0, pip.stderr[-3000:]
     app_dir = base / "app"
     app_dir.mkdir()
-    (app_dir / "shop_jobs.py").write_text(textwrap.dedent(APP_MODULE))
+    (app_dir / "shop_jobs.py").write_text(readme_app_module())
     return venv, app_dir
 
 
@@ -95,12 +79,12 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
 
     migrated = run(venv, app_dir, env, "jobwarden", "migrate")
     assert migrated.returncode == 0, migrated.stderr
-    placed = run(venv, app_dir, env, "python", "shop_jobs.py", "1842")
+    placed = run(venv, app_dir, env, "python", "shop_jobs.py", "1842")  # as the README says
     assert placed.returncode == 0, placed.stderr
     job_id = int(placed.stdout)
 
     worker = subprocess.Popen([str(venv / "bin" / "jobwarden"), "worker", "--app", "shop_jobs",
-                               "--queues", "smoke", "--poll-interval", "0.2"],
+                               "--poll-interval", "0.2"],
                               cwd=app_dir, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
@@ -113,6 +97,7 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
         worker.send_signal(signal.SIGTERM)
         out, _ = worker.communicate(timeout=60)
     assert worker.returncode == 0, out[-3000:]
+    assert "receipt for order 1842 sent" in out
 
     added = run(venv, app_dir, env, "jobwarden", "user", "add", "ops", "--role", "viewer",
                 input="smoke-password\n")
@@ -141,7 +126,7 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
         assert signed_in.status == 200 and not signed_in.url.endswith("/login")
         jobs = browser.open(f"{base}/jobs?status=completed", timeout=30)
         assert jobs.status == 200
-        assert "smoke_receipt" in jobs.read().decode()
+        assert "send_receipt" in jobs.read().decode()
     finally:
         console.send_signal(signal.SIGINT)
         console.communicate(timeout=60)
