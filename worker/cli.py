@@ -241,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--priority", type=int, default=0)
     e.add_argument("--idempotency-key")
     e.add_argument("--max-attempts", type=int)
-    e.add_argument("--app", help="module registering handlers (to apply their defaults)")
+    e.add_argument("--app", help="module registering handlers, to validate typed payloads "
+                                 "(queue and attempts follow the published policy without it)")
     e.set_defaults(fn=cmd_enqueue)
 
     r = sub.add_parser("recover", help="one recovery pass over lost executions")
