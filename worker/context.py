@@ -150,11 +150,17 @@ class JobContext:
                              self.job_id, exc, extra={"action": "progress_deferred"})
             return
         if row is None:
-            self.lease_lost = True
-            self._cancel.set()
-            raise LeaseLost(f"job {self.job_id}: execution {self.execution_id} lost its lease")
+            raise self._lost_lease(f"job {self.job_id}: execution {self.execution_id} "
+                                   "lost its lease")
         if row[0]:
             self.cancel_by_operator()
+
+    def _lost_lease(self, message: str) -> LeaseLost:
+        """Note that a write found another execution owning the job (the handler should
+        stop; whatever it returns is discarded) and return the LeaseLost to raise."""
+        self.lease_lost = True
+        self._cancel.set()
+        return LeaseLost(message)
 
     # -- idempotency -------------------------------------------------------------------
     def idempotency_key(self, *parts: Any) -> str:
@@ -213,7 +219,8 @@ class Effect:
     it, that execution may have crashed after the effect and before recording it: the
     outcome is unknown, so Effect raises AmbiguousOutcome (the job goes to `unknown`),
     unless `provider_idempotent=True` says the provider itself dedupes by this key, in
-    which case repeating the call is safe and the reservation is taken over.
+    which case repeating the call is safe and the reservation is taken over. An execution
+    that no longer owns its job reserves and takes over nothing: it gets LeaseLost.
     """
 
     def __init__(self, ctx: JobContext, key: str, provider_idempotent: bool):
@@ -230,7 +237,15 @@ class Effect:
                                       "execution_id": self.ctx.execution_id, **params}).fetchall()
 
     def _reserve(self) -> None:
-        (_key, _job, owner, state, result, fresh), = self._run(Q.reserve_effect)
+        # Both statements act only while this execution owns the job: no row means a newer
+        # execution holds it, and the ledger was left as it was.
+        rows = self._run(Q.reserve_effect)
+        if not rows:
+            raise self._lease_lost()
+        (key, _job, owner, state, result, fresh), = rows
+        if key is None:
+            # Another statement inserted the key after this one's snapshot was taken.
+            raise RuntimeError(f"effect {self.key!r} was reserved concurrently; retry")
         if state == "done":
             self.done, self.result = True, result
         elif not fresh and owner != self.ctx.execution_id:
@@ -238,7 +253,16 @@ class Effect:
                 raise AmbiguousOutcome(
                     f"effect {self.key!r} was started by an earlier execution that never "
                     "recorded its result: check the provider before retrying")
-            self._run(Q.take_over_effect)
+            rows = self._run(Q.take_over_effect)
+            if not rows:
+                raise self._lease_lost()
+            if rows[0][0] is None:
+                raise RuntimeError(f"effect {self.key!r} was completed or released while "
+                                   "being taken over; retry")
+
+    def _lease_lost(self) -> LeaseLost:
+        return self.ctx._lost_lease(f"effect {self.key!r}: execution {self.ctx.execution_id} "
+                                    f"no longer owns job {self.ctx.job_id}")
 
     def complete(self, result: Any = None) -> None:
         """Record that the effect happened (with its result, e.g. the provider's id)."""

@@ -15,6 +15,7 @@ outcomes is proven by adding one function to a list below.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -23,12 +24,14 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from tests.helpers import wait_for
 from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
 from worker.queries import Q
 from worker.recovery import recover_stale_running
 from worker.runner import Outcome, record
 
 EFFECT_KEY = "fenced:charge"
+FRESH_KEY = "fenced:receipt"  # a key nobody has reserved yet
 #: What fencing protects on B's job row (everything an outcome or a beat could touch).
 JOB_COLUMNS = (
     "status", "execution_id", "worker_id", "attempts", "lease_expires_at", "heartbeat_at",
@@ -203,6 +206,17 @@ def a_records_its_effect_as_done(t: Takeover) -> list:
         "key": EFFECT_KEY, "execution_id": t.a, "result": json.dumps({"by": "A"})}).fetchall()
 
 
+def a_reserves_a_fresh_key(t: Takeover) -> list:
+    """Left in the ledger, A's reservation would send B to unknown when B reaches it."""
+    return t.db.execute(Q.reserve_effect, {
+        "key": FRESH_KEY, "job_id": t.job_id, "execution_id": t.a}).fetchall()
+
+
+def a_takes_back_the_reservation_b_took_over(t: Takeover) -> list:
+    return t.db.execute(Q.take_over_effect, {
+        "key": EFFECT_KEY, "job_id": t.job_id, "execution_id": t.a}).fetchall()
+
+
 def a_releases_its_effect(t: Takeover) -> list:
     cur = t.db.execute(Q.release_effect, {"key": EFFECT_KEY, "execution_id": t.a})
     return [None] * cur.rowcount  # a DELETE with no RETURNING: one entry per row deleted
@@ -225,6 +239,7 @@ LATE_STATEMENTS = [
     a_heartbeats, a_heartbeats_with_progress_and_checkpoint,
     a_saves_progress, a_saves_a_checkpoint,
     a_hands_the_job_back_at_shutdown,
+    a_reserves_a_fresh_key, a_takes_back_the_reservation_b_took_over,
     a_records_its_effect_as_done, a_releases_its_effect,
     recovery_replays_its_decision_about_a, recovery_decides_about_b_on_a_stale_read,
 ]
@@ -265,6 +280,20 @@ def a_handler_records_its_effect(t: Takeover):
     return _lease_lost(lambda: t.effect_a.complete({"by": "A"}))
 
 
+def a_handler_reserves_a_fresh_key(t: Takeover):
+    return _lease_lost(lambda: t.ctx_a.effect(FRESH_KEY))
+
+
+def a_handler_takes_back_the_reservation_b_took_over(t: Takeover):
+    # The provider dedupes by key, so a live execution would take the reservation over.
+    return _lease_lost(lambda: t.ctx_a.effect(EFFECT_KEY, provider_idempotent=True))
+
+
+def a_handler_reaches_the_reservation_b_took_over(t: Takeover):
+    # A live execution would be told AmbiguousOutcome (unknown); A is told it lost the job.
+    return _lease_lost(lambda: t.ctx_a.effect(EFFECT_KEY))
+
+
 def _lease_lost(write) -> str:
     try:
         write()
@@ -282,6 +311,9 @@ LATE_HANDLER_WRITES = [
         (a_handler_reports_progress, "lease lost"),
         (a_handler_saves_a_checkpoint, "lease lost"),
         (a_handler_records_its_effect, "lease lost"),
+        (a_handler_reserves_a_fresh_key, "lease lost"),
+        (a_handler_takes_back_the_reservation_b_took_over, "lease lost"),
+        (a_handler_reaches_the_reservation_b_took_over, "lease lost"),
     ]
 ]
 
@@ -344,3 +376,74 @@ def test_a_recovery_decision_about_the_stale_execution_never_applies_to_the_new_
     assert recover_stale_running(takeover.db, fenced_registry) == {"pending": 1}
     assert [(e["execution_id"], e["outcome"]) for e in takeover.history()] == [
         (takeover.a, "worker_lost"), (takeover.b, "worker_lost")]
+
+
+def _a_reserves_a_fresh_key_in_the_race(pool, ctx_a):
+    return _lease_lost(lambda: ctx_a.effect(FRESH_KEY))
+
+
+def _a_takes_over_a_lost_reservation_in_the_race(pool, ctx_a):
+    with pool.connection() as conn:
+        return conn.execute(Q.take_over_effect, {"key": FRESH_KEY, "job_id": ctx_a.job_id,
+                                                 "execution_id": ctx_a.execution_id}).fetchall()
+
+
+@pytest.mark.parametrize(("a_write", "told", "ledger"), [
+    (_a_reserves_a_fresh_key_in_the_race, "lease lost", "empty"),
+    # The provider dedupes by key; an earlier, lost execution left the reservation.
+    (_a_takes_over_a_lost_reservation_in_the_race, [], "reserved by an earlier execution"),
+], ids=["reserve", "take_over"])
+def test_recovery_cannot_slip_between_the_ownership_check_and_the_reservation(
+        clean_db, fenced_registry, a_write, told, ledger):
+    """A's reservation races the recovery pass that takes its job away: the job row's lock
+    makes A wait for the pass and then see B as the owner, so the ledger is left as it was
+    and B finds the key as if A had never asked (fresh, or reserved by the earlier
+    execution), instead of reserved by A, which would mean unknown."""
+    with psycopg.connect(clean_db, autocommit=True) as db, \
+            psycopg.connect(clean_db) as recovery, \
+            ConnectionPool(clean_db, min_size=1, max_size=4, open=True) as pool, \
+            ThreadPoolExecutor(max_workers=1) as a_thread:
+        job_id = enqueue(db, "fenced.charge", {"amount": 100}, registry=fenced_registry)
+        ctx_a = context(pool, claim(db, fenced_registry, "worker-a"))
+        if ledger != "empty":
+            db.execute("INSERT INTO processed_effects (key, job_id, execution_id) "
+                       "VALUES (%s, %s, gen_random_uuid())", [FRESH_KEY, job_id])
+        before = db.execute("SELECT * FROM processed_effects").fetchall()
+        db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 second' "
+                   "WHERE id = %s", [job_id])
+        with recovery.transaction():
+            # The pass has moved the job on but not committed when A asks for its effect.
+            assert recover_stale_running(recovery, fenced_registry) == {"pending": 1}
+            a_told = a_thread.submit(a_write, pool, ctx_a)
+            wait_for(lambda: db.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE '%%processed_effects%%'").fetchone(),
+                message="A's statement to wait for the job row")
+            ctx_b = context(pool, claim(recovery, fenced_registry, "worker-b"))
+        assert a_told.result(timeout=20) == told
+        assert db.execute("SELECT * FROM processed_effects").fetchall() == before
+        ctx_b.effect(FRESH_KEY, provider_idempotent=ledger != "empty").complete({"by": "B"})
+        assert db.execute("SELECT state, execution_id FROM processed_effects").fetchall() == [
+            ("done", ctx_b.execution_id)]
+
+
+def test_a_stale_execution_reserves_nothing_while_its_job_waits_to_be_claimed_again(
+        clean_db, fenced_registry):
+    """Between recovery and the next claim the row still names A's execution: only its
+    status says A no longer owns the job."""
+    with psycopg.connect(clean_db, autocommit=True) as db, \
+            ConnectionPool(clean_db, min_size=1, max_size=4, open=True) as pool:
+        job_id = enqueue(db, "fenced.charge", {"amount": 100}, registry=fenced_registry)
+        ctx_a = context(pool, claim(db, fenced_registry, "worker-a"))
+        db.execute("INSERT INTO processed_effects (key, job_id, execution_id) "
+                   "VALUES (%s, %s, gen_random_uuid())", [EFFECT_KEY, job_id])
+        db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 second' "
+                   "WHERE id = %s", [job_id])
+        assert recover_stale_running(db, fenced_registry) == {"pending": 1}
+        assert db.execute("SELECT status, execution_id FROM background_jobs WHERE id = %s",
+                          [job_id]).fetchone() == ("pending", ctx_a.execution_id)
+        before = db.execute("SELECT * FROM processed_effects").fetchall()
+        assert _lease_lost(lambda: ctx_a.effect(FRESH_KEY)) == "lease lost"
+        assert db.execute(Q.take_over_effect, {"key": EFFECT_KEY, "job_id": job_id,
+                                               "execution_id": ctx_a.execution_id}).fetchall() == []
+        assert db.execute("SELECT * FROM processed_effects").fetchall() == before

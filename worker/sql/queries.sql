@@ -255,23 +255,42 @@ FROM background_jobs WHERE status = 'pending' AND available_at <= now()
 GROUP BY queue ORDER BY queue
 
 -- name: reserve_effect
--- Reserve a business-effect key for this execution; returns the row as it now stands.
-WITH ins AS (
+-- Reserve a business-effect key while this execution owns its job; returns the key's row
+-- as it now stands, or no row at all when the execution no longer owns the job. The job
+-- row is locked FOR SHARE, so recovery cannot hand the job to another execution between
+-- the ownership check and the insert (a stale reservation would send the owner to unknown).
+WITH owner AS (
+    SELECT id FROM background_jobs
+    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+    FOR SHARE
+), ins AS (
     INSERT INTO processed_effects (key, job_id, execution_id, state)
-    VALUES (%(key)s, %(job_id)s, %(execution_id)s, 'reserved')
+    SELECT %(key)s, id, %(execution_id)s, 'reserved' FROM owner
     ON CONFLICT (key) DO NOTHING
     RETURNING key, job_id, execution_id, state, result, true AS fresh
+), found AS (
+    SELECT * FROM ins
+    UNION ALL
+    SELECT key, job_id, execution_id, state, result, false FROM processed_effects
+    WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
 )
-SELECT * FROM ins
-UNION ALL
-SELECT key, job_id, execution_id, state, result, false FROM processed_effects
-WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
+SELECT found.* FROM owner LEFT JOIN found ON true
 
 -- name: take_over_effect
--- A retry takes over a reservation whose earlier execution is known not to have acted.
-UPDATE processed_effects SET execution_id = %(execution_id)s, job_id = %(job_id)s
-WHERE key = %(key)s AND state = 'reserved'
-RETURNING key
+-- A retry takes over a reservation whose earlier execution is known not to have acted,
+-- only while this execution owns its job (locked as in reserve_effect). No row: it does
+-- not own the job; a row with a NULL key: the reservation was completed or released since.
+WITH owner AS (
+    SELECT id FROM background_jobs
+    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+    FOR SHARE
+), moved AS (
+    UPDATE processed_effects e SET execution_id = %(execution_id)s, job_id = owner.id
+    FROM owner
+    WHERE e.key = %(key)s AND e.state = 'reserved'
+    RETURNING e.key
+)
+SELECT moved.key FROM owner LEFT JOIN moved ON true
 
 -- name: complete_effect
 -- Mark an effect done with its result (the ledger's proof it happened).
