@@ -4,7 +4,7 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo test lint chromium
+.PHONY: setup demo test lint chromium bench
 
 setup: $(VENV)/.installed
 
@@ -31,3 +31,8 @@ test: setup chromium
 
 lint: setup
 	$(VENV)/bin/ruff check worker console tests bench
+
+# The side-by-side benchmark (bench/README.md): `make bench`, or `make bench ARGS=--quick`.
+bench: setup
+	$(VENV)/bin/pip install --quiet -e '.[test,bench]'
+	$(VENV)/bin/python -m bench.peers $(ARGS)
