@@ -1,0 +1,74 @@
+"""The printed table (medians over rounds, ratio Jobwarden / each peer) from raw results."""
+
+from __future__ import annotations
+
+import statistics
+
+#: (scenario, figure, row label, higher is better)
+ROWS = [
+    ("enqueue", "jobs_per_s", "bulk enqueue, jobs/s", True),
+    ("drain1", "jobs_per_s", "no-op drain, 1 process, jobs/s", True),
+    ("drain2", "jobs_per_s", "no-op drain, 2 processes, jobs/s", True),
+    ("sleep10ms", "jobs_per_s", "10 ms jobs, 1 process, jobs/s", True),
+    ("latency", "p50_ms", "enqueue→start p50, ms", False),
+    ("latency", "p99_ms", "enqueue→start p99, ms", False),
+    ("backlog", "first_tenth_jobs_per_s", "backlog, first tenth, jobs/s", True),
+    ("backlog", "last_tenth_jobs_per_s", "backlog, last tenth, jobs/s", True),
+    ("*", "peak_rss_mb", "peak worker RSS, MB", False),
+    ("ceiling", "jobs_per_s", "ceiling: raw SQL, 100 rows/tx, jobs/s", True),
+]
+
+
+def _figures(results: dict, system: str, scenario: str, figure: str) -> list[float]:
+    runs = results.get(system, {}).get(scenario, [])
+    return [r[figure] for r in runs if isinstance(r, dict) and r.get(figure) is not None]
+
+
+def cell(results: dict, system: str, scenario: str, figure: str) -> tuple[str, float | None]:
+    """The cell's text and its median (None when there is no figure)."""
+    if scenario == "*":  # the largest over every scenario that ran workers
+        peaks = [r["peak_rss_mb"] for runs in results.get(system, {}).values() for r in runs
+                 if isinstance(r, dict) and r.get("peak_rss_mb")]
+        return (f"{max(peaks):,.0f}", max(peaks)) if peaks else ("", None)
+    runs = results.get(system, {}).get(scenario, [])
+    values = _figures(results, system, scenario, figure)
+    if not values:
+        errors = [r["failed"] for r in runs if isinstance(r, dict) and "failed" in r]
+        if errors:
+            return "failed: " + errors[0][:60], None
+        if any(r.get("timed_out") for r in runs):
+            return "timed out", None
+        return "", None
+    med = statistics.median(values)
+    text = ("; ".join(_fmt(v) for v in values))
+    if any(r.get("timed_out") for r in runs if isinstance(r, dict)):
+        text += " (timed out*)"
+    return text, med
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}"
+
+
+def table(results: dict, systems: list[str], scenarios: list[str]) -> str:
+    """A Markdown table: each round's figure per system, then Jobwarden / each peer
+    (of the medians; for ms and MB a ratio below 1 means Jobwarden is better)."""
+    peers = [s for s in systems if s != "jobwarden"]
+    jw = "jobwarden" in systems
+    head = ["figure"] + systems + ([f"jobwarden / {p}" for p in peers] if jw else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for scenario, figure, label, _higher in ROWS:
+        if scenario != "*" and scenario not in scenarios:
+            continue
+        cells, meds = [], {}
+        for s in systems:
+            text, med = cell(results, s, scenario, figure)
+            cells.append(text)
+            meds[s] = med
+        ratios = []
+        if jw:
+            for p in peers:
+                a, b = meds.get("jobwarden"), meds.get(p)
+                ratios.append(f"{a / b:.2f}×" if a and b else "")
+        lines.append("| " + " | ".join([label] + cells + ratios) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""The scenarios. Each one runs one system in a fresh database of its own and returns a
+dict of raw figures; a system that fails raises SystemFailed with the reason."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+
+import psycopg
+
+from bench.peers import ceiling, procs
+from bench.peers.dbutil import fresh_database
+from bench.peers.systems import ROOT, System, SystemFailed
+
+
+@dataclass
+class Sizes:
+    jobs: int = 50_000          # bulk enqueue and the no-op drains
+    sleep_jobs: int = 5_000     # the 10 ms jobs
+    sleep_concurrency: int = 16
+    latency_jobs: int = 200     # enqueued one per transaction...
+    latency_rate: float = 20.0  # ...at this many per second
+    backlog: int = 100_000
+    drain_timeout: float = 20.0     # per no-op / sleep drain
+    backlog_timeout: float = 30.0
+    poll: float = 0.25
+
+
+SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "latency", "backlog", "ceiling")
+
+
+def _db_now(url: str) -> float:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return float(conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+
+
+def _finished(conn, system: System) -> list[float]:
+    return [float(r[0]) for r in conn.execute(system.finished_sql).fetchall()]
+
+
+def _count(conn, system: System) -> int:
+    return conn.execute(f"SELECT count(*) FROM ({system.finished_sql}) AS f").fetchone()[0]
+
+
+def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | None,
+          timeout: float, poll: float, tag: str) -> dict:
+    """Start `workers` worker processes on `jobs` enqueued jobs; wait (at most `timeout`)
+    until all have finished. Times are the database's: worker start to last finish."""
+    fd, log = tempfile.mkstemp(prefix=f"jwbench-{tag}-{system.name}-", suffix=".log")
+    os.close(fd)
+    t0 = _db_now(url)
+    started = [procs.spawn(system.worker_argv(url, concurrency), system.env(url), ROOT, log)
+               for _ in range(workers)]
+    timed_out = False
+    try:
+        with procs.RssWatch(started) as rss, psycopg.connect(url, autocommit=True) as conn:
+            deadline = time.monotonic() + timeout
+            while _count(conn, system) < jobs:
+                dead = [p for p in started if p.poll() is not None]
+                if dead:
+                    raise SystemFailed(f"worker exited ({dead[0].returncode}): "
+                                       f"{procs.tail(log)}")
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(poll)
+            times = _finished(conn, system)
+            now = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())")
+                        .fetchone()[0])
+    finally:
+        for p in started:
+            procs.stop(p)
+    done = len(times)
+    end = now if timed_out else max(times)
+    seconds = end - t0
+    return {"jobs": jobs, "done": done, "workers": workers, "concurrency": concurrency,
+            "seconds": round(seconds, 3), "jobs_per_s": round(done / seconds, 1),
+            "timed_out": timed_out, "peak_rss_mb": rss.peak_mb(), "t0": t0, "times": times}
+
+
+def _setup(system: System, url: str, concurrency: int | None = None) -> None:
+    system.install(url, concurrency)
+
+
+def run(scenario: str, system: System, server: str, sizes: Sizes) -> dict:
+    """Run one scenario for one system in a database created (and dropped) for it."""
+    with fresh_database(server, f"{scenario}_{system.name}") as url:
+        if scenario == "enqueue":
+            _setup(system, url)
+            seconds = system.enqueue(url, sizes.jobs)
+            return {"jobs": sizes.jobs, "seconds": round(seconds, 3),
+                    "jobs_per_s": round(sizes.jobs / seconds, 1)}
+        if scenario in ("drain1", "drain2"):
+            _setup(system, url)
+            seconds = system.enqueue(url, sizes.jobs)
+            out = drain(system, url, sizes.jobs, 1 if scenario == "drain1" else 2,
+                        system.drain_concurrency, sizes.drain_timeout, sizes.poll, scenario)
+            out.pop("times"), out.pop("t0")
+            out["enqueue_seconds"] = round(seconds, 3)
+            return out
+        if scenario == "sleep10ms":
+            _setup(system, url, sizes.sleep_concurrency)
+            system.enqueue(url, sizes.sleep_jobs, "sleep")
+            out = drain(system, url, sizes.sleep_jobs, 1, sizes.sleep_concurrency,
+                        sizes.drain_timeout, sizes.poll, scenario)
+            out.pop("times"), out.pop("t0")
+            out["ideal_jobs_per_s"] = round(sizes.sleep_concurrency / 0.010)
+            out["share_of_ideal"] = round(out["jobs_per_s"] / out["ideal_jobs_per_s"], 3)
+            return out
+        if scenario == "latency":
+            _setup(system, url)
+            return latency(system, url, sizes)
+        if scenario == "backlog":
+            _setup(system, url)
+            system.enqueue(url, sizes.backlog)
+            out = drain(system, url, sizes.backlog, 1, system.drain_concurrency,
+                        sizes.backlog_timeout, max(sizes.poll, 1.0), scenario)
+            out.update(tenths(out.pop("times")))
+            out.pop("t0")
+            return out
+        if scenario == "ceiling":
+            if system.name != "jobwarden":
+                raise SystemFailed("the ceiling runs on Jobwarden's schema only")
+            _setup(system, url)
+            system.enqueue(url, sizes.jobs)
+            return ceiling.raw_loop(url, sizes.jobs, timeout=sizes.drain_timeout)
+    raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def tenths(times: list[float]) -> dict:
+    """Drain rate over the first and the last tenth of the jobs finished (their finish times
+    on the database clock; the first tenth counted from the first finish, so the worker's
+    start-up is not in it). When the drain timed out these are tenths of the jobs done."""
+    times = sorted(times)
+    k = len(times) // 10
+    if k < 1:
+        return {"first_tenth_jobs_per_s": None, "last_tenth_jobs_per_s": None,
+                "last_over_first": None}
+    first = round(k / max(times[k] - times[0], 1e-6), 1)
+    last = round(k / max(times[-1] - times[-k - 1], 1e-6), 1)
+    return {"first_tenth_jobs_per_s": first, "last_tenth_jobs_per_s": last,
+            "last_over_first": round(last / first, 3)}
+
+
+def latency(system: System, url: str, sizes: Sizes) -> dict:
+    """Enqueue-commit to handler-start at low load: one worker idling, jobs enqueued one
+    per transaction at a steady rate; both ends stamped on the machine's monotonic clock."""
+    tmp = tempfile.mkdtemp(prefix="jwbench-latency-")
+    stamps, commits = os.path.join(tmp, "stamps"), os.path.join(tmp, "commits")
+    log = os.path.join(tmp, "worker.log")
+    env = system.env(url, BENCH_STAMP_FILE=stamps)
+    worker = procs.spawn(system.worker_argv(url, None), env, ROOT, log)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            # Warm up: the worker is idle and listening once one job has gone through.
+            system.driver(url, "trickle", "--jobs", "1", "--rate", "1", "--out", commits,
+                          timeout=60)
+            _wait(conn, system, 1, 60, worker, log)
+            os.unlink(stamps)
+            system.driver(url, "trickle", "--jobs", str(sizes.latency_jobs),
+                          "--rate", str(sizes.latency_rate), "--out", commits,
+                          timeout=sizes.latency_jobs / sizes.latency_rate + 60)
+            _wait(conn, system, sizes.latency_jobs + 1, 60, worker, log)
+    finally:
+        procs.stop(worker)
+    start = _read(stamps)
+    commit = _read(commits)
+    ms = sorted((start[i] - commit[i]) * 1000 for i in commit if i in start)
+    if len(ms) < sizes.latency_jobs:
+        raise SystemFailed(f"only {len(ms)} of {sizes.latency_jobs} handlers stamped")
+    return {"jobs": len(ms), "rate_per_s": sizes.latency_rate,
+            "p50_ms": round(statistics.median(ms), 2),
+            "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 2),
+            "max_ms": round(ms[-1], 2)}
+
+
+def _wait(conn, system: System, n: int, timeout: float, worker, log: str) -> None:
+    deadline = time.monotonic() + timeout
+    while _count(conn, system) < n:
+        if worker.poll() is not None:
+            raise SystemFailed(f"worker exited ({worker.returncode}): {procs.tail(log)}")
+        if time.monotonic() > deadline:
+            raise SystemFailed(f"timed out after {timeout:.0f}s waiting for {n} jobs")
+        time.sleep(0.05)
+
+
+def _read(path: str) -> dict[int, float]:
+    out = {}
+    with open(path) as f:
+        for line in f:
+            i, t = line.split()
+            out[int(i)] = float(t)
+    return out

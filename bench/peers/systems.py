@@ -1,0 +1,190 @@
+"""The systems measured, and how each one is installed, fed and run.
+
+Every system is driven the same way: its schema is installed with its own tool, jobs are
+enqueued by its driver (`apps/NAME_app.py`, its own bulk API, in its own interpreter),
+its worker is its own CLI, and progress is read from its own tables on the database clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.dirname(sys.executable)
+#: oban-py needs Python >= 3.12; the harness gives it a virtualenv of its own.
+OBAN_VENV = os.environ.get("BENCH_OBAN_VENV", os.path.join(ROOT, ".venv-oban"))
+PY312 = os.environ.get("BENCH_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/python3.12")
+#: The versions measured (also pinned in pyproject.toml's `bench` extra).
+PINS = {"pgqueuer": "1.6.0", "chancy": "0.26.0", "procrastinate": "3.10.0", "oban": "0.7.0"}
+
+
+class SystemFailed(Exception):
+    """A system could not be installed or run: reported in its cell, the run goes on."""
+
+
+@dataclass
+class System:
+    name: str
+    package: str | None          # the PyPI distribution (None: this checkout)
+    python: str                  # interpreter that runs the driver (and the worker's code)
+    app: str                     # module under bench.peers.apps
+    finished_sql: str            # epoch seconds (database clock) of each successful finish
+    settings: str                # how its worker is run, for the report
+    drain_concurrency: int | None = None   # None: the worker's own default
+    version: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    # -- commands -------------------------------------------------------------------------
+    def bin(self, name: str) -> str:
+        return os.path.join(os.path.dirname(self.python), name)
+
+    def env(self, url: str, **extra: str) -> dict[str, str]:
+        env = dict(os.environ, DATABASE_URL=url, PYTHONPATH=ROOT, **self.extra_env, **extra)
+        env.pop("PYTHONHOME", None)
+        return env
+
+    def run(self, argv: list[str], url: str, timeout: float) -> str:
+        """Run a short command of this system; its stdout, or SystemFailed with the reason."""
+        try:
+            done = subprocess.run(argv, env=self.env(url), cwd=ROOT, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            name = os.path.basename(argv[0])
+            raise SystemFailed(f"{name} timed out after {timeout:.0f}s") from None
+        except OSError as exc:
+            raise SystemFailed(str(exc)) from None
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            raise SystemFailed(" | ".join(lines[-3:]) or f"exit {done.returncode}")
+        return done.stdout
+
+    def driver(self, url: str, *args: str, timeout: float = 600) -> str:
+        return self.run([self.python, "-m", f"bench.peers.apps.{self.app}", *args], url, timeout)
+
+    def install(self, url: str, concurrency: int | None) -> None:
+        raise NotImplementedError
+
+    def enqueue(self, url: str, jobs: int, kind: str = "noop", timeout: float = 600) -> float:
+        """Bulk-enqueue `jobs` jobs of `kind`; the seconds it took (inside the driver)."""
+        out = self.driver(url, "enqueue", "--jobs", str(jobs), "--kind", kind, timeout=timeout)
+        return float(json.loads(out.strip().splitlines()[-1])["seconds"])
+
+    def worker_argv(self, url: str, concurrency: int | None) -> list[str]:
+        raise NotImplementedError
+
+
+class Jobwarden(System):
+    def install(self, url, concurrency):
+        self.run([self.bin("jobwarden"), "migrate"], url, 120)
+
+    def worker_argv(self, url, concurrency):
+        argv = [self.bin("jobwarden"), "--log-level", "WARNING", "worker",
+                "--app", "bench.peers.apps.jobwarden_app"]
+        return argv + (["--concurrency", str(concurrency)] if concurrency else [])
+
+
+class PgQueuer(System):
+    def install(self, url, concurrency):
+        self.run([self.bin("pgq"), "--pg-dsn", url, "install"], url, 120)
+
+    def worker_argv(self, url, concurrency):
+        # Not --log-level: pgqueuer 1.6's CLI fails on it (a str where it wants a level).
+        argv = [self.bin("pgq"), "--pg-dsn", url, "run", "bench.peers.apps.pgqueuer_app:main"]
+        if not concurrency:
+            return argv
+        # pgqueuer requires the concurrency cap to be at least twice its batch size.
+        return argv + ["--max-concurrent-tasks", str(concurrency),
+                       "--batch-size", str(max(1, min(10, concurrency // 2)))]
+
+
+class ChancySystem(System):
+    def install(self, url, concurrency):
+        # The queue's concurrency lives in the database: declared here, per scenario.
+        args = ["install"] + (["--concurrency", str(concurrency)] if concurrency else [])
+        self.driver(url, *args, timeout=120)
+
+    def worker_argv(self, url, concurrency):
+        return [self.bin("chancy"), "--app", "bench.peers.apps.chancy_app.app",
+                "worker", "start"]
+
+
+class Procrastinate(System):
+    def install(self, url, concurrency):
+        self.run([self.bin("procrastinate"), "--app", "bench.peers.apps.procrastinate_app.app",
+                  "schema", "--apply"], url, 120)
+
+    def worker_argv(self, url, concurrency):
+        return [self.bin("procrastinate"), "--log-level", "warning",
+                "--app", "bench.peers.apps.procrastinate_app.app", "worker",
+                "--concurrency", str(concurrency or self.drain_concurrency)]
+
+
+class Oban(System):
+    def install(self, url, concurrency):
+        self.run([self.bin("oban"), "install", "--dsn", url], url, 120)
+
+    def worker_argv(self, url, concurrency):
+        # --cron-modules names our module, so the CLI does not scan the checkout for workers.
+        return [self.bin("oban"), "start", "--dsn", url, "--log-level", "warning",
+                "--queues", f"default:{concurrency or self.drain_concurrency}",
+                "--cron-modules", "bench.peers.apps.oban_app"]
+
+
+def all_systems() -> list[System]:
+    """Every system, Jobwarden first; whether each can run is checked by `prepare`."""
+    return [
+        Jobwarden(
+            "jobwarden", None, sys.executable, "jobwarden_app",
+            "SELECT extract(epoch FROM completed_at) FROM background_jobs "
+            "WHERE status = 'completed'",
+            "`jobwarden worker` defaults (threads, LISTEN/NOTIFY + polling)"),
+        PgQueuer(
+            "pgqueuer", "pgqueuer", sys.executable, "pgqueuer_app",
+            "SELECT extract(epoch FROM created) FROM pgqueuer_log "
+            "WHERE status = 'successful'",
+            "`pgq run` defaults (asyncpg driver, batch size 10, no concurrency cap)"),
+        ChancySystem(
+            "chancy", "chancy", sys.executable, "chancy_app",
+            "SELECT extract(epoch FROM completed_at) FROM chancy_jobs "
+            "WHERE state = 'succeeded'",
+            "`chancy worker start`; queue on AsyncExecutor (default concurrency 100), "
+            "eager polling, NOTIFY on push"),
+        Procrastinate(
+            "procrastinate", "procrastinate", sys.executable, "procrastinate_app",
+            "SELECT extract(epoch FROM at) FROM procrastinate_events "
+            "WHERE type = 'succeeded'",
+            "`procrastinate worker --concurrency 10` (async tasks, LISTEN/NOTIFY)",
+            drain_concurrency=10),
+        Oban(
+            "oban", "oban", os.path.join(OBAN_VENV, "bin", "python"), "oban_app",
+            "SELECT extract(epoch FROM completed_at) FROM oban_jobs "
+            "WHERE state = 'completed'",
+            "`oban start --queues default:10` (Python 3.12 venv, insert triggers)",
+            drain_concurrency=10),
+    ]
+
+
+def prepare(system: System) -> None:
+    """Make sure the system can run here (oban gets its virtualenv made); its version is
+    recorded, or SystemFailed says why it cannot run."""
+    if system.package is None:
+        system.version = "this checkout"
+        return
+    if system.name == "oban" and not os.path.exists(system.python):
+        if not os.path.exists(PY312):
+            raise SystemFailed(f"needs Python 3.12; none at {PY312} (set BENCH_PYTHON312)")
+        for argv in ([PY312, "-m", "venv", OBAN_VENV],
+                     [system.bin("pip"), "install", "--quiet", f"oban=={PINS['oban']}"]):
+            system.run(argv, "", 600)
+    if not os.path.exists(system.python):
+        raise SystemFailed(f"no interpreter at {system.python}")
+    try:
+        system.version = system.run(
+            [system.python, "-c", "import importlib.metadata as m, sys; "
+             "print(m.version(sys.argv[1]))", system.package], "", 60).strip()
+    except SystemFailed as exc:
+        raise SystemFailed(f"not installed (pip install -e '.[bench]'): {exc}") from None
