@@ -1,0 +1,57 @@
+"""The side-by-side benchmark harness, Jobwarden's side, at its tiniest: it must keep
+producing every figure (so it cannot rot unnoticed), and a peer that cannot run must be
+reported in its cell while the run goes on. Needs no peer installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+FIGURES = {
+    "enqueue": ["jobs_per_s"],
+    "drain1": ["jobs_per_s", "peak_rss_mb"],
+    "drain2": ["jobs_per_s", "peak_rss_mb"],
+    "sleep10ms": ["jobs_per_s", "ideal_jobs_per_s"],
+    "latency": ["p50_ms", "p99_ms"],
+    "backlog": ["first_tenth_jobs_per_s", "last_tenth_jobs_per_s"],
+    "ceiling": ["jobs_per_s"],
+}
+
+
+def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(server_url, tmp_path):
+    out = tmp_path / "peers.json"
+    env = dict(os.environ, DATABASE_URL=server_url,
+               BENCH_OBAN_VENV=str(tmp_path / "no-venv"), BENCH_PYTHON312="/nonexistent/python3.12")
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.peers", "--quick", "--systems", "jobwarden,oban",
+         "--jobs", "60", "--backlog", "100", "--sleep-jobs", "40", "--latency-jobs", "5",
+         "--latency-rate", "50", "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+
+    jw = report["results"]["jobwarden"]
+    for scenario, figures in FIGURES.items():
+        run = jw[scenario][0]
+        assert "failed" not in run, (scenario, run)
+        for figure in figures:
+            assert run[figure] > 0, (scenario, figure, run)
+    for scenario in ("drain1", "drain2", "sleep10ms", "backlog"):
+        assert jw[scenario][0]["done"] == jw[scenario][0]["jobs"]
+        assert not jw[scenario][0]["timed_out"]
+    assert jw["ceiling"][0]["cas_mismatches"] == 0
+    assert jw["ceiling"][0]["jobs"] == 60
+
+    oban = report["systems"]["oban"]
+    assert "needs Python 3.12" in oban["failed"]
+    assert report["results"]["oban"]["drain1"][0]["failed"] == oban["failed"]
+    assert "failed: needs Python 3.12" in done.stdout  # in the printed table
+
+    assert {"server_version", "shared_buffers", "autovacuum", "synchronous_commit",
+            "fsync"} <= set(report["server"])
+    assert report["machine"]["nproc"] >= 1 and report["machine"]["memory_gb"] > 0
+    assert "| no-op drain, 1 process, jobs/s |" in report["table"]
