@@ -24,8 +24,8 @@ class Sizes:
     latency_jobs: int = 200     # enqueued one per transaction...
     latency_rate: float = 20.0  # ...at this many per second
     backlog: int = 100_000
-    drain_timeout: float = 20.0     # per no-op / sleep drain
-    backlog_timeout: float = 30.0
+    drain_timeout: float = 15.0     # per no-op / sleep drain
+    backlog_timeout: float = 25.0
     poll: float = 0.25
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 
@@ -72,8 +71,3 @@ def driver(enqueue_batch: Callable[[str, list[int]], None],
             one("stamp", index)
             out.write(f"{index} {time.monotonic():.6f}\n")
     return 0
-
-
-def fail(message: str) -> int:
-    print(message, file=sys.stderr)
-    return 2
