@@ -172,7 +172,7 @@ def _summary_lines(out: dict) -> list[str]:
              f"{srv['synchronous_commit']}, fsync {srv['fsync']}; {m['nproc']} cores, "
              f"{m['memory_gb']} GB; {out['rounds']} round(s) in {out['wall_seconds']:.0f}s"]
     if s["jobwarden_drain1_share_of_ceiling"] is not None:
-        lines.append(f"Jobwarden's 1-process drain is {s['jobwarden_drain1_share_of_ceiling']:.0%}"
+        lines.append(f"Jobwarden's 1-process drain is {s['jobwarden_drain1_share_of_ceiling']:.1%}"
                      " of the raw SQL ceiling")
     lines.append("ratios are of the medians: above 1 Jobwarden is ahead in jobs/s; in ms and MB"
                  " below 1 Jobwarden is ahead")
