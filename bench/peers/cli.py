@@ -25,7 +25,8 @@ QUICK = Sizes(jobs=2_000, sleep_jobs=400, latency_jobs=30, backlog=4_000,
 def parse(argv: list[str] | None) -> argparse.Namespace:
     names = [s.name for s in all_systems()]
     ap = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="small sizes, one round (~1 minute)")
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes, one round (~3 minutes for all systems)")
     ap.add_argument("--rounds", type=int, help="rounds, systems alternating (default 2)")
     ap.add_argument("--jobs", type=int, help="jobs for bulk enqueue and the no-op drains")
     ap.add_argument("--backlog", type=int, help="jobs in the backlog scenario")
