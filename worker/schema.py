@@ -25,18 +25,21 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
+from .states import LIVE_STATUSES as _LIVE
+from .states import TERMINAL_STATUSES as _TERMINAL
+from .states import ExecutionOutcome, JobStatus, WorkerState
+
+# Plain-text tuples of the enums in worker/states.py, for CHECK constraints and callers
+# that want strings (the console's forms and filters).
 #: Every value `background_jobs.status` may take (docs/architecture.md §2).
-JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled", "skipped", "unknown")
+JOB_STATUSES = tuple(s.value for s in JobStatus)
 #: Statuses no worker will move a job out of by itself.
-TERMINAL_STATUSES = ("completed", "failed", "cancelled", "skipped")
+TERMINAL_STATUSES = tuple(s.value for s in _TERMINAL)
 #: A job in one of these holds its idempotency key: enqueueing it again returns it.
-LIVE_STATUSES = ("pending", "running")
+LIVE_STATUSES = tuple(s.value for s in _LIVE)
 #: Outcomes an execution (one claim) can end with.
-EXECUTION_OUTCOMES = (
-    "completed", "retry", "failed", "skipped", "cancelled", "unknown",
-    "worker_lost", "timeout", "handed_back",
-)
-WORKER_STATES = ("running", "draining", "stopped", "gone")
+EXECUTION_OUTCOMES = tuple(o.value for o in ExecutionOutcome)
+WORKER_STATES = tuple(w.value for w in WorkerState)
 
 
 def check_in(column: str, values: tuple[str, ...]) -> str:
