@@ -28,26 +28,31 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- name: claim_jobs
 -- Claim up to `limit` runnable jobs of the handled types, highest priority first; at
 -- most one per concurrency_key, and none whose key already has a running job.
-WITH policy AS (
-    SELECT * FROM unnest(%(types)s::text[], %(leases)s::float8[]) AS p(type, lease)
-), locked AS (
-    SELECT j.id, j.concurrency_key, j.priority, j.available_at, p.lease
+-- The plan must walk background_jobs_claim_idx in its order and stop after `limit` rows
+-- whatever the statistics say (the table may never have been analyzed). So `status` is
+-- the only condition the planner can estimate; every other filter sits in a scalar
+-- sub-select it can neither push into another index nor estimate as selective. With a
+-- selective-looking filter (or a join on type) it walks the type index instead and sorts
+-- every pending job of the type. The lease comes from a lateral lookup for the same reason.
+WITH locked AS (
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
-    JOIN policy p ON p.type = j.type
     WHERE j.status = 'pending'
-      AND j.available_at <= now()
-      AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
-      AND NOT EXISTS (SELECT 1 FROM queue_controls qc WHERE qc.queue = j.queue AND qc.paused)
-      AND (j.concurrency_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM background_jobs r
-            WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running'))
+      AND (SELECT j.type = ANY(%(types)s::text[])
+                  AND j.available_at <= now()
+                  AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
+                  AND NOT EXISTS (SELECT 1 FROM queue_controls qc
+                                  WHERE qc.queue = j.queue AND qc.paused)
+                  AND (j.concurrency_key IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM background_jobs r
+                        WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 ), selected AS (
     -- Two jobs of one key in this batch: take the first, leave the other pending.
-    SELECT id, lease FROM (
-        SELECT id, lease, row_number() OVER (
+    SELECT id, type FROM (
+        SELECT id, type, row_number() OVER (
             PARTITION BY coalesce(concurrency_key, id::text)
             ORDER BY priority DESC, available_at, id) AS nth
         FROM locked) AS ranked
@@ -60,10 +65,13 @@ WITH policy AS (
         worker_id = %(worker_id)s,
         started_at = now(),
         heartbeat_at = now(),
-        lease_seconds = s.lease,
-        lease_expires_at = now() + make_interval(secs => s.lease),
+        lease_seconds = p.lease,
+        lease_expires_at = now() + make_interval(secs => p.lease),
         cancel_requested_at = NULL
     FROM selected s
+    CROSS JOIN LATERAL (
+        SELECT x.lease FROM unnest(%(types)s::text[], %(leases)s::float8[]) AS x(type, lease)
+        WHERE x.type = s.type LIMIT 1) AS p
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key,
