@@ -10,6 +10,13 @@ import os
 import sys
 
 from .policy import parse_duration
+from .process import (
+    DEFAULT_BUFFER_SIZE,
+    DEFAULT_CLAIM_BATCH,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_FLUSH_BATCH,
+    DEFAULT_FLUSH_INTERVAL,
+)
 
 
 def _setup_logging(level: str = "INFO") -> None:
@@ -49,7 +56,10 @@ def cmd_worker(args) -> int:
         worker = WorkerProcess(registry, queues=queues, concurrency=args.concurrency,
                                grace=args.grace, poll_interval=args.poll_interval,
                                timeout_grace=args.timeout_grace,
-                               max_abandoned=args.max_abandoned, restart_on_abandon=True)
+                               max_abandoned=args.max_abandoned, restart_on_abandon=True,
+                               claim_batch=args.claim_batch, buffer_size=args.buffer,
+                               flush_batch=args.flush_batch,
+                               flush_interval=args.flush_interval / 1000)
     except ValueError as exc:
         raise SystemExit(f"jobwarden worker: {exc}") from None
     return worker.run()
@@ -220,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="run a worker process")
     w.add_argument("--app", required=True, help="module that registers the job handlers")
     w.add_argument("--queues", help="comma-separated queues (default: all)")
-    w.add_argument("--concurrency", type=int, default=4)
+    w.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                   help=f"handler threads (default {DEFAULT_CONCURRENCY})")
     w.add_argument("--grace", type=float, default=30.0,
                    help="seconds running jobs get to finish after SIGTERM")
     w.add_argument("--poll-interval", type=float, default=2.0,
@@ -231,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--max-abandoned", type=int, default=None,
                    help="abandoned handler threads tolerated before the worker restarts "
                         "itself (default: the concurrency)")
+    w.add_argument("--claim-batch", type=int, default=DEFAULT_CLAIM_BATCH,
+                   help=f"most jobs one claim takes (default {DEFAULT_CLAIM_BATCH})")
+    w.add_argument("--buffer", type=int, default=DEFAULT_BUFFER_SIZE,
+                   help="most claimed jobs waiting for a free slot; fewer when jobs are "
+                        f"slow (about 0.1 s of work) (default {DEFAULT_BUFFER_SIZE})")
+    w.add_argument("--flush-batch", type=int, default=DEFAULT_FLUSH_BATCH,
+                   help=f"most outcomes written per statement (default {DEFAULT_FLUSH_BATCH})")
+    w.add_argument("--flush-interval", type=float, default=DEFAULT_FLUSH_INTERVAL * 1000,
+                   help="milliseconds an outcome may wait for its batch "
+                        f"(default {DEFAULT_FLUSH_INTERVAL * 1000:g})")
     w.set_defaults(fn=cmd_worker)
 
     e = sub.add_parser("enqueue", help="enqueue one job")

@@ -102,3 +102,26 @@ def alembic_config(url: str | None = None):
     cfg.set_main_option("path_separator", "os")
     cfg.attributes["url"] = sqlalchemy_url(url or database_url())
     return cfg
+
+
+class DedicatedConnection:
+    """One autocommit connection kept by a hot duty (claims, batched outcomes): no pool
+    checkout or liveness check per statement. After a database error the caller drops
+    it, and the next use connects again."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._conn: psycopg.Connection | None = None
+
+    def get(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+        return self._conn
+
+    def drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass  # it is being thrown away because it failed
+            self._conn = None

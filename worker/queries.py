@@ -9,6 +9,7 @@ both psycopg and SQLAlchemy's `exec_driver_sql` accept.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -64,3 +65,12 @@ def execute(conn: Any, sql: str, params: Mapping[str, Any]) -> tuple[list[str], 
     if result.description is None:  # psycopg
         return [], []
     return [d.name for d in result.description], [tuple(r) for r in result.fetchall()]
+
+
+def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str, Any]:
+    """Parameters of a batch statement over jsonb_to_recordset(%(rows)s): the rows sorted
+    by job id (so concurrent batches lock rows in one order), plus their execution ids as
+    an array, which gives the planner an index probe of job_executions per row."""
+    rows = sorted(rows, key=lambda r: r[id_key])
+    return {"rows": json.dumps(rows, default=str),
+            "execution_ids": [str(r["execution_id"]) for r in rows]}

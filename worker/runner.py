@@ -1,9 +1,12 @@
-"""Run one claimed job and decide its next state; record it by compare-and-set.
+"""Run one claimed job and decide its next state.
 
-claim (committed) → run the handler outside any transaction → one short transaction
-records the outcome, guarded by (status = 'running', execution_id). If that guard
-matches zero rows this execution lost its lease (it was recovered, or it is a zombie
-woken from a freeze): the result is discarded and the business transaction rolls back.
+claim (committed) → run the handler outside any transaction → its outcome goes to the
+completer, which writes it in a batch, guarded by (status = 'running', execution_id).
+A handler that wrote in ctx.transaction() completes in that transaction instead, with
+the same guarded statement, so its writes and its completion commit together. If the
+guard matches zero rows this execution lost its lease (it was recovered, or it is a
+zombie woken from a freeze): the result is discarded and the business transaction
+rolls back.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 
 from . import errors as E
+from .completer import Completion, _log_written, write_batch
 from .context import JobContext, LeaseLost
 from .policy import RetryPolicy
 from .queries import Q
 from .registry import JobType
 from .sanitize import describe_exception, describe_validation, sanitize_text
+from .states import ExecutionOutcome, JobStatus
 
 log = logging.getLogger("jobwarden.runner")
 #: Backoff for jobs whose type this worker does not know (recovery of foreign types).
@@ -32,27 +37,30 @@ DEFAULT_POLICY = RetryPolicy()
 class Outcome:
     """Where an execution leaves its job."""
 
-    status: str  # the job's next status
-    outcome: str  # the job_executions.outcome
+    status: JobStatus  # the job's next status
+    outcome: ExecutionOutcome  # the job_executions.outcome
     error_code: str | None = None
     error: str | None = None
     delay: float = 0.0  # seconds until the next attempt when status == 'pending'
 
     @property
     def retrying(self) -> bool:
-        return self.status == "pending"
+        return self.status is JobStatus.PENDING
 
 
 def retry_or_fail(job_type: JobType | None, attempt: int, max_attempts: int, code: str,
-                  message: str, outcome: str = "retry", delay: float | None = None) -> Outcome:
+                  message: str, outcome: ExecutionOutcome = ExecutionOutcome.RETRY,
+                  delay: float | None = None) -> Outcome:
     """Back to pending after a backoff, or failed when the attempts are used up."""
     if attempt >= max_attempts:
-        return Outcome("failed", "failed" if outcome == "retry" else outcome, code,
+        if outcome is ExecutionOutcome.RETRY:
+            outcome = ExecutionOutcome.FAILED
+        return Outcome(JobStatus.FAILED, outcome, code,
                        f"{message} (attempt {attempt} of {max_attempts}: giving up)")
     if delay is None:
         policy = job_type.backoff if job_type else DEFAULT_POLICY
         delay = policy.delay_for(attempt)
-    return Outcome("pending", outcome, code, message, delay)
+    return Outcome(JobStatus.PENDING, outcome, code, message, delay)
 
 
 def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
@@ -61,18 +69,20 @@ def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> O
     if ctx.timed_out:
         return retry_or_fail(job_type, attempt, max_attempts, E.TIMEOUT,
                              f"execution exceeded its {job_type.timeout:g}s timeout",
-                             outcome="timeout")
+                             outcome=ExecutionOutcome.TIMEOUT)
     if exc is None:
-        return Outcome("completed", "completed")
+        return Outcome(JobStatus.COMPLETED, ExecutionOutcome.COMPLETED)
     message = describe_exception(exc)
     if isinstance(exc, E.SkipJob):
-        return Outcome("skipped", "skipped", "SKIPPED", sanitize_text(exc.reason) or None)
+        return Outcome(JobStatus.SKIPPED, ExecutionOutcome.SKIPPED, "SKIPPED",
+                       sanitize_text(exc.reason) or None)
     if isinstance(exc, E.JobCancelled) or ctx.operator_cancelled:
-        return Outcome("cancelled", "cancelled", E.CANCELLED, "cancelled at operator request")
+        return Outcome(JobStatus.CANCELLED, ExecutionOutcome.CANCELLED, E.CANCELLED,
+                       "cancelled at operator request")
     if isinstance(exc, E.AmbiguousOutcome):
-        return Outcome("unknown", "unknown", exc.code, message)
+        return Outcome(JobStatus.UNKNOWN, ExecutionOutcome.UNKNOWN, exc.code, message)
     if isinstance(exc, E.PermanentError):
-        return Outcome("failed", "failed", exc.code, message)
+        return Outcome(JobStatus.FAILED, ExecutionOutcome.FAILED, exc.code, message)
     if isinstance(exc, E.RateLimited):
         return retry_or_fail(job_type, attempt, max_attempts, exc.code, message,
                              delay=exc.retry_after)
@@ -138,53 +148,50 @@ class CommitUncertain(Exception):
     """The business transaction's connection failed while committing the completion."""
 
 
-def record(pool, ctx: JobContext, outcome: Outcome, *, business_tx: bool = True) -> bool:
-    """Write the outcome if this execution still owns the job. False means it did not:
-    the result was discarded (and the business transaction rolled back)."""
+def completion(ctx: JobContext, outcome: Outcome, lease: float) -> Completion:
+    """The outcome as the completer writes it, with progress not yet written."""
     progress, checkpoint = ctx.take_pending()
-    params = {
-        "job_id": ctx.job_id, "execution_id": ctx.execution_id,
-        "status": outcome.status, "outcome": outcome.outcome,
-        "error_code": outcome.error_code, "error": sanitize_text(outcome.error),
-        "delay": outcome.delay, "progress": progress, "checkpoint": checkpoint,
-    }
-    if business_tx and ctx._tx_conn is not None and outcome.status == "completed":
-        conn = ctx._tx_conn  # business writes and completion commit together
-        try:
-            owned = conn.execute(Q.finish_execution, params).fetchone() is not None
-            ctx.close_transaction(commit=owned)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            # The connection died around the commit: the business writes and the completion
-            # either both committed or both did not. Never complete without them; hand the
-            # job to a retry instead, which the guard refuses if the commit did happen.
-            ctx.close_transaction(commit=False)
-            raise CommitUncertain(str(exc)) from exc
-    else:
-        if business_tx:  # abandoning from another thread leaves the handler's tx alone
-            ctx.close_transaction(commit=False)
-        with pool.connection() as conn:
-            owned = conn.execute(Q.finish_execution, params).fetchone() is not None
-    extra = {"action": "job_" + outcome.outcome if owned else "result_discarded",
-             "job_id": ctx.job_id, "execution_id": str(ctx.execution_id),
-             "job_type": ctx.type, "attempt": ctx.attempt, "error_code": outcome.error_code}
+    return Completion(ctx.job_id, ctx.execution_id, ctx.type, ctx.attempt, lease,
+                      outcome.status, outcome.outcome, outcome.error_code, outcome.error,
+                      outcome.delay, progress, checkpoint)
+
+
+def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> bool:
+    """Complete the job in the handler's business transaction (ctx.transaction()), so the
+    business writes and the completion commit together or not at all. False means this
+    execution no longer owned the job: both were rolled back. Raises CommitUncertain when
+    the connection died around the commit."""
+    conn = ctx._tx_conn
+    assert conn is not None
+    c = completion(ctx, outcome, lease)
+    try:
+        owned = write_batch(conn, [c])
+        ctx.close_transaction(commit=bool(owned))
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        # Nobody knows whether the business writes and the completion committed. Never
+        # complete without them: the caller hands the job to a retry instead, which the
+        # guard refuses if the commit did happen.
+        ctx.close_transaction(commit=False)
+        raise CommitUncertain(str(exc)) from exc
     if owned:
-        log.info("job %s %s -> %s%s", ctx.job_id, ctx.type, outcome.status,
-                 f" ({outcome.error_code})" if outcome.error_code else "", extra=extra)
+        _log_written(c, owned[ctx.execution_id])
     else:
         log.warning("job %s: execution %s no longer owns the job (recorded as %s); its %s "
                     "result is discarded", ctx.job_id, ctx.execution_id,
-                    _recorded_outcome(pool, ctx), outcome.outcome, extra=extra)
-    return owned
+                    _recorded_outcome(ctx), outcome.outcome.value,
+                    extra={"action": "result_discarded", "job_id": ctx.job_id,
+                           "execution_id": str(ctx.execution_id), "job_type": ctx.type})
+    return bool(owned)
 
 
-def _recorded_outcome(pool, ctx: JobContext) -> str:
+def _recorded_outcome(ctx: JobContext) -> str:
     """How this execution ended in job_executions: worker_lost (recovered while it was
     frozen or cut off), or its own earlier write that committed before a connection
     dropped."""
     try:
-        with pool.connection() as conn:
-            row = conn.execute(Q.execution_outcome,
-                               {"execution_id": ctx.execution_id}).fetchone()
-        return (row[0] if row else None) or "unfinished"
+        with ctx._pool.connection() as conn:
+            row = conn.execute(Q.execution_outcomes,
+                               {"execution_ids": [ctx.execution_id]}).fetchone()
+        return (row[1] if row else None) or "unfinished"
     except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout):
         return "unknown"

@@ -1,23 +1,22 @@
 """The chaos handlers, in a worker that dies right after a claim commits and before the
 handler starts, for jobs whose payload asks for it (first attempt only).
 
-The worker has no fault-injection hook of its own: this app wraps WorkerProcess._start,
-the step between the committed claim and the handler thread.
+The worker has no fault-injection hook of its own: this app wraps Executor.begin, the
+step between a committed claim (waiting in the buffer) and the handler.
 """
 
 from __future__ import annotations
 
 from tests.apps import chaos_app
-from worker.process import WorkerProcess
+from worker.executor import Executor
 
-_start = WorkerProcess._start
+_begin = Executor.begin
 
 
-def _start_or_die(self, row):
-    payload, attempts = row[4], row[6]
-    if payload.get("die_after_claim") and attempts == 1:
+def _begin_or_die(self, job):
+    if job.payload.get("die_after_claim") and job.attempt == 1:
         chaos_app.die()
-    return _start(self, row)
+    return _begin(self, job)
 
 
-WorkerProcess._start = _start_or_die
+Executor.begin = _begin_or_die

@@ -87,44 +87,48 @@ SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key
 FROM claimed ORDER BY priority DESC, available_at, id
 
--- name: finish_execution
--- Record an execution's outcome, if it still owns the job; returns the job id or nothing.
+-- name: finish_executions
+-- Record a batch of outcomes, each only if its execution still owns the job; returns
+-- the executions written and the status each job took (absent rows were refused).
 -- A retry of a job whose cancellation was requested meanwhile ends it cancelled instead.
-WITH cur AS (
-    SELECT id, CASE WHEN %(status)s = 'pending' AND cancel_requested_at IS NOT NULL
-                    THEN 'cancelled' ELSE %(status)s END AS status
-    FROM background_jobs
-    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
-    FOR UPDATE
-), job AS (
+-- The plan is a primary-key lookup per row (the rows drive the join; `execution_ids`
+-- repeats their keys so job_executions is probed by index too, statistics or not).
+-- Rows come sorted by job id, so two batches of one worker lock rows in one order.
+WITH job AS (
     UPDATE background_jobs j
-    SET status = cur.status,
-        available_at = CASE WHEN cur.status = 'pending'
-                            THEN now() + make_interval(secs => %(delay)s)
+    SET status = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'cancelled' ELSE x.status END,
+        available_at = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NULL
+                            THEN now() + make_interval(secs => x.delay)
                             ELSE j.available_at END,
-        completed_at = CASE WHEN cur.status = 'completed' THEN now() END,
-        failed_at = CASE WHEN cur.status = 'failed' THEN now() END,
-        cancelled_at = CASE WHEN cur.status = 'cancelled' THEN now() END,
-        skipped_at = CASE WHEN cur.status = 'skipped' THEN now() END,
-        last_error_code = CASE WHEN cur.status <> %(status)s THEN 'CANCELLED'
-                               ELSE COALESCE(%(error_code)s, j.last_error_code) END,
-        last_error = COALESCE(%(error)s, j.last_error),
-        checkpoint = COALESCE(%(checkpoint)s::jsonb, j.checkpoint),
-        progress = COALESCE(%(progress)s::jsonb, j.progress),
+        completed_at = CASE WHEN x.status = 'completed' THEN now() END,
+        failed_at = CASE WHEN x.status = 'failed' THEN now() END,
+        cancelled_at = CASE WHEN x.status = 'cancelled'
+                                 OR (x.status = 'pending' AND j.cancel_requested_at IS NOT NULL)
+                            THEN now() END,
+        skipped_at = CASE WHEN x.status = 'skipped' THEN now() END,
+        last_error_code = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                               THEN 'CANCELLED'
+                               ELSE COALESCE(x.error_code, j.last_error_code) END,
+        last_error = COALESCE(x.error, j.last_error),
+        checkpoint = COALESCE(x.checkpoint, j.checkpoint),
+        progress = COALESCE(x.progress, j.progress),
         lease_expires_at = NULL
-    FROM cur
-    WHERE j.id = cur.id AND j.status = 'running' AND j.execution_id = %(execution_id)s
-    RETURNING j.id, j.execution_id, j.status
+    FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
+        job_id bigint, execution_id uuid, status text, outcome text, error_code text,
+        error text, delay float8, progress jsonb, checkpoint jsonb)
+    WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
+    RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error
 )
 UPDATE job_executions e
 SET finished_at = now(),
-    outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE %(outcome)s END,
-    error_code = %(error_code)s,
-    error = %(error)s,
+    outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE job.outcome END,
+    error_code = job.error_code,
+    error = job.error,
     duration_ms = extract(epoch FROM now() - e.started_at) * 1000
 FROM job
-WHERE e.execution_id = job.execution_id
-RETURNING e.job_id, job.status
+WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = job.execution_id
+RETURNING e.job_id, e.execution_id, job.status
 
 -- name: heartbeat_executions
 -- Renew the leases of this worker's running executions in one statement; returns the
@@ -141,13 +145,15 @@ WITH beats AS (
     RETURNING j.id, j.execution_id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 ), execs AS (
     UPDATE job_executions e SET heartbeat_at = now()
-    FROM beats b WHERE e.execution_id = b.execution_id
+    FROM beats b
+    WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = b.execution_id
 )
 SELECT id, execution_id, cancel_requested FROM beats
 
--- name: execution_outcome
--- How an execution ended, as recorded (to explain why a late write was refused).
-SELECT outcome FROM job_executions WHERE execution_id = %(execution_id)s
+-- name: execution_outcomes
+-- How executions ended, as recorded (to explain why late writes were refused).
+SELECT execution_id, outcome FROM job_executions
+WHERE execution_id = ANY(%(execution_ids)s::uuid[])
 
 -- name: save_progress
 -- Write one execution's progress and checkpoint now (guarded like a heartbeat).
@@ -311,28 +317,34 @@ RETURNING key
 DELETE FROM processed_effects
 WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
 
--- name: hand_back_execution
--- Graceful shutdown: return an unfinished job to pending now, without spending an attempt
--- (or end it cancelled if that was requested: it would stop at once on its next run).
-WITH job AS (
-    UPDATE background_jobs
-    SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
-        cancelled_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        available_at = now(), attempts = greatest(attempts - 1, 0),
+-- name: hand_back_executions
+-- Graceful shutdown: return unfinished (or never started) jobs to pending now, without
+-- spending an attempt (or end one cancelled if that was requested: it would stop at once
+-- on its next run); each only if its execution still owns it. Returns the jobs moved.
+WITH x AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS x(job_id bigint, execution_id uuid, progress jsonb, checkpoint jsonb)
+), job AS (
+    UPDATE background_jobs j
+    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        cancelled_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        available_at = now(), attempts = greatest(j.attempts - 1, 0),
         lease_expires_at = NULL,
-        checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
-        progress = COALESCE(%(progress)s::jsonb, progress)
-    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
-    RETURNING id, execution_id, queue
+        checkpoint = COALESCE(x.checkpoint, j.checkpoint),
+        progress = COALESCE(x.progress, j.progress)
+    FROM x
+    WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
+    RETURNING j.id, j.execution_id, j.queue
 ), notified AS (
-    SELECT pg_notify('jobwarden_jobs', queue) FROM job
+    SELECT pg_notify('jobwarden_jobs', queue) FROM (SELECT DISTINCT queue FROM job) AS q
+), closed AS (
+    UPDATE job_executions e
+    SET finished_at = now(), outcome = 'handed_back',
+        duration_ms = extract(epoch FROM now() - e.started_at) * 1000
+    FROM job
+    WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = job.execution_id
 )
-UPDATE job_executions e
-SET finished_at = now(), outcome = 'handed_back',
-    duration_ms = extract(epoch FROM now() - e.started_at) * 1000
-FROM job
-WHERE e.execution_id = job.execution_id
-RETURNING e.job_id, (SELECT count(*) FROM notified)
+SELECT id, (SELECT count(*) FROM notified) FROM job
 
 -- name: prune_finished
 -- Retention: delete finished jobs (and their history) older than `older_than` seconds.

@@ -1,0 +1,204 @@
+"""The completer: writes outcomes in batches, each row still a compare-and-set.
+
+A handler's return frees its slot at once; its outcome waits here until the next flush,
+which comes `interval` seconds after the first outcome of a batch arrived or as soon as
+`batch_size` outcomes are waiting, whichever is first. One statement (finish_executions)
+then moves every job of the batch out of `running` and closes its `job_executions` row,
+each only where `(status = 'running', execution_id)` still matches: an execution that
+was recovered, cancelled or re-claimed meanwhile has its outcome refused, row by row.
+
+Outcomes waiting here are not durable. If the process dies before a flush, those jobs
+are still `running` under leases nobody renews, and recovery moves them on as lost
+executions (`worker_lost`), exactly as if the process had died inside the handlers. The
+heartbeat renews the leases of waiting outcomes, so a slow flush never loses one.
+
+A flush that fails on a database error is retried with backoff for max(3 × lease, 10 s);
+past that, recovery will have taken the jobs over and the write is moot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from .db import DedicatedConnection
+from .queries import Q, batch_params
+from .sanitize import sanitize_text
+from .states import ExecutionOutcome, JobStatus
+
+log = logging.getLogger("jobwarden.completer")
+
+DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+@dataclass(slots=True, eq=False)
+class Completion:
+    """One execution's outcome, waiting to be written."""
+
+    job_id: int
+    execution_id: UUID
+    type: str
+    attempt: int
+    lease: float
+    status: JobStatus
+    outcome: ExecutionOutcome
+    error_code: str | None = None
+    error: str | None = None
+    delay: float = 0.0
+    progress: str | None = None  # JSON text, as JobContext.take_pending() gives it
+    checkpoint: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "execution_id": str(self.execution_id),
+                "status": self.status.value, "outcome": self.outcome.value,
+                "error_code": self.error_code, "error": sanitize_text(self.error),
+                "delay": self.delay, "progress": _raw(self.progress),
+                "checkpoint": _raw(self.checkpoint)}
+
+
+def _raw(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def write_batch(conn, batch: list[Completion]) -> dict[UUID, str]:
+    """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
+    for the executions that still owned their jobs (the others were refused)."""
+    rows = conn.execute(Q.finish_executions,
+                        batch_params([c.row() for c in batch])).fetchall()
+    return {execution_id: status for _job_id, execution_id, status in rows}
+
+
+class Completer:
+    """Buffers outcomes and flushes them in batches from its own thread (see run())."""
+
+    def __init__(self, conn: DedicatedConnection, *, batch_size: int = 100,
+                 interval: float = 0.002, force: threading.Event | None = None) -> None:
+        self._conn = conn
+        self.batch_size = batch_size
+        self.interval = interval
+        self._force = force or threading.Event()
+        self._queue: list[Completion] = []
+        self._first_at = 0.0  # when the oldest waiting outcome arrived
+        self._in_flight: list[Completion] = []
+        self._cond = threading.Condition()
+        self._write_lock = threading.Lock()  # one batch at a time, in order
+        self._closing = False
+        self.written = 0
+        self.refused = 0
+
+    def submit(self, completion: Completion) -> None:
+        with self._cond:
+            if not self._queue:
+                self._first_at = time.monotonic()
+            self._queue.append(completion)
+            if len(self._queue) == 1 or len(self._queue) >= self.batch_size:
+                self._cond.notify()
+
+    def pending(self) -> list[Completion]:
+        """Outcomes submitted and not yet written (for the heartbeat to keep alive)."""
+        with self._cond:
+            return self._in_flight + self._queue
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue) + len(self._in_flight)
+
+    def run(self) -> None:
+        """The flushing thread: until close(), write each batch when it is full or its
+        first outcome has waited `interval` seconds."""
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # closing, and nothing left
+                while (len(self._queue) < self.batch_size and not self._closing
+                       and (left := self._first_at + self.interval - time.monotonic()) > 0):
+                    self._cond.wait(left)
+            self.flush(limit=self.batch_size)
+
+    def close(self) -> None:
+        """Flush what is waiting and let run() return."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+
+    def flush(self, limit: int | None = None) -> None:
+        """Write waiting outcomes now, in the caller's thread (all of them by default)."""
+        with self._write_lock:
+            while True:
+                with self._cond:
+                    n = len(self._queue) if limit is None else min(limit, len(self._queue))
+                    if n == 0:
+                        return
+                    batch, self._queue = self._queue[:n], self._queue[n:]
+                    self._first_at = time.monotonic()
+                    self._in_flight = batch
+                try:
+                    self._write_with_retry(batch)
+                finally:
+                    with self._cond:
+                        self._in_flight = []
+                if limit is not None:
+                    return
+
+    def _write_with_retry(self, batch: list[Completion]) -> None:
+        give_up = time.monotonic() + max(3 * max(c.lease for c in batch), 10.0)
+        backoff = 0.2
+        while True:
+            try:
+                owned = write_batch(self._conn.get(), batch)
+                break
+            except DB_ERRORS as exc:
+                self._conn.drop()
+                if time.monotonic() > give_up or self._force.is_set():
+                    log.error("could not record %d outcome(s) (%s); recovery will take "
+                              "over their jobs", len(batch), exc,
+                              extra={"action": "record_failed", "count": len(batch)})
+                    return
+                log.warning("recording %d outcome(s) failed (%s); retrying in %.1fs",
+                            len(batch), exc, backoff, extra={"action": "db_unavailable"})
+                self._force.wait(backoff)
+                backoff = min(backoff * 2, 5)
+        self.written += len(owned)
+        refused = [c for c in batch if c.execution_id not in owned]
+        for c in batch:
+            if c.execution_id in owned:
+                _log_written(c, owned[c.execution_id])
+        if refused:
+            self.refused += len(refused)
+            self._log_refused(refused)
+
+    def _log_refused(self, refused: list[Completion]) -> None:
+        """Say why each refused outcome was discarded: how its execution was recorded."""
+        try:
+            recorded = dict(self._conn.get().execute(Q.execution_outcomes, {
+                "execution_ids": [c.execution_id for c in refused]}).fetchall())
+        except DB_ERRORS:
+            self._conn.drop()
+            recorded = {}
+        for c in refused:
+            log.warning("job %s: execution %s no longer owns the job (recorded as %s); its "
+                        "%s result is discarded", c.job_id, c.execution_id,
+                        recorded.get(c.execution_id) or "unfinished", c.outcome.value,
+                        extra={"action": "result_discarded", "job_id": c.job_id,
+                               "execution_id": str(c.execution_id), "job_type": c.type})
+
+
+def _log_written(c: Completion, status: str) -> None:
+    """One line per outcome written; completions only at DEBUG (thousands a second)."""
+    level = logging.DEBUG if status == JobStatus.COMPLETED else logging.INFO
+    if not log.isEnabledFor(level):
+        return
+    log.log(level, "job %s %s -> %s%s", c.job_id, c.type, status,
+             f" ({c.error_code})" if c.error_code else "",
+             extra={"action": "job_" + c.outcome.value, "job_id": c.job_id,
+                    "execution_id": str(c.execution_id), "job_type": c.type,
+                    "attempt": c.attempt, "error_code": c.error_code})

@@ -1,0 +1,229 @@
+"""The executor: a fixed set of slot threads that run handlers from the buffer.
+
+Each slot thread takes the next claimed job from the producer's buffer, runs its
+handler, hands the outcome to the completer and takes the next job: threads are reused,
+not started per job. A handler that ignores its timeout is abandoned: its slot is given
+to a new thread at once, and the old one ends whenever the handler returns (its result
+is discarded). Too many abandoned threads still alive make the worker restart itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from . import runner
+from .completer import Completer, Completion
+from .context import JobContext
+from .errors import CANCELLED
+from .producer import ClaimedJob, JobBuffer
+from .registry import JobType, Registry
+from .states import ExecutionOutcome, JobStatus
+
+log = logging.getLogger("jobwarden.executor")
+
+
+@dataclass(eq=False)
+class Execution:
+    """One claimed job being run by a slot thread."""
+
+    job: ClaimedJob
+    job_type: JobType
+    ctx: JobContext
+    thread: threading.Thread
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    abandoned: bool = False  # the worker gave up on it (timeout, shutdown): ignore its result
+    recording: bool = False  # its outcome is being handed over: too late to abandon
+    timeout_noticed: float | None = None
+
+
+class Executor:
+    """Runs claimed jobs on `concurrency` reusable slot threads."""
+
+    def __init__(self, *, registry: Registry, pool, buffer: JobBuffer, completer: Completer,
+                 concurrency: int, on_slot_free: Callable[[], None],
+                 on_too_many_abandoned: Callable[[int], None], max_abandoned: int,
+                 timeout_grace: float = 5.0) -> None:
+        self.registry = registry
+        self.pool = pool
+        self.buffer = buffer
+        self.completer = completer
+        self.concurrency = concurrency
+        self._on_slot_free = on_slot_free
+        self._on_too_many_abandoned = on_too_many_abandoned
+        self.max_abandoned = max_abandoned
+        self.timeout_grace = timeout_grace
+        self._running: dict[UUID, Execution] = {}
+        self._abandoned: list[Execution] = []
+        self._lock = threading.Lock()
+        self._slots = 0
+        #: Recent handler duration in seconds (moving average), None until one ran.
+        self.job_seconds: float | None = None
+
+    # -- slots ---------------------------------------------------------------------------
+    def start(self) -> None:
+        for _ in range(self.concurrency):
+            self._start_slot()
+
+    def _start_slot(self) -> None:
+        with self._lock:
+            self._slots += 1
+            n = self._slots
+        threading.Thread(target=self._slot, name=f"slot-{n}", daemon=True).start()
+
+    def _slot(self) -> None:
+        while True:
+            job = self.buffer.take(timeout=1.0)
+            if job is None:
+                if self.buffer.closed:
+                    return
+                continue
+            ex = self.begin(job)
+            if ex is not None:
+                self._run(ex)
+                if ex.abandoned:
+                    return  # a fresh thread already took this slot over
+            if not len(self.buffer):
+                self._on_slot_free()
+
+    def running(self) -> list[Execution]:
+        with self._lock:
+            return list(self._running.values())
+
+    def active(self) -> int:
+        return len(self._running)
+
+    # -- one job -------------------------------------------------------------------------
+    def begin(self, job: ClaimedJob) -> Execution | None:
+        """Turn a claimed job into a running execution (None: it must not run)."""
+        if job.lost:
+            log.warning("job %s: lease lost while waiting in the buffer; not started",
+                        job.id, extra={"action": "lease_lost", "job_id": job.id})
+            return None
+        job_type = self.registry.get(job.type)
+        assert job_type is not None, "claim_jobs only returns the types this worker handles"
+        if job.cancel_requested:
+            # Cancelled while it waited: end it without running it.
+            self.completer.submit(Completion(
+                job.id, job.execution_id, job.type, job.attempt, job_type.lease,
+                JobStatus.CANCELLED, ExecutionOutcome.CANCELLED, CANCELLED,
+                "cancelled at operator request"))
+            return None
+        ctx = JobContext(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
+                         attempt=job.attempt, max_attempts=job.max_attempts, type=job.type,
+                         queue=job.queue, version=job.version, checkpoint=job.checkpoint,
+                         job_idempotency_key=job.idempotency_key, timeout=job_type.timeout)
+        ex = Execution(job, job_type, ctx, threading.current_thread())
+        with self._lock:
+            self._running[job.execution_id] = ex
+        return ex
+
+    def _run(self, ex: Execution) -> None:
+        ctx = ex.ctx
+        try:
+            outcome = runner.execute(ex.job_type, ctx, ex.job.payload)
+            seconds = time.monotonic() - ctx.started
+            avg = self.job_seconds
+            self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05
+            with ex.lock:
+                if ex.abandoned:
+                    log.warning("job %s: handler returned after being abandoned; result "
+                                "discarded", ctx.job_id, extra={"action": "result_discarded"})
+                    ctx.close_transaction(commit=False)
+                    return
+                ex.recording = True
+            if outcome is None:
+                log.warning("job %s: execution %s lost its lease; result discarded",
+                            ctx.job_id, ctx.execution_id,
+                            extra={"action": "result_discarded", "job_id": ctx.job_id})
+                return
+            self._hand_over(ex, outcome)
+        except Exception:
+            log.exception("job %s: unexpected error in the runner", ctx.job_id)
+        finally:
+            with self._lock:
+                if self._running.get(ctx.execution_id) is ex:
+                    del self._running[ctx.execution_id]
+
+    def _hand_over(self, ex: Execution, outcome: runner.Outcome) -> None:
+        """Give the outcome to the completer, or complete in the handler's business
+        transaction when it has one."""
+        ctx, lease = ex.ctx, ex.job_type.lease
+        if ctx._tx_conn is not None:
+            if outcome.status is JobStatus.COMPLETED:
+                try:
+                    runner.complete_in_transaction(ctx, outcome, lease)
+                    return
+                except runner.CommitUncertain as exc:
+                    log.warning("job %s: the database went away while committing its "
+                                "completion (%s); scheduling a retry unless the commit went "
+                                "through", ctx.job_id, exc,
+                                extra={"action": "commit_uncertain", "job_id": ctx.job_id})
+                    outcome = runner.retry_or_fail(
+                        ex.job_type, ctx.attempt, ctx.max_attempts, "DB_UNAVAILABLE",
+                        f"connection lost while committing: {exc}")
+            else:
+                ctx.close_transaction(commit=False)
+        self.completer.submit(runner.completion(ctx, outcome, lease))
+
+    # -- giving up on handlers -------------------------------------------------------------
+    def abandon(self, ex: Execution, outcome: runner.Outcome | None) -> bool:
+        """Stop waiting for a handler: free its slot (a new thread takes it) and, unless
+        outcome is None (a shutdown hand-back), record the outcome. Its thread's later
+        result is ignored. False if it already finished."""
+        with ex.lock:
+            if ex.recording or ex.abandoned:
+                return False
+            ex.abandoned = True
+        ex.ctx._request_cancel()
+        with self._lock:
+            self._running.pop(ex.ctx.execution_id, None)
+            self._abandoned = [e for e in self._abandoned if e.thread.is_alive()]
+            if ex.thread.is_alive():
+                self._abandoned.append(ex)
+            piled_up = len(self._abandoned)
+        if outcome is not None:
+            # The handler's own transaction is left to its thread, which rolls it back.
+            self.completer.submit(runner.completion(ex.ctx, outcome, ex.job_type.lease))
+        if not self.buffer.closed:
+            self._start_slot()
+        self._on_slot_free()
+        if piled_up > self.max_abandoned:
+            self._on_too_many_abandoned(piled_up)
+        return True
+
+    def abandoned_alive(self) -> int:
+        with self._lock:
+            return sum(1 for e in self._abandoned if e.thread.is_alive())
+
+    def enforce_timeouts(self) -> None:
+        """Ask handlers past their timeout to stop; abandon those that do not in time."""
+        now = time.monotonic()
+        for ex in self.running():
+            left = ex.ctx.time_left
+            if left is None or left > 0 or ex.ctx.lease_lost or ex.abandoned:
+                continue
+            if ex.timeout_noticed is None:
+                # First ask the handler to stop (ctx.cancel_requested turns true) ...
+                ex.timeout_noticed = now
+                ex.ctx.timed_out = True
+                ex.ctx._request_cancel()
+                log.warning("job %s exceeded its %ss timeout: asking it to stop",
+                            ex.ctx.job_id, ex.job_type.timeout,
+                            extra={"action": "job_timeout", "job_id": ex.ctx.job_id})
+            elif now - ex.timeout_noticed >= self._timeout_grace_for(ex):
+                # ... then stop waiting for it: the slot is freed, the retry scheduled.
+                outcome = runner.classify(None, ex.ctx, ex.job_type)
+                if self.abandon(ex, outcome):
+                    log.warning("job %s ignored its timeout: abandoned (%s)", ex.ctx.job_id,
+                                outcome.status.value, extra={"action": "job_abandoned",
+                                                             "job_id": ex.ctx.job_id})
+
+    def _timeout_grace_for(self, ex: Execution) -> float:
+        """How long a timed-out handler gets to stop: `timeout_grace`, but never more
+        than its own timeout (a 1s job is not given 5s more) and at least 1s."""
+        return min(self.timeout_grace, max(1.0, ex.job_type.timeout or 0.0))

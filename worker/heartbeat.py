@@ -1,0 +1,141 @@
+"""The heartbeat duty: keeps every lease this worker holds alive, in one statement.
+
+Each interval it renews, guarded by `(status = 'running', execution_id)`:
+- the executions running in slots (flushing their throttled progress and checkpoints);
+- the claimed jobs still waiting in the producer's buffer;
+- the outcomes waiting in the completer's buffer;
+and the worker's own `job_workers` row. From the answer it learns which executions it
+no longer owns (recovered elsewhere while this process was frozen or cut off) and which
+an operator asked to cancel. It also enforces execution timeouts (on this process's
+clock, so even while the database is unreachable) and runs recovery of other workers'
+lost jobs every `recovery_interval`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from .completer import Completer
+from .executor import Execution, Executor
+from .producer import JobBuffer
+from .queries import Q, batch_params
+from .recovery import mark_gone_workers, recover_stale_running
+from .registry import Registry
+from .states import WorkerState
+
+log = logging.getLogger("jobwarden.heartbeat")
+
+DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+
+
+class Heartbeat:
+    """Renews leases and the worker row; learns cancellations and losses; recovers."""
+
+    def __init__(self, *, control_pool, worker_id: str, registry: Registry, executor: Executor,
+                 buffer: JobBuffer, completer: Completer, interval: float,
+                 recovery_interval: float, worker_stale_after: float,
+                 draining: Callable[[], bool], on_recovered: Callable[[], None]) -> None:
+        self.control_pool = control_pool
+        self.worker_id = worker_id
+        self.registry = registry
+        self.executor = executor
+        self.buffer = buffer
+        self.completer = completer
+        self.interval = interval
+        self.recovery_interval = recovery_interval
+        self.worker_stale_after = worker_stale_after
+        self._draining = draining
+        self._on_recovered = on_recovered
+
+    def run(self, closing: threading.Event) -> None:
+        next_recovery = 0.0
+        while not closing.is_set():
+            try:
+                self.beat()
+            except DB_ERRORS as exc:
+                log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
+            except Exception:
+                log.exception("heartbeat error")
+            self.executor.enforce_timeouts()
+            if time.monotonic() >= next_recovery and not self._draining():
+                next_recovery = time.monotonic() + self.recovery_interval
+                self.recover_once()
+            closing.wait(self.interval)
+
+    def recover_once(self) -> dict[str, int]:
+        """One recovery pass over every worker's expired leases."""
+        try:
+            with self.control_pool.connection() as conn:
+                counts = recover_stale_running(conn, self.registry)
+                mark_gone_workers(conn, stale_after=self.worker_stale_after)
+            if counts.get("pending"):
+                self._on_recovered()
+            return counts
+        except DB_ERRORS as exc:
+            log.warning("recovery pass failed: %s", exc)
+            return {}
+
+    def beat(self) -> None:
+        """Renew every lease this worker holds and its own row."""
+        live = [ex for ex in self.executor.running() if not ex.abandoned]
+        waiting = self.buffer.snapshot()
+        completing = self.completer.pending()
+        rows: dict[object, dict] = {}
+        taken = []
+        for c in completing:
+            rows[c.execution_id] = {"id": c.job_id, "execution_id": str(c.execution_id)}
+        for job in waiting:
+            rows[job.execution_id] = {"id": job.id, "execution_id": str(job.execution_id)}
+        for ex in live:
+            progress, checkpoint = ex.ctx.take_pending()
+            taken.append((ex, progress, checkpoint))
+            rows[ex.ctx.execution_id] = {
+                "id": ex.ctx.job_id, "execution_id": str(ex.ctx.execution_id),
+                "progress": None if progress is None else json.loads(progress),
+                "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
+        try:
+            with self.control_pool.connection() as conn:
+                owned: dict = {}
+                if rows:
+                    owned = {r[1]: r[2] for r in conn.execute(
+                        Q.heartbeat_executions,
+                        batch_params(list(rows.values()), id_key="id")).fetchall()}
+                state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
+                conn.execute(Q.worker_heartbeat, {"worker_id": self.worker_id,
+                                                  "state": state})
+        except BaseException:
+            for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
+                ex.ctx.restore_pending(progress, checkpoint)
+            raise
+        for job in waiting:
+            if job.execution_id not in owned:
+                job.lost = True
+            elif owned[job.execution_id]:
+                job.cancel_requested = True
+        for ex in live:
+            self._learn(ex, owned)
+
+    @staticmethod
+    def _learn(ex: Execution, owned: dict) -> None:
+        eid = ex.ctx.execution_id
+        if eid not in owned:
+            if ex.recording or ex.abandoned:
+                return  # it finished (or was let go) while the heartbeat ran
+            if not ex.ctx.lease_lost:
+                ex.ctx.lease_lost = True
+                ex.ctx._request_cancel()
+                log.warning("job %s: lease lost (execution %s was recovered elsewhere); "
+                            "its result will be discarded", ex.ctx.job_id, eid,
+                            extra={"action": "lease_lost", "job_id": ex.ctx.job_id})
+        elif owned[eid]:
+            if not ex.ctx.cancel_requested:
+                log.info("job %s: cancellation requested", ex.ctx.job_id,
+                         extra={"action": "cancel_requested", "job_id": ex.ctx.job_id})
+            ex.ctx.cancel_by_operator()

@@ -1,0 +1,193 @@
+"""The producer: claims jobs in batches, ahead of free slots, into a bounded local buffer.
+
+A slot that finishes a job takes the next one from the buffer at once instead of
+waiting for a round trip to PostgreSQL, and one claim statement serves many jobs.
+
+How far ahead it claims is bounded twice: never more than `buffer_size` jobs wait, and
+never more than about `horizon` seconds of work (the jobs' recent duration times the
+number of slots). A worker running minute-long jobs therefore claims little more than
+its free slots and leaves the rest to other workers, while one running no-op jobs keeps
+a full buffer. Jobs waiting in the buffer hold a lease like running ones: the heartbeat
+renews them too, and learns when one was cancelled or lost meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import args_row
+
+from .db import DedicatedConnection
+from .queries import Q
+
+log = logging.getLogger("jobwarden.producer")
+
+
+@dataclass(slots=True, eq=False)
+class ClaimedJob:
+    """One job as claim_jobs hands it over (columns in the query's order)."""
+
+    id: int
+    queue: str
+    type: str
+    version: int
+    payload: dict
+    priority: int
+    attempt: int
+    max_attempts: int
+    execution_id: UUID
+    checkpoint: Any
+    idempotency_key: str | None
+    #: Learned by a heartbeat while the job waited in the buffer.
+    cancel_requested: bool = False
+    #: Its lease was lost while it waited (the worker froze past it): never start it.
+    lost: bool = False
+
+
+def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
+          queues: list[str] | None, limit: int, worker_id: str) -> list[ClaimedJob]:
+    """Claim up to `limit` jobs in one statement (committed by the caller's connection)."""
+    cur = conn.cursor(row_factory=args_row(ClaimedJob))
+    cur.execute(Q.claim_jobs, {"types": types, "leases": leases, "queues": queues,
+                               "limit": limit, "worker_id": worker_id})
+    return cur.fetchall()
+
+
+class JobBuffer:
+    """Claimed jobs waiting for a free slot, first claimed first out."""
+
+    def __init__(self, on_low: Callable[[], None] | None = None) -> None:
+        self._jobs: deque[ClaimedJob] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        #: When a take leaves this many jobs or fewer, `on_low` asks for more.
+        self.low_water = 0
+        self._on_low = on_low
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put(self, jobs: list[ClaimedJob]) -> None:
+        with self._cond:
+            self._jobs.extend(jobs)
+            self._cond.notify(len(jobs))
+
+    def take(self, timeout: float) -> ClaimedJob | None:
+        """The next job, or None after `timeout` or once the buffer is closed."""
+        with self._cond:
+            if not self._jobs and not self._closed:
+                self._cond.wait(timeout)
+            if self._closed or not self._jobs:
+                return None
+            job = self._jobs.popleft()
+            low = len(self._jobs) <= self.low_water
+        if low and self._on_low is not None:
+            self._on_low()
+        return job
+
+    def snapshot(self) -> list[ClaimedJob]:
+        with self._cond:
+            return list(self._jobs)
+
+    def close(self) -> list[ClaimedJob]:
+        """Stop handing out jobs; returns those never started (to be handed back)."""
+        with self._cond:
+            self._closed = True
+            left = list(self._jobs)
+            self._jobs.clear()
+            self._cond.notify_all()
+        return left
+
+
+class Producer:
+    """Keeps the buffer filled: the claim loop of a worker process."""
+
+    def __init__(self, *, conn: DedicatedConnection, types: list[str],
+                 leases: list[float], queues: list[str] | None, worker_id: str,
+                 buffer: JobBuffer, concurrency: int, running: Callable[[], int],
+                 job_seconds: Callable[[], float | None], claim_batch: int = 100,
+                 buffer_size: int = 200, horizon: float = 0.1, poll_interval: float = 2.0,
+                 wake: threading.Event, stop: threading.Event) -> None:
+        self._conn = conn
+        self.types, self.leases, self.queues = types, leases, queues
+        self.worker_id = worker_id
+        self.buffer = buffer
+        self.concurrency = concurrency
+        self._running = running
+        self._job_seconds = job_seconds
+        self.claim_batch = claim_batch
+        self.buffer_size = buffer_size
+        self.horizon = horizon
+        self.poll_interval = poll_interval
+        self.wake = wake
+        self.stop = stop
+
+    def ahead(self) -> int:
+        """How many claimed jobs should wait in the buffer: about `horizon` seconds of
+        work for all slots, at most `buffer_size`; one per slot until durations are known."""
+        seconds = self._job_seconds()
+        if seconds is None:
+            return min(self.concurrency, self.buffer_size)
+        return max(1, min(self.buffer_size, int(self.concurrency * self.horizon
+                                                / max(seconds, 1e-6))))
+
+    def wanted(self) -> int:
+        """Jobs to claim now (0: the buffer is full enough)."""
+        ahead = self.ahead()
+        self.buffer.low_water = ahead // 2
+        waiting = len(self.buffer)
+        free = self.concurrency - self._running()
+        if waiting > ahead // 2 and waiting >= free:
+            return 0  # slots are busy and the buffer is not low yet: let it drain a little
+        return max(0, min(self.claim_batch, free + ahead - waiting))
+
+    def run(self) -> None:
+        """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
+        slot) or the poll interval passes."""
+        backoff = 0.5
+        while not self.stop.is_set():
+            self.wake.clear()
+            want = self.wanted()
+            if want:
+                try:
+                    jobs = self._claim(want)
+                    backoff = 0.5
+                except psycopg.errors.UniqueViolation:
+                    # Another worker claimed a job of the same concurrency_key in the same
+                    # instant; the index refused ours. Claim again: the key is now skipped.
+                    log.debug("claim lost a concurrency_key race; claiming again")
+                    continue
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    self._conn.drop()
+                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff,
+                                extra={"action": "db_unavailable"})
+                    self.stop.wait(backoff)
+                    backoff = min(backoff * 2, 10)
+                    continue
+                if jobs:
+                    self.buffer.put(jobs)
+                    if log.isEnabledFor(logging.DEBUG):
+                        for job in jobs:
+                            log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
+                                      job.attempt, job.max_attempts,
+                                      extra={"action": "job_claimed", "job_id": job.id,
+                                             "execution_id": str(job.execution_id)})
+                if len(jobs) == want:
+                    continue  # there may be more waiting
+            self.wake.wait(self.poll_interval)
+        self._conn.drop()
+
+    def _claim(self, limit: int) -> list[ClaimedJob]:
+        return claim(self._conn.get(), types=self.types, leases=self.leases, queues=self.queues,
+                     limit=limit, worker_id=self.worker_id)
