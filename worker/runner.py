@@ -165,8 +165,8 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
     assert conn is not None
     c = completion(ctx, outcome, lease)
     try:
-        owned = write_batch(conn, [c])
-        ctx.close_transaction(commit=bool(owned))
+        owned = ctx.execution_id in write_batch(conn, [c])
+        ctx.close_transaction(commit=owned)
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         # Nobody knows whether the business writes and the completion committed. Never
         # complete without them: the caller hands the job to a retry instead, which the
@@ -174,14 +174,14 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
         ctx.close_transaction(commit=False)
         raise CommitUncertain(str(exc)) from exc
     if owned:
-        _log_written(c, owned[ctx.execution_id])
+        _log_written(c, outcome.status)
     else:
         log.warning("job %s: execution %s no longer owns the job (recorded as %s); its %s "
                     "result is discarded", ctx.job_id, ctx.execution_id,
                     _recorded_outcome(ctx), outcome.outcome.value,
                     extra={"action": "result_discarded", "job_id": ctx.job_id,
                            "execution_id": str(ctx.execution_id), "job_type": ctx.type})
-    return bool(owned)
+    return owned
 
 
 def _recorded_outcome(ctx: JobContext) -> str:
