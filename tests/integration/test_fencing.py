@@ -26,9 +26,13 @@ from psycopg_pool import ConnectionPool
 
 from tests.helpers import wait_for
 from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
-from worker.queries import Q
+from worker.completer import Completer
+from worker.db import DedicatedConnection
+from worker.queries import Q, batch_params
 from worker.recovery import recover_stale_running
-from worker.runner import Outcome, record
+from worker.runner import Outcome, complete_in_transaction, completion
+from worker.states import ExecutionOutcome as O
+from worker.states import JobStatus as S
 
 EFFECT_KEY = "fenced:charge"
 FRESH_KEY = "fenced:receipt"  # a key nobody has reserved yet
@@ -58,6 +62,7 @@ class Takeover:
     """A job whose stale execution A lost it to execution B, which is still running."""
 
     db: psycopg.Connection  # autocommit: each statement commits, as a worker's would
+    url: str
     job_id: int
     a: UUID
     b: UUID
@@ -111,12 +116,12 @@ def takeover(clean_db, fenced_registry):
         db.execute("CREATE TABLE fenced_orders (id bigserial PRIMARY KEY, job_id bigint, "
                    "execution_id uuid)")
         try:
-            yield _take_over(db, pool, fenced_registry)
+            yield _take_over(db, clean_db, pool, fenced_registry)
         finally:
             db.execute("DROP TABLE fenced_orders")
 
 
-def _take_over(db, pool, registry: Registry) -> Takeover:
+def _take_over(db, url: str, pool, registry: Registry) -> Takeover:
     job_id = enqueue(db, "fenced.charge", {"amount": 100}, registry=registry)
     ctx_a = context(pool, claim(db, registry, "worker-a"))
     # A reserves its effect while it owns the job, then goes silent.
@@ -133,7 +138,7 @@ def _take_over(db, pool, registry: Registry) -> Takeover:
         "job_id": job_id, "execution_id": ctx_b.execution_id,
         "progress": json.dumps({"processed": 7, "total": 10}),
         "checkpoint": json.dumps({"page": 7})}).fetchone() == (False,)
-    t = Takeover(db, job_id, ctx_a.execution_id, ctx_b.execution_id, ctx_a, ctx_b, effect_a)
+    t = Takeover(db, url, job_id, ctx_a.execution_id, ctx_b.execution_id, ctx_a, ctx_b, effect_a)
 
     now = t.job()
     assert (now["status"], now["execution_id"], now["attempts"]) == ("running", t.b, 2)
@@ -144,42 +149,42 @@ def _take_over(db, pool, registry: Registry) -> Takeover:
 
 # -- A's late writes, one function per kind (each returns the rows it changed) -----------
 
-def _outcome(t: Takeover, status: str, outcome: str, error_code=None, error=None) -> dict:
-    return {"job_id": t.job_id, "execution_id": t.a, "status": status, "outcome": outcome,
-            "error_code": error_code, "error": error, "delay": 0.0,
-            "progress": json.dumps({"processed": 10, "total": 10}),
-            "checkpoint": json.dumps({"page": "done by A"})}
+def _finish(t: Takeover, status: str, outcome: str, error_code=None, error=None) -> list:
+    """A's outcome through the completer's batch statement (a batch of one)."""
+    return t.db.execute(Q.finish_executions, batch_params([{
+        "job_id": t.job_id, "execution_id": str(t.a), "status": status, "outcome": outcome,
+        "error_code": error_code, "error": error, "delay": 0.0,
+        "progress": {"processed": 10, "total": 10}, "checkpoint": {"page": "done by A"}}],
+    )).fetchall()
 
 
 def a_completes(t: Takeover) -> list:
-    return t.db.execute(Q.finish_execution, _outcome(t, "completed", "completed")).fetchall()
+    return _finish(t, "completed", "completed")
 
 
 def a_fails(t: Takeover) -> list:
-    return t.db.execute(Q.finish_execution, _outcome(
-        t, "failed", "failed", "PAYLOAD_INVALID", "A gives up")).fetchall()
+    return _finish(t, "failed", "failed", "PAYLOAD_INVALID", "A gives up")
 
 
 def a_schedules_a_retry(t: Takeover) -> list:
-    return t.db.execute(Q.finish_execution, _outcome(
-        t, "pending", "retry", "PROVIDER_5XX", "A saw a 503")).fetchall()
+    return _finish(t, "pending", "retry", "PROVIDER_5XX", "A saw a 503")
 
 
 def a_skips(t: Takeover) -> list:
-    return t.db.execute(Q.finish_execution, _outcome(t, "skipped", "skipped")).fetchall()
+    return _finish(t, "skipped", "skipped")
 
 
 def a_heartbeats(t: Takeover) -> list:
-    return t.db.execute(Q.heartbeat_executions, {"rows": json.dumps([
+    return t.db.execute(Q.heartbeat_executions, batch_params([
         {"id": t.job_id, "execution_id": str(t.a), "progress": None, "checkpoint": None},
-    ])}).fetchall()
+    ], id_key="id")).fetchall()
 
 
 def a_heartbeats_with_progress_and_checkpoint(t: Takeover) -> list:
-    return t.db.execute(Q.heartbeat_executions, {"rows": json.dumps([
+    return t.db.execute(Q.heartbeat_executions, batch_params([
         {"id": t.job_id, "execution_id": str(t.a), "progress": {"processed": 3},
          "checkpoint": {"page": 3}},
-    ])}).fetchall()
+    ], id_key="id")).fetchall()
 
 
 def a_saves_progress(t: Takeover) -> list:
@@ -195,10 +200,9 @@ def a_saves_a_checkpoint(t: Takeover) -> list:
 
 
 def a_hands_the_job_back_at_shutdown(t: Takeover) -> list:
-    return t.db.execute(Q.hand_back_execution, {
-        "job_id": t.job_id, "execution_id": t.a,
-        "progress": json.dumps({"processed": 3}), "checkpoint": json.dumps({"page": 3}),
-    }).fetchall()
+    return t.db.execute(Q.hand_back_executions, batch_params([{
+        "job_id": t.job_id, "execution_id": str(t.a),
+        "progress": {"processed": 3}, "checkpoint": {"page": 3}}])).fetchall()
 
 
 def a_records_its_effect_as_done(t: Takeover) -> list:
@@ -251,17 +255,30 @@ def a_handler_completes_with_a_business_write(t: Takeover):
     with t.ctx_a.transaction() as tx:
         tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
                    [t.job_id, t.a])
-    return record(t.ctx_a._pool, t.ctx_a, Outcome("completed", "completed"))
+    return complete_in_transaction(t.ctx_a, Outcome(S.COMPLETED, O.COMPLETED), lease=30)
+
+
+def _through_the_completer(t: Takeover, outcome: Outcome) -> bool:
+    """What the worker does with an outcome: buffer it, then flush it (a batch of one);
+    True if it was written."""
+    completer = Completer(DedicatedConnection(t.url), interval=3600)
+    completer.submit(completion(t.ctx_a, outcome, lease=30))
+    completer.flush()
+    return completer.written == 1
+
+
+def a_handler_completes(t: Takeover):
+    return _through_the_completer(t, Outcome(S.COMPLETED, O.COMPLETED))
 
 
 def a_handler_fails(t: Takeover):
-    return record(t.ctx_a._pool, t.ctx_a,
-                  Outcome("failed", "failed", "PAYLOAD_INVALID", "A gives up"))
+    return _through_the_completer(t, Outcome(S.FAILED, O.FAILED, "PAYLOAD_INVALID",
+                                             "A gives up"))
 
 
 def a_handler_schedules_a_retry(t: Takeover):
-    return record(t.ctx_a._pool, t.ctx_a,
-                  Outcome("pending", "retry", "PROVIDER_5XX", "A saw a 503", delay=0.0))
+    return _through_the_completer(t, Outcome(S.PENDING, O.RETRY, "PROVIDER_5XX",
+                                             "A saw a 503", delay=0.0))
 
 
 def a_handler_heartbeats(t: Takeover):
@@ -305,6 +322,7 @@ def _lease_lost(write) -> str:
 LATE_HANDLER_WRITES = [
     pytest.param(write, told, id=write.__name__) for write, told in [
         (a_handler_completes_with_a_business_write, False),
+        (a_handler_completes, False),
         (a_handler_fails, False),
         (a_handler_schedules_a_retry, False),
         (a_handler_heartbeats, "lease lost"),
@@ -323,7 +341,7 @@ def b_completes_normally(t: Takeover) -> None:
     with t.ctx_b.transaction() as tx:
         tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
                    [t.job_id, t.b])
-    assert record(t.ctx_b._pool, t.ctx_b, Outcome("completed", "completed")) is True
+    assert complete_in_transaction(t.ctx_b, Outcome(S.COMPLETED, O.COMPLETED), lease=30)
     done = t.job()
     assert (done["status"], done["execution_id"], done["attempts"]) == ("completed", t.b, 2)
     assert done["checkpoint"] == {"page": 7} and done["progress"] == {"processed": 7, "total": 10}
