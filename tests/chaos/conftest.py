@@ -55,13 +55,13 @@ class Worker:
     """One `jobwarden worker` subprocess, its log in a file the test can search."""
 
     def __init__(self, url: str, log: Path, app: str, concurrency: int, grace: float,
-                 poll_interval: float):
+                 poll_interval: float, options: tuple[str, ...] = ()):
         self.log = log
         self._out = open(log, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "worker.cli", "--log-level", "INFO", "worker", "--app", app,
              "--concurrency", str(concurrency), "--grace", str(grace),
-             "--poll-interval", str(poll_interval)],
+             "--poll-interval", str(poll_interval), *options],
             cwd=ROOT, env={**os.environ, "DATABASE_URL": url},
             stdout=self._out, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
@@ -98,9 +98,11 @@ class Workers:
         self.all: list[Worker] = []
 
     def start(self, app: str = "tests.apps.chaos_app", *, concurrency: int = 2,
-              grace: float = 5.0, poll_interval: float = 0.2, url: str | None = None) -> Worker:
+              grace: float = 5.0, poll_interval: float = 0.2, url: str | None = None,
+              options: tuple[str, ...] = ()) -> Worker:
+        """Start a worker; `options` are further `jobwarden worker` options."""
         w = Worker(url or self.url, self.tmp / f"worker-{len(self.all)}.log", app,
-                   concurrency, grace, poll_interval)
+                   concurrency, grace, poll_interval, options)
         self.all.append(w)
         return w
 
