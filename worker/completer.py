@@ -79,11 +79,11 @@ class Completer:
     """Buffers outcomes and flushes them in batches from its own thread (see run())."""
 
     def __init__(self, conn: DedicatedConnection, *, batch_size: int = 100,
-                 interval: float = 0.002, force: threading.Event | None = None) -> None:
+                 interval: float = 0.002, give_up: threading.Event | None = None) -> None:
         self._conn = conn
         self.batch_size = batch_size
         self.interval = interval
-        self._force = force or threading.Event()
+        self._give_up = give_up or threading.Event()
         self._queue: list[Completion] = []
         self._first_at = 0.0  # when the oldest waiting outcome arrived
         self._in_flight: list[Completion] = []
@@ -158,14 +158,14 @@ class Completer:
                 break
             except DB_ERRORS as exc:
                 self._conn.drop()
-                if time.monotonic() > give_up or self._force.is_set():
+                if time.monotonic() > give_up or self._give_up.is_set():
                     log.error("could not record %d outcome(s) (%s); recovery will take "
                               "over their jobs", len(batch), exc,
                               extra={"action": "record_failed", "count": len(batch)})
                     return
                 log.warning("recording %d outcome(s) failed (%s); retrying in %.1fs",
                             len(batch), exc, backoff, extra={"action": "db_unavailable"})
-                self._force.wait(backoff)
+                self._give_up.wait(backoff)
                 backoff = min(backoff * 2, 5)
         self.written += len(owned)
         refused = [c for c in batch if c.execution_id not in owned]

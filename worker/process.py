@@ -105,11 +105,12 @@ class WorkerProcess:
         self._wake = threading.Event()
         self._stop = threading.Event()  # stop claiming
         self._force = threading.Event()  # second signal: stop now
+        self._give_up = threading.Event()  # the completer stops retrying a failed flush
         self._closing = threading.Event()  # background threads exit
         self.restart_requested = False
         self.buffer = JobBuffer(on_low=self._wake.set)
         self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
-                                   interval=flush_interval, force=self._force)
+                                   interval=flush_interval, give_up=self._give_up)
 
     # -- lifecycle ---------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -121,6 +122,7 @@ class WorkerProcess:
         if self._stop.is_set():
             log.warning("second signal %s: stopping now", signum, extra={"action": "force_stop"})
             self._force.set()
+            self._give_up.set()
         else:
             log.info("signal %s: draining (grace %ss)", signum, self.grace,
                      extra={"action": "drain_started"})
@@ -182,7 +184,11 @@ class WorkerProcess:
             self._drain()
         finally:
             self.completer.close()
-            completer.join(timeout=None if not self._force.is_set() else 5)
+            # A flush failing on a database outage may retry for 3 leases; at shutdown
+            # it gets the grace period, then recovery will take its jobs over.
+            completer.join(timeout=5 if self._force.is_set() else self.grace)
+            self._give_up.set()
+            completer.join(timeout=5)
             self.completer.flush()  # anything submitted after the thread's last batch
             self._closing.set()
             for t in threads:
