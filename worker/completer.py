@@ -18,7 +18,6 @@ past that, recovery will have taken the jobs over and the write is moot.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ from uuid import UUID
 import psycopg
 
 from .db import DedicatedConnection
-from .queries import Q, batch_params
+from .queries import Q
 from .sanitize import sanitize_text
 from .states import ExecutionOutcome, JobStatus
 
@@ -56,22 +55,30 @@ class Completion:
     checkpoint: str | None = None
 
     def row(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "execution_id": str(self.execution_id),
+        """The outcome as one row of finish_executions (see finish_params)."""
+        return {"job_id": self.job_id, "execution_id": self.execution_id,
                 "status": self.status.value, "outcome": self.outcome.value,
                 "error_code": self.error_code, "error": sanitize_text(self.error),
-                "delay": self.delay, "progress": _raw(self.progress),
-                "checkpoint": _raw(self.checkpoint)}
+                "delay": self.delay, "progress": self.progress,
+                "checkpoint": self.checkpoint}
 
 
-def _raw(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+def finish_params(rows: list[dict[str, Any]]) -> dict[str, list]:
+    """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
+    concurrent batches lock rows in one order). progress and checkpoint are JSON text."""
+    rows = sorted(rows, key=lambda r: r["job_id"])
+    return {"job_ids": [r["job_id"] for r in rows],
+            "execution_ids": [r["execution_id"] for r in rows],
+            "statuses": [r["status"] for r in rows], "outcomes": [r["outcome"] for r in rows],
+            "error_codes": [r["error_code"] for r in rows], "errors": [r["error"] for r in rows],
+            "delays": [r["delay"] for r in rows], "progress": [r["progress"] for r in rows],
+            "checkpoints": [r["checkpoint"] for r in rows]}
 
 
 def write_batch(conn, batch: list[Completion]) -> dict[UUID, str]:
     """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
     for the executions that still owned their jobs (the others were refused)."""
-    rows = conn.execute(Q.finish_executions,
-                        batch_params([c.row() for c in batch])).fetchall()
+    rows = conn.execute(Q.finish_executions, finish_params([c.row() for c in batch])).fetchall()
     return {execution_id: status for _job_id, execution_id, status in rows}
 
 

@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from tests.helpers import wait_for
 from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
-from worker.completer import Completer
+from worker.completer import Completer, finish_params
 from worker.db import DedicatedConnection
 from worker.queries import Q, batch_params
 from worker.recovery import recover_stale_running
@@ -151,11 +151,11 @@ def _take_over(db, url: str, pool, registry: Registry) -> Takeover:
 
 def _finish(t: Takeover, status: str, outcome: str, error_code=None, error=None) -> list:
     """A's outcome through the completer's batch statement (a batch of one)."""
-    return t.db.execute(Q.finish_executions, batch_params([{
-        "job_id": t.job_id, "execution_id": str(t.a), "status": status, "outcome": outcome,
+    return t.db.execute(Q.finish_executions, finish_params([{
+        "job_id": t.job_id, "execution_id": t.a, "status": status, "outcome": outcome,
         "error_code": error_code, "error": error, "delay": 0.0,
-        "progress": {"processed": 10, "total": 10}, "checkpoint": {"page": "done by A"}}],
-    )).fetchall()
+        "progress": json.dumps({"processed": 10, "total": 10}),
+        "checkpoint": json.dumps({"page": "done by A"})}])).fetchall()
 
 
 def a_completes(t: Takeover) -> list:

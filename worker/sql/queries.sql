@@ -91,9 +91,9 @@ FROM claimed ORDER BY priority DESC, available_at, id
 -- Record a batch of outcomes, each only if its execution still owns the job; returns
 -- the executions written and the status each job took (absent rows were refused).
 -- A retry of a job whose cancellation was requested meanwhile ends it cancelled instead.
--- The plan is a primary-key lookup per row (the rows drive the join; `execution_ids`
--- repeats their keys so job_executions is probed by index too, statistics or not).
--- Rows come sorted by job id, so two batches of one worker lock rows in one order.
+-- The rows come as parallel arrays, sorted by job id so that two batches of one worker
+-- lock rows in one order; they drive the join, a primary-key lookup per row. (Arrays
+-- cost about a third less database time per row than the same rows as JSON.)
 WITH job AS (
     UPDATE background_jobs j
     SET status = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
@@ -114,9 +114,11 @@ WITH job AS (
         checkpoint = COALESCE(x.checkpoint, j.checkpoint),
         progress = COALESCE(x.progress, j.progress),
         lease_expires_at = NULL
-    FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
-        job_id bigint, execution_id uuid, status text, outcome text, error_code text,
-        error text, delay float8, progress jsonb, checkpoint jsonb)
+    FROM unnest(%(job_ids)s::bigint[], %(execution_ids)s::uuid[], %(statuses)s::text[],
+                %(outcomes)s::text[], %(error_codes)s::text[], %(errors)s::text[],
+                %(delays)s::float8[], %(progress)s::jsonb[], %(checkpoints)s::jsonb[])
+         AS x(job_id, execution_id, status, outcome, error_code, error, delay, progress,
+              checkpoint)
     WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
     RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error
 )
@@ -127,7 +129,7 @@ SET finished_at = now(),
     error = job.error,
     duration_ms = extract(epoch FROM now() - e.started_at) * 1000
 FROM job
-WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = job.execution_id
+WHERE e.execution_id = job.execution_id
 RETURNING e.job_id, e.execution_id, job.status
 
 -- name: heartbeat_executions
