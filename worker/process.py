@@ -48,8 +48,8 @@ DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 #: Defaults that suit typical jobs as well as tiny ones (README "Running workers").
 DEFAULT_CONCURRENCY = 10
-DEFAULT_CLAIM_BATCH = 100
-DEFAULT_BUFFER_SIZE = 200
+DEFAULT_CLAIM_BATCH = 200
+DEFAULT_BUFFER_SIZE = 400
 DEFAULT_FLUSH_BATCH = 200
 DEFAULT_FLUSH_INTERVAL = 0.002
 

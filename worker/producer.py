@@ -116,8 +116,8 @@ class Producer:
     def __init__(self, *, conn: DedicatedConnection, types: list[str],
                  leases: list[float], queues: list[str] | None, worker_id: str,
                  buffer: JobBuffer, concurrency: int, running: Callable[[], int],
-                 job_seconds: Callable[[], float | None], claim_batch: int = 100,
-                 buffer_size: int = 200, horizon: float = 0.1, poll_interval: float = 2.0,
+                 job_seconds: Callable[[], float | None], claim_batch: int = 200,
+                 buffer_size: int = 400, horizon: float = 0.1, poll_interval: float = 2.0,
                  wake: threading.Event, stop: threading.Event) -> None:
         self._conn = conn
         self.types, self.leases, self.queues = types, leases, queues
