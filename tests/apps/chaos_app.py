@@ -76,10 +76,11 @@ def sleep_job(ctx, payload):
 
 @job("chaos.handover", queue="chaos", lease=1, timeout=60, max_attempts=3, backoff=FAST)
 def handover_job(ctx, payload):
-    """Waits, then writes an order in the transaction that completes the job. The first
-    attempt waits until a second attempt has started: frozen past its lease, it returns
-    right after waking. Later attempts wait until the test opens the job's gate, so they
-    are still running when the first one wakes."""
+    """Waits, then writes an order in the transaction that completes the job (or, with
+    `"transaction": false`, writes nothing and returns: its outcome goes through the
+    worker's completer). The first attempt waits until a second attempt has started:
+    frozen past its lease, it returns right after waking. Later attempts wait until the
+    test opens the job's gate, so they are still running when the first one wakes."""
     note(ctx, "started")
     if ctx.attempt == 1:
         sql = "SELECT count(*) >= 2 FROM chaos_events WHERE job_id = %s AND event = 'started'"
@@ -93,9 +94,10 @@ def handover_job(ctx, payload):
         if time.monotonic() > deadline:
             raise RuntimeError(f"attempt {ctx.attempt} waited {payload.get('wait', 60)}s")
         time.sleep(0.05)
-    with ctx.transaction() as tx:
-        tx.execute("INSERT INTO chaos_orders (job_id, execution_id) VALUES (%s, %s)",
-                   [ctx.job_id, ctx.execution_id])
+    if payload.get("transaction", True):
+        with ctx.transaction() as tx:
+            tx.execute("INSERT INTO chaos_orders (job_id, execution_id) VALUES (%s, %s)",
+                       [ctx.job_id, ctx.execution_id])
     note(ctx, "returned")
 
 
