@@ -53,3 +53,23 @@ def test_importing_every_runtime_module_leaves_the_console_unloaded():
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def _console_loaded_after_parsing(argv: list[str]) -> bool:
+    code = ("import sys\nfrom worker import cli\n"
+            f"argv = {argv!r}\n"
+            "cli.build_parser(contributed=not cli._runtime_command(argv)).parse_args(argv)\n"
+            "print('console' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip() == "True"
+
+
+def test_a_worker_command_line_never_loads_the_console():
+    assert not _console_loaded_after_parsing(["worker", "--app", "bench.noop_app"])
+    assert not _console_loaded_after_parsing(["--log-level", "WARNING", "migrate"])
+
+
+def test_the_console_commands_still_parse_through_the_same_entry_point():
+    assert _console_loaded_after_parsing(["user", "add", "alice", "--role", "viewer"])
