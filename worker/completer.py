@@ -28,6 +28,7 @@ from uuid import UUID
 import psycopg
 
 from .db import DedicatedConnection
+from .errors import OUTCOME_UNSTORABLE
 from .queries import Q
 from .sanitize import sanitize_text
 from .states import ExecutionOutcome, JobStatus
@@ -35,6 +36,9 @@ from .states import ExecutionOutcome, JobStatus
 log = logging.getLogger("jobwarden.completer")
 
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+#: How PostgreSQL (or psycopg, before sending) refuses a value, as opposed to being away.
+STORE_REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError,
+                 UnicodeError, ValueError)
 
 
 @dataclass(slots=True, eq=False)
@@ -80,6 +84,34 @@ def write_batch(conn, batch: list[Completion]) -> dict[UUID, str]:
     for the executions that still owned their jobs (the others were refused)."""
     rows = conn.execute(Q.finish_executions, finish_params([c.row() for c in batch])).fetchall()
     return {execution_id: status for _job_id, execution_id, status in rows}
+
+
+def unstorable(c: Completion, exc: BaseException) -> Completion:
+    """The failure recorded in place of an outcome PostgreSQL refused to store."""
+    return Completion(c.job_id, c.execution_id, c.type, c.attempt, c.lease, JobStatus.FAILED,
+                      ExecutionOutcome.FAILED, OUTCOME_UNSTORABLE,
+                      f"the {c.outcome.value} outcome ({c.error_code or 'no code'}) could not "
+                      f"be stored: PostgreSQL refused it ({type(exc).__name__})")
+
+
+def write_storable(conn, batch: list[Completion]) -> dict[UUID, str]:
+    """write_batch on an autocommit connection, never losing an outcome to a value
+    PostgreSQL refuses: a refused batch is written outcome by outcome, and an outcome
+    refused on its own is replaced by its OUTCOME_UNSTORABLE failure. Without this the
+    job would sit in `running` for a whole lease and end as a lost worker."""
+    try:
+        return write_batch(conn, batch)
+    except STORE_REFUSED as exc:
+        if len(batch) > 1:
+            owned: dict[UUID, str] = {}
+            for c in batch:
+                owned.update(write_storable(conn, [c]))
+            return owned
+        (c,) = batch
+        log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
+                  c.job_id, c.outcome.value, type(exc).__name__, OUTCOME_UNSTORABLE,
+                  extra={"action": "outcome_unstorable", "job_id": c.job_id})
+        return write_batch(conn, [unstorable(c, exc)])
 
 
 class Completer:
@@ -161,7 +193,7 @@ class Completer:
         backoff = 0.2
         while True:
             try:
-                owned = write_batch(self._conn.get(), batch)
+                owned = write_storable(self._conn.get(), batch)
                 break
             except DB_ERRORS as exc:
                 self._conn.drop()

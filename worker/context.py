@@ -15,6 +15,7 @@ from psycopg_pool import PoolTimeout
 
 from .errors import AmbiguousOutcome, JobCancelled
 from .queries import Q
+from .storable import storable_json, storable_text
 
 log = logging.getLogger("jobwarden.job")
 
@@ -114,8 +115,8 @@ class JobContext:
         """Progress and checkpoint not yet written, as JSON (for the heartbeat to flush)."""
         with self._lock:
             progress = (None if self._pending_progress is None
-                        else json.dumps(self._pending_progress))
-            checkpoint = (json.dumps(self._pending_checkpoint)
+                        else json.dumps(storable_json(self._pending_progress)))
+            checkpoint = (json.dumps(storable_json(self._pending_checkpoint))
                           if self._has_pending_checkpoint else None)
             self._pending_progress = None
             self._has_pending_checkpoint = False
@@ -225,7 +226,7 @@ class Effect:
 
     def __init__(self, ctx: JobContext, key: str, provider_idempotent: bool):
         self.ctx = ctx
-        self.key = key
+        self.key = storable_text(key)
         self.provider_idempotent = provider_idempotent
         self.done = False
         self.result: Any = None
@@ -266,7 +267,7 @@ class Effect:
 
     def complete(self, result: Any = None) -> None:
         """Record that the effect happened (with its result, e.g. the provider's id)."""
-        if not self._run(Q.complete_effect, result=json.dumps(result)):
+        if not self._run(Q.complete_effect, result=json.dumps(storable_json(result))):
             raise LeaseLost(f"effect {self.key!r} is no longer reserved by this execution")
         self.done, self.result = True, result
 

@@ -22,6 +22,8 @@ PAYLOAD_VERSION_UNSUPPORTED = "PAYLOAD_VERSION_UNSUPPORTED"
 CANCELLED = "CANCELLED"
 AMBIGUOUS_OUTCOME = "AMBIGUOUS_OUTCOME"
 UNKNOWN = "UNKNOWN"
+#: PostgreSQL refused the outcome as built; this failure was recorded in its place.
+OUTCOME_UNSTORABLE = "OUTCOME_UNSTORABLE"
 
 
 class JobError(Exception):

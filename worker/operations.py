@@ -23,6 +23,7 @@ from typing import Any
 
 from worker.queries import Q, execute
 from worker.registry import check_name
+from worker.storable import storable_text
 
 #: Roles allowed to act (viewers only read).
 ACTING_ROLES = ("operator", "admin")
@@ -231,7 +232,7 @@ def _check(actor: str, role: str, reason: str) -> str:
         raise PermissionError(f"role {role!r} may not act on jobs")
     if not actor:
         raise ValueError("an action needs an actor")
-    reason = (reason or "").strip()
+    reason = (storable_text(reason) or "").strip()
     if not reason:
         raise ValueError("an action needs a reason")
     return reason[:REASON_MAX]

@@ -20,13 +20,14 @@ from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 
 from . import errors as E
-from .completer import Completion, _log_written, write_batch
+from .completer import STORE_REFUSED, Completion, _log_written, unstorable, write_batch
 from .context import JobContext, LeaseLost
 from .policy import RetryPolicy
 from .queries import Q
 from .registry import JobType
 from .sanitize import describe_exception, describe_validation, sanitize_text
 from .states import ExecutionOutcome, JobStatus
+from .storable import storable_text
 
 log = logging.getLogger("jobwarden.runner")
 #: Backoff for jobs whose type this worker does not know (recovery of foreign types).
@@ -42,6 +43,12 @@ class Outcome:
     error_code: str | None = None
     error: str | None = None
     delay: float = 0.0  # seconds until the next attempt when status == 'pending'
+
+    def __post_init__(self) -> None:
+        # Built from whatever the handler raised: make it storable here, once, so every
+        # writer of outcomes stores it as it is.
+        self.error_code = storable_text(self.error_code)
+        self.error = storable_text(self.error)
 
     @property
     def retrying(self) -> bool:
@@ -173,6 +180,16 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
         # guard refuses if the commit did happen.
         ctx.close_transaction(commit=False)
         raise CommitUncertain(str(exc)) from exc
+    except STORE_REFUSED as exc:
+        # PostgreSQL refused a value of the completion: the business writes roll back and
+        # the job fails at once, saying why, instead of waiting out its lease.
+        ctx.close_transaction(commit=False)
+        log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
+                  ctx.job_id, outcome.outcome.value, type(exc).__name__,
+                  E.OUTCOME_UNSTORABLE, extra={"action": "outcome_unstorable",
+                                               "job_id": ctx.job_id})
+        with ctx._pool.connection() as fallback:
+            return ctx.execution_id in write_batch(fallback, [unstorable(c, exc)])
     if owned:
         _log_written(c, outcome.status)
     else:
