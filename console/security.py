@@ -24,7 +24,7 @@ CONTENT_SECURITY_POLICY = "; ".join((
 ))
 
 htmx = HTMX()
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 
 
 class SessionInterface(SecureCookieSessionInterface):

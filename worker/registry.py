@@ -14,7 +14,8 @@ from typing import Any
 
 from .policy import RetryPolicy, parse_duration
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+# \Z, not $: "$" also matches before a final newline.
+NAME_PATTERN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
 
 Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
 Upgrader = Callable[[dict], dict]
