@@ -9,99 +9,52 @@ SQLAlchemy Connection or Session) and lets the caller's COMMIT decide.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from .errors import EnqueueError
+from .job_spec import JobSpec, check_payload
 from .job_types import defaulted_fields, with_published_policies
 from .queries import Q, execute
-from .registry import Registry, check_name, registry
+from .registry import Registry, registry
 from .sanitize import describe_validation
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
-INT32 = 2**31 - 1
 
 
 def max_payload_bytes() -> int:
     return int(os.environ.get("JOBWARDEN_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES))
 
 
-@dataclass
-class JobSpec:
-    """One job to enqueue (the bulk form takes a list of these, or of dicts alike)."""
-
-    type: str
-    payload: Mapping[str, Any]
-    queue: str | None = None
-    priority: int = 0
-    run_at: datetime | None = None
-    delay: float | None = None
-    max_attempts: int | None = None
-    idempotency_key: str | None = None
-    version: int | None = None
-    concurrency_key: str | None = None
-
-
 def encode_payload(payload: Any, limit: int | None = None) -> str:
     """The payload as JSON text, or EnqueueError saying exactly what is wrong with it."""
-    if not isinstance(payload, Mapping):
-        raise EnqueueError(f"payload must be a JSON object (a dict), not {type(payload).__name__}")
+    check_payload(payload)
     try:
         text = json.dumps(payload, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
-        raise EnqueueError(f"payload is not JSON-serializable: {exc}") from exc
-    if "\\u0000" in text:
-        raise EnqueueError("payload contains a NUL character (\\u0000), which PostgreSQL rejects")
+        raise EnqueueError(f"payload is not JSON-serializable: {exc}", "payload") from exc
     limit = max_payload_bytes() if limit is None else limit
     size = len(text.encode())
     if size > limit:
         raise EnqueueError(
             f"payload is {size} bytes, over the {limit}-byte limit: store the data elsewhere "
-            "and enqueue its id"
-        )
+            "and enqueue its id", "payload")
     return text
 
 
 def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
-    try:
-        check_name("job type", spec.type)
-        if spec.queue is not None:
-            check_name("queue", spec.queue)
-    except ValueError as exc:
-        raise EnqueueError(str(exc)) from None
+    """The insert row of a validated spec, with its type's policy applied."""
     job_type = reg.get(spec.type)
-    if spec.run_at is not None and spec.delay is not None:
-        raise EnqueueError("give run_at or delay, not both")
-    if spec.run_at is not None and (
-        not isinstance(spec.run_at, datetime) or spec.run_at.tzinfo is None
-    ):
-        raise EnqueueError("run_at must be a timezone-aware datetime")
-    if spec.delay is not None and (
-        not isinstance(spec.delay, int | float) or not math.isfinite(spec.delay) or spec.delay < 0
-    ):
-        raise EnqueueError("delay must be a non-negative number of seconds")
-    if not isinstance(spec.priority, int) or abs(spec.priority) > INT32:
-        raise EnqueueError("priority must be a 32-bit integer")
     max_attempts = spec.max_attempts
     if max_attempts is None:
         max_attempts = job_type.max_attempts if job_type else 5
-    if not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
-        raise EnqueueError("max_attempts must be an integer from 1 to 1000")
     version = spec.version
     if version is None:
         version = job_type.version if job_type else 1
-    if not isinstance(version, int) or not 1 <= version <= INT32:
-        raise EnqueueError("version must be a positive integer")
-    if spec.idempotency_key is not None and (
-        not isinstance(spec.idempotency_key, str) or not 0 < len(spec.idempotency_key) <= 500
-    ):
-        raise EnqueueError("idempotency_key must be a non-empty string of at most 500 characters")
     raw = spec.payload
     if hasattr(raw, "model_dump"):  # a pydantic model instance: store its JSON form
         raw = raw.model_dump(mode="json")
@@ -111,7 +64,7 @@ def _row(spec: JobSpec, ord_: int, reg: Registry) -> dict[str, Any]:
             job_type.validate_payload(payload)
         except ValidationError as exc:
             raise EnqueueError(f"payload does not fit {job_type.payload_model.__name__}: "
-                               f"{describe_validation(exc)}") from None
+                               f"{describe_validation(exc)}", "payload") from None
     return {
         "ord": ord_,
         "queue": spec.queue or (job_type.queue if job_type else "default"),
@@ -154,6 +107,8 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     specs = [j if isinstance(j, JobSpec) else JobSpec(**j) for j in jobs]
     if not specs:
         return []
+    for spec in specs:
+        spec.validate()  # before any statement runs: the caller's transaction stays usable
     rows = _rows_with_policy(conn, specs, registry)
     inserted = run_query(conn, Q.enqueue_jobs, {"rows": json.dumps(rows)})
     by_key = {key: id_ for id_, key in inserted if key is not None}

@@ -87,4 +87,11 @@ class JobCancelled(JobError):
 
 
 class EnqueueError(ValueError):
-    """A job was refused at enqueue: bad payload, bad type or queue name, bad options."""
+    """A job was refused at enqueue: bad payload, bad type or queue name, bad options.
+
+    `field` names what was wrong (`priority`, `payload.items[3]`), None when the job as a
+    whole was (say, a payload model that does not fit)."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field

@@ -1,0 +1,116 @@
+"""Bad input to enqueue is refused by JobSpec.validate() with an EnqueueError naming the
+field, before any statement runs: the caller's business transaction stays usable."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+
+from tests.helpers import scalar
+from worker import EnqueueError, JobSpec, enqueue
+from worker.db import sqlalchemy_url
+from worker.job_spec import MAX_PAYLOAD_DEPTH
+
+
+def nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+#: (enqueue keyword arguments, the field the error must name)
+BAD = [
+    ({"payload": {"x": "lone \ud800"}}, "payload.x"),
+    ({"payload": {"bad \udfff key": 1}}, "payload"),
+    ({"payload": {"k\x00": 1}}, "payload"),
+    ({"payload": {"x": ["ok", "a\x00b"]}}, "payload.x[1]"),
+    ({"payload": {1: "int key"}}, "payload"),
+    ({"payload": {"x": {(1, 2): "tuple key"}}}, "payload.x"),
+    ({"payload": nested(1000)}, "payload"),
+    ({"payload": nested(MAX_PAYLOAD_DEPTH + 1)}, "payload"),
+    ({"payload": {"x": float("inf")}}, "payload.x"),
+    ({"priority": True}, "priority"),
+    ({"priority": 1.5}, "priority"),
+    ({"max_attempts": True}, "max_attempts"),
+    ({"version": False}, "version"),
+    ({"version": True}, "version"),
+    ({"delay": 1e12}, "delay"),
+    ({"delay": True}, "delay"),
+    ({"delay": float("nan")}, "delay"),
+    ({"concurrency_key": "k" * 1_000_000}, "concurrency_key"),
+    ({"concurrency_key": ""}, "concurrency_key"),
+    ({"concurrency_key": 42}, "concurrency_key"),
+    ({"concurrency_key": "a\x00b"}, "concurrency_key"),
+    ({"idempotency_key": "k" * 1_000_000}, "idempotency_key"),
+    ({"idempotency_key": "lone \ud800"}, "idempotency_key"),
+    ({"idempotency_key": b"bytes"}, "idempotency_key"),
+    ({"queue": "q\n"}, "queue"),
+    ({"type": "t\n"}, "type"),
+]
+
+
+def call(conn, kwargs):
+    kwargs = dict(kwargs)
+    return enqueue(conn, kwargs.pop("type", "t"), kwargs.pop("payload", {}), **kwargs)
+
+
+@pytest.fixture
+def business(clean_db):
+    """A business table the caller writes in the same transaction as its enqueue."""
+    with psycopg.connect(clean_db, autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS business_rows (note text)")
+        c.execute("TRUNCATE business_rows")
+    return clean_db
+
+
+@pytest.mark.parametrize("kwargs, field", BAD, ids=[f for _, f in BAD])
+def test_bad_input_names_the_field_and_the_psycopg_transaction_stays_usable(
+        business, kwargs, field):
+    with psycopg.connect(business) as conn:
+        conn.execute("INSERT INTO business_rows VALUES ('before')")
+        with pytest.raises(EnqueueError) as raised:
+            call(conn, kwargs)
+        assert raised.value.field == field
+        assert str(raised.value).startswith(field)
+        conn.execute("INSERT INTO business_rows VALUES ('after')")
+        conn.commit()
+    assert scalar(business, "SELECT count(*) FROM business_rows") == 2
+    assert scalar(business, "SELECT count(*) FROM background_jobs") == 0
+
+
+@pytest.mark.parametrize("kwargs, field", BAD, ids=[f for _, f in BAD])
+def test_bad_input_leaves_a_sqlalchemy_session_usable(business, kwargs, field):
+    engine = create_engine(sqlalchemy_url(business))
+    try:
+        with Session(engine) as session:
+            session.execute(text("INSERT INTO business_rows VALUES ('before')"))
+            with pytest.raises(EnqueueError, match=f"^{re.escape(field)}"):
+                call(session, kwargs)
+            session.execute(text("INSERT INTO business_rows VALUES ('after')"))
+            session.commit()
+    finally:
+        engine.dispose()
+    assert scalar(business, "SELECT count(*) FROM business_rows") == 2
+
+
+def test_validate_is_a_unit_that_needs_no_connection():
+    JobSpec(type="t", payload=nested(MAX_PAYLOAD_DEPTH - 1), priority=-5, delay=0,
+            max_attempts=3, version=2, idempotency_key="k", concurrency_key="c").validate()
+    with pytest.raises(EnqueueError, match="^run_at"):
+        JobSpec(type="t", payload={}, delay=1, run_at=__import__("datetime").datetime.now()
+                ).validate()
+
+
+def test_the_largest_accepted_values_are_stored(conn, clean_db):
+    from worker.job_spec import MAX_DELAY_SECONDS, MAX_KEY_CHARS
+
+    job_id = enqueue(conn, "t", nested(MAX_PAYLOAD_DEPTH - 1), delay=MAX_DELAY_SECONDS,
+                     concurrency_key="c" * MAX_KEY_CHARS, idempotency_key="i" * MAX_KEY_CHARS,
+                     priority=2**31 - 1)
+    conn.commit()
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE id = %s", [job_id]) == 1
