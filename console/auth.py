@@ -25,11 +25,16 @@ ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 PUBLIC_ENDPOINTS = frozenset({"auth.login", "static", "metrics.metrics"})
 
 
+#: Session key holding the user's session generation when the session was issued.
+SESSION_GENERATION = "generation"
+
+
 class ConsoleUser(UserMixin):
     def __init__(self, row: dict) -> None:
         self.id = str(row["id"])
         self.username = row["username"]
         self.role = row["role"]
+        self.session_generation = row["session_generation"]
 
     def has_role(self, needed: str) -> bool:
         return ROLE_RANK.get(self.role, -1) >= ROLE_RANK[needed]
@@ -49,6 +54,10 @@ def load_user(user_id: str) -> ConsoleUser | None:
         return None
     row = get_db().one("console_user_by_id", user_id=int(user_id))
     if row is None or row["disabled"]:
+        return None
+    # A cookie issued before the user signed out, or before an admin changed their
+    # password or role, carries an older generation: it no longer signs anyone in.
+    if session.get(SESSION_GENERATION) != row["session_generation"]:
         return None
     return ConsoleUser(row)
 
@@ -124,6 +133,7 @@ def login():
         if row is not None:
             session.clear()  # a fresh session on sign-in: no fixation
             login_user(ConsoleUser(row))
+            session[SESSION_GENERATION] = row["session_generation"]
             session.permanent = True
             return redirect(next_url, code=303)
         flash("Unknown user name or wrong password.", "error")
@@ -135,6 +145,10 @@ def login():
 def logout():
     """Sign out (POST with CSRF, so a link on another site cannot sign you out)."""
     LogoutForm()  # CSRF was already checked by CSRFProtect
+    if current_user.is_authenticated:
+        # Every copy of this user's cookies stops working, not only this browser's.
+        with get_db().transaction() as conn:
+            conn.exec_driver_sql(Q.console_user_end_sessions, {"user_id": int(current_user.id)})
     logout_user()
     session.clear()
     return redirect(url_for("auth.login"), code=303)

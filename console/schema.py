@@ -11,6 +11,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Identity,
+    Integer,
     Table,
     Text,
     UniqueConstraint,
@@ -32,6 +33,8 @@ console_users = Table(
     Column("disabled", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", TS, nullable=False, server_default=text("now()")),
     Column("last_login_at", TS),
+    # Bumped to end every session of the user (sign-out, password, role, disable).
+    Column("session_generation", Integer, nullable=False, server_default=text("0")),
     UniqueConstraint("username", name="console_users_username_key"),
     CheckConstraint(check_in("role", ROLES), name="console_users_role_check"),
 )

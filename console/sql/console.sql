@@ -244,21 +244,27 @@ ORDER BY type;
 
 -- name: console_user_by_name
 -- A console user by login name.
-SELECT id, username, password_hash, role, disabled FROM console_users
+SELECT id, username, password_hash, role, disabled, session_generation FROM console_users
 WHERE username = %(username)s::text;
 
 -- name: console_user_by_id
 -- A console user by id (session loading).
-SELECT id, username, password_hash, role, disabled FROM console_users
+SELECT id, username, password_hash, role, disabled, session_generation FROM console_users
 WHERE id = %(user_id)s::bigint;
 
 -- name: console_user_upsert
--- Create a user, or set an existing user's password and role.
+-- Create a user, or set an existing user's password and role (ending their sessions).
 INSERT INTO console_users (username, password_hash, role)
 VALUES (%(username)s::text, %(password_hash)s::text, %(role)s::text)
 ON CONFLICT (username) DO UPDATE
-SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, disabled = false
+SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, disabled = false,
+    session_generation = console_users.session_generation + 1
 RETURNING id, (xmax = 0) AS created;
+
+-- name: console_user_end_sessions
+-- End every session of a user (sign-out): cookies of older generations stop working.
+UPDATE console_users SET session_generation = session_generation + 1
+WHERE id = %(user_id)s::bigint;
 
 -- name: console_user_touch_login
 -- Record a successful login (and store a rehashed password when parameters changed).
@@ -272,7 +278,9 @@ SELECT id, username, role, disabled, created_at, last_login_at
 FROM console_users ORDER BY username;
 
 -- name: console_user_set_access
--- Change a user's role or disable/enable them (admin only).
-UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean
+-- Change a user's role or disable/enable them (admin only); a change ends their sessions.
+UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean,
+    session_generation = session_generation
+        + (role IS DISTINCT FROM %(role)s::text OR disabled IS DISTINCT FROM %(disabled)s::boolean)::int
 WHERE id = %(user_id)s::bigint
 RETURNING id;
