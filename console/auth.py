@@ -9,6 +9,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 
+from console import login_throttle
 from console.database import Q, get_db
 from console.forms import LoginForm, LogoutForm
 from console.schema import ROLES
@@ -129,8 +130,18 @@ def login():
     if current_user.is_authenticated and request.method == "GET":
         return redirect(next_url)
     if form.validate_on_submit():
-        row = verify_login(form.username.data.strip(), form.password.data)
-        if row is not None:
+        username = form.username.data.strip()
+        subjects = login_throttle.Subjects.of(username, request.remote_addr)
+        wait = login_throttle.seconds_locked(subjects)
+        if wait:
+            flash(f"Too many failed sign-ins: try again in {wait} s.", "error")
+            return render_template("login.html", form=form, next_url=next_url), 429, {
+                "Retry-After": str(wait)}
+        row = verify_login(username, form.password.data)
+        if row is None:
+            login_throttle.record_failure(subjects)
+        else:
+            login_throttle.record_success(subjects)
             session.clear()  # a fresh session on sign-in: no fixation
             login_user(ConsoleUser(row))
             session[SESSION_GENERATION] = row["session_generation"]

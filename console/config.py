@@ -94,4 +94,16 @@ def load_config() -> dict:
         "WTF_CSRF_TIME_LIMIT": 12 * 3600,
         "WTF_CSRF_SSL_STRICT": True,
         "MAX_CONTENT_LENGTH": 64 * 1024,
+        **login_throttle_settings(),
     }
+
+
+def login_throttle_settings() -> dict:
+    """JOBWARDEN_LOGIN_* overrides of console/login_throttle.py's defaults."""
+    from console.login_throttle import DEFAULTS
+
+    settings = {}
+    for name, default in DEFAULTS.items():
+        value = os.environ.get("JOBWARDEN_" + name)
+        settings[name] = int(value) if value and value.isdigit() else default
+    return settings

@@ -1,8 +1,10 @@
-"""The console's own table, `console_users`, declared on the runtime's schema metadata.
+"""The console's own tables, `console_users` and `console_login_throttle`, declared on
+the runtime's schema metadata.
 
-Only the console signs people in, so its users and roles live here, not in worker/.
-The table is created by the migrations like every other one (Alembic owns the schema);
-declaring it on `worker.schema.metadata` lets the migration test compare every table.
+Only the console signs people in, so its users, roles and sign-in throttling live here,
+not in worker/. The tables are created by the migrations like every other one (Alembic
+owns the schema); declaring them on `worker.schema.metadata` lets the migration test
+compare every table.
 """
 
 from sqlalchemy import (
@@ -37,4 +39,14 @@ console_users = Table(
     Column("session_generation", Integer, nullable=False, server_default=text("0")),
     UniqueConstraint("username", name="console_users_username_key"),
     CheckConstraint(check_in("role", ROLES), name="console_users_role_check"),
+)
+
+# Failed sign-ins per "account:<name>" and "address:<ip>" (console/login_throttle.py).
+console_login_throttle = Table(
+    "console_login_throttle",
+    metadata,
+    Column("subject", Text, primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("last_failure_at", TS, nullable=False),
+    Column("locked_until", TS),
 )

@@ -272,6 +272,38 @@ UPDATE console_users
 SET last_login_at = now(), password_hash = coalesce(%(password_hash)s::text, password_hash)
 WHERE id = %(user_id)s::bigint;
 
+-- name: console_login_locks
+-- Which of these sign-in subjects are locked, and for how many more seconds.
+SELECT subject, extract(epoch FROM locked_until - now())::float8 AS seconds_left
+FROM console_login_throttle
+WHERE subject = ANY(%(subjects)s::text[]) AND locked_until > now();
+
+-- name: console_login_failed
+-- Count a failed sign-in for a subject; the count restarts after a quiet window.
+INSERT INTO console_login_throttle AS t (subject, failures, last_failure_at)
+VALUES (%(subject)s::text, 1, now())
+ON CONFLICT (subject) DO UPDATE
+SET failures = CASE WHEN t.last_failure_at < now() - make_interval(secs => %(window)s::float8)
+                    THEN 1 ELSE t.failures + 1 END,
+    last_failure_at = now()
+RETURNING failures;
+
+-- name: console_login_lock
+-- Refuse sign-ins for a subject for the given number of seconds.
+UPDATE console_login_throttle
+SET locked_until = now() + make_interval(secs => %(seconds)s::float8)
+WHERE subject = %(subject)s::text;
+
+-- name: console_login_forget
+-- Forget a subject's failures (after a successful sign-in).
+DELETE FROM console_login_throttle WHERE subject = %(subject)s::text;
+
+-- name: console_login_prune
+-- Drop counts nobody has added to for a long time and whose lock has run out.
+DELETE FROM console_login_throttle
+WHERE last_failure_at < now() - make_interval(secs => %(older_than)s::float8)
+  AND (locked_until IS NULL OR locked_until < now());
+
 -- name: console_users_list
 -- Every console user, for the admin page.
 SELECT id, username, role, disabled, created_at, last_login_at
