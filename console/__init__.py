@@ -68,7 +68,13 @@ def resource_dir(name: str) -> Path:
 
 
 def _register_error_pages(app: Flask) -> None:
-    def page(code: int, title: str, message: str):
+    def page(code: int, title: str, message: str, plain: bool = False):
+        if plain:
+            # render_template runs the context processors, and Flask-Login's loads the
+            # signed-in user from the database: the very thing that is down.
+            html = app.jinja_env.get_template("error.html").render(
+                code=code, title=title, message=message, plain=True)
+            return html, code
         return render_template("error.html", code=code, title=title, message=message), code
 
     @app.errorhandler(CSRFError)
@@ -96,4 +102,4 @@ def _register_error_pages(app: Flask) -> None:
         log.warning("database unavailable: %s", error.orig, extra={"action": "db_unavailable"})
         return page(503, "Database unavailable",
                     "The console cannot reach PostgreSQL right now, so nothing was read or "
-                    "changed. Jobs are safe in the database; retry in a moment.")
+                    "changed. Jobs are safe in the database; retry in a moment.", plain=True)

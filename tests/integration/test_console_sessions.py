@@ -77,3 +77,22 @@ def test_a_password_reset_from_the_cli_ends_sessions_too(app, operator, clean_db
 
     user_add("otto", "operator", "another long passphrase", database_url=clean_db)
     assert not signed_in(operator)
+
+
+def test_a_signed_in_user_gets_the_plain_503_when_the_database_is_down(app, operator):
+    """The 503 page must not need the database again (to load the signed-in user)."""
+    from console.database import ConsoleDatabase
+
+    working = app.extensions["jobwarden_db"]
+    app.extensions["jobwarden_db"] = ConsoleDatabase("postgresql://postgres@127.0.0.1:1/down")
+    try:
+        for path in ("/", "/jobs", "/failed", "/jobs/1"):
+            response = operator.get(path)
+            assert response.status_code == 503, path
+            body = response.get_data(as_text=True)
+            assert "Database unavailable" in body and "Traceback" not in body
+        fragment = operator.get("/_overview/counts", headers={"HX-Request": "true"})
+        assert fragment.status_code == 503
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+        app.extensions["jobwarden_db"] = working
