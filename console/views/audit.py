@@ -25,7 +25,8 @@ def index():
     rows = get_db().all("console_audit_page", **filters,
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
-    keep = {"actor": filters["actor"], "action": filters["action"], "job": filters["job_id"]}
+    keep = {"actor": filters["actor"], "action": filters["action"], "job": filters["job_id"],
+            "limit": limit if limit != cfg["PAGE_SIZE"] else None}
     keep = {k: v for k, v in keep.items() if v}
     older = urlencode({**keep, "before": next_before}) if next_before else None
     return render_template("audit.html", rows=rows[:limit], filters=filters, older=older)

@@ -48,8 +48,10 @@ def group():
             form.job_type.data = job_type or ""
             form.previewed.data = str(preview.jobs)
             forms[action] = form
-    def page_link(before):
-        return url_for("failed.group", code=code, type=job_type, before=before)
+    def page_link(before, after=None):
+        """The group's page at a keyset position (the same signature as the jobs list's)."""
+        return url_for("failed.group", code=code, type=job_type, before=before, after=after,
+                       limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)
 
     return render_template("failed_group.html", code=code, job_type=job_type, types=types,
                            page=page, flt=flt, preview=preview, forms=forms, page_link=page_link)
