@@ -4,7 +4,8 @@ The queue is persistent infrastructure that many people read, so an Authorizatio
 header, a token or a password in a URL must never reach `last_error`, the
 `job_executions` history or the console. Two nets: by key (a dict key or a
 `key=value` pair that names a secret) and by pattern (Bearer tokens, credentials in
-URLs, JWTs, well-known API-key shapes).
+URLs, JWTs, PEM private keys, well-known API-key shapes). tests/unit/test_sanitize.py
+keeps the table of shapes that must, and must not, be redacted.
 """
 
 from __future__ import annotations
@@ -24,27 +25,45 @@ _SECRET_KEY = re.compile(
 # Keys that contain a secret-looking word but are not secrets.
 _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "tokens_used"}
 
+#: Words that name a secret in `key=value`, `"key": "value"` and `key value` forms.
+_SECRET_WORDS = (r"pass(?:word|wd|phrase)?|pwd|secret|token|api[-_]?key|apikey|access[-_]?key|"
+                 r"private[-_]?key|signature|session[-_]?id|credential|card[-_]?number|cvv|"
+                 r"otp|sig|ssn|auth|iban")
+
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    # PEM private keys, whole block (or up to the end of the text when cut short).
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?"
+                r"(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL), REDACTED),
     # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
     (re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
-                r"(\s*[:=]\s*)[^\r\n,;]+"), rf"\1\2{REDACTED}"),
-    # Bearer / Basic / Token credentials anywhere in text.
-    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}"),
-    # user:password@ in URLs (postgresql://u:p@h, https://u:p@h).
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s]*):[^@/\s]+@"), rf"\1:{REDACTED}@"),
+                r"(\s*[:=]\s*)(?!\s*\[REDACTED\])[^\r\n,;]+"), rf"\1\2{REDACTED}"),
+    # Bearer credentials of any length; Basic and "token" ones long enough to be one.
+    (re.compile(r"(?i)\b(bearer)\s+(?!\s*\[REDACTED\])[A-Za-z0-9._~+/=-]+"), rf"\1 {REDACTED}"),
+    (re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}"),
+    # user:password@ in URLs; the password may itself contain '@' (the last one ends it).
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s]*):[^/\s]*@"), rf"\1:{REDACTED}@"),
     # key=value or "key": "value" where the key names a secret (query strings, JSON, logs).
     (re.compile(
-        r"(?i)([\"']?\b[\w-]*(?:pass(?:word|wd)?|pwd|secret|token|api[-_]?key|apikey|"
-        r"access[-_]?key|private[-_]?key|signature|session[-_]?id|credential)s?\b[\"']?"
-        r"\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}]+)"),
+        r"(?i)([\"']?\b[\w-]*(?:" + _SECRET_WORDS + r")s?\b[\"']?"
+        r"\s*[:=]\s*)(?!\s*\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}]+)"),
      rf"\1{REDACTED}"),
+    # "password hunter2": a password word followed by a value that is not an ordinary word.
+    (re.compile(r"(?i)\b(pass(?:word|wd|phrase)?|pwd)\s+(?=\S*[^A-Za-z\s])(?!\s*\[REDACTED\])"
+                r"[^\s,;]+"), rf"\1 {REDACTED}"),
     # JSON Web Tokens.
     (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),
-    # Well-known API key shapes: Stripe, GitHub, Slack, AWS access key ids.
+    # Well-known API key shapes: Stripe, GitHub, GitLab, Slack, Google, AWS key ids.
     (re.compile(r"\b(sk|rk|pk)_(live|test)_[A-Za-z0-9]{8,}"), REDACTED),
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), REDACTED),
     (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
+    # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
+    # '+' (which hex digests, UUIDs and base64url tokens never have).
+    (re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
+                r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
+                r"(?![A-Za-z0-9/+=])"), REDACTED),
 ]
 
 
@@ -52,13 +71,23 @@ def is_secret_key(key: str) -> bool:
     return key.lower() not in _SAFE_KEYS and bool(_SECRET_KEY.search(key))
 
 
+def redact(text: str) -> str:
+    """`text` with every secret shape replaced by [REDACTED].
+
+    The one redaction function: stored errors, payloads and their keys, everything the
+    console renders (a Jinja finalize hook), /metrics labels and log lines all pass
+    through it. Idempotent: redacting twice changes nothing more."""
+    text = str(text)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def sanitize_text(text: str | None, max_chars: int = MAX_ERROR_CHARS) -> str | None:
     """The text with secrets replaced by [REDACTED], truncated to max_chars."""
     if text is None:
         return None
-    text = str(text)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    text = redact(text)
     if max_chars and len(text) > max_chars:
         text = text[: max_chars - 20] + f"… [{len(text) - max_chars + 20} chars cut]"
     return text
@@ -70,8 +99,9 @@ def sanitize_payload(value: Any, _depth: int = 0) -> Any:
         return REDACTED  # absurdly deep: don't recurse forever on hostile input
     if isinstance(value, dict):
         return {
-            k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
-                else sanitize_payload(v, _depth + 1))
+            (redact(k) if isinstance(k, str) else k):
+                (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
+                 else sanitize_payload(v, _depth + 1))
             for k, v in value.items()
         }
     if isinstance(value, list):
