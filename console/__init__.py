@@ -35,6 +35,12 @@ def create_app(config: dict | None = None) -> Flask:
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = secret_key()
 
+    # The console's own log lines are redacted wherever the server sends them.
+    from worker.sanitize import RedactingFilter
+
+    for logger in (log, app.logger):
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())
     app.extensions["jobwarden_db"] = ConsoleDatabase(
         app.config.get("DATABASE_URL"), pool_size=app.config.get("DB_POOL_SIZE", 5))
     csrf.init_app(app)

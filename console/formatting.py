@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask
+from markupsafe import Markup
 
 
 def age(seconds: float | None) -> str:
@@ -65,6 +66,17 @@ def sanitized_text(value: str | None, max_chars: int = 2000) -> str:
     return sanitize_text(value, max_chars=max_chars) or ""
 
 
+def redact_output(value: Any) -> Any:
+    """Jinja's finalize hook: every `{{ value }}` on every page, fragment and flash message
+    goes through worker.sanitize.redact, whichever field it came from (keys, codes,
+    reasons, names). Markup is HTML the console built itself (form widgets), not data."""
+    from worker.sanitize import redact
+
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return redact(value)
+    return value
+
+
 def progress_fraction(progress: Any) -> float | None:
     """0..1 from the shapes handlers report: a number, {percent}, {done,total} and the like."""
     if isinstance(progress, bool) or progress is None:
@@ -91,6 +103,7 @@ def _unit(value: float) -> float:
 
 
 def install(app: Flask) -> None:
+    app.jinja_env.finalize = redact_output
     app.jinja_env.filters.update(
         age=age, millis=millis, ts=timestamp, iso=iso, percent=percent,
         sanitized_json=sanitized_json, sanitized_text=sanitized_text,

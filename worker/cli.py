@@ -24,6 +24,9 @@ def _setup_logging(level: str = "INFO") -> None:
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from .sanitize import redact_log_handlers
+
+    redact_log_handlers()  # every line, the handlers' own logging included
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("pgserver").setLevel(logging.WARNING)  # it narrates every start
 

@@ -10,6 +10,7 @@ keeps the table of shapes that must, and must not, be redacted.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -52,13 +53,14 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
                 r"[^\s,;]+"), rf"\1 {REDACTED}"),
     # JSON Web Tokens.
     (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),
-    # Well-known API key shapes: Stripe, GitHub, GitLab, Slack, Google, AWS key ids.
-    (re.compile(r"\b(sk|rk|pk)_(live|test)_[A-Za-z0-9]{8,}"), REDACTED),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), REDACTED),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
+    # Well-known API key shapes: Stripe, GitHub, GitLab, Slack, Google, AWS key ids; also
+    # when glued to a word by '_' (an error code like DECLINED_ghp_…).
+    (re.compile(r"(?<![A-Za-z0-9])(sk|rk|pk)_(live|test)_[A-Za-z0-9]{8,}"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), REDACTED),
     # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
     # '+' (which hex digests, UUIDs and base64url tokens never have).
     (re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
@@ -132,3 +134,27 @@ def describe_validation(exc) -> str:
     if len(errors) > 10:
         parts.append(f"and {len(errors) - 10} more")
     return sanitize_text("; ".join(parts)) or "invalid payload"
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that passes each record's message and traceback through redact().
+
+    `jobwarden worker` and `jobwarden console` install it on their log handlers; an
+    application embedding the worker adds it to its own: `handler.addFilter(
+    RedactingFilter())`. On a handler it covers every logger, the application's too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+def redact_log_handlers(logger: logging.Logger | None = None) -> None:
+    """Add a RedactingFilter to each handler of `logger` (the root logger by default)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

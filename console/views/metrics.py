@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from console import queries
 from console.database import get_db
+from worker.sanitize import redact
 
 bp = Blueprint("metrics", __name__)
 
@@ -41,7 +42,8 @@ class _Snapshot:
         jobs = GaugeMetricFamily("jobwarden_jobs", "Jobs by status, queue and type.",
                                  labels=["status", "queue", "type"])
         for row in self.overview.count_rows:
-            jobs.add_metric([row["status"], row["queue"], row["type"]], row["jobs"])
+            jobs.add_metric([redact(row["status"]), redact(row["queue"]), redact(row["type"])],
+                            row["jobs"])
         yield jobs
         ov = self.overview
         yield GaugeMetricFamily("jobwarden_runnable_pending_jobs",

@@ -83,6 +83,8 @@ MUST_REDACT = [
     ("https://bob:p@ss@w0rd@api.example.com/x", "p@ss@w0rd"),
     ("https://bob:p@ss@w0rd@api.example.com/x", "ss@w0rd"),
     ('{"otp": "987654"}', "987654"),
+    ("DECLINED_ghp_1234567890abcdefghijABCDEFGHIJ", "ghp_1234567890abcdefghijABCDEFGHIJ"),
+    ("key_AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
 ]
 
 #: Text that looks a little like a secret but is not one: it must come back unchanged.

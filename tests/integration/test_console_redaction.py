@@ -1,0 +1,65 @@
+"""Secrets never reach the screen or /metrics, whichever field carries them: idempotency
+and concurrency keys, error codes, errors, payload keys, audit reasons, flash messages."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from console.sample_data import insert_job
+
+STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+GITHUB = "ghp_1234567890abcdefghijABCDEFGHIJ"
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+BEARER = "q1w2e3r4"
+PASSWORD = "hunter2!"
+SECRETS = (STRIPE, GITHUB, AWS_ID, BEARER, PASSWORD)
+
+
+@pytest.fixture
+def secret_jobs(engine, clean_db):
+    """A failed job carrying a secret in every text field, plus a live job holding its
+    idempotency key, and an audit row whose reason carries a password."""
+    with engine.begin() as conn:
+        failed = insert_job(conn, "charge", "failed", error_code=f"DECLINED_{GITHUB}",
+                            error=f"provider said: Bearer {BEARER}",
+                            payload={AWS_ID: "value", "note": "ok"},
+                            idempotency_key=f"charge:{STRIPE}",
+                            concurrency_key=f"Bearer {BEARER}")
+        live = insert_job(conn, "charge", "pending", idempotency_key=f"charge:{STRIPE}")
+        insert_job(conn, STRIPE, "pending")  # a type name that looks like a key
+    with psycopg.connect(clean_db) as c:
+        c.execute("INSERT INTO job_audit (job_id, actor, role, action, reason) VALUES "
+                  "(%s, 'otto', 'operator', 'retry', %s)", [failed, f"password {PASSWORD}"])
+    return failed, live
+
+
+def assert_clean(body: str, where: str) -> None:
+    leaked = [s for s in SECRETS if s in body]
+    assert not leaked, f"{where} shows {leaked}"
+
+
+def test_no_page_shows_a_secret(operator, secret_jobs):
+    failed, _ = secret_jobs
+    for path in ("/", "/jobs", f"/jobs/{failed}", f"/jobs/{failed}/_live", "/failed",
+                 f"/failed/group?code=DECLINED_{GITHUB}", "/review", "/audit", "/queues",
+                 f"/jobs?q=charge:{STRIPE}"):
+        response = operator.get(path)
+        assert response.status_code == 200, path
+        assert_clean(response.get_data(as_text=True), path)
+
+
+def test_the_flash_naming_a_conflicting_key_is_redacted(operator, post_form, secret_jobs):
+    failed, live = secret_jobs
+    page = post_form(operator, f"/jobs/{failed}/retry",
+                     {"reason": "provider fixed", "request_id": "r-redact",
+                      "expected_status": "failed"}, follow_redirects=True)
+    body = page.get_data(as_text=True)
+    assert f"job #{live} is live" in body  # the refusal is explained…
+    assert_clean(body, "the flash")  # …without the key
+
+
+def test_metrics_labels_are_redacted(operator, secret_jobs):
+    body = operator.get("/metrics").get_data(as_text=True)
+    assert "jobwarden_jobs{" in body
+    assert_clean(body, "/metrics")

@@ -1,0 +1,35 @@
+"""The worker's log lines pass through the same redaction as the screen: a secret a
+handler (or a library under it) logs never reaches the log stream."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tests.helpers import job_row, wait_for
+from worker import enqueue
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SECRETS = ("hunter2secret", "q1w2e3r4t5", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "swordfish42",
+           "4242424242424242")
+
+
+def test_secrets_logged_by_a_handler_are_redacted_in_the_worker_log(conn, clean_db):
+    job_id = enqueue(conn, "leaky_log", {})
+    conn.commit()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "worker", "--app", "tests.apps.secret_log_app",
+         "--concurrency", "1", "--poll-interval", "0.1", "--grace", "5"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: job_row(clean_db, job_id)["status"] == "failed",
+                 message="the job to fail")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=30)
+    assert "upstream failed" in output and "Traceback" in output  # the lines are there…
+    assert "[REDACTED]" in output
+    leaked = [s for s in SECRETS if s in output]
+    assert not leaked, output  # …without the secrets
