@@ -89,6 +89,11 @@ def _register_error_pages(app: Flask) -> None:
                     "The request had no valid CSRF token, so nothing was changed. "
                     "Reload the page and try again.")
 
+    @app.errorhandler(400)
+    def bad_request(error):
+        return page(400, "Bad request", "The request was malformed (for instance, it held a "
+                                        "NUL character), so nothing was read or changed.")
+
     @app.errorhandler(403)
     def forbidden(error):
         return page(403, "Not allowed", "Your role does not allow this. Nothing was changed.")

@@ -6,9 +6,10 @@ import re
 import uuid
 from urllib.parse import urlsplit
 
-from flask import Flask, g, request
+from flask import Flask, abort, g, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_htmx import HTMX
+from werkzeug.routing import IntegerConverter
 
 #: No inline scripts or styles anywhere: htmx and console.js come from static/.
 CONTENT_SECURITY_POLICY = "; ".join((
@@ -27,6 +28,28 @@ htmx = HTMX()
 _REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 
 
+class BigintConverter(IntegerConverter):
+    """`<int:…>` in routes, limited to PostgreSQL's bigint: a larger id is a 404, not an
+    out-of-range error from the database."""
+
+    def __init__(self, map, *args, **kwargs) -> None:
+        kwargs.setdefault("max", 2**63 - 1)
+        super().__init__(map, *args, **kwargs)
+
+
+def refuse_nul_characters() -> None:
+    """before_request: 400 for a NUL anywhere in the path, the query or the form.
+
+    PostgreSQL cannot store or compare text with NUL, and no console field needs one; one
+    check here covers every filter, form field and route argument, present and future."""
+    values = [request.path, *request.args.keys(), *request.args.values()]
+    if request.method == "POST" and request.mimetype in (
+            "application/x-www-form-urlencoded", "multipart/form-data"):
+        values += [*request.form.keys(), *request.form.values()]
+    if any("\x00" in value for value in values):
+        abort(400)
+
+
 class SessionInterface(SecureCookieSessionInterface):
     """Marks the session cookie Secure whenever the request came over HTTPS."""
 
@@ -38,6 +61,8 @@ def install(app: Flask) -> None:
     """Request ids, security headers and the HTTPS-aware session cookie."""
     htmx.init_app(app)
     app.session_interface = SessionInterface()
+    app.url_map.converters["int"] = BigintConverter
+    app.before_request(refuse_nul_characters)
     if app.config.get("TRUST_PROXY"):
         from werkzeug.middleware.proxy_fix import ProxyFix
 

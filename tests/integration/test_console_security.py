@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from werkzeug.routing import IntegerConverter
+
 
 def every_get_path(app) -> list[str]:
     """Each GET route of the app, with 1 for its int parts and "x" for the others."""
@@ -9,7 +11,7 @@ def every_get_path(app) -> list[str]:
     for rule in app.url_map.iter_rules():
         if "GET" not in rule.methods or rule.endpoint in ("static", "auth.login"):
             continue
-        values = {arg: 1 if rule._converters[arg].__class__.__name__ == "IntegerConverter"
+        values = {arg: 1 if isinstance(rule._converters[arg], IntegerConverter)
                   else "x" for arg in rule.arguments}
         paths.append(rule.build(values, append_unknown=False)[1])
     return paths
