@@ -11,7 +11,7 @@ from pathlib import Path
 
 from flask import Flask, render_template
 from flask_wtf.csrf import CSRFError, CSRFProtect
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 csrf = CSRFProtect()
 log = logging.getLogger("jobwarden.console")
@@ -74,6 +74,9 @@ def resource_dir(name: str) -> Path:
 
 
 def _register_error_pages(app: Flask) -> None:
+    from console.database import Q
+    from worker.queries import describe_db_error
+
     def page(code: int, title: str, message: str, plain: bool = False):
         if plain:
             # render_template runs the context processors, and Flask-Login's loads the
@@ -106,11 +109,21 @@ def _register_error_pages(app: Flask) -> None:
     def unauthorized(error):
         return page(401, "Sign in required", "Sign in to use the console.")
 
+    @app.errorhandler(DBAPIError)
+    def database_error(error):
+        # Logged as class, SQLSTATE and statement name only: no message, no traceback,
+        # no parameters (PostgreSQL's DETAIL may quote a password hash or a key).
+        log.error("database error: %s", describe_db_error(error, Q),
+                  extra={"action": "db_error"})
+        return page(500, "Database error", "PostgreSQL refused the request, so nothing was "
+                                           "changed. The console's log names the statement.")
+
     @app.errorhandler(OperationalError)
     def database_unavailable(error):
         # During an incident the database may be the thing that is down: say so plainly.
         # htmx leaves a polling panel as it was on an error status, so pages stay readable.
-        log.warning("database unavailable: %s", error.orig, extra={"action": "db_unavailable"})
+        log.warning("database unavailable: %s", describe_db_error(error, Q),
+                    extra={"action": "db_unavailable"})
         return page(503, "Database unavailable",
                     "The console cannot reach PostgreSQL right now, so nothing was read or "
                     "changed. Jobs are safe in the database; retry in a moment.", plain=True)

@@ -38,6 +38,8 @@ class ConsoleDatabase:
             max_overflow=5,
             pool_pre_ping=True,
             pool_recycle=1800,
+            # Errors must not carry bound values (password hashes, reasons, keys) into logs.
+            hide_parameters=True,
             # No server-side prepared statements: optional-filter queries must be planned
             # with their actual parameters, never with a generic plan.
             connect_args={"prepare_threshold": None, "application_name": "jobwarden-console"},

@@ -74,3 +74,25 @@ def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str
     rows = sorted(rows, key=lambda r: r[id_key])
     return {"rows": json.dumps(rows, default=str),
             "execution_ids": [str(r["execution_id"]) for r in rows]}
+
+
+def query_name(sql: str | None, queries: Mapping[str, str] | None = None) -> str:
+    """The name of a named query (of `queries`, the runtime's by default) from its text,
+    for logs; "an unnamed statement" when it is none of them."""
+    text = (sql or "").strip()
+    for name, body in (Q if queries is None else queries).items():
+        if body == text:
+            return name
+    return "an unnamed statement"
+
+
+def describe_db_error(exc: BaseException, queries: Mapping[str, str] | None = None) -> str:
+    """`UniqueViolation (SQLSTATE 23505) in console_user_upsert`: what to log about a
+    database error. Never its message or bound values: PostgreSQL's DETAIL and the
+    driver's parameter dump may hold a password hash, a key or a payload. `queries` names
+    the statement (the runtime's queries by default)."""
+    orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    sqlstate = getattr(orig, "sqlstate", None)
+    statement = getattr(exc, "statement", None)
+    where = f" in {query_name(statement, queries)}" if statement else ""
+    return f"{type(orig).__name__}{f' (SQLSTATE {sqlstate})' if sqlstate else ''}{where}"
