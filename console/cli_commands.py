@@ -50,6 +50,8 @@ def user_add(username: str, role: str, password: str, database_url: str | None =
             }).fetchone()
         except psycopg.Error as exc:
             raise RuntimeError(f"could not save user {username!r}: {exc}") from exc
+    if row is None:
+        raise ValueError(f"{username!r} is the last admin: add another admin first")
     return bool(row[1])
 
 

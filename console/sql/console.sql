@@ -253,12 +253,18 @@ SELECT id, username, password_hash, role, disabled, session_generation FROM cons
 WHERE id = %(user_id)s::bigint;
 
 -- name: console_user_upsert
--- Create a user, or set an existing user's password and role (ending their sessions).
+-- Create a user, or set an existing user's password and role (ending their sessions);
+-- no row back when that would demote the last enabled admin.
 INSERT INTO console_users (username, password_hash, role)
 VALUES (%(username)s::text, %(password_hash)s::text, %(role)s::text)
 ON CONFLICT (username) DO UPDATE
 SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, disabled = false,
     session_generation = console_users.session_generation + 1
+WHERE NOT (console_users.role = 'admin' AND NOT console_users.disabled
+           AND EXCLUDED.role <> 'admin'
+           AND NOT EXISTS (SELECT 1 FROM console_users other
+                           WHERE other.role = 'admin' AND NOT other.disabled
+                             AND other.id <> console_users.id))
 RETURNING id, (xmax = 0) AS created;
 
 -- name: console_user_end_sessions

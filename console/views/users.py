@@ -33,15 +33,24 @@ def add():
     if not form.validate():
         flash("User name, a password of 8+ characters and a role are required.", "error")
         return redirect(url_for("users.index"), code=303)
+    username = form.username.data.strip()
+    if username == current_user.username and form.role.data != current_user.role:
+        # As on the access form: an admin never demotes themselves (the last one could not
+        # come back).
+        flash("You cannot change your own role.", "error")
+        return redirect(url_for("users.index"), code=303)
     try:
         with get_db().transaction() as conn:
-            rows(conn, "console_user_upsert", {
-                "username": form.username.data.strip(),
+            saved = rows(conn, "console_user_upsert", {
+                "username": username,
                 "password_hash": hash_password(form.password.data), "role": form.role.data})
     except IntegrityError:
         flash("That user could not be saved.", "error")
         return redirect(url_for("users.index"), code=303)
-    flash(f"User {form.username.data.strip()} saved with role {form.role.data}.", "ok")
+    if not saved:
+        flash(f"{username} is the last admin: add another admin first.", "error")
+        return redirect(url_for("users.index"), code=303)
+    flash(f"User {username} saved with role {form.role.data}.", "ok")
     return redirect(url_for("users.index"), code=303)
 
 
