@@ -157,7 +157,8 @@ def queue_controls(conn) -> dict[str, dict[str, Any]]:
 
 def _act_on_job(conn, action, job_id, actor, role, reason, request_id, expected_status):
     reason = _check(actor, role, reason)
-    if request_id and (done := _already_done(conn, action, request_id)):
+    target = {"job_id": int(job_id)}
+    if request_id and (done := _already_done(conn, action, request_id, actor, **target)):
         return done
     params = _params(action, actor, role, reason, request_id, job_id=int(job_id),
                      expected_status=expected_status or None)
@@ -178,7 +179,7 @@ def _act_on_job(conn, action, job_id, actor, role, reason, request_id, expected_
     if row["jobs"]:
         return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id))
     # A concurrent submission of the same form may have won the race just now.
-    if request_id and (done := _already_done(conn, action, request_id)):
+    if request_id and (done := _already_done(conn, action, request_id, actor, **target)):
         return done
     return ActionResult(False, action, 0, _explain_refusal(conn, action, job_id, expected_status))
 
@@ -188,7 +189,8 @@ def _act_on_group(conn, action, error_code, job_type, seen_until, actor, role, r
     reason = _check(actor, role, reason)
     if not error_code:
         raise ValueError("a group action needs an error code")
-    if request_id and (done := _already_done(conn, action, request_id)):
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             error_code=error_code, job_type=job_type or None)):
         return done
     params = _params(action, actor, role, reason, request_id, error_code=error_code,
                      job_type=job_type or None, seen_until=seen_until,
@@ -213,7 +215,7 @@ def _set_paused(conn, queue, paused, actor, role, reason, request_id) -> ActionR
     action = "pause_queue" if paused else "resume_queue"
     reason = _check(actor, role, reason)
     check_name("queue", queue)
-    if request_id and (done := _already_done(conn, action, request_id)):
+    if request_id and (done := _already_done(conn, action, request_id, actor, queue=queue)):
         return done
     row = _rows(conn, Q.operator_queue_set_paused, {
         "queue": queue, "paused": paused, "actor": actor, "role": role, "action": action,
@@ -249,8 +251,14 @@ def _params(action, actor, role, reason, request_id, **selection) -> dict[str, A
     return params
 
 
-def _already_done(conn, action: str, request_id: str) -> ActionResult | None:
-    rows = _rows(conn, Q.operator_audit_by_request, {"request_id": request_id})
+def _already_done(conn, action: str, request_id: str, actor: str, *, job_id: int | None = None,
+                  error_code: str | None = None, job_type: str | None = None,
+                  queue: str | None = None) -> ActionResult | None:
+    """The earlier result if this very form (same request id, action, actor and target)
+    was already submitted; a request id reused for anything else suppresses nothing."""
+    rows = _rows(conn, Q.operator_audit_by_request, {
+        "request_id": request_id, "action": action, "actor": actor, "job_id": job_id,
+        "error_code": error_code, "job_type": job_type, "queue": queue})
     if not rows:
         return None
     prior = rows[0]

@@ -118,10 +118,18 @@ WITH target AS (
 SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
 
 -- name: operator_audit_by_request
--- The audit rows an earlier submission of the same form wrote (double-click detection).
+-- The audit row an earlier submission of the same form wrote (double-click detection):
+-- the same request id for the same action, actor and target (job, group or queue).
 SELECT job_id, action, actor, at, to_status
 FROM job_audit
 WHERE request_id = %(request_id)s::text
+  AND action = %(action)s::text
+  AND actor = %(actor)s::text
+  AND (%(job_id)s::bigint IS NULL OR job_id = %(job_id)s::bigint)
+  AND (%(error_code)s::text IS NULL
+       OR (details->>'error_code' = %(error_code)s::text
+           AND details->>'job_type' IS NOT DISTINCT FROM %(job_type)s::text))
+  AND (%(queue)s::text IS NULL OR details->>'queue' = %(queue)s::text)
 ORDER BY id
 LIMIT 1;
 

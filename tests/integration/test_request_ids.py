@@ -1,0 +1,65 @@
+"""A request id recognises a resubmitted form only for the same action, target and actor:
+an id reused from the audit log never suppresses an unrelated action."""
+
+from __future__ import annotations
+
+from console.sample_data import insert_job
+from tests.helpers import job_row
+from worker import operations
+
+
+def jobs(engine, *statuses):
+    with engine.begin() as conn:
+        return [insert_job(conn, status=s) for s in statuses]
+
+
+def act(conn, fn, target, actor="otto", request_id="r-1", **kw):
+    result = fn(conn, target, actor=actor, role="operator", reason="why",
+                request_id=request_id, **kw)
+    conn.commit()
+    return result
+
+
+def test_the_same_form_submitted_twice_acts_once(conn, engine):
+    (a,) = jobs(engine, "failed")
+    assert act(conn, operations.retry_job, a).ok
+    second = act(conn, operations.retry_job, a)
+    assert second.duplicate and "Already done" in second.message
+
+
+def test_a_reused_request_id_does_not_suppress_another_job(conn, engine, clean_db):
+    a, b = jobs(engine, "failed", "failed")
+    assert act(conn, operations.retry_job, a).ok
+    other = act(conn, operations.retry_job, b)
+    assert other.ok and not other.duplicate
+    assert job_row(clean_db, b)["status"] == "pending"
+
+
+def test_a_reused_request_id_does_not_suppress_another_action(conn, engine, clean_db):
+    a, b = jobs(engine, "failed", "pending")
+    assert act(conn, operations.retry_job, a).ok
+    cancelled = act(conn, operations.cancel_job, b)
+    assert cancelled.ok and not cancelled.duplicate
+    assert job_row(clean_db, b)["status"] == "cancelled"
+
+
+def test_a_reused_request_id_does_not_suppress_another_actor(conn, engine, clean_db):
+    (a,) = jobs(engine, "pending")
+    assert act(conn, operations.pause_queue, "default").ok
+    resumed = act(conn, operations.resume_queue, "default", actor="ada")
+    assert resumed.ok and not resumed.duplicate
+    paused_again = act(conn, operations.pause_queue, "default", actor="ada")
+    assert paused_again.ok and not paused_again.duplicate
+
+
+def test_a_reused_request_id_does_not_suppress_another_group(conn, engine, clean_db):
+    from datetime import UTC, datetime, timedelta
+
+    with engine.begin() as c:
+        a = insert_job(c, status="failed", error_code="A_CODE")
+        b = insert_job(c, status="failed", error_code="B_CODE")
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    assert act(conn, operations.retry_group, "A_CODE", seen_until=later).ok
+    other = act(conn, operations.retry_group, "B_CODE", seen_until=later)
+    assert other.ok and not other.duplicate
+    assert job_row(clean_db, a)["status"] == job_row(clean_db, b)["status"] == "pending"
