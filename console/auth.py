@@ -10,6 +10,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, s
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 
 from console import login_throttle
+from console.account_policy import normalize_username
 from console.database import Q, get_db
 from console.forms import LoginForm, LogoutForm
 from console.schema import ROLES
@@ -130,7 +131,10 @@ def login():
     if current_user.is_authenticated and request.method == "GET":
         return redirect(next_url)
     if form.validate_on_submit():
-        username = form.username.data.strip()
+        try:
+            username = normalize_username(form.username.data)
+        except ValueError:
+            username = ""  # no such user can exist: counted and refused like a wrong one
         subjects = login_throttle.Subjects.of(username, request.remote_addr)
         wait = login_throttle.seconds_locked(subjects)
         if wait:

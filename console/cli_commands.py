@@ -9,9 +9,8 @@ from __future__ import annotations
 import getpass
 import sys
 
+from console.account_policy import check_password, normalize_username
 from console.schema import ROLES
-
-MIN_PASSWORD = 8
 
 
 def read_password(prompt: str = "Password: ", stdin=None) -> str:
@@ -36,13 +35,10 @@ def user_add(username: str, role: str, password: str, database_url: str | None =
     from console.database import Q
     from worker.db import connect
 
-    username = (username or "").strip()
-    if not username or len(username) > 100:
-        raise ValueError("a user name of 1-100 characters is required")
+    username = normalize_username(username)
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
-    if len(password or "") < MIN_PASSWORD:
-        raise ValueError(f"the password needs at least {MIN_PASSWORD} characters")
+    check_password(password, username)
     with connect(database_url) as conn:
         try:
             row = conn.execute(Q.console_user_upsert, {

@@ -51,8 +51,11 @@ class GroupActionForm(ActionForm):
 
 
 class UserForm(FlaskForm):
-    username = StringField("User name", validators=[DataRequired(), Length(max=100)])
-    password = PasswordField("Password", validators=[DataRequired(), Length(min=8, max=1000)])
+    """Add or reset a user; names and passwords are checked by console.account_policy,
+    the same functions `jobwarden user add` calls."""
+
+    username = StringField("User name", validators=[DataRequired(), Length(max=400)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])
     role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
 
 

@@ -6,6 +6,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 from sqlalchemy.exc import IntegrityError
 
+from console.account_policy import MIN_PASSWORD, check_password, normalize_username
 from console.auth import hash_password, role_required
 from console.database import get_db, rows
 from console.forms import UserAccessForm, UserForm
@@ -19,6 +20,7 @@ def index():
     """Every console user and their role."""
     users = get_db().all("console_users_list")
     return render_template("users.html", users=users, form=UserForm(formdata=None),
+                           min_password=MIN_PASSWORD,
                            access_forms={u["id"]: UserAccessForm(formdata=None, role=u["role"],
                                                                  access=("disabled" if u["disabled"]
                                                                          else "enabled"))
@@ -31,9 +33,14 @@ def add():
     """Create a user or reset an existing user's password and role."""
     form = UserForm()
     if not form.validate():
-        flash("User name, a password of 8+ characters and a role are required.", "error")
+        flash("A user name, a password and a role are required.", "error")
         return redirect(url_for("users.index"), code=303)
-    username = form.username.data.strip()
+    try:
+        username = normalize_username(form.username.data)
+        check_password(form.password.data, username)
+    except ValueError as exc:
+        flash(f"Not saved: {exc}.", "error")
+        return redirect(url_for("users.index"), code=303)
     if username == current_user.username and form.role.data != current_user.role:
         # As on the access form: an admin never demotes themselves (the last one could not
         # come back).

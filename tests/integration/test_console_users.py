@@ -41,3 +41,37 @@ def test_another_admin_may_be_demoted(admin, post_form, clean_db):
     post_form(admin, "/users", {"username": "grace", "role": "operator",
                                 "password": "grace long passphrase"}, token_from="/users")
     assert role_of(clean_db, "grace") == "operator"
+
+
+#: (user name, password): each refused by the one policy, whichever way it comes in.
+REFUSED = [
+    ("ada\u200b", "a fine long passphrase"),  # a zero-width look-alike of ada
+    ("\u0430da", "a fine long passphrase"),  # Cyrillic а
+    ("\u202eadmin", "a fine long passphrase"),
+    ("nina", " " * 12),
+    ("nina", "short pw"),  # 8 characters: below the minimum
+    ("nina", "password123456"),
+]
+
+
+@pytest.mark.parametrize("name, password", REFUSED)
+def test_the_form_and_the_cli_refuse_the_same_names_and_passwords(admin, post_form, clean_db,
+                                                                   name, password):
+    from console.cli_commands import user_add
+
+    before = scalar(clean_db, "SELECT count(*) FROM console_users")
+    page = post_form(admin, "/users", {"username": name, "password": password,
+                                       "role": "admin"}, token_from="/users",
+                     follow_redirects=True)
+    assert 'data-testid="flash-error"' in page.get_data(as_text=True)
+    with pytest.raises(ValueError):
+        user_add(name, "admin", password, database_url=clean_db)
+    assert scalar(clean_db, "SELECT count(*) FROM console_users") == before
+
+
+def test_names_are_stored_normalized_and_sign_in_normalizes_too(admin, post_form, clean_db,
+                                                                app, login):
+    post_form(admin, "/users", {"username": "ＮＩＮＡ", "password": "a fine long passphrase",
+                                "role": "viewer"}, token_from="/users")
+    assert role_of(clean_db, "nina") == "viewer"
+    assert login(app.test_client(), " Nina ", "a fine long passphrase").status_code == 303
