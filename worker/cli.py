@@ -17,6 +17,7 @@ from .process import (
     DEFAULT_FLUSH_BATCH,
     DEFAULT_FLUSH_INTERVAL,
 )
+from .terminal import printable
 
 
 def _setup_logging(level: str = "INFO") -> None:
@@ -128,7 +129,7 @@ def cmd_reconcile(args) -> int:
             result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
                 conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
                 **({"expected_status": "unknown"} if args.mark in ("retry", "skip") else {}))
-        print(result.message)
+        print(printable(result.message))
         return 0 if result.ok else 1
     with connect() as conn:
         rows = conn.execute(Q.unknown_jobs, {"limit": args.limit}).fetchall()
@@ -139,8 +140,9 @@ def cmd_reconcile(args) -> int:
           "each from the console (Needs review) or with `jobwarden reconcile ID --as "
           "completed|failed|retry|skip --reason ...`:")
     for id_, type_, queue, attempts, code, error, worker_id, hb in rows:
-        print(f"  #{id_} {type_} queue={queue} attempts={attempts} worker={worker_id} "
-              f"last heartbeat={hb} {code}: {error}")
+        p = printable
+        print(f"  #{id_} {p(type_)} queue={p(queue)} attempts={attempts} worker={p(worker_id)} "
+              f"last heartbeat={hb} {p(code)}: {p(error)}")
     return 0
 
 
@@ -155,15 +157,16 @@ def cmd_queue(args) -> int:
                 print("no queue has been paused")
             for name, row in controls.items():
                 state = "paused" if row["paused"] else "active"
-                print(f"{name:<20} {state:<7} by {row['changed_by']} at {row['changed_at']:%F %T}")
+                print(f"{printable(name):<20} {state:<7} by {printable(row['changed_by'])} "
+                      f"at {row['changed_at']:%F %T}")
             return 0
         try:
             result = QUEUE_ACTIONS[args.queue_command](
                 conn, args.name, actor=_actor(args), role="admin", reason=args.reason)
         except ValueError as exc:
-            print(f"jobwarden queue: {exc}", file=sys.stderr)
+            print(f"jobwarden queue: {printable(exc)}", file=sys.stderr)
             return 2
-    print(result.message)
+    print(printable(result.message))
     return 0 if result.ok else 1
 
 
@@ -202,12 +205,12 @@ def cmd_stats(args) -> int:
         print(f"{status:<11} {totals.get(status, 0)}")
     print("\nstatus      queue        type                 count")
     for status, queue, type_, n in rows:
-        print(f"{status:<11} {queue:<12} {type_:<20} {n}")
+        print(f"{status:<11} {printable(queue):<12} {printable(type_):<20} {n}")
     print("\noldest runnable pending job per queue:")
     if not ages:
         print("  none: no job is waiting to run")
     for queue, age, n in ages:
-        print(f"  {queue}: {float(age):.1f}s ({n} runnable)")
+        print(f"  {printable(queue)}: {float(age):.1f}s ({n} runnable)")
     return 0
 
 

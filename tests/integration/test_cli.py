@@ -220,3 +220,23 @@ def test_embedded_stop_stops_the_server_a_command_left_running(tmp_path):
     finally:
         if pidfile.exists():
             run("embedded", "stop")
+
+
+def test_stored_text_is_printed_without_terminal_escapes(conn, clean_db):
+    """A job's error (or a name, or an actor) may hold escape sequences that would clear
+    the operator's screen or retitle their terminal: they are shown, not obeyed."""
+    evil = "\x1b[2J\x1b]0;pwned\x07\u202eevil\r\x08\x9b31m"
+    conn.execute("INSERT INTO background_jobs (type, queue, payload, status, last_error_code, "
+                 "last_error) VALUES (%s, %s, '{}', 'unknown', %s, %s)",
+                 [f"refund{evil}", f"q{evil}", f"CODE{evil}", f"error {evil} Bearer abc123"])
+    conn.execute("INSERT INTO queue_controls (queue, paused, changed_by) VALUES (%s, true, %s)",
+                 [f"q{evil}", f"mallory{evil}"])
+    conn.commit()
+    for args in (("reconcile",), ("queue", "list"), ("stats",)):
+        out = jobwarden(*args)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout
+        assert not [c for c in text if (ord(c) < 32 and c != "\n") or 0x7f <= ord(c) < 0xa0
+                    or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"], (args, text)
+        assert "\\x1b" in text, (args, text)
+    assert "abc123" not in jobwarden("reconcile").stdout
