@@ -11,6 +11,7 @@ import sys
 
 from console.account_policy import check_password, normalize_username
 from console.schema import ROLES
+from worker.cli_args import port
 
 
 def read_password(prompt: str = "Password: ", stdin=None) -> str:
@@ -122,11 +123,11 @@ def register(sub) -> None:
     """Add the console's sub-commands to `jobwarden`'s argparse sub-parsers."""
     c = sub.add_parser("console", help="serve the operations console (development server)")
     c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=8000)
+    c.add_argument("--port", type=port, default=8000)
     c.set_defaults(fn=cmd_console)
 
     d = sub.add_parser("demo", help="embedded DB + demo jobs + worker + console")
-    d.add_argument("--port", type=int, default=8000)
+    d.add_argument("--port", type=port, default=8000)
     d.add_argument("--exit-when-done", action="store_true",
                    help="exit once the demo jobs have settled instead of serving on")
     # The demo prints its own story; worker chatter would bury it.

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-from .policy import parse_duration
+from . import cli_args as A
 from .process import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_CLAIM_BATCH,
@@ -74,21 +74,17 @@ def cmd_enqueue(args) -> int:
     from .enqueue import enqueue
     from .errors import EnqueueError
 
-    try:
-        payload = json.loads(args.payload)
-    except json.JSONDecodeError as exc:
-        print(f"jobwarden enqueue: --payload is not valid JSON: {exc}", file=sys.stderr)
-        return 2
+    payload = args.payload  # parsed and checked by cli_args.json_object
     if args.app:
         load_app(args.app)
     try:
         with connect() as conn:
             job_id = enqueue(conn, args.type, payload, queue=args.queue,
-                             delay=parse_duration(args.delay), priority=args.priority,
+                             delay=args.delay, priority=args.priority,
                              idempotency_key=args.idempotency_key,
                              max_attempts=args.max_attempts)
     except EnqueueError as exc:
-        print(f"jobwarden enqueue: {exc}", file=sys.stderr)
+        print(f"jobwarden enqueue: {printable(exc)}", file=sys.stderr)
         return 2
     print(job_id)
     return 0
@@ -103,7 +99,7 @@ def cmd_recover(args) -> int:
         load_app(args.app)
     with connect() as conn:
         counts = recover_stale_running(conn, registry)
-        gone = mark_gone_workers(conn, stale_after=parse_duration(args.worker_stale_after) or 60.0)
+        gone = mark_gone_workers(conn, stale_after=args.worker_stale_after)
     print(json.dumps({"recovered": counts, "workers_gone": gone}))
     return 0
 
@@ -177,8 +173,8 @@ def cmd_prune(args) -> int:
     statuses = ["completed", "skipped", "cancelled"] + (["failed"] if args.include_failed else [])
     with connect() as conn:
         cur = conn.execute(Q.prune_finished, {"statuses": statuses,
-                                              "older_than": parse_duration(args.older_than)})
-        print(f"pruned {cur.rowcount} job(s) in {statuses} older than {args.older_than}")
+                                              "older_than": args.older_than})
+        print(f"pruned {cur.rowcount} job(s) in {statuses} older than {args.older_than:g}s")
     return 0
 
 
@@ -237,7 +233,7 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="run a worker process")
     w.add_argument("--app", required=True, help="module that registers the job handlers")
     w.add_argument("--queues", help="comma-separated queues (default: all)")
-    w.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+    w.add_argument("--concurrency", type=A.concurrency, default=DEFAULT_CONCURRENCY,
                    help=f"handler threads (default {DEFAULT_CONCURRENCY})")
     w.add_argument("--grace", type=float, default=30.0,
                    help="seconds running jobs get to finish after SIGTERM")
@@ -263,31 +259,31 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
 
     e = sub.add_parser("enqueue", help="enqueue one job")
     e.add_argument("type")
-    e.add_argument("--payload", default="{}", help="a JSON object")
+    e.add_argument("--payload", type=A.json_object, default={}, help="a JSON object")
     e.add_argument("--queue")
-    e.add_argument("--delay", help="e.g. 30, 30s, 5m")
-    e.add_argument("--priority", type=int, default=0)
-    e.add_argument("--idempotency-key")
-    e.add_argument("--max-attempts", type=int)
+    e.add_argument("--delay", type=A.delay, help="e.g. 30, 30s, 5m")
+    e.add_argument("--priority", type=A.priority, default=0)
+    e.add_argument("--idempotency-key", type=A.key)
+    e.add_argument("--max-attempts", type=A.max_attempts)
     e.add_argument("--app", help="module registering handlers, to validate typed payloads "
                                  "(queue and attempts follow the published policy without it)")
     e.set_defaults(fn=cmd_enqueue)
 
     r = sub.add_parser("recover", help="one recovery pass over lost executions")
     r.add_argument("--app", help="module registering handlers (for their retry policies)")
-    r.add_argument("--worker-stale-after", default="60s",
+    r.add_argument("--worker-stale-after", type=A.age, default=60.0,
                    help="mark workers without a heartbeat for this long as gone")
     r.set_defaults(fn=cmd_recover)
 
     rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown, or settle one "
                                           "after checking the external system (audited)")
-    rc.add_argument("job", nargs="?", type=int, help="the unknown job to settle")
+    rc.add_argument("job", nargs="?", type=A.job_id, help="the unknown job to settle")
     rc.add_argument("--as", dest="mark", choices=sorted(RECONCILE_ACTIONS),
                     help="completed/failed: what the external system shows; retry: run it "
                          "again; skip: no longer needed")
     rc.add_argument("--reason", help="what you checked (goes to the audit log)")
     rc.add_argument("--actor", help="who (default: cli:$USER)")
-    rc.add_argument("--limit", type=int, default=100)
+    rc.add_argument("--limit", type=A.list_limit, default=100)
     rc.set_defaults(fn=cmd_reconcile)
 
     qp = sub.add_parser("queue", help="pause, resume and list queues (audited)")
@@ -302,7 +298,8 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
         q.set_defaults(fn=cmd_queue)
 
     pr = sub.add_parser("prune", help="delete old finished jobs (retention)")
-    pr.add_argument("--older-than", default="7d")
+    pr.add_argument("--older-than", type=A.age, default=7 * 86400.0,
+                    help="e.g. 7d, 12h (default 7d)")
     pr.add_argument("--include-failed", action="store_true")
     pr.set_defaults(fn=cmd_prune)
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
+
 from tests.helpers import job_row, scalar, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -240,3 +242,33 @@ def test_stored_text_is_printed_without_terminal_escapes(conn, clean_db):
                     or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"], (args, text)
         assert "\\x1b" in text, (args, text)
     assert "abc123" not in jobwarden("reconcile").stdout
+
+
+@pytest.mark.parametrize("args, option", [
+    (("enqueue", "t", "--delay", "abc"), "--delay"),
+    (("enqueue", "t", "--delay", "-5"), "--delay"),
+    (("enqueue", "t", "--delay", "99999999999d"), "--delay"),
+    (("enqueue", "t", "--payload", "{not json"), "--payload"),
+    (("enqueue", "t", "--payload", "[1, 2]"), "--payload"),
+    (("enqueue", "t", "--payload", "[" * 50_000 + "]" * 50_000), "--payload"),
+    (("enqueue", "t", "--payload", '{"a":' * 100 + "1" + "}" * 100), "--payload"),
+    (("enqueue", "t", "--idempotency-key", b"key-\xff\xfe"), "--idempotency-key"),
+    (("enqueue", "t", "--idempotency-key", "k" * 501), "--idempotency-key"),
+    (("enqueue", "t", "--priority", "99999999999"), "--priority"),
+    (("enqueue", "t", "--max-attempts", "0"), "--max-attempts"),
+    (("prune", "--older-than", "7days"), "--older-than"),
+    (("prune", "--older-than", "0"), "--older-than"),
+    (("recover", "--worker-stale-after", "abc"), "--worker-stale-after"),
+    (("reconcile", "--limit", "-1"), "--limit"),
+    (("reconcile", "99999999999999999999", "--as", "skip", "--reason", "r"), "job"),
+    (("reconcile", "0", "--as", "skip", "--reason", "r"), "job"),
+    (("console", "--port", "99999"), "--port"),
+    (("demo", "--port", "-1"), "--port"),
+    (("worker", "--app", "x", "--concurrency", "0"), "--concurrency"),
+])
+def test_bad_arguments_are_one_clear_error_and_change_nothing(clean_db, args, option):
+    result = jobwarden(*args)
+    assert result.returncode == 2, (args, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert option in result.stderr, result.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0

@@ -1,0 +1,100 @@
+"""Argument types for the `jobwarden` command line: argparse `type=` functions.
+
+Each turns one command-line string into a checked value or raises ArgumentTypeError, so a
+bad argument is one clear `error: argument --delay: …` line (exit status 2) before any
+connection is opened, wherever the command that takes it is defined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .errors import EnqueueError
+from .job_spec import INT32, MAX_ATTEMPTS, MAX_DELAY_SECONDS, MAX_KEY_CHARS, check_payload
+from .policy import parse_duration
+
+BIGINT = 2**63 - 1
+Bad = argparse.ArgumentTypeError
+
+
+def integer(low: int, high: int) -> Callable[[str], int]:
+    """An integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise Bad(f"{_shown(text)} is not a whole number") from None
+        if not low <= value <= high:
+            raise Bad(f"{_shown(text)} is not between {low} and {high}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in some messages
+    return parse
+
+
+#: A job id (a positive bigint).
+job_id = integer(1, BIGINT)
+#: A TCP port to listen on (0: any free port).
+port = integer(0, 65535)
+priority = integer(-INT32 - 1, INT32)
+max_attempts = integer(1, MAX_ATTEMPTS)
+concurrency = integer(1, 1000)
+list_limit = integer(1, 10_000)
+
+
+def duration(minimum: float = 0.0, maximum: float = MAX_DELAY_SECONDS,
+             allow_zero: bool = True) -> Callable[[str], float]:
+    """Seconds from `30`, `30s`, `5m`, `2h` or `7d`, within bounds."""
+
+    def parse(text: str) -> float:
+        seconds = parse_duration(text)
+        if seconds is None:
+            raise Bad(f"{_shown(text)} is not a duration: use e.g. 30, 30s, 5m, 2h or 7d")
+        if seconds < minimum or seconds > maximum or (seconds == 0 and not allow_zero):
+            raise Bad(f"{_shown(text)} is out of range (at most {maximum:g} seconds"
+                      f"{'' if allow_zero else ', more than 0'})")
+        return seconds
+
+    parse.__name__ = "duration"
+    return parse
+
+
+#: A delay before a job may run (0 to ten years).
+delay = duration()
+#: An age or staleness threshold: more than zero.
+age = duration(allow_zero=False)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """A JSON object that enqueue would accept (depth, keys and text checked)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Bad(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise Bad("nested far too deeply") from None
+    try:
+        check_payload(value)
+    except EnqueueError as exc:
+        raise Bad(str(exc)) from None
+    return value
+
+
+def key(text: str) -> str:
+    """An idempotency or concurrency key: valid Unicode text of at most MAX_KEY_CHARS."""
+    if any("\udc80" <= c <= "\udcff" for c in text):
+        # Undecodable bytes in argv arrive as lone surrogates (surrogateescape).
+        raise Bad("contains bytes that are not valid text in this locale's encoding")
+    if not 0 < len(text) <= MAX_KEY_CHARS:
+        raise Bad(f"needs 1-{MAX_KEY_CHARS} characters, not {len(text)}")
+    return text
+
+
+def _shown(text: str) -> str:
+    """The argument as given, escaped and cut short, for an error message."""
+    shown = text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return repr(shown if len(shown) <= 40 else shown[:37] + "...")
