@@ -31,7 +31,7 @@ _SECRET_WORDS = (r"pass(?:word|wd|phrase)?|pwd|secret|token|api[-_]?key|apikey|a
                  r"private[-_]?key|signature|session[-_]?id|credential|card[-_]?number|cvv|"
                  r"otp|sig|ssn|auth|iban")
 
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+_RULES: list[tuple[re.Pattern[str], str]] = [
     # PEM private keys, whole block (or up to the end of the text when cut short).
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?"
                 r"(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL), REDACTED),
@@ -69,6 +69,32 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+#: For each rule, lower-case substrings at least one of which a match must contain: a
+#: rule whose triggers are all absent is skipped (most text on a page holds none, and this
+#: keeps rendering a 200-row page cheap). None: always applied (cheap, anchored rules).
+_TRIGGERS: list[tuple[str, ...] | None] = [
+    ("-----begin",),
+    ("authorization", "cookie", "x-api-key"),
+    ("bearer",),
+    ("basic", "token"),
+    ("://",),
+    ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential", "card",
+     "cvv", "otp", "sig", "ssn", "auth", "iban"),
+    ("pass", "pwd"),
+    ("eyj",),
+    ("_live_", "_test_"),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("glpat-",),
+    ("xox",),
+    ("aiza",),
+    ("akia", "asia"),
+    None,
+]
+_PATTERNS = list(zip(_RULES, _TRIGGERS, strict=True))
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for ts in _TRIGGERS if ts for t in ts))
+_UNTRIGGERED = [rule for rule, triggers in _PATTERNS if triggers is None]
+
+
 def is_secret_key(key: str) -> bool:
     return key.lower() not in _SAFE_KEYS and bool(_SECRET_KEY.search(key))
 
@@ -80,8 +106,14 @@ def redact(text: str) -> str:
     console renders (a Jinja finalize hook), /metrics labels and log lines all pass
     through it. Idempotent: redacting twice changes nothing more."""
     text = str(text)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    lowered = text.lower()
+    if not _ANY_TRIGGER.search(lowered):  # the common case: one scan, then the cheap rules
+        for pattern, replacement in _UNTRIGGERED:
+            text = pattern.sub(replacement, text)
+        return text
+    for (pattern, replacement), triggers in _PATTERNS:
+        if triggers is None or any(t in lowered for t in triggers):
+            text = pattern.sub(replacement, text)
     return text
 
 
