@@ -40,16 +40,17 @@ def test_a_reused_request_id_does_not_suppress_another_action(conn, engine, clea
     assert act(conn, operations.retry_job, a).ok
     cancelled = act(conn, operations.cancel_job, b)
     assert cancelled.ok and not cancelled.duplicate
-    assert job_row(clean_db, b)["status"] == "cancelled"
+    # The same job too: retried, then cancelled with the same id.
+    cancelled_too = act(conn, operations.cancel_job, a)
+    assert cancelled_too.ok and not cancelled_too.duplicate
+    assert job_row(clean_db, a)["status"] == job_row(clean_db, b)["status"] == "cancelled"
 
 
 def test_a_reused_request_id_does_not_suppress_another_actor(conn, engine, clean_db):
-    (a,) = jobs(engine, "pending")
     assert act(conn, operations.pause_queue, "default").ok
-    resumed = act(conn, operations.resume_queue, "default", actor="ada")
-    assert resumed.ok and not resumed.duplicate
-    paused_again = act(conn, operations.pause_queue, "default", actor="ada")
-    assert paused_again.ok and not paused_again.duplicate
+    assert act(conn, operations.resume_queue, "default", request_id="r-2").ok
+    by_ada = act(conn, operations.pause_queue, "default", actor="ada")
+    assert by_ada.ok and not by_ada.duplicate
 
 
 def test_a_reused_request_id_does_not_suppress_another_group(conn, engine, clean_db):
