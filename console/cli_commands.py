@@ -109,7 +109,7 @@ def cmd_user_add(args) -> int:
     except ValueError as exc:
         print(f"jobwarden user add: {exc}", file=sys.stderr)
         return 2
-    print(f"user {args.name!r} added with role {args.role}")
+    print(f"user {normalize_username(args.name)!r} saved with role {args.role}")
     return 0
 
 

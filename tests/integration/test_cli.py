@@ -272,3 +272,14 @@ def test_bad_arguments_are_one_clear_error_and_change_nothing(clean_db, args, op
     assert "Traceback" not in result.stderr
     assert option in result.stderr, result.stderr
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+
+
+def test_user_add_applies_the_name_policy_and_says_what_it_stored(clean_db):
+    saved = jobwarden("user", "add", "ＮＩＮＡ", "--role", "viewer",
+                      input="a fine long passphrase\n")
+    assert saved.returncode == 0, saved.stderr
+    assert "user 'nina' saved with role viewer" in saved.stdout
+    refused = jobwarden("user", "add", "ada\u200b", "--role", "admin",
+                        input="a fine long passphrase\n")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert scalar(clean_db, "SELECT array_agg(username) FROM console_users") == ["nina"]
