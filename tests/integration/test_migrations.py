@@ -56,3 +56,15 @@ def test_status_check_constraint_rejects_unknown_states(empty_database):
     with psycopg.connect(empty_database) as conn, pytest.raises(psycopg.errors.CheckViolation):
         conn.execute("INSERT INTO background_jobs (type, payload, status) "
                      "VALUES ('t', '{}', 'exploded')")
+
+
+def test_names_stored_with_capitals_are_lower_cased_so_their_users_can_sign_in(empty_database):
+    migrate(empty_database, "0004")
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("INSERT INTO console_users (username, password_hash, role) VALUES "
+                     "('Alice', 'x', 'admin'), ('Bob', 'x', 'viewer'), ('bob', 'x', 'viewer')")
+    migrate(empty_database)
+    with psycopg.connect(empty_database) as conn:
+        names = sorted(r[0] for r in conn.execute("SELECT username FROM console_users"))
+    # Alice can sign in as 'alice' again; Bob and bob would collide, so both stay.
+    assert names == ["Bob", "alice", "bob"]
