@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, render_template, request
 
 from console.database import get_db
+from console.mount import settings
 from console.queries import clamp_limit, positive_int, text_filter
 
 bp = Blueprint("audit", __name__)
@@ -15,7 +16,7 @@ bp = Blueprint("audit", __name__)
 @bp.get("/audit")
 def index():
     """Audit entries, newest first, with keyset paging that keeps the filters."""
-    cfg = current_app.config
+    cfg = settings()
     filters = {
         "actor": text_filter(request.args.get("actor")),
         "action": text_filter(request.args.get("action")),
@@ -29,4 +30,4 @@ def index():
             "limit": limit if limit != cfg["PAGE_SIZE"] else None}
     keep = {k: v for k, v in keep.items() if v}
     older = urlencode({**keep, "before": next_before}) if next_before else None
-    return render_template("audit.html", rows=rows[:limit], filters=filters, older=older)
+    return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older)

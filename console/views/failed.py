@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
-from flask_login import current_user
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from console.auth import role_required
 from console.database import get_db
 from console.forms import GroupActionForm
+from console.identity import current_user
+from console.mount import settings
 from console.queries import JobFilter, jobs_page, text_filter
 from console.security import is_htmx
 from worker import operations
@@ -21,7 +22,7 @@ bp = Blueprint("failed", __name__)
 def index():
     """One row per error code among failed jobs."""
     groups = get_db().all("console_failed_groups", limit=500)
-    template = "_failed_groups.html" if is_htmx() else "failed.html"
+    template = "jobwarden/_failed_groups.html" if is_htmx() else "jobwarden/failed.html"
     return render_template(template, groups=groups)
 
 
@@ -32,7 +33,7 @@ def group():
     if not code:
         abort(404)
     job_type = text_filter(request.args.get("type"))
-    cfg = current_app.config
+    cfg = settings()
     flt = JobFilter.from_args(
         {**request.args.to_dict(), "status": "failed", "error_code": code, "type": job_type},
         cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
@@ -50,10 +51,10 @@ def group():
             forms[action] = form
     def page_link(before, after=None):
         """The group's page at a keyset position (the same signature as the jobs list's)."""
-        return url_for("failed.group", code=code, type=job_type, before=before, after=after,
-                       limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)
+        return url_for("jobwarden.failed.group", code=code, type=job_type, before=before,
+                       after=after, limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)
 
-    return render_template("failed_group.html", code=code, job_type=job_type, types=types,
+    return render_template("jobwarden/failed_group.html", code=code, job_type=job_type, types=types,
                            page=page, flt=flt, preview=preview, forms=forms, page_link=page_link)
 
 
@@ -67,7 +68,7 @@ def group_action(action: str):
         abort(404)
     form = GroupActionForm()
     job_type = text_filter(form.job_type.data)
-    back = url_for("failed.group", code=code, **({"type": job_type} if job_type else {}))
+    back = url_for("jobwarden.failed.group", code=code, **({"type": job_type} if job_type else {}))
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(back, code=303)
@@ -80,7 +81,7 @@ def group_action(action: str):
                      reason=form.reason.data, seen_until=seen_until, job_type=job_type,
                      request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
-    return redirect(url_for("failed.index") if result.ok else back, code=303)
+    return redirect(url_for("jobwarden.failed.index") if result.ok else back, code=303)
 
 
 def _parse_time(value: str | None) -> datetime | None:

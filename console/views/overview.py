@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template
+from flask import Blueprint, abort, render_template
 
 from console import queries
 from console.database import get_db
+from console.mount import settings
 from worker import operations
 
 bp = Blueprint("overview", __name__)
@@ -13,7 +14,7 @@ PANELS = ("counts", "health")
 
 
 def _panel_context(panel: str) -> dict:
-    cfg = current_app.config
+    cfg = settings()
     with get_db().reading() as reader:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
@@ -33,7 +34,7 @@ def _panel_context(panel: str) -> dict:
 def index():
     """The overview page: every panel, each refreshing itself."""
     context = {f"{p}_ctx": _panel_context(p) for p in PANELS}
-    return render_template("overview.html", **context)
+    return render_template("jobwarden/overview.html", **context)
 
 
 @bp.get("/_overview/<panel>")
@@ -41,4 +42,4 @@ def panel(panel: str):
     """One overview panel (htmx polls it)."""
     if panel not in PANELS:
         abort(404)
-    return render_template(f"_overview_{panel}.html", **_panel_context(panel))
+    return render_template(f"jobwarden/_overview_{panel}.html", **_panel_context(panel))
