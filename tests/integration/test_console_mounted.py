@@ -219,3 +219,18 @@ def test_mounting_needs_a_secret_key(clean_db):
     with pytest.raises(RuntimeError, match="SECRET_KEY"):
         Console(Flask("nokey"), database_url=clean_db)
 
+
+
+def test_a_host_can_restyle_the_console_by_overriding_its_templates(tmp_path, clean_db):
+    (tmp_path / "templates" / "jobwarden").mkdir(parents=True)
+    (tmp_path / "templates" / "jobwarden" / "error.html").write_text(
+        "SHOP-STYLED {{ code }}: {{ message }}")
+    app = make_host(tmp_path, clean_db, user_loader=host_identity)
+    try:
+        client = signed_in(app, "viv")
+        missing = client.get("/ops/jobs/jobs/999999").get_data(as_text=True)
+        page = client.get("/ops/jobs/jobs").get_data(as_text=True)
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+    assert missing == "SHOP-STYLED 404: There is nothing at this address."
+    assert 'href="/ops/jobs/static/console.css"' in page  # the rest is the console's own
