@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from flask import Blueprint, Flask, render_template, request
+from flask import Blueprint, Flask, render_template, render_template_string, request
 from flask_login import LoginManager, UserMixin, current_user, login_user
 
 from console import Console, sample_data
@@ -54,6 +54,10 @@ def make_host(tmp_path, database_url: str, **console_options) -> Flask:
     @app.get("/")
     def home():
         return render_template("base.html")
+
+    @app.get("/note")
+    def note():  # the console's redaction must not reach the host's own pages
+        return render_template_string("{{ note }}", note="api_token=host-visible")
 
     @app.post("/api/ping")
     def ping():  # an API without CSRF tokens: the console must not start guarding it
@@ -167,6 +171,7 @@ def test_the_hosts_pages_templates_errors_and_headers_stay_its_own(host):
     home = client.get("/")
     assert home.get_data(as_text=True) == "HOST BASE "
     assert "Content-Security-Policy" not in home.headers
+    assert client.get("/note").get_data(as_text=True) == "api_token=host-visible"
     assert client.get("/nowhere").get_data(as_text=True) == "host 404"
     console_page = client.get("/ops/jobs/")
     assert "Content-Security-Policy" in console_page.headers
