@@ -4,7 +4,7 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo shop test lint chromium bench
+.PHONY: setup demo shop test lint chromium promtool bench
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,12 @@ chromium:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
+# The alerting rules' tests run Debian's promtool (in its `prometheus` package).
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus (promtool) for the alerting rules' tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+
 demo: setup
 	$(VENV)/bin/jobwarden demo --port $(PORT)
 
@@ -32,7 +38,7 @@ shop: setup
 	cd examples/shop && $(abspath $(VENV))/bin/python -m shop --port $(SHOP_PORT)
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
-test: setup chromium
+test: setup chromium promtool
 	$(VENV)/bin/pytest
 
 lint: setup

@@ -5,6 +5,12 @@ rate and worker health — not just that a worker process is up. Values are read
 database at scrape time (the same cheap queries as the overview), so every console
 replica reports the same numbers. A scraper authenticates with
 `Authorization: Bearer $JOBWARDEN_METRICS_TOKEN`; a signed-in user may also look.
+
+The alerting rules (deploy/prometheus/jobwarden.rules.yml) read the families below; the
+catalogue is in docs/operations.md. Execution figures cover a trailing window (5 minutes,
+or the last hour) rather than totals: retention deletes old executions, and a total that
+shrinks reads as a counter reset to Prometheus. Histograms are therefore gauge histograms
+(exposed as `histogram`, so `histogram_quantile` works on their buckets).
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ import hmac
 
 from flask import Blueprint, Response, abort, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 
-from console import queries
+from console import queries, sla
 from console.database import get_db
 from console.identity import current_user
 from console.mount import settings
 from worker.sanitize import redact
 
 bp = Blueprint("metrics", __name__)
+
+#: Upper bounds (seconds) of the duration and time-to-start histograms' buckets.
+BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
+_NEGATED = sorted(-b for b in BUCKETS)
 
 
 def _authorized() -> bool:
@@ -35,9 +45,10 @@ def _authorized() -> bool:
 class _Snapshot:
     """A prometheus-client collector over one read of the database."""
 
-    def __init__(self, overview: queries.Overview, workers: list[dict]):
+    def __init__(self, overview: queries.Overview, workers: list[dict], recent: Recent):
         self.overview = overview
         self.workers = workers
+        self.recent = recent
 
     def collect(self):
         jobs = GaugeMetricFamily("jobwarden_jobs", "Jobs by status, queue and type.",
@@ -74,6 +85,105 @@ class _Snapshot:
         for state, n in states.items():
             workers.add_metric([state], n)
         yield workers
+        yield from self.recent.families(self.workers)
+
+
+def _histogram(name: str, documentation: str, rows: list[dict]) -> GaugeHistogramMetricFamily:
+    """A per-type gauge histogram from rows of (type, above, executions, seconds)."""
+    family = GaugeHistogramMetricFamily(name, documentation, labels=["type"])
+    per_type: dict[str, list] = {}
+    for row in rows:
+        counts, total = per_type.setdefault(row["type"], [[0] * (len(BUCKETS) + 1), 0.0])
+        # `above` bounds are >= the value: the smallest of them is BUCKETS[n - above]
+        # (n - above == n: above every bound, the +Inf bucket).
+        counts[len(BUCKETS) - int(row["above"])] += row["executions"]
+        per_type[row["type"]][1] = total + float(row["seconds"] or 0.0)
+    for type_, (counts, total) in sorted(per_type.items()):
+        cumulative, buckets = 0, []
+        for bound, n in zip([*map(str, BUCKETS), "+Inf"], counts, strict=True):
+            cumulative += n
+            buckets.append((bound, cumulative))
+        family.add_metric([type_], buckets, gsum_value=total)
+    return family
+
+
+class Recent:
+    """The alerting rules' inputs: trailing-window executions, runnable work per queue,
+    stale heartbeats and SLA targets (one read each)."""
+
+    def __init__(self, **rows):
+        self.__dict__.update(rows)
+
+    @classmethod
+    def read(cls, reader, *, stale_s: float, sla_configured: dict[str, float]) -> Recent:
+        return cls(
+            executions=reader.all("metrics_executions_recent"),
+            durations=reader.all("metrics_duration_histogram", negated_bounds=_NEGATED),
+            waits=reader.all("metrics_time_to_start_histogram", negated_bounds=_NEGATED),
+            runnable=reader.all("metrics_runnable_by_queue_type"),
+            stale=reader.all("metrics_stale_running", stale_s=stale_s),
+            slas={**sla.declared_targets(reader), **sla_configured},
+        )
+
+    def families(self, workers: list[dict]):
+        executions = GaugeMetricFamily(
+            "jobwarden_executions_last_5m",
+            "Executions finished in the last 5 minutes by queue, type, outcome and error code.",
+            labels=["queue", "type", "outcome", "error_code"])
+        for row in self.executions:
+            executions.add_metric([row["queue"], row["type"], row["outcome"], row["error_code"]],
+                                  row["executions"])
+        yield executions
+        yield _histogram("jobwarden_execution_duration_seconds",
+                         "Processing time of executions finished in the last 5 minutes.",
+                         self.durations)
+        yield _histogram("jobwarden_time_to_start_seconds",
+                         "Wait from available to started of executions started in the last "
+                         "5 minutes.", self.waits)
+        oldest = GaugeMetricFamily(
+            "jobwarden_oldest_pending_age_by_type_seconds",
+            "How long the oldest runnable pending job of each queue and type has waited.",
+            labels=["queue", "type"])
+        queue_runnable: dict[str, int] = {}
+        paused: set[str] = set()
+        for row in self.runnable:
+            oldest.add_metric([row["queue"], row["type"]], float(row["oldest_pending_s"] or 0))
+            if row["paused"]:
+                paused.add(row["queue"])
+            else:
+                queue_runnable[row["queue"]] = queue_runnable.get(row["queue"], 0) + row["runnable"]
+        yield oldest
+        runnable = GaugeMetricFamily(
+            "jobwarden_queue_runnable_jobs",
+            "Runnable pending jobs per queue that is not paused (a paused queue reports 0).",
+            labels=["queue"])
+        for queue in sorted(set(queue_runnable) | paused):
+            runnable.add_metric([queue], queue_runnable.get(queue, 0))
+        yield runnable
+        live = GaugeMetricFamily(
+            "jobwarden_queue_live_workers",
+            "Live workers (running, heartbeat fresh) serving each queue that has work or a "
+            "worker.", labels=["queue"])
+        alive = [w for w in workers if w["state"] == "running"]
+        named = {q for w in alive for q in w["queues"] if q != "*"}
+        for queue in sorted(named | set(queue_runnable) | paused):
+            live.add_metric([queue], sum(1 for w in alive
+                                         if "*" in w["queues"] or queue in w["queues"]))
+        yield live
+        stale = GaugeMetricFamily(
+            "jobwarden_stale_running_jobs",
+            "Running jobs whose heartbeat is older than the console's stale threshold.",
+            labels=["queue", "type"])
+        for row in self.stale:
+            stale.add_metric([row["queue"], row["type"]], row["stale"])
+        yield stale
+        targets = GaugeMetricFamily(
+            "jobwarden_job_type_sla_seconds",
+            "Each job type's time-to-start target (configuration, else the handler's).",
+            labels=["type"])
+        for type_, seconds in sorted(self.slas.items()):
+            targets.add_metric([type_], seconds)
+        yield targets
 
 
 @bp.get("/metrics")
@@ -85,6 +195,8 @@ def metrics():
         overview = queries.overview(reader)
         workers = reader.all("console_workers_list",
                              gone_s=settings()["WORKER_GONE_SECONDS"], limit=1000)
+        recent = Recent.read(reader, stale_s=settings()["STALE_HEARTBEAT_SECONDS"],
+                             sla_configured=settings()["SLA_TARGETS"])
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(overview, workers))
+    registry.register(_Snapshot(overview, workers, recent))
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

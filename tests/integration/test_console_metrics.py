@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -57,3 +60,86 @@ def test_metrics_refuse_anyone_without_a_token_or_session(scraper, scenario, hea
 def test_a_signed_in_viewer_may_read_metrics(viewer, scenario):
     response = viewer.get("/metrics")
     assert response.status_code == 200 and b"jobwarden_jobs{" in response.data
+
+
+@pytest.fixture
+def alert_inputs(engine):
+    """A few rows whose figures the alerting rules' families must report exactly."""
+    with engine.begin() as conn:
+        sample_data.insert_worker(conn, "w-email", queues=("email",))
+        sample_data.insert_worker(conn, "w-all", queues=("*",), heartbeat_ago=3600)  # gone
+        for duration_ms in (50.0, 400.0, 400.0, 7000.0):  # 50 ms sits on a bucket bound
+            job = sample_data.insert_job(conn, "send_email", "completed", queue="email")
+            sample_data.insert_execution(conn, job, started_ago=60, wait_s=3,
+                                         duration_ms=duration_ms)
+        for _ in range(2):
+            job = sample_data.insert_job(conn, "send_email", "failed", queue="email",
+                                         error_code="AUTH_FAILED")
+            sample_data.insert_execution(conn, job, outcome="failed", error_code="AUTH_FAILED",
+                                         started_ago=30)
+        old = sample_data.insert_job(conn, "send_email", "completed", queue="email")
+        sample_data.insert_execution(conn, old, started_ago=900)  # outside the 5-minute window
+        for _ in range(3):
+            sample_data.insert_job(conn, "export_report", "pending", queue="reports", ago=400)
+        sample_data.insert_job(conn, "send_email", "pending", queue="email", ago=10)
+        sample_data.insert_job(conn, "send_email", "running", queue="email",
+                               heartbeat_at=func_now_minus(conn, 600))
+        conn.exec_driver_sql("INSERT INTO job_types (type, queue, max_attempts, lease_seconds, "
+                             "backoff, sla_seconds, version, repeat_safe, published_by) VALUES "
+                             "('export_report', 'reports', 5, 60, '{}', 120, 1, true, 'w')")
+
+
+def func_now_minus(conn, seconds: float):
+    return conn.exec_driver_sql(f"SELECT now() - interval '{seconds} seconds'").scalar_one()
+
+
+def test_metrics_give_the_alerting_rules_their_inputs(scraper, alert_inputs):
+    found = samples(scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+                    .get_data(as_text=True))
+
+    def value(name, **labels):
+        return found[(name, tuple(sorted(labels.items())))]
+
+    # executions in the last 5 minutes, failures by error code; the 15-minute-old one is out
+    assert value("jobwarden_executions_last_5m", queue="email", type="send_email",
+                 outcome="completed", error_code="") == 4
+    assert value("jobwarden_executions_last_5m", queue="email", type="send_email",
+                 outcome="failed", error_code="AUTH_FAILED") == 2
+    # the duration histogram is cumulative with `le` inclusive: 50 ms counts under 0.05
+    bucket = "jobwarden_execution_duration_seconds_bucket"
+    assert value(bucket, type="send_email", le="0.05") == 1
+    assert value(bucket, type="send_email", le="0.5") == 5  # + two 400 ms + two 250 ms failed
+    assert value(bucket, type="send_email", le="5.0") == 5
+    assert value(bucket, type="send_email", le="10.0") == 6
+    assert value(bucket, type="send_email", le="+Inf") == 6
+    assert value("jobwarden_execution_duration_seconds_gsum", type="send_email") == \
+        pytest.approx(0.05 + 0.4 + 0.4 + 7.0 + 0.25 + 0.25)
+    waits = "jobwarden_time_to_start_seconds_bucket"
+    assert (value(waits, type="send_email", le="2.5"), value(waits, type="send_email", le="5.0")) \
+        == (2, 6)  # the failed ones waited 1 s, the completed ones 3 s
+    # runnable work, live workers per queue (the '*' worker is gone), stale heartbeats, SLA
+    assert value("jobwarden_queue_runnable_jobs", queue="reports") == 3
+    assert value("jobwarden_queue_live_workers", queue="reports") == 0
+    assert value("jobwarden_queue_live_workers", queue="email") == 1
+    assert value("jobwarden_oldest_pending_age_by_type_seconds", queue="reports",
+                 type="export_report") >= 400
+    assert value("jobwarden_job_type_sla_seconds", type="export_report") == 120
+    assert value("jobwarden_stale_running_jobs", queue="email", type="send_email") == 1
+
+
+def test_a_paused_queue_reports_no_runnable_jobs(scraper, alert_inputs, engine):
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO queue_controls (queue, paused) VALUES ('reports', true)")
+    found = samples(scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+                    .get_data(as_text=True))
+    assert found[("jobwarden_queue_runnable_jobs", (("queue", "reports"),))] == 0
+
+
+def test_every_metric_the_alerting_rules_read_is_exposed(scraper, alert_inputs):
+    rules = (Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+             / "jobwarden.rules.yml").read_text()
+    wanted = set(re.findall(r"\bjobwarden_[a-z0-9_]+", rules))
+    found = {name for name, _labels in samples(
+        scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        .get_data(as_text=True))}
+    assert wanted and wanted <= found, wanted - found

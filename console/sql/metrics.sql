@@ -1,0 +1,53 @@
+-- The reads behind GET /metrics beyond the overview's (console/views/metrics.py).
+-- Windows are trailing ("finished in the last 5 minutes"), not totals since the start:
+-- retention deletes old executions, and a total that shrinks would look like a counter
+-- reset to Prometheus, turning every retention batch into a spike of rate().
+
+-- name: metrics_executions_recent
+-- Executions finished in the last 5 minutes per queue, type, outcome and error code.
+SELECT queue, type, outcome, coalesce(error_code, '') AS error_code, count(*) AS executions
+FROM job_executions
+WHERE finished_at > now() - interval '5 minutes' AND outcome IS NOT NULL
+GROUP BY queue, type, outcome, coalesce(error_code, '');
+
+-- name: metrics_duration_histogram
+-- Processing time of executions finished in the last 5 minutes, per type, in buckets:
+-- `above` counts the bounds >= the duration (width_bucket over the negated, ascending
+-- bounds), so the smallest bound holding the value is bounds[n - above].
+SELECT type,
+       width_bucket(-duration_ms / 1000.0, %(negated_bounds)s::float8[]) AS above,
+       count(*) AS executions,
+       sum(duration_ms) / 1000.0 AS seconds
+FROM job_executions
+WHERE finished_at > now() - interval '5 minutes' AND duration_ms IS NOT NULL
+GROUP BY type, above;
+
+-- name: metrics_time_to_start_histogram
+-- Wait from available to started of executions started in the last 5 minutes, per type,
+-- in the same bucket form as metrics_duration_histogram.
+SELECT type,
+       width_bucket(-extract(epoch FROM started_at - scheduled_at)::float8,
+                    %(negated_bounds)s::float8[]) AS above,
+       count(*) AS executions,
+       sum(greatest(extract(epoch FROM started_at - scheduled_at), 0)) AS seconds
+FROM job_executions
+WHERE started_at > now() - interval '5 minutes'
+GROUP BY type, above;
+
+-- name: metrics_runnable_by_queue_type
+-- Runnable pending jobs per queue and type, the oldest one's wait, and whether paused.
+SELECT j.queue, j.type, count(*) AS runnable,
+       extract(epoch FROM now() - min(j.available_at)) AS oldest_pending_s,
+       coalesce(bool_or(qc.paused), false) AS paused
+FROM background_jobs j
+LEFT JOIN queue_controls qc ON qc.queue = j.queue
+WHERE j.status = 'pending' AND j.available_at <= now()
+GROUP BY j.queue, j.type;
+
+-- name: metrics_stale_running
+-- Running jobs per queue and type whose heartbeat is older than the stale threshold.
+SELECT queue, type, count(*) AS stale
+FROM background_jobs
+WHERE status = 'running'
+  AND (heartbeat_at IS NULL OR heartbeat_at < now() - make_interval(secs => %(stale_s)s::float8))
+GROUP BY queue, type;
