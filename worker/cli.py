@@ -145,7 +145,7 @@ def cmd_reconcile(args) -> int:
 
 def cmd_queue(args) -> int:
     from .db import connect
-    from .operations import QUEUE_ACTIONS, queue_controls
+    from .operations import QUEUE_ACTIONS, queue_controls, set_all_queues
 
     with connect() as conn:
         if args.queue_command == "list":
@@ -157,14 +157,27 @@ def cmd_queue(args) -> int:
                 print(f"{printable(name):<20} {state:<7} by {printable(row['changed_by'])} "
                       f"at {row['changed_at']:%F %T}")
             return 0
+        if args.all == bool(args.name):
+            print(f"jobwarden queue {args.queue_command}: give a queue name or --all",
+                  file=sys.stderr)
+            return 2
         try:
-            result = QUEUE_ACTIONS[args.queue_command](
-                conn, args.name, actor=_actor(args), role="admin", reason=args.reason)
+            if args.all:
+                results = set_all_queues(conn, args.queue_command, actor=_actor(args),
+                                         role="admin", reason=args.reason)
+            else:
+                results = [QUEUE_ACTIONS[args.queue_command](
+                    conn, args.name, actor=_actor(args), role="admin", reason=args.reason)]
         except ValueError as exc:
             print(f"jobwarden queue: {printable(exc)}", file=sys.stderr)
             return 2
-    print(printable(result.message))
-    return 0 if result.ok else 1
+    for result in results:
+        print(printable(result.message))
+    if args.all:
+        changed = sum(r.ok for r in results)
+        print(f"{changed} queue(s) {args.queue_command}d, {len(results) - changed} unchanged")
+        return 0
+    return 0 if results[0].ok else 1
 
 
 def cmd_prune(args) -> int:
@@ -293,7 +306,9 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
     for verb, text in (("pause", "stop claiming the queue's jobs (running ones finish)"),
                        ("resume", "claim the queue's jobs again")):
         q = qsub.add_parser(verb, help=text)
-        q.add_argument("name")
+        q.add_argument("name", nargs="?")
+        q.add_argument("--all", action="store_true",
+                       help="every queue the database knows (e.g. after restoring a backup)")
         q.add_argument("--reason", required=True, help="why (goes to the audit log)")
         q.add_argument("--actor", help="who (default: cli:$USER)")
         q.set_defaults(fn=cmd_queue)

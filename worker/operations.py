@@ -150,6 +150,22 @@ def resume_queue(conn, queue: str, *, actor: str, role: str, reason: str,
 QUEUE_ACTIONS = {"pause": pause_queue, "resume": resume_queue}
 
 
+def set_all_queues(conn, verb: str, *, actor: str, role: str, reason: str
+                   ) -> list[ActionResult]:
+    """Pause (`verb="pause"`) or resume every queue the database knows, each audited.
+
+    Pausing names every queue of a job, a published type, a worker or an earlier control,
+    so a restored database can start with nothing claimed; resuming lifts every pause.
+    A queue already in that state is left alone (its result says so).
+    """
+    if verb == "pause":
+        queues = [row["queue"] for row in _rows(conn, Q.queues_known, {})]
+    else:
+        queues = [q for q, row in queue_controls(conn).items() if row["paused"]]
+    return [QUEUE_ACTIONS[verb](conn, q, actor=actor, role=role, reason=reason)
+            for q in queues]
+
+
 def queue_controls(conn) -> dict[str, dict[str, Any]]:
     """Queue name -> {paused, changed_by, changed_at} for every queue ever paused."""
     return {row["queue"]: row for row in _rows(conn, Q.queue_controls_list, {})}

@@ -11,17 +11,16 @@ from worker import Registry, enqueue, job
 from worker.operations import pause_queue, queue_controls, resume_queue
 
 
-def test_a_paused_queue_is_not_claimed_until_resumed(conn, clean_db):
+def mail_and_pdf() -> Registry:
+    """Two job types on two queues: `mail` on email, `pdf` on reports."""
     reg = Registry()
+    job("mail", queue="email", registry=reg)(lambda ctx, payload: None)
+    job("pdf", queue="reports", registry=reg)(lambda ctx, payload: None)
+    return reg
 
-    @job("mail", queue="email", registry=reg)
-    def mail(ctx, payload):
-        pass
 
-    @job("pdf", queue="reports", registry=reg)
-    def pdf(ctx, payload):
-        pass
-
+def test_a_paused_queue_is_not_claimed_until_resumed(conn, clean_db):
+    reg = mail_and_pdf()
     result = pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage")
     assert result.ok and "paused" in result.message
     mail_id = enqueue(conn, "mail", {}, registry=reg)
@@ -73,3 +72,35 @@ def test_the_cli_pauses_lists_and_resumes(clean_db):
     with psycopg.connect(clean_db) as c:
         assert c.execute("SELECT paused FROM queue_controls").fetchone()[0] is False
         assert c.execute("SELECT array_agg(actor ORDER BY id) FROM job_audit").fetchone()[0][0] == "ops"
+
+
+def test_pause_all_stops_every_known_queue_and_resume_all_lifts_them(conn, clean_db):
+    reg = mail_and_pdf()
+    job("late", queue="fresh", registry=reg)(lambda ctx, payload: None)
+
+    ids = [enqueue(conn, "mail", {}, registry=reg), enqueue(conn, "pdf", {}, registry=reg)]
+    conn.commit()
+    paused = jobwarden("queue", "pause", "--all", "--reason", "restored backup", "--actor", "ops")
+    assert paused.returncode == 0, paused.stderr
+    assert "2 queue(s) paused" in paused.stdout
+    # A queue nobody had named yet is not paused: its job runs, proving the worker claims.
+    fresh = enqueue(conn, "late", {}, registry=reg)
+    conn.commit()
+    with running_worker(reg, clean_db):
+        wait_for(lambda: job_row(clean_db, fresh)["status"] == "completed")
+        assert [job_row(clean_db, i)["status"] for i in ids] == ["pending", "pending"]
+        resumed = jobwarden("queue", "resume", "--all", "--reason", "reconciled", "--actor", "ops")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "2 queue(s) resumed" in resumed.stdout
+        wait_for(lambda: all(job_row(clean_db, i)["status"] == "completed" for i in ids))
+    rows = conn.execute("SELECT action, details->>'queue' FROM job_audit ORDER BY id").fetchall()
+    assert rows == [("pause_queue", "email"), ("pause_queue", "reports"),
+                    ("resume_queue", "email"), ("resume_queue", "reports")]
+
+
+def test_queue_pause_wants_a_name_or_all_but_not_both(clean_db):
+    neither = jobwarden("queue", "pause", "--reason", "r")
+    both = jobwarden("queue", "pause", "email", "--all", "--reason", "r")
+    assert (neither.returncode, both.returncode) == (2, 2)
+    assert "give a queue name or --all" in neither.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM queue_controls") == 0

@@ -182,6 +182,19 @@ WITH changed AS (
 )
 SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS woken;
 
+-- name: queues_known
+-- Every queue a job, a published job type, a worker or a queue control names (for
+-- `queue pause --all` after a restore). DISTINCT over background_jobs walks the
+-- (status, queue, type) index.
+SELECT queue FROM (
+    SELECT DISTINCT queue FROM background_jobs
+    UNION SELECT queue FROM job_types
+    UNION SELECT unnest(queues) FROM job_workers
+    UNION SELECT queue FROM queue_controls
+) q
+WHERE queue <> '*'
+ORDER BY queue;
+
 -- name: queue_controls_list
 -- Every queue that was ever paused or resumed, with who did it last.
 SELECT queue, paused, changed_by, changed_at FROM queue_controls ORDER BY queue;
