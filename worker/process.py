@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .completer import Completer
 from .db import DedicatedConnection, database_url
+from .duties import Duties
 from .executor import Executor
 from .heartbeat import Heartbeat
 from .job_types import publish_job_types
@@ -111,6 +112,7 @@ class WorkerProcess:
         self.buffer = JobBuffer(on_low=self._wake.set)
         self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
                                    interval=flush_interval, give_up=self._give_up)
+        self.duties = Duties(registry)  # retention (worker/duties.py)
 
     # -- lifecycle ---------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -171,7 +173,9 @@ class WorkerProcess:
         threads = [threading.Thread(target=listen_for_jobs, name="listener", daemon=True,
                                     args=(self.url, self._wake, self._closing)),
                    threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True,
-                                    args=(self._closing,))]
+                                    args=(self._closing,)),
+                   threading.Thread(target=self.duties.run, name="duties", daemon=True,
+                                    args=(self.control_pool, self._closing))]
         completer.start()
         for t in threads:
             t.start()

@@ -115,6 +115,14 @@ Index(
     postgresql_where=text("status = 'failed'"),
 )
 Index("background_jobs_status_idx", background_jobs.c.status, background_jobs.c.id)
+# Retention: finished jobs of a status by the time they finished (migration 0007).
+Index(
+    "background_jobs_finished_idx",
+    background_jobs.c.status,
+    text("coalesce(completed_at, failed_at, cancelled_at, skipped_at)"),
+    background_jobs.c.id,
+    postgresql_where=text("status IN ('completed', 'failed', 'cancelled', 'skipped')"),
+)
 Index("background_jobs_type_idx", background_jobs.c.type, background_jobs.c.status)
 Index(
     "background_jobs_idempotency_live_idx",

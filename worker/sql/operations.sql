@@ -198,3 +198,32 @@ ORDER BY queue;
 -- name: queue_controls_list
 -- Every queue that was ever paused or resumed, with who did it last.
 SELECT queue, paused, changed_by, changed_at FROM queue_controls ORDER BY queue;
+
+-- name: retention_try_lock
+-- Only one retention pass at a time across all workers: a transaction-level advisory lock
+-- (released at commit, so it holds through a transaction-pooling PgBouncer too).
+SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
+
+-- name: retention_delete_batch
+-- One batch of retention: the oldest finished jobs of one status past its age (by
+-- background_jobs_finished_idx), with their done ledger entries; their executions go by
+-- ON DELETE CASCADE and their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
+-- operator action holds is left for the next pass.
+WITH victims AS (
+    SELECT id FROM background_jobs
+    WHERE status = %(status)s::text
+      AND coalesce(completed_at, failed_at, cancelled_at, skipped_at)
+          < now() - make_interval(secs => %(older_than)s::float8)
+    ORDER BY status, coalesce(completed_at, failed_at, cancelled_at, skipped_at), id
+    LIMIT %(batch)s::int
+    FOR UPDATE SKIP LOCKED
+), effects AS (
+    DELETE FROM processed_effects e USING victims v
+    WHERE e.job_id = v.id AND e.state = 'done'
+    RETURNING e.key
+), gone AS (
+    DELETE FROM background_jobs j USING victims v
+    WHERE j.id = v.id
+    RETURNING j.id
+)
+SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM effects) AS effects;

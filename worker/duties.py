@@ -1,0 +1,66 @@
+"""Background duties every worker runs now and then, beside claiming: retention (and
+schedules). Each duty runs at its own interval on the worker's control connections;
+duties that must run on one worker at a time guard themselves in the database (an
+advisory lock, a unique key), so every worker may try.
+
+`JOBWARDEN_DUTY_INTERVAL` (seconds) shortens the intervals, for tests and demos.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+
+from . import retention
+from .registry import Registry
+
+log = logging.getLogger("jobwarden.duties")
+
+
+class Duties:
+    """The periodic duties of one worker process.
+
+    `run` is the worker's duty thread: a long retention pass never delays a heartbeat or
+    a claim.
+    """
+
+    def __init__(self, registry: Registry, *, interval: float | None = None):
+        base = interval or float(os.environ.get("JOBWARDEN_DUTY_INTERVAL") or 0) or None
+        self.registry = registry
+        self._duties: list[tuple[str, float, Callable]] = []
+        policy = retention.RetentionPolicy.from_env()
+        if policy is not None:
+            self._duties.append(("retention", base or 60.0,
+                                 lambda conn: retention.run_once(conn, policy)))
+        # Spread the first runs so workers started together do not all try at once.
+        now = time.monotonic()
+        self._next = {name: now + random.uniform(0, min(every, 5.0))
+                      for name, every, _ in self._duties}
+
+    def run(self, pool, closing: threading.Event, tick: float = 0.5) -> None:
+        """The duty thread: run each duty when its time comes, until `closing` is set."""
+        while not closing.is_set():
+            self.run_now(pool)
+            closing.wait(tick)
+
+    def run_now(self, pool) -> None:
+        """Run every duty whose time has come; a failing duty is logged and retried later."""
+        for name, every, duty in self._duties:
+            if time.monotonic() < self._next[name]:
+                continue
+            self._next[name] = time.monotonic() + every
+            try:
+                with pool.connection() as conn:
+                    duty(conn)
+            except psycopg.Error as exc:
+                log.warning("%s pass failed: %s", name, exc,
+                            extra={"action": "duty_failed", "duty": name})
+            except Exception:
+                log.exception("%s pass failed", name,
+                              extra={"action": "duty_failed", "duty": name})
