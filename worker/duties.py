@@ -1,5 +1,5 @@
-"""Background duties every worker runs now and then, beside claiming: retention (and
-schedules). Each duty runs at its own interval on the worker's control connections;
+"""Background duties every worker runs now and then, beside claiming: schedules and
+retention. Each duty runs at its own interval on the worker's control connections;
 duties that must run on one worker at a time guard themselves in the database (an
 advisory lock, a unique key), so every worker may try.
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from . import retention
+from . import retention, scheduler
 from .registry import Registry
 
 log = logging.getLogger("jobwarden.duties")
@@ -30,10 +30,13 @@ class Duties:
     a claim.
     """
 
-    def __init__(self, registry: Registry, *, interval: float | None = None):
+    def __init__(self, registry: Registry, *, worker_id: str, interval: float | None = None):
         base = interval or float(os.environ.get("JOBWARDEN_DUTY_INTERVAL") or 0) or None
         self.registry = registry
-        self._duties: list[tuple[str, float, Callable]] = []
+        self.worker_id = worker_id
+        self._published = False
+        self._duties: list[tuple[str, float, Callable]] = [
+            ("schedules", base or 5.0, self._schedules)]
         policy = retention.RetentionPolicy.from_env()
         if policy is not None:
             self._duties.append(("retention", base or 60.0,
@@ -48,6 +51,13 @@ class Duties:
         while not closing.is_set():
             self.run_now(pool)
             closing.wait(tick)
+
+    def _schedules(self, conn) -> None:
+        if not self._published:  # after the worker published its job types
+            with conn.transaction():
+                scheduler.publish(conn, self.registry, self.worker_id)
+            self._published = True
+        scheduler.run_once(conn, self.registry)
 
     def run_now(self, pool) -> None:
         """Run every duty whose time has come; a failing duty is logged and retried later."""

@@ -112,7 +112,7 @@ class WorkerProcess:
         self.buffer = JobBuffer(on_low=self._wake.set)
         self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
                                    interval=flush_interval, give_up=self._give_up)
-        self.duties = Duties(registry)  # retention (worker/duties.py)
+        self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention
 
     # -- lifecycle ---------------------------------------------------------------------
     def request_stop(self) -> None:

@@ -49,6 +49,13 @@ class JobType:
     # A pydantic model of the current version's payload: enqueue refuses payloads that
     # do not fit it, and the handler receives the validated model instead of a dict.
     payload_model: Any = None  # a pydantic BaseModel subclass
+    # Periodic jobs (worker/scheduler.py): a cron expression evaluated in `schedule_tz`,
+    # the payload each tick's job gets, and whether missed ticks are enqueued after
+    # downtime (catch_up) or only the latest one.
+    schedule: str | None = None
+    schedule_tz: str = "UTC"
+    schedule_payload: dict = field(default_factory=dict)
+    catch_up: bool = False
 
     def __call__(self, ctx, payload):
         return self.handler(ctx, payload)
@@ -135,12 +142,17 @@ def job(
     version: int = 1,
     repeat_safe: bool = True,
     payload: type | None = None,
+    schedule: str | None = None,
+    schedule_tz: str = "UTC",
+    schedule_payload: dict | None = None,
+    catch_up: bool = False,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
 
     `payload=SomeModel` (a pydantic BaseModel) validates payloads at enqueue and hands
-    the handler a SomeModel instance.
+    the handler a SomeModel instance. `schedule="*/5 * * * *"` (cron, in `schedule_tz`)
+    makes the workers enqueue one job of the type per tick (worker/scheduler.py).
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -153,6 +165,10 @@ def job(
     lease_s = parse_duration(lease)
     if not lease_s or lease_s <= 0:
         raise ValueError(f"{name}: lease must be positive")
+    if schedule is not None:
+        from .scheduler import check_schedule  # the cron library only when schedules exist
+
+        check_schedule(name, schedule, schedule_tz)
 
     def decorate(fn: Handler) -> JobType:
         return registry.register(JobType(
@@ -160,6 +176,8 @@ def job(
             timeout=parse_duration(timeout), lease=lease_s,
             backoff=RetryPolicy.coerce(backoff), sla=parse_duration(sla),
             version=version, repeat_safe=repeat_safe, payload_model=payload,
+            schedule=schedule, schedule_tz=schedule_tz,
+            schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
         ))
 
     return decorate

@@ -276,3 +276,23 @@ Index(
     background_jobs.c.type,
     postgresql_where=text("policy_defaults IS NOT NULL AND status = 'pending'"),
 )
+
+# Periodic jobs (migration 0008): one row per scheduled type; workers advance
+# next_run_at by compare-and-set, so one job is enqueued per tick.
+job_schedules = Table(
+    "job_schedules",
+    metadata,
+    Column("type", Text, primary_key=True),
+    Column("cron", Text, nullable=False),
+    Column("timezone", Text, nullable=False, server_default="UTC"),
+    Column("catch_up", Boolean, nullable=False, server_default=text("false")),
+    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("next_run_at", TS, nullable=False),
+    Column("last_run_at", TS),
+    Column("last_job_id", BigInteger),
+    Column("published_by", Text, nullable=False),
+    Column("published_at", TS, nullable=False, server_default=text("now()")),
+)
+Index("job_schedules_due_idx", job_schedules.c.next_run_at,
+      postgresql_where=text("NOT paused"))

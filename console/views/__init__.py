@@ -14,10 +14,11 @@ from console.views import (
     overview,
     queues,
     review,
+    schedules,
     sla,
     users,
     workers,
 )
 
-AREAS = (auth, overview, jobs, queues, actions, failed, review, workers, sla, audit, users,
-         metrics)
+AREAS = (auth, overview, jobs, queues, schedules, actions, failed, review, workers, sla, audit,
+         users, metrics)

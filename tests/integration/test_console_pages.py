@@ -14,7 +14,7 @@ def scenario(engine):
 
 
 PAGES = ["/", "/_overview/counts", "/_overview/health", "/failed", "/failed/group?code=AUTH_FAILED",
-         "/jobs", "/queues", "/review", "/workers", "/sla", "/audit"]
+         "/jobs", "/queues", "/schedules", "/review", "/workers", "/sla", "/audit"]
 
 
 @pytest.mark.parametrize("path", PAGES)

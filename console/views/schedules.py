@@ -1,0 +1,53 @@
+"""Schedules: each periodic job type's next run, last run and its outcome, paused or not."""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+from flask import Blueprint, abort, flash, redirect, render_template, url_for
+
+from console.auth import role_required
+from console.database import get_db
+from console.forms import ActionForm
+from console.identity import current_user
+from worker import scheduler
+from worker.registry import NAME_PATTERN
+
+bp = Blueprint("schedules", __name__)
+
+
+@bp.get("/schedules")
+def index():
+    """Every published schedule with its next tick and its last job's status."""
+    with get_db().reading() as reader:
+        rows = reader.all("schedules_list")
+    for row in rows:  # shown in the schedule's own zone, the one its cron is read in
+        zone = ZoneInfo(row["timezone"])
+        row["next_run_at"] = row["next_run_at"].astimezone(zone)
+        if row["last_run_at"]:
+            row["last_run_at"] = row["last_run_at"].astimezone(zone)
+    forms = {}
+    if current_user.has_role("operator"):
+        forms = {row["type"]: ActionForm.fresh() for row in rows}
+    return render_template("jobwarden/schedules.html", schedules=rows, forms=forms)
+
+
+@bp.post("/schedules/<job_type>/<action>")
+@role_required("operator")
+def schedule_action(job_type: str, action: str):
+    """Pause or resume a schedule with the operator's reason (audited); 303 back."""
+    if action not in ("pause", "resume") or not NAME_PATTERN.match(job_type):
+        abort(404)
+    form = ActionForm()
+    if not form.validate():
+        flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
+        return redirect(url_for("jobwarden.schedules.index"), code=303)
+    with get_db().transaction() as conn:
+        changed = scheduler.set_paused(conn, job_type, action == "pause",
+                                       actor=current_user.username, role=current_user.role,
+                                       reason=form.reason.data)
+    state = "paused" if action == "pause" else "active"
+    flash(f"Schedule {job_type!r} is {state}." if changed
+          else f"Schedule {job_type!r} was already {state} (or does not exist).",
+          "ok" if changed else "error")
+    return redirect(url_for("jobwarden.schedules.index"), code=303)

@@ -1,0 +1,149 @@
+"""Periodic jobs: one job per tick however many workers look, no burst after downtime."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import psycopg
+import pytest
+
+from tests.helpers import scalar, wait_for
+from worker import Registry, job
+from worker.job_types import publish_job_types
+from worker.scheduler import publish, run_once, set_paused
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+T0 = datetime(2026, 3, 28, 22, 2, 30, tzinfo=UTC)  # the night before Berlin's DST start
+
+
+def scheduled(cron="*/5 * * * *", tz="UTC", **options) -> Registry:
+    reg = Registry()
+    job("report", schedule=cron, schedule_tz=tz, registry=reg, **options)(lambda c, p: None)
+    return reg
+
+
+def published(conn, reg: Registry, now: datetime = T0) -> None:
+    publish_job_types(conn, list(reg), published_by="w1")
+    publish(conn, reg, "w1", now=now)
+    conn.commit()
+
+
+def jobs(url: str) -> list[tuple]:
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT available_at, idempotency_key FROM background_jobs "
+                         "ORDER BY available_at").fetchall()
+
+
+def test_a_tick_enqueues_one_job_available_at_the_tick(conn, clean_db):
+    published(conn, scheduled())
+    assert run_once(conn, scheduled(), now=T0 + timedelta(minutes=1)) == {}  # 22:05 not yet
+    ran = run_once(conn, scheduled(), now=T0 + timedelta(minutes=3))
+    assert list(ran) == ["report"] and len(ran["report"]) == 1
+    assert run_once(conn, scheduled(), now=T0 + timedelta(minutes=4)) == {}  # tick done
+    tick = datetime(2026, 3, 28, 22, 5, tzinfo=UTC)
+    assert jobs(clean_db) == [(tick, f"schedule:report:{tick.isoformat()}")]
+    with psycopg.connect(clean_db) as c:
+        row = c.execute("SELECT next_run_at, last_run_at, last_job_id FROM job_schedules").fetchone()
+    assert row == (tick + timedelta(minutes=5), tick, ran["report"][0])
+
+
+def test_after_downtime_one_job_for_the_latest_tick_not_a_burst(conn, clean_db):
+    published(conn, scheduled())
+    run_once(conn, scheduled(), now=T0 + timedelta(hours=2))
+    assert [k for _, k in jobs(clean_db)] == ["schedule:report:2026-03-29T00:00:00+00:00"]
+
+
+def test_catch_up_enqueues_every_missed_tick(conn, clean_db):
+    reg = scheduled(catch_up=True)
+    published(conn, reg)
+    ran = run_once(conn, reg, now=T0 + timedelta(hours=1))
+    assert len(ran["report"]) == 12  # 22:05 ... 23:00
+    assert len(jobs(clean_db)) == 12
+
+
+def test_workers_racing_for_a_tick_enqueue_it_once(conn, clean_db):
+    reg = scheduled()
+    published(conn, reg)
+    for minutes in (3, 8, 13):
+        barrier = threading.Barrier(8)
+
+        def race(now=T0 + timedelta(minutes=minutes), barrier=barrier):
+            with psycopg.connect(clean_db) as own:
+                barrier.wait()
+                run_once(own, reg, now=now)
+
+        threads = [threading.Thread(target=race) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    assert [k[-14:-6] for _, k in jobs(clean_db)] == ["22:05:00", "22:10:00", "22:15:00"]
+
+
+def test_cron_ticks_follow_the_schedule_time_zone_across_dst(conn, clean_db):
+    # 02:30 Berlin does not exist on 2026-03-29: the 01:30 tick is followed by 03:30 local
+    reg = scheduled(cron="30 * * * *", tz="Europe/Berlin", catch_up=True)
+    published(conn, reg)
+    run_once(conn, reg, now=datetime(2026, 3, 29, 1, 45, tzinfo=UTC))
+    berlin = ZoneInfo("Europe/Berlin")
+    local = [a.astimezone(berlin).strftime("%H:%M %Z") for a, _ in jobs(clean_db)]
+    assert local == ["23:30 CET", "00:30 CET", "01:30 CET", "03:30 CEST"]
+
+
+def test_a_paused_schedule_enqueues_nothing_and_resumes_without_a_burst(conn, clean_db):
+    reg = scheduled()
+    published(conn, reg)
+    who = {"actor": "ann", "role": "operator", "reason": "provider maintenance"}
+    assert set_paused(conn, "report", True, **who)
+    conn.commit()
+    assert run_once(conn, reg, now=T0 + timedelta(hours=3)) == {}
+    assert not set_paused(conn, "report", True, **who)  # already paused
+    assert set_paused(conn, "report", False, **who)
+    conn.commit()
+    assert scalar(clean_db, "SELECT array_agg(action ORDER BY id) FROM job_audit") == \
+        ["pause_schedule", "resume_schedule"]
+    # resumed at the database's now: its next tick lies ahead, nothing is due at once
+    assert scalar(clean_db, "SELECT next_run_at > now() FROM job_schedules") is True
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"cron": "every minute"}, "report: invalid schedule 'every minute'"),
+    ({"cron": "61 * * * *"}, "report: invalid schedule"),
+    ({"tz": "Mars/Olympus"}, "report: unknown schedule_tz 'Mars/Olympus'"),
+])
+def test_a_bad_schedule_is_refused_when_declared(options, error):
+    with pytest.raises(ValueError, match=error):
+        scheduled(**options)
+
+
+def test_several_worker_processes_run_a_due_tick_once(conn, clean_db):
+    env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.2"}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app",
+         "tests.apps.schedule_app", "--poll-interval", "0.2"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(3)]
+    try:
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_schedules") == 1,
+                 timeout=60, message="the schedule to be published")
+        # make a tick due now instead of waiting for New Year
+        with psycopg.connect(clean_db) as c:
+            c.execute("UPDATE job_schedules SET next_run_at = now() - interval '1 second'")
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                                          "WHERE status = 'completed'") == 1
+                 and scalar(clean_db, "SELECT next_run_at > now() FROM job_schedules"),
+                 timeout=60, message="the tick's job to run")
+        # one more look, as a fourth worker would: the tick is taken, nothing is due
+        assert run_once(conn, Registry()) == {}
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            assert p.wait(timeout=30) == 0, p.stderr.read().decode()[-2000:]
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 1

@@ -1,0 +1,143 @@
+"""Periodic jobs: `@job(..., schedule="*/5 * * * *", schedule_tz="Europe/Berlin")`.
+
+Workers publish the schedules their handlers declare to `job_schedules` and, as a duty
+(worker/duties.py), call `run_once`: each schedule whose next tick has come is locked
+(`FOR UPDATE SKIP LOCKED`), its job enqueued (idempotency key `schedule:<type>:<tick>`,
+available at the tick) and its `next_run_at` advanced by a compare-and-set on the tick it
+read, all in one transaction. However many workers run, a tick yields one job.
+
+After downtime a schedule enqueues one job, for the latest tick it missed, then goes on
+from the next tick; `catch_up=True` enqueues every missed tick instead (at most
+`CATCH_UP_LIMIT` per pass; the next pass continues).
+
+Cron expressions are read by cronsim (the evaluator of the Healthchecks project):
+maintained, pure Python, no dependencies, DST-correct with zoneinfo time zones. croniter,
+the usual choice, was announced as becoming unmaintained in late 2024 (later releases come
+from a continuation); cronsim is the smaller one with steady releases throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from .enqueue import enqueue
+from .queries import Q, execute
+from .registry import Registry
+
+log = logging.getLogger("jobwarden.scheduler")
+
+CATCH_UP_LIMIT = 100
+DUE_LIMIT = 50
+
+
+def check_schedule(name: str, cron: str, tz: str) -> None:
+    """Raise ValueError naming the job type when its cron expression or zone is invalid."""
+    try:
+        zone = ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"{name}: unknown schedule_tz {tz!r}") from exc
+    try:
+        CronSim(cron, datetime.now(zone))
+    except CronSimError as exc:
+        raise ValueError(f"{name}: invalid schedule {cron!r}: {exc}") from exc
+
+
+def next_tick(cron: str, tz: str, after: datetime) -> datetime:
+    """The first tick strictly after `after`, as an aware datetime."""
+    return next(CronSim(cron, after.astimezone(ZoneInfo(tz))))
+
+
+def latest_tick(cron: str, tz: str, at: datetime, floor: datetime) -> datetime:
+    """The latest tick at or before `at`, and never before `floor` (itself a tick)."""
+    previous = next(CronSim(cron, at.astimezone(ZoneInfo(tz)), reverse=True))
+    return max(previous, floor)
+
+
+def _db_now(conn) -> datetime:
+    return execute(conn, "SELECT now()", {})[1][0][0]
+
+
+def publish(conn, registry: Registry, published_by: str, now: datetime | None = None) -> int:
+    """Publish this registry's schedules (after its job types); drop schedules its types no
+    longer declare. Runs in the caller's transaction. Returns how many were written."""
+    now = now or _db_now(conn)
+    rows = [{"type": t.name, "cron": t.schedule, "timezone": t.schedule_tz,
+             "catch_up": t.catch_up, "payload": t.schedule_payload,
+             "next_run_at": next_tick(t.schedule, t.schedule_tz, now).isoformat(),
+             "published_by": published_by}
+            for t in registry if t.schedule]
+    unscheduled = [t.name for t in registry if not t.schedule]
+    if unscheduled:
+        execute(conn, Q.schedules_unpublish, {"types": unscheduled,
+                                              "published_by": published_by})
+    if not rows:
+        return 0
+    return len(execute(conn, Q.schedules_publish, {"rows": json.dumps(rows)})[1])
+
+
+def run_once(conn, registry: Registry, now: datetime | None = None) -> dict[str, list[int]]:
+    """Enqueue the jobs of every schedule whose tick has come; one transaction.
+
+    `conn` is a psycopg connection; `now` defaults to the database clock. Returns the
+    enqueued job ids per type.
+    """
+    enqueued: dict[str, list[int]] = {}
+    with conn.transaction():
+        now = now or _db_now(conn)
+        columns, rows = execute(conn, Q.schedules_due, {"now": now, "limit": DUE_LIMIT})
+        for row in rows:
+            s = dict(zip(columns, row, strict=True))
+            ticks = _ticks(s, now)
+            ids = [enqueue(conn, s["type"], s["payload"], run_at=tick,
+                           idempotency_key=f"schedule:{s['type']}:{tick.isoformat()}",
+                           registry=registry)
+                   for tick in ticks]
+            advanced = execute(conn, Q.schedule_advance, {
+                "type": s["type"], "expected": s["next_run_at"],
+                "next_run_at": next_tick(s["cron"], s["timezone"], ticks[-1]),
+                "last_run_at": ticks[-1], "last_job_id": ids[-1]})[1]
+            # The row is locked: the compare-and-set cannot miss. If it ever did, the
+            # exception rolls the enqueues back with it.
+            if not advanced:
+                raise RuntimeError(f"schedule {s['type']} moved while locked")
+            enqueued[s["type"]] = ids
+            log.info("schedule %s: enqueued %d job(s) for %s", s["type"], len(ids),
+                     ticks[-1].isoformat(), extra={"action": "schedule_enqueued",
+                                                   "job_type": s["type"], "job_id": ids[-1]})
+    return enqueued
+
+
+def _ticks(schedule: dict, now: datetime) -> list[datetime]:
+    """The ticks to enqueue now: every missed one with catch_up, else only the latest."""
+    cron, tz, first = schedule["cron"], schedule["timezone"], schedule["next_run_at"]
+    if not schedule["catch_up"]:
+        return [latest_tick(cron, tz, now, first)]
+    ticks = [first]
+    while len(ticks) < CATCH_UP_LIMIT:
+        following = next_tick(cron, tz, ticks[-1])
+        if following > now:
+            break
+        ticks.append(following)
+    return ticks
+
+
+def set_paused(conn, job_type: str, paused: bool, *, actor: str, role: str,
+               reason: str) -> bool:
+    """Pause or resume a schedule, with its audit row; False when it already is so (or
+    does not exist). Resuming skips the ticks it was paused through."""
+    if not actor or not (reason or "").strip():
+        raise ValueError("pausing or resuming a schedule needs an actor and a reason")
+    now = _db_now(conn)
+    columns, rows = execute(conn, Q.schedules_get, {"type": job_type})
+    if not rows:
+        return False
+    s = dict(zip(columns, rows[0], strict=True))
+    return bool(execute(conn, Q.schedule_set_paused, {
+        "type": job_type, "paused": paused, "actor": actor, "role": role,
+        "reason": reason.strip(),
+        "next_run_at": next_tick(s["cron"], s["timezone"], now)})[1][0][0])
