@@ -10,6 +10,7 @@ import os
 import sys
 
 from . import cli_args as A
+from .logs import FORMATS, configure
 from .process import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_CLAIM_BATCH,
@@ -19,18 +20,6 @@ from .process import (
 )
 from .states import JobStatus
 from .terminal import printable
-
-
-def _setup_logging(level: str = "INFO") -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    from .sanitize import redact_log_handlers
-
-    redact_log_handlers()  # every line, the handlers' own logging included
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    logging.getLogger("pgserver").setLevel(logging.WARNING)  # it narrates every start
 
 
 def load_app(module: str) -> None:
@@ -240,6 +229,10 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
                     "under JOBWARDEN_HOME (default ./.jobwarden) is used.")
     p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
                    help="DEBUG, INFO, WARNING… (default INFO; WARNING for the demo)")
+    p.add_argument("--log-format", choices=FORMATS,
+                   default=os.environ.get("JOBWARDEN_LOG_FORMAT") or "text",
+                   help="text (default) or json: one JSON object per line with a stable "
+                        "`action` per lifecycle event")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
@@ -359,6 +352,7 @@ def _runtime_command(argv: list[str]) -> bool:
     every worker process (about 20 MB more resident memory, for nothing)."""
     top = argparse.ArgumentParser(add_help=False)
     top.add_argument("--log-level")
+    top.add_argument("--log-format")
     top.add_argument("command", nargs="?")
     command = top.parse_known_args(argv)[0].command
     return command in build_parser(contributed=False).runtime_commands  # type: ignore[attr-defined]
@@ -368,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(contributed=not _runtime_command(argv)).parse_args(argv)
     # A command may choose a quieter default (the demo prints its own story).
-    _setup_logging(args.log_level or getattr(args, "default_log_level", "INFO"))
+    try:
+        configure(args.log_level or getattr(args, "default_log_level", "INFO"), args.log_format)
+    except ValueError as exc:  # JOBWARDEN_LOG_FORMAT is not checked by argparse
+        print(f"jobwarden: {exc}", file=sys.stderr)
+        return 2
     try:
         return args.fn(args)
     except KeyboardInterrupt:
