@@ -4,7 +4,7 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo shop test lint chromium promtool bench
+.PHONY: setup demo shop test lint chromium promtool pgbouncer bench
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,12 @@ promtool:
 	  echo "installing Debian's prometheus (promtool) for the alerting rules' tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
 
+# The PgBouncer tests start Debian's pgbouncer on a private port of 127.0.0.1.
+pgbouncer:
+	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null 2>&1 || { \
+	  echo "installing Debian's pgbouncer for the connection-pooler tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer; }
+
 demo: setup
 	$(VENV)/bin/jobwarden demo --port $(PORT)
 
@@ -38,7 +44,7 @@ shop: setup
 	cd examples/shop && $(abspath $(VENV))/bin/python -m shop --port $(SHOP_PORT)
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
-test: setup chromium promtool
+test: setup chromium promtool pgbouncer
 	$(VENV)/bin/pytest
 
 lint: setup

@@ -62,9 +62,39 @@ def sqlalchemy_url(url: str) -> str:
     return "postgresql+psycopg://" + url[len("postgresql://"):]
 
 
+def pooled() -> bool:
+    """True when DATABASE_URL reaches PostgreSQL through a transaction-pooling pooler
+    (`JOBWARDEN_POOLER=transaction`, e.g. PgBouncer's pool_mode = transaction)."""
+    value = (os.environ.get("JOBWARDEN_POOLER") or "").strip().lower()
+    if value not in ("", "none", "transaction"):
+        raise ValueError(f"JOBWARDEN_POOLER={value!r}: use 'transaction' or leave it unset")
+    return value == "transaction"
+
+
+def connect_kwargs() -> dict:
+    """psycopg connection options every runtime connection takes.
+
+    Through a transaction pooler consecutive transactions may run on different server
+    connections, so nothing may live in the session: psycopg's server-side prepared
+    statements (made after `prepare_threshold` runs of a query) are turned off.
+    PgBouncer before 1.21 cannot carry them (Debian bookworm ships 1.18).
+    """
+    return {"prepare_threshold": None} if pooled() else {}
+
+
+def listen_url(url: str) -> str | None:
+    """Where LISTEN connects: JOBWARDEN_LISTEN_URL (a direct connection, past the pooler),
+    else `url` itself; None through a transaction pooler without one (a LISTEN there
+    would be lost between transactions), and the workers wake by polling alone."""
+    direct = os.environ.get("JOBWARDEN_LISTEN_URL")
+    if direct:
+        return normalize_url(direct)
+    return None if pooled() else url
+
+
 def connect(url: str | None = None, **kwargs) -> psycopg.Connection:
     """A new psycopg connection (autocommit off unless asked)."""
-    return psycopg.connect(url or database_url(), **kwargs)
+    return psycopg.connect(url or database_url(), **{**connect_kwargs(), **kwargs})
 
 
 def migrate(url: str | None = None, revision: str = "head") -> None:

@@ -3,6 +3,10 @@
 Enqueues (and operator retries) send `pg_notify('jobwarden_jobs', queue)`, delivered
 when their transaction commits. A notification only says "look now"; polling stays
 the fallback that always works, so a lost notification delays a job, never loses it.
+
+LISTEN needs a session of its own: behind a transaction-pooling PgBouncer it connects
+to JOBWARDEN_LISTEN_URL (direct to PostgreSQL), or does not listen at all and the
+worker polls (worker/db.py `listen_url`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import threading
 
 import psycopg
 
+from .db import listen_url
+
 log = logging.getLogger("jobwarden.listener")
 
 NOTIFY_CHANNEL = "jobwarden_jobs"
@@ -19,6 +25,12 @@ NOTIFY_CHANNEL = "jobwarden_jobs"
 
 def listen_for_jobs(url: str, wake: threading.Event, closing: threading.Event) -> None:
     """Set `wake` on every notification until `closing` is set; reconnect with backoff."""
+    direct = listen_url(url)
+    if direct is None:
+        log.info("no LISTEN through a transaction pooler without JOBWARDEN_LISTEN_URL: "
+                 "waking by polling only", extra={"action": "listen_disabled"})
+        return
+    url = direct
     backoff = 0.5
     while not closing.is_set():
         try:
