@@ -51,3 +51,33 @@ FROM background_jobs
 WHERE status = 'running'
   AND (heartbeat_at IS NULL OR heartbeat_at < now() - make_interval(secs => %(stale_s)s::float8))
 GROUP BY queue, type;
+
+-- name: alerts_queue_flow
+-- Per queue over the last 15 minutes: jobs that became runnable and executions started;
+-- more arriving than starting, with a deep queue, is the Alerts panel's "growing".
+SELECT queue, sum(arrived) AS arrived, sum(started) AS started FROM (
+    SELECT queue, count(*) AS arrived, 0 AS started
+    FROM background_jobs
+    WHERE status = 'pending' AND available_at > now() - interval '15 minutes'
+      AND available_at <= now()
+    GROUP BY queue
+    UNION ALL
+    SELECT queue, 0, count(*)
+    FROM job_executions
+    WHERE started_at > now() - interval '15 minutes'
+    GROUP BY queue
+) flow
+GROUP BY queue;
+
+-- name: alerts_completions_usual
+-- Completions in the last hour, and in the same hour a day and a week ago.
+SELECT count(*) FILTER (WHERE finished_at > now() - interval '1 hour') AS last_hour,
+       count(*) FILTER (WHERE finished_at > now() - interval '25 hours'
+                          AND finished_at <= now() - interval '24 hours') AS day_ago,
+       count(*) FILTER (WHERE finished_at > now() - interval '169 hours'
+                          AND finished_at <= now() - interval '168 hours') AS week_ago
+FROM job_executions
+WHERE outcome = 'completed'
+  AND (finished_at > now() - interval '1 hour'
+       OR finished_at BETWEEN now() - interval '25 hours' AND now() - interval '24 hours'
+       OR finished_at BETWEEN now() - interval '169 hours' AND now() - interval '168 hours');

@@ -7,6 +7,7 @@ console.mount nests them all in the `jobwarden` blueprint, so their endpoints re
 from console import auth
 from console.views import (
     actions,
+    alerts,
     audit,
     failed,
     jobs,
@@ -20,5 +21,5 @@ from console.views import (
     workers,
 )
 
-AREAS = (auth, overview, jobs, queues, schedules, actions, failed, review, workers, sla, audit,
-         users, metrics)
+AREAS = (auth, overview, alerts, jobs, queues, schedules, actions, failed, review, workers,
+         sla, audit, users, metrics)
