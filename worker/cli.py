@@ -107,6 +107,8 @@ def cmd_reconcile(args) -> int:
     from .operations import JOB_ACTIONS
     from .queries import Q
 
+    if args.auto:
+        return _reconcile_auto(args)
     if args.job is not None:
         if not args.mark or not args.reason:
             print("jobwarden reconcile: give --as and --reason with a job id", file=sys.stderr)
@@ -129,6 +131,29 @@ def cmd_reconcile(args) -> int:
         p = printable
         print(f"  #{id_} {p(type_)} queue={p(queue)} attempts={attempts} worker={p(worker_id)} "
               f"last heartbeat={hb} {p(code)}: {p(error)}")
+    return 0
+
+
+def _reconcile_auto(args) -> int:
+    from .db import connect
+    from .reconcile import reconcilable_types, reconcile
+    from .registry import registry
+
+    if not args.app:
+        print("jobwarden reconcile --auto: give --app, the module whose job types declare "
+              "reconcilers", file=sys.stderr)
+        return 2
+    load_app(args.app)
+    if not reconcilable_types(registry):
+        print(f"jobwarden reconcile --auto: no job type in {args.app} declares a reconciler",
+              file=sys.stderr)
+        return 2
+    with connect() as conn:
+        verdicts = reconcile(conn, registry, actor=_actor(args), job_id=args.job,
+                             limit=args.limit)
+    print(f"reconciled: {len(verdicts['done'])} done (marked completed), "
+          f"{len(verdicts['not_done'])} not done (retried), "
+          f"{len(verdicts['unknown'])} still unknown")
     return 0
 
 
@@ -291,6 +316,9 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
     rc.add_argument("--reason", help="what you checked (goes to the audit log)")
     rc.add_argument("--actor", help="who (default: cli:$USER)")
     rc.add_argument("--limit", type=A.list_limit, default=100)
+    rc.add_argument("--auto", action="store_true",
+                    help="run the reconcilers the job types of --app declare (audited)")
+    rc.add_argument("--app", help="with --auto: the module registering the handlers")
     rc.set_defaults(fn=cmd_reconcile)
 
     qp = sub.add_parser("queue", help="pause, resume and list queues (audited)")

@@ -56,6 +56,9 @@ class JobType:
     schedule_tz: str = "UTC"
     schedule_payload: dict = field(default_factory=dict)
     catch_up: bool = False
+    # Looks an unknown job's operation up by its business reference: returns "done",
+    # "not_done" or "unknown" (worker/reconcile.py).
+    reconciler: Callable[[Any], str] | None = None
 
     def __call__(self, ctx, payload):
         return self.handler(ctx, payload)
@@ -146,6 +149,7 @@ def job(
     schedule_tz: str = "UTC",
     schedule_payload: dict | None = None,
     catch_up: bool = False,
+    reconciler: Callable[[Any], str] | None = None,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
@@ -153,6 +157,7 @@ def job(
     `payload=SomeModel` (a pydantic BaseModel) validates payloads at enqueue and hands
     the handler a SomeModel instance. `schedule="*/5 * * * *"` (cron, in `schedule_tz`)
     makes the workers enqueue one job of the type per tick (worker/scheduler.py).
+    `reconciler=fn` settles the type's unknown outcomes (worker/reconcile.py).
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -171,6 +176,10 @@ def job(
         check_schedule(name, schedule, schedule_tz)
 
     def decorate(fn: Handler) -> JobType:
+        if reconciler is not None:
+            from .reconcile import register_reconcile_job
+
+            register_reconcile_job(registry)
         return registry.register(JobType(
             name=name, handler=fn, queue=queue, max_attempts=max_attempts,
             timeout=parse_duration(timeout), lease=lease_s,
@@ -178,6 +187,7 @@ def job(
             version=version, repeat_safe=repeat_safe, payload_model=payload,
             schedule=schedule, schedule_tz=schedule_tz,
             schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
+            reconciler=reconciler,
         ))
 
     return decorate

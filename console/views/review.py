@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template, request
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 
+from console.auth import role_required
 from console.database import get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from console.mount import settings
 from console.queries import clamp_limit, positive_int
+from worker.enqueue import enqueue
 from worker.operations import ALLOWED_FROM
+from worker.reconcile import RECONCILE_TYPE
 
 bp = Blueprint("review", __name__)
 #: What an operator can decide about an ambiguous outcome, in the order shown.
@@ -27,7 +30,28 @@ def index():
     rows = rows[:limit]
     actions = [a for a in RECONCILE if "unknown" in ALLOWED_FROM[a]]
     forms = {}
+    run_form = None
     if current_user.can_act:
         forms = {(job["id"], a): ActionForm.fresh("unknown") for job in rows for a in actions}
+        run_form = ActionForm.fresh("unknown")
     return render_template("jobwarden/review.html", jobs=rows, actions=actions, forms=forms,
-                           next_before=next_before, limit=limit)
+                           next_before=next_before, limit=limit, run_form=run_form)
+
+
+@bp.post("/review/reconcile")
+@role_required("operator")
+def run_reconcilers():
+    """Ask a worker to run the job types' reconcilers: the console imports no application
+    code, so it enqueues a `jobwarden.reconcile` job; each decision is audited as yours."""
+    form = ActionForm()
+    if not form.validate():
+        flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
+        return redirect(url_for("jobwarden.review.index"), code=303)
+    with get_db().transaction() as conn:
+        job_id = enqueue(conn, RECONCILE_TYPE,
+                         {"actor": current_user.username, "role": current_user.role,
+                          "reason": form.reason.data},
+                         idempotency_key="reconcile:console")
+    flash(f"Reconcilers requested (job #{job_id}): a worker with the handlers runs them; "
+          "settled jobs leave this page.", "ok")
+    return redirect(url_for("jobwarden.review.index"), code=303)

@@ -227,3 +227,13 @@ WITH victims AS (
     RETURNING j.id
 )
 SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM effects) AS effects;
+
+-- name: reconcile_candidates
+-- Unknown-outcome jobs of the given types (those with a reconciler), oldest first, or the
+-- one job asked for.
+SELECT id, type, queue, payload, idempotency_key, attempts, last_error_code, last_error
+FROM background_jobs
+WHERE status = 'unknown' AND type = ANY(%(types)s::text[])
+  AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+ORDER BY id
+LIMIT %(limit)s::int;

@@ -1,0 +1,87 @@
+"""Reconciliation hooks: a type's reconciler settles its unknown jobs, audited."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from tests.helpers import job_row, running_worker, scalar, wait_for
+from worker import Registry, job
+from worker.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+@pytest.fixture
+def unknown_charges(conn):
+    """Four charges whose outcome is unknown; the provider captured #1 and declined #2."""
+    conn.execute("DROP TABLE IF EXISTS provider_charges")
+    conn.execute("CREATE TABLE provider_charges (order_ref text PRIMARY KEY, state text)")
+    conn.execute("INSERT INTO provider_charges VALUES ('o-1', 'captured'), ('o-2', 'declined')")
+    ids = {}
+    for order in ("o-1", "o-2", "o-3", "provider-down"):
+        ids[order] = conn.execute(
+            "INSERT INTO background_jobs (type, payload, status, attempts, last_error_code) "
+            "VALUES ('charge', jsonb_build_object('order', %s::text), 'unknown', 1, 'UNKNOWN') "
+            "RETURNING id", [order]).fetchone()[0]
+    conn.commit()
+    return ids
+
+
+def audit(url: str) -> list[tuple]:
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT job_id, action, actor FROM job_audit ORDER BY job_id").fetchall()
+
+
+def test_reconcile_auto_settles_what_the_reconciler_knows(unknown_charges, clean_db):
+    ids = unknown_charges
+    result = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "reconcile", "--auto",
+         "--app", "tests.apps.reconcile_app", "--actor", "ops"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": clean_db}, capture_output=True, text=True,
+        timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "1 done (marked completed), 1 not done (retried), 2 still unknown" in result.stdout
+    assert [job_row(clean_db, ids[o])["status"] for o in ("o-1", "o-2", "o-3", "provider-down")] \
+        == ["completed", "pending", "unknown", "unknown"]
+    assert audit(clean_db) == [(ids["o-1"], "mark_completed", "ops"), (ids["o-2"], "retry", "ops")]
+
+
+def test_a_verdict_outside_the_three_leaves_the_job_for_a_person(conn, clean_db):
+    reg = Registry()
+    job("odd", reconciler=lambda review_job: "probably", registry=reg)(lambda c, p: None)
+    job_id = conn.execute("INSERT INTO background_jobs (type, payload, status) "
+                          "VALUES ('odd', '{}', 'unknown') RETURNING id").fetchone()[0]
+    verdicts = reconcile(conn, reg, actor="ops")
+    assert verdicts == {DONE: [], NOT_DONE: [], UNKNOWN: [job_id]}
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 0
+
+
+def test_the_console_has_a_worker_run_the_reconcilers_audited_as_the_operator(
+        operator, post_form, unknown_charges, clean_db, monkeypatch):
+    ids = unknown_charges
+    page = operator.get("/review").get_data(as_text=True)
+    assert 'data-action="reconcile"' in page
+    response = post_form(operator, "/review/reconcile",
+                         {"reason": "after the provider outage", "request_id": "r-1"},
+                         token_from="/review")
+    assert response.status_code == 303
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE type = %s",
+                  [RECONCILE_TYPE]) == 1
+    monkeypatch.setenv("DATABASE_URL", clean_db)  # the app's reconciler reads it
+    from tests.apps import reconcile_app
+    reg = Registry()
+    job("charge", repeat_safe=False, reconciler=reconcile_app.check_charge,
+        registry=reg)(lambda c, p: None)
+    with running_worker(reg, clean_db):
+        wait_for(lambda: job_row(clean_db, ids["o-1"])["status"] == "completed")
+        wait_for(lambda: scalar(clean_db, "SELECT status FROM background_jobs WHERE type = %s",
+                                [RECONCILE_TYPE]) == "completed")
+    assert audit(clean_db)[:2] == [(ids["o-1"], "mark_completed", "otto"),
+                                   (ids["o-2"], "retry", "otto")]
+    assert "after the provider outage" in scalar(
+        clean_db, "SELECT reason FROM job_audit WHERE action = 'mark_completed'")
