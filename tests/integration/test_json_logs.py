@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
 def test_a_worker_logs_each_lifecycle_event_as_one_json_object(conn, clean_db, tmp_path):
+    conn.execute("DROP TABLE IF EXISTS race_log")
     conn.execute("CREATE TABLE race_log (job_id bigint, execution_id uuid, pid int)")
     [job_id] = enqueue_many(conn, [JobSpec("race", {"n": 1})])
     conn.commit()

@@ -108,6 +108,7 @@ def test_workers_prune_while_they_drain_a_backlog(conn, clean_db, tmp_path):
     backlog = 1500
     seed_finished(conn, "completed", 20, 5000)
     seed_finished(conn, "failed", 20, 50)
+    conn.execute("DROP TABLE IF EXISTS race_log")
     conn.execute("CREATE TABLE race_log (job_id bigint, execution_id uuid, pid int)")
     enqueue_many(conn, [JobSpec("race", {"n": i}) for i in range(backlog)])
     conn.commit()
