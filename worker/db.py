@@ -145,7 +145,8 @@ class DedicatedConnection:
 
     def get(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5,
+                                         **connect_kwargs())
         return self._conn
 
     def drop(self) -> None:

@@ -31,7 +31,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .completer import Completer
-from .db import DedicatedConnection, database_url
+from .db import DedicatedConnection, connect_kwargs, database_url
 from .duties import Duties
 from .executor import Executor
 from .heartbeat import Heartbeat
@@ -140,13 +140,15 @@ class WorkerProcess:
         # effect ledger), and abandoned threads keep theirs until they return.
         self.pool = ConnectionPool(
             self.url, min_size=1, max_size=2 * self.concurrency + 2, timeout=10, open=False,
-            check=ConnectionPool.check_connection, kwargs={"connect_timeout": 5},
+            check=ConnectionPool.check_connection,
+            kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-worker")
         # Heartbeats, recovery and hand-backs get their own connections: a lease must
         # never expire because busy handlers took every connection of the pool.
         self.control_pool = ConnectionPool(
             self.url, min_size=1, max_size=3, timeout=5, open=False,
-            check=ConnectionPool.check_connection, kwargs={"connect_timeout": 5},
+            check=ConnectionPool.check_connection,
+            kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-control")
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)

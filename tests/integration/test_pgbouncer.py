@@ -9,6 +9,7 @@ needs a direct connection (JOBWARDEN_LISTEN_URL) or the workers poll.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -17,8 +18,9 @@ import pytest
 
 from console import create_app
 from tests.console_support import login
+from tests.helpers import scalar, status_counts, wait_for
 from tests.pgbouncer import pgbouncer, via
-from worker import enqueue
+from worker import JobSpec, enqueue, enqueue_many
 from worker.db import connect, listen_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -108,3 +110,31 @@ def test_the_console_serves_pages_and_metrics_through_the_pooler(pooled_url, use
             assert client.get(path).status_code == 200, path
     finally:
         app.extensions["jobwarden_db"].dispose()
+
+
+@pytest.mark.parametrize("listen", ["polling", "direct LISTEN"])
+def test_worker_processes_drain_a_backlog_through_the_pooler(pooled_url, clean_db, conn, listen):
+    jobs = 400
+    conn.execute("DROP TABLE IF EXISTS race_log")
+    conn.execute("CREATE TABLE race_log (job_id bigint, execution_id uuid, pid int)")
+    enqueue_many(conn, [JobSpec("race", {"n": i}) for i in range(jobs)])
+    conn.commit()
+    env = {**os.environ, "DATABASE_URL": pooled_url}
+    if listen == "direct LISTEN":
+        env["JOBWARDEN_LISTEN_URL"] = clean_db
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app",
+         "tests.apps.race_app", "--poll-interval", "0.2", "--concurrency", "4"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        wait_for(lambda: status_counts(clean_db).get("completed") == jobs, timeout=120,
+                 interval=0.2, message=f"{jobs} jobs to complete through the pooler")
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=30) for p in procs]
+    errors = [p.stderr.read().decode() for p in procs]
+    assert codes == [0, 0], errors
+    assert not any("prepared statement" in e or "Traceback" in e for e in errors), errors
+    assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM race_log") == jobs
+    assert scalar(clean_db, "SELECT count(*) FROM job_workers WHERE state = 'stopped'") == 2
