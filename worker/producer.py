@@ -182,6 +182,8 @@ class Producer:
                             log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
                                       job.attempt, job.max_attempts,
                                       extra={"action": "job_claimed", "job_id": job.id,
+                                             "job_type": job.type, "queue": job.queue,
+                                             "attempt": job.attempt,
                                              "execution_id": str(job.execution_id)})
                 if len(jobs) == want:
                     continue  # there may be more waiting

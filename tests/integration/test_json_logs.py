@@ -21,7 +21,9 @@ def test_a_worker_logs_each_lifecycle_event_as_one_json_object(conn, clean_db, t
     conn.commit()
     log = tmp_path / "worker.log"
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--app",
+    # claims and completions log at DEBUG: at thousands a second INFO would drown the rest
+    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
+                             "worker", "--app",
                              "tests.apps.race_app", "--poll-interval", "0.2"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
     try:
