@@ -9,6 +9,7 @@ Threads, each with one duty:
 - completer: writes outcomes in batches, each row a compare-and-set (worker/completer.py).
 - heartbeat: renews every lease this process holds in one statement, learns cancellations
   and lost leases, enforces timeouts, runs recovery (worker/heartbeat.py).
+- duties: schedules and retention, each at its own interval (worker/duties.py).
 
 SIGTERM/SIGINT: stop claiming, hand the jobs still waiting in the buffer back at once
 (no attempt spent), let running jobs finish within `grace`, hand the rest back, flush the
