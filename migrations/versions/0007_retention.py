@@ -1,7 +1,7 @@
 """Retention finds old finished jobs by one index, oldest first.
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0006
 Create Date: 2026-11-30
 
 The retention duty (worker/retention.py) deletes, in small batches, finished jobs older
@@ -13,7 +13,7 @@ cutoff.
 from alembic import op
 
 revision = "0007"
-down_revision = "0004"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
