@@ -88,6 +88,12 @@ class _Snapshot:
         yield from self.recent.families(self.workers)
 
 
+def _labels(*values) -> list[str]:
+    """Label values as exposed: redacted like every other label (a queue, type or error
+    code may carry a secret an application put there)."""
+    return [redact(str(v)) for v in values]
+
+
 def _histogram(name: str, documentation: str, rows: list[dict]) -> GaugeHistogramMetricFamily:
     """A per-type gauge histogram from rows of (type, above, executions, seconds)."""
     family = GaugeHistogramMetricFamily(name, documentation, labels=["type"])
@@ -103,7 +109,7 @@ def _histogram(name: str, documentation: str, rows: list[dict]) -> GaugeHistogra
         for bound, n in zip([*map(str, BUCKETS), "+Inf"], counts, strict=True):
             cumulative += n
             buckets.append((bound, cumulative))
-        family.add_metric([type_], buckets, gsum_value=total)
+        family.add_metric(_labels(type_), buckets, gsum_value=total)
     return family
 
 
@@ -131,8 +137,9 @@ class Recent:
             "Executions finished in the last 5 minutes by queue, type, outcome and error code.",
             labels=["queue", "type", "outcome", "error_code"])
         for row in self.executions:
-            executions.add_metric([row["queue"], row["type"], row["outcome"], row["error_code"]],
-                                  row["executions"])
+            executions.add_metric(
+                _labels(row["queue"], row["type"], row["outcome"], row["error_code"]),
+                row["executions"])
         yield executions
         yield _histogram("jobwarden_execution_duration_seconds",
                          "Processing time of executions finished in the last 5 minutes.",
@@ -147,7 +154,8 @@ class Recent:
         queue_runnable: dict[str, int] = {}
         paused: set[str] = set()
         for row in self.runnable:
-            oldest.add_metric([row["queue"], row["type"]], float(row["oldest_pending_s"] or 0))
+            oldest.add_metric(_labels(row["queue"], row["type"]),
+                              float(row["oldest_pending_s"] or 0))
             if row["paused"]:
                 paused.add(row["queue"])
             else:
@@ -158,7 +166,7 @@ class Recent:
             "Runnable pending jobs per queue that is not paused (a paused queue reports 0).",
             labels=["queue"])
         for queue in sorted(set(queue_runnable) | paused):
-            runnable.add_metric([queue], queue_runnable.get(queue, 0))
+            runnable.add_metric(_labels(queue), queue_runnable.get(queue, 0))
         yield runnable
         live = GaugeMetricFamily(
             "jobwarden_queue_live_workers",
@@ -167,7 +175,7 @@ class Recent:
         alive = [w for w in workers if w["state"] == "running"]
         named = {q for w in alive for q in w["queues"] if q != "*"}
         for queue in sorted(named | set(queue_runnable) | paused):
-            live.add_metric([queue], sum(1 for w in alive
+            live.add_metric(_labels(queue), sum(1 for w in alive
                                          if "*" in w["queues"] or queue in w["queues"]))
         yield live
         stale = GaugeMetricFamily(
@@ -175,14 +183,14 @@ class Recent:
             "Running jobs whose heartbeat is older than the console's stale threshold.",
             labels=["queue", "type"])
         for row in self.stale:
-            stale.add_metric([row["queue"], row["type"]], row["stale"])
+            stale.add_metric(_labels(row["queue"], row["type"]), row["stale"])
         yield stale
         targets = GaugeMetricFamily(
             "jobwarden_job_type_sla_seconds",
             "Each job type's time-to-start target (configuration, else the handler's).",
             labels=["type"])
         for type_, seconds in sorted(self.slas.items()):
-            targets.add_metric([type_], seconds)
+            targets.add_metric(_labels(type_), seconds)
         yield targets
 
 
