@@ -54,7 +54,7 @@ def encode_payload(payload: Any, limit: int | None = None, *, checked: bool = Fa
 
 def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, list]:
     """enqueue_jobs' parameters: one array per column, each spec's type policy applied,
-    payloads as JSON text (parallel arrays cost the database less per row than JSON rows,
+    payloads as JSON texts (parallel arrays cost the database less per row than JSON rows,
     and skip building and parsing one object per job)."""
     cols: dict[str, list] = {name: [] for name in (
         "queues", "types", "versions", "payloads", "priorities", "run_ats", "delays",
@@ -116,6 +116,7 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     # published (job_types), else the documented defaults.
     known = with_published_policies(conn, {spec.type for spec in specs}, registry)
     cols = _columns(specs, known, max_payload_bytes())
+    cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
     inserted = run_query(conn, Q.enqueue_jobs, cols)
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))

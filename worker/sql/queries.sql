@@ -4,19 +4,22 @@
 
 -- name: enqueue_jobs
 -- Insert jobs from parallel arrays, one per column; a live job with the same idempotency key wins.
--- WITH ORDINALITY keeps the order given, so identity values follow it. (Typed arrays cost
--- the database less per row than jsonb_to_recordset over the same rows as JSON.)
+-- ROWS FROM zips the arrays, and its ordinality keeps the order given, so identity values
+-- follow it. The payloads come as one JSON array (text arrays of JSON would escape every
+-- quote). Typed arrays cost the database less per row than jsonb_to_recordset did.
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
      idempotency_key, concurrency_key, policy_defaults)
-SELECT r.queue, r.type, r.version, r.payload::jsonb, r.priority,
+SELECT r.queue, r.type, r.version, r.payload, r.priority,
        COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
        r.max_attempts, r.idempotency_key, r.concurrency_key,
        string_to_array(r.policy_defaults, ',')
-FROM unnest(%(queues)s::text[], %(types)s::text[], %(versions)s::int[],
-            %(payloads)s::text[], %(priorities)s::int[], %(run_ats)s::timestamptz[],
-            %(delays)s::float8[], %(max_attempts)s::int[], %(idempotency_keys)s::text[],
-            %(concurrency_keys)s::text[], %(policy_defaults)s::text[])
+FROM ROWS FROM (unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
+                unnest(%(versions)s::int[]), jsonb_array_elements(%(payloads)s::jsonb),
+                unnest(%(priorities)s::int[]), unnest(%(run_ats)s::timestamptz[]),
+                unnest(%(delays)s::float8[]), unnest(%(max_attempts)s::int[]),
+                unnest(%(idempotency_keys)s::text[]), unnest(%(concurrency_keys)s::text[]),
+                unnest(%(policy_defaults)s::text[]))
      WITH ORDINALITY AS r(queue, type, version, payload, priority, run_at, delay,
                           max_attempts, idempotency_key, concurrency_key, policy_defaults,
                           ord)
