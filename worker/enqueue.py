@@ -52,7 +52,7 @@ def encode_payload(payload: Any, limit: int | None = None, *, checked: bool = Fa
     return text
 
 
-def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, list]:
+def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, list | None]:
     """enqueue_jobs' parameters: one array per column, each spec's type policy applied,
     payloads as JSON texts (parallel arrays cost the database less per row than JSON rows,
     and skip building and parsing one object per job)."""
@@ -90,9 +90,15 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, list]
         conc_keys.append(spec.concurrency_key)
         # The policy fields that took the documented defaults, for the type's first
         # worker to replace (a text[] per row cannot travel in an array of rows: joined).
-        given = {"queue": spec.queue, "max_attempts": spec.max_attempts}
-        defaults.append(",".join(defaulted_fields(given, reg, spec.type)) or None)
-    return cols
+        # A type with a known policy took none.
+        if job_type is None:
+            given = {"queue": spec.queue, "max_attempts": spec.max_attempts}
+            defaults.append(",".join(defaulted_fields(given, reg, spec.type)) or None)
+        else:
+            defaults.append(None)
+    # A field no job sets travels as one NULL instead of an array of them: ROWS FROM
+    # gives every row NULL for a function that returns no rows.
+    return {name: None if col.count(None) == len(col) else col for name, col in cols.items()}
 
 
 def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
@@ -120,7 +126,7 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     inserted = run_query(conn, Q.enqueue_jobs, cols)
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
-    keys = cols["idempotency_keys"]
+    keys = cols["idempotency_keys"] or [None] * len(specs)
     missing = sorted({k for k in keys if k and k not in by_key})
     if missing:
         # Held by a live job that was there first; ON CONFLICT waited for its writer.

@@ -6,7 +6,8 @@
 -- Insert jobs from parallel arrays, one per column; a live job with the same idempotency key wins.
 -- ROWS FROM zips the arrays, and its ordinality keeps the order given, so identity values
 -- follow it. The payloads come as one JSON array (text arrays of JSON would escape every
--- quote). Typed arrays cost the database less per row than jsonb_to_recordset did.
+-- quote). A field no job sets comes as a NULL array: ROWS FROM fills it with NULLs.
+-- Typed arrays cost the database less per row than jsonb_to_recordset did.
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
      idempotency_key, concurrency_key, policy_defaults)
