@@ -20,7 +20,7 @@ from .errors import EnqueueError
 from .job_spec import JobSpec, check_payload
 from .job_types import defaulted_fields, with_published_policies
 from .queries import Q, execute
-from .registry import Registry, registry
+from .registry import Registry, check_name, registry
 from .sanitize import describe_validation
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
@@ -52,10 +52,11 @@ def encode_payload(payload: Any, limit: int | None = None, *, checked: bool = Fa
     return text
 
 
-def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, list | None]:
+def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
     """enqueue_jobs' parameters: one array per column, each spec's type policy applied,
     payloads as JSON texts (parallel arrays cost the database less per row than JSON rows,
-    and skip building and parsing one object per job)."""
+    and skip building and parsing one object per job). Integer and name columns go as
+    array literals (see _names_literal)."""
     cols: dict[str, list] = {name: [] for name in (
         "queues", "types", "versions", "payloads", "priorities", "run_ats", "delays",
         "max_attempts", "idempotency_keys", "concurrency_keys", "policy_defaults")}
@@ -98,7 +99,22 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, list 
             defaults.append(None)
     # A field no job sets travels as one NULL instead of an array of them: ROWS FROM
     # gives every row NULL for a function that returns no rows.
-    return {name: None if col.count(None) == len(col) else col for name, col in cols.items()}
+    out = {name: None if col.count(None) == len(col) else col for name, col in cols.items()}
+    for name in ("queues", "types"):
+        out[name] = _names_literal(cols[name])
+    for name in ("versions", "priorities", "max_attempts"):
+        out[name] = "{" + ",".join(map(str, cols[name])) + "}"
+    return out
+
+
+def _names_literal(names: list[str]) -> str:
+    """Names (job types, queues) as one array literal for a `::text[]` cast. The driver
+    adapts a list element by element in Python, a third of the statement's client time
+    for a column that is the same name thousands of times; a checked name (letters,
+    digits, '_', '.', ':', '-') needs no escaping inside double quotes."""
+    for name in set(names):
+        check_name("name", name)
+    return '{"' + '","'.join(names) + '"}'
 
 
 def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
