@@ -77,31 +77,54 @@ def check_payload(payload: Any) -> None:
     if not isinstance(payload, Mapping):
         raise EnqueueError(
             f"payload must be a JSON object (a dict), not {type(payload).__name__}", "payload")
-    stack: list[tuple[Any, str, int]] = [(payload, "payload", 1)]
+    # A path is built only for an error message: each entry carries its parent's link
+    # (parent link, key or index), so a valid payload costs no string formatting.
+    stack: list[tuple[Any, Any, int]] = [(payload, None, 1)]
     while stack:
-        value, path, depth = stack.pop()
+        value, link, depth = stack.pop()
         if isinstance(value, Mapping | list | tuple):
             if depth > MAX_PAYLOAD_DEPTH:
-                raise EnqueueError(f"{path}: nested deeper than {MAX_PAYLOAD_DEPTH} levels",
-                                   "payload")
+                raise EnqueueError(f"{_path(link)}: nested deeper than {MAX_PAYLOAD_DEPTH} "
+                                   "levels", "payload")
             if isinstance(value, Mapping):
                 for key, item in value.items():
                     if not isinstance(key, str):
+                        path = _path(link)
                         raise EnqueueError(f"{path}: key {_short(key)} is a {type(key).__name__}; "
                                            "JSON object keys must be strings", path)
-                    _text(path, key, "a key")
-                    stack.append((item, f"{path}.{_short(key)}", depth + 1))
+                    if not _storable(key):
+                        _text(_path(link), key, "a key")
+                    stack.append((item, (link, key), depth + 1))
             else:
-                stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+                stack.extend((item, (link, i), depth + 1) for i, item in enumerate(value))
         elif isinstance(value, str):
-            _text(path, value, "the value")
+            if not _storable(value):
+                _text(_path(link), value, "the value")
         elif isinstance(value, float):
             if not math.isfinite(value):
+                path = _path(link)
                 raise EnqueueError(f"{path}: {value} is not JSON-serializable "
                                    "(JSON has no NaN or infinity)", path)
         elif not (value is None or isinstance(value, bool | int)):
+            path = _path(link)
             raise EnqueueError(f"{path}: a {type(value).__name__} is not JSON-serializable",
                                path)
+
+
+def _path(link: Any) -> str:
+    """The dotted path of a payload part from its chain of (parent link, key or index)."""
+    parts = []
+    while link is not None:
+        link, step = link
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{_short(step)}")
+    return "payload" + "".join(reversed(parts))
+
+
+def _storable(value: str) -> bool:
+    """True for text PostgreSQL stores as is; the fast test that spares _text's scan
+    (ASCII text has no surrogates)."""
+    return "\x00" not in value and (value.isascii() or not any(
+        "\ud800" <= c <= "\udfff" for c in value))
 
 
 def _text(field: str, value: str, what: str) -> None:

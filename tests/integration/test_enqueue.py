@@ -131,3 +131,20 @@ def test_a_worker_never_claims_a_type_it_has_no_handler_for(conn, clean_db):
     row = job_row(clean_db, unknown_id)
     assert (row["status"], row["attempts"], row["worker_id"]) == ("pending", 0, None)
     assert status_counts(clean_db) == {"pending": 1, "completed": 1}
+
+
+def test_a_batch_keeps_every_field_as_given(conn, clean_db):
+    # Names travel as array literals and unset fields as NULL arrays: a type or queue
+    # named NULL stays a name, and a field set on one job of a batch reaches that job only.
+    ids = enqueue_many(conn, [JobSpec("NULL", {"a": 1}, queue="NULL", priority=-3),
+                              JobSpec("t", {"b": "\"q\" \\ {x}"}, delay=60, version=2,
+                                      idempotency_key="k", concurrency_key="c"),
+                              JobSpec("t", {}, max_attempts=7)])
+    conn.commit()
+    first, second, third = (job_row(clean_db, i) for i in ids)
+    assert (first["type"], first["queue"], first["priority"]) == ("NULL", "NULL", -3)
+    assert second["payload"] == {"b": "\"q\" \\ {x}"} and second["version"] == 2
+    assert (second["idempotency_key"], second["concurrency_key"]) == ("k", "c")
+    assert second["available_at"] > first["available_at"]
+    assert third["max_attempts"] == 7 and third["idempotency_key"] is None
+    assert first["max_attempts"] == 5 and first["version"] == 1
