@@ -268,3 +268,29 @@ Index(
     background_jobs.c.type,
     postgresql_where=text("policy_defaults IS NOT NULL AND status = 'pending'"),
 )
+
+# Rollups (migration 0006): kept by statement-level triggers on background_jobs, read by
+# the console instead of counting jobs (docs/architecture.md §3, "Rollups").
+job_count_deltas = Table(
+    "job_count_deltas",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("status", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("jobs", BigInteger, nullable=False),
+)
+job_minute_counts = Table(
+    "job_minute_counts",
+    metadata,
+    Column("minute", TS, primary_key=True),
+    Column("queue", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("outcome", Text, primary_key=True),
+    Column("jobs", BigInteger, nullable=False),
+)
+Index(
+    "job_executions_lost_idx",
+    job_executions.c.finished_at,
+    postgresql_where=text("outcome = 'worker_lost'"),
+)
