@@ -129,3 +129,21 @@ def target_line_y(target: float | None, bars: list[dict]) -> float | None:
 
 def _f(value) -> float | None:
     return None if value is None else float(value)
+
+
+def pending_breaches(reader: Reader, configured: dict[str, float],
+                     default: float | None) -> list[SlaRow]:
+    """Types whose oldest runnable pending job has waited longer than their target now.
+
+    The cheap, firing-now half of `sla_rows` (no percentiles over the hour's executions):
+    the overview lists these and the navigation counts them.
+    """
+    declared = declared_targets(reader)
+    breaches = []
+    for r in reader.all("console_sla_pending_by_type"):
+        target, source = target_for(r["type"], configured, declared, default)
+        row = SlaRow(r["type"], target, source, pending=r["pending"],
+                     oldest_pending_s=_f(r["oldest_pending_s"]))
+        if row.pending_breach:
+            breaches.append(row)
+    return breaches

@@ -3,13 +3,19 @@
 -- prepared statements, so every execution gets a custom plan with those guards folded.
 
 -- name: console_counts_by_queue_type
--- Job counts per (status, queue, type): the overview derives every count table from it.
--- Grouped and ordered like background_jobs_console_counts_idx, so PostgreSQL counts in
--- index order (an index-only scan, no hash table): ~75 ms at a million jobs.
-SELECT status, queue, type, count(*) AS jobs
-FROM background_jobs
+-- Job counts per (status, queue, type), summed from the rollup the triggers of migration
+-- 0006 keep (docs/architecture.md §3): a few hundred rows whatever the number of jobs.
+SELECT status, queue, type, sum(jobs)::bigint AS jobs
+FROM job_count_deltas
 GROUP BY status, queue, type
+HAVING sum(jobs) <> 0
 ORDER BY status, queue, type;
+
+-- name: console_status_totals
+-- Jobs per status from the rollup: the navigation's badges.
+SELECT status, sum(jobs)::bigint AS jobs
+FROM job_count_deltas
+GROUP BY status;
 
 -- name: console_pending_age
 -- Runnable pending jobs and how long the oldest of them has waited (database clock).
@@ -19,14 +25,41 @@ FROM background_jobs
 WHERE status = 'pending' AND available_at <= now();
 
 -- name: console_last_hour_rates
--- Executions finished in the last hour by outcome: throughput, retry rate, recoveries.
-SELECT count(*) AS finished,
-       count(*) FILTER (WHERE outcome = 'completed') AS completed,
-       count(*) FILTER (WHERE outcome = 'retry') AS retried,
-       count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout')) AS failed,
-       count(*) FILTER (WHERE outcome = 'worker_lost') AS recovered
-FROM job_executions
-WHERE finished_at > now() - interval '1 hour';
+-- Jobs that reached each outcome in the last hour (the per-minute rollup), and the
+-- executions recovered from lost workers.
+SELECT coalesce(sum(jobs), 0)::bigint AS finished,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'completed'), 0)::bigint AS completed,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'retried'), 0)::bigint AS retried,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'failed'), 0)::bigint AS failed,
+       (SELECT count(*) FROM job_executions
+        WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered
+FROM job_minute_counts
+WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
+
+-- name: console_trend
+-- Jobs per outcome and time bucket over the last `range_s` seconds (one queue or all).
+SELECT floor(extract(epoch FROM date_trunc('minute', now()) - minute)
+             / %(bucket_s)s::float8)::int AS bucket,
+       outcome, sum(jobs)::bigint AS jobs
+FROM job_minute_counts
+WHERE minute > date_trunc('minute', now()) - make_interval(secs => %(range_s)s::float8)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND outcome IN ('completed', 'failed', 'retried')
+GROUP BY 1, 2;
+
+-- name: console_usual_rate
+-- The usual rate per outcome for this hour of the day: jobs per minute in the same hour
+-- on each of the previous 7 days, over the minutes those days had any data.
+SELECT outcome,
+       sum(jobs)::float8 / (count(DISTINCT d.day) * 60) AS per_minute,
+       count(DISTINCT d.day) AS days
+FROM generate_series(1, 7) AS d(day)
+JOIN job_minute_counts m
+  ON m.minute > date_trunc('minute', now()) - make_interval(days => d.day, hours => 1)
+ AND m.minute <= date_trunc('minute', now()) - make_interval(days => d.day)
+WHERE (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+  AND m.outcome IN ('completed', 'failed', 'retried')
+GROUP BY outcome;
 
 -- name: console_stale_running
 -- Running jobs whose lease expired or whose heartbeat is older than the stale threshold.

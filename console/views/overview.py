@@ -1,15 +1,16 @@
-"""Overview: counts by status, queue and type; pending age; rates; stale and lost work."""
+"""Overview: counts by status, queue and type; trends; SLA breaches; stale and lost work."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template
+from flask import Blueprint, abort, current_app, render_template, request
 
-from console import queries
+from console import queries, trends
+from console import sla as sla_model
 from console.database import get_db
 from worker import operations
 
 bp = Blueprint("overview", __name__)
-PANELS = ("counts", "health")
+PANELS = ("counts", "trends", "health")
 
 
 def _panel_context(panel: str) -> dict:
@@ -18,7 +19,15 @@ def _panel_context(panel: str) -> dict:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
             return {"ov": queries.overview(reader),
-                    "paused": [q for q, c in controls.items() if c["paused"]]}
+                    "paused": [q for q, c in controls.items() if c["paused"]],
+                    "breaches": sla_model.pending_breaches(
+                        reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])}
+        if panel == "trends":
+            queue = queries.text_filter(request.args.get("queue"))
+            return {"trend": trends.trend(reader, request.args.get("range", "1h"), queue),
+                    "queues": sorted({r["queue"] for r in
+                                      reader.all("console_counts_by_queue_type")}),
+                    "chart": trends}
         workers = queries.workers_with_jobs(reader, cfg["WORKER_GONE_SECONDS"])
         return {
             "stale": reader.all("console_stale_running",
@@ -42,3 +51,22 @@ def panel(panel: str):
     if panel not in PANELS:
         abort(404)
     return render_template(f"_overview_{panel}.html", **_panel_context(panel))
+
+
+@bp.app_context_processor
+def nav_badges() -> dict:
+    """Counts for the navigation (Failed, Needs review, SLA) on every signed-in page.
+
+    Read lazily: only a template that renders the navigation calls it, and it reads the
+    rollup (a few hundred rows) and the runnable pending jobs per type.
+    """
+    def badges() -> dict:
+        cfg = current_app.config
+        with get_db().reading() as reader:
+            totals = {r["status"]: r["jobs"] for r in reader.all("console_status_totals")}
+            breaches = sla_model.pending_breaches(reader, cfg["SLA_TARGETS"],
+                                                  cfg["SLA_DEFAULT_SECONDS"])
+        return {"failed.index": totals.get("failed", 0),
+                "review.index": totals.get("unknown", 0),
+                "sla.index": len(breaches)}
+    return {"nav_badges": badges}
