@@ -23,6 +23,7 @@ pytest_plugins = ["tests.console_support"]
 TABLES = (
     "job_audit", "job_executions", "processed_effects", "background_jobs",
     "job_workers", "console_users", "queue_controls", "job_types", "console_login_throttle",
+    "console_selections",
 )
 
 

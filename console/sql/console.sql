@@ -223,9 +223,17 @@ FROM job_audit a
 WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
   AND (%(action)s::text IS NULL OR a.action = %(action)s::text)
   AND (%(job_id)s::bigint IS NULL OR a.job_id = %(job_id)s::bigint)
+  AND (%(bulk_id)s::uuid IS NULL OR a.bulk_id = %(bulk_id)s::uuid)
   AND (%(before_id)s::bigint IS NULL OR a.id < %(before_id)s::bigint)
 ORDER BY a.id DESC
 LIMIT %(limit)s::int;
+
+-- name: console_audit_bulk_summary
+-- One bulk action at a glance: who, what, why, how many jobs it changed.
+SELECT actor, role, action, reason, count(*) AS jobs, min(at) AS at
+FROM job_audit
+WHERE bulk_id = %(bulk_id)s::uuid
+GROUP BY actor, role, action, reason;
 
 -- name: console_sla_by_type
 -- Per job type over the last hour: time-to-start and duration percentiles, failures.
@@ -355,3 +363,33 @@ UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean
         + (role IS DISTINCT FROM %(role)s::text OR disabled IS DISTINCT FROM %(disabled)s::boolean)::int
 WHERE id = %(user_id)s::bigint
 RETURNING id;
+
+-- name: console_selection_create
+-- Hold a reviewed set of jobs for one bulk action by one operator.
+INSERT INTO console_selections (id, actor, action, job_ids, description)
+VALUES (%(id)s::uuid, %(actor)s::text, %(action)s::text, %(job_ids)s::bigint[],
+        %(description)s::text)
+RETURNING id;
+
+-- name: console_selection_get
+-- A selection of this operator's that is still usable (unused, made in the last hour).
+SELECT id, action, job_ids, description, created_at, used_at,
+       cardinality(job_ids) AS jobs
+FROM console_selections
+WHERE id = %(id)s::uuid AND actor = %(actor)s::text
+  AND created_at > now() - interval '1 hour';
+
+-- name: console_selection_statuses
+-- How the selected jobs stand now, per status (the review's breakdown).
+SELECT status, count(*) AS jobs
+FROM background_jobs
+WHERE id = ANY(%(job_ids)s::bigint[])
+GROUP BY status
+ORDER BY jobs DESC;
+
+-- name: console_selection_consume
+-- Use a selection once: compare-and-set on used_at, in the action's own transaction.
+UPDATE console_selections SET used_at = now()
+WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND used_at IS NULL
+  AND created_at > now() - interval '1 hour'
+RETURNING action, job_ids;

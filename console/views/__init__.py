@@ -8,6 +8,7 @@ def register_blueprints(app: Flask) -> None:
     from console.views import (
         actions,
         audit,
+        bulk,
         failed,
         jobs,
         metrics,
@@ -20,5 +21,5 @@ def register_blueprints(app: Flask) -> None:
     )
 
     for module in (auth, overview, jobs, queues, actions, failed, review, workers, sla, audit,
-                   users, metrics):
+                   users, metrics, bulk):
         app.register_blueprint(module.bp)

@@ -5,7 +5,7 @@
 -- audit commit together or not at all. A job whose state moved meanwhile (a worker
 -- finished it, another operator acted first) is simply not selected: zero rows.
 --
--- Selection is either one job (job_id) or a failed group (error_code, optional job_type,
+-- Selection is one job (job_id), a set of jobs an operator reviewed (job_ids), or a failed group (error_code, optional job_type,
 -- failed no later than seen_until: jobs failing after the operator's preview are left
 -- alone). Custom plans fold the `IS NULL OR` guards away, so each form uses its index.
 
@@ -16,6 +16,7 @@ WITH candidates AS (
     FROM background_jobs
     WHERE status = ANY(%(from_statuses)s::text[])
       AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
       AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
       AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
       AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
@@ -72,6 +73,7 @@ WITH target AS (
     FROM background_jobs
     WHERE status = ANY(%(from_statuses)s::text[])
       AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
       AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
       AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
       AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)

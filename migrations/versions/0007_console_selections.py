@@ -1,0 +1,41 @@
+"""Console selections: the exact jobs a bulk action was previewed on, held by the server.
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-11-30
+
+An operator ticks jobs (or "all matching the filter") and reviews the set before acting.
+The set is stored here when it is reviewed; the confirming form carries only the
+selection's id, so a stale or edited form cannot widen what the action touches. A
+selection is used once (`used_at`, set by compare-and-set in the action's transaction)
+and only by the operator who made it.
+"""
+
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute("""
+        CREATE TABLE console_selections (
+            id          uuid PRIMARY KEY,
+            actor       text NOT NULL,
+            action      text NOT NULL,
+            job_ids     bigint[] NOT NULL,
+            description text NOT NULL,
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            used_at     timestamptz,
+            CONSTRAINT console_selections_action_check
+                CHECK (action IN ('retry', 'cancel', 'skip'))
+        );
+        -- The audit log's summary of one bulk action (actor, reason, count).
+        CREATE INDEX job_audit_bulk_idx ON job_audit (bulk_id) WHERE bulk_id IS NOT NULL;
+    """)
+
+
+def downgrade() -> None:
+    op.execute("DROP INDEX IF EXISTS job_audit_bulk_idx; DROP TABLE IF EXISTS console_selections;")
