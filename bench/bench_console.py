@@ -41,6 +41,8 @@ PAGES = [
     ("trend chart, 24 hours", "/_overview/trends?range=24h"),
     ("trend chart, one queue", "/_overview/trends?range=1h&queue=queue_2"),
     ("workers", "/workers"),
+    ("queues", "/queues"),
+    ("audit log", "/audit"),
     ("needs review", "/review"),
     ("SLA", "/sla"),
     ("metrics", "/metrics"),

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 
-from worker.schema import TS, check_in, job_audit, metadata
+from worker.schema import TS, background_jobs, check_in, job_audit, metadata
 
 #: Console roles, least to most powerful: viewers read, operators act, admins manage users.
 ROLES = ("viewer", "operator", "admin")
@@ -72,4 +72,9 @@ Index(
     "job_audit_bulk_idx",
     job_audit.c.bulk_id,
     postgresql_where=text("bulk_id IS NOT NULL"),
+)
+Index(
+    "background_jobs_error_code_idx",
+    background_jobs.c.last_error_code, background_jobs.c.id,
+    postgresql_where=text("last_error_code IS NOT NULL"),
 )
