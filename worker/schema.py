@@ -144,6 +144,7 @@ job_executions = Table(
     Column("error_code", Text),
     Column("error", Text),
     Column("duration_ms", Float),
+    Column("traceback", Text),  # migration 0008
     UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
     CheckConstraint(
         "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),

@@ -185,7 +185,7 @@ WHERE j.id = %(job_id)s::bigint;
 -- name: console_job_executions
 -- A job's attempts timeline, oldest first.
 SELECT attempt, execution_id, worker_id, scheduled_at, started_at, heartbeat_at, finished_at,
-       outcome, error_code, error, duration_ms,
+       outcome, error_code, error, traceback, duration_ms,
        extract(epoch FROM started_at - scheduled_at) AS wait_s,
        extract(epoch FROM now() - started_at) * 1000 AS running_ms
 FROM job_executions
