@@ -97,6 +97,24 @@ def mark_failed(conn, job_id: int, *, actor: str, role: str, reason: str,
     return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None)
 
 
+def reschedule_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+                   run_at: datetime | None = None,
+                   request_id: str | None = None) -> ActionResult:
+    """Run a pending job now (run_at None) or move it to `run_at`, with its audit row."""
+    action = "run_now" if run_at is None else "reschedule"
+    reason = _check(actor, role, reason)
+    if request_id and (done := _already_done(conn, action, request_id)):
+        return done
+    row = _rows(conn, Q.operator_job_reschedule, {
+        "job_id": int(job_id), "run_at": run_at, "actor": actor, "role": role,
+        "action": action, "reason": reason, "request_id": request_id})[0]
+    if not row["jobs"]:
+        return ActionResult(False, action, 0,
+                            f"Job #{job_id} is no longer pending: nothing was changed.")
+    when = "now" if run_at is None else f"at {run_at:%Y-%m-%d %H:%M} UTC"
+    return ActionResult(True, action, 1, f"Job #{job_id} will run {when}.")
+
+
 JOB_ACTIONS = {
     "retry": retry_job,
     "cancel": cancel_job,

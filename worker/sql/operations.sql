@@ -187,3 +187,28 @@ SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS 
 -- name: queue_controls_list
 -- Every queue that was ever paused or resumed, with who did it last.
 SELECT queue, paused, changed_by, changed_at FROM queue_controls ORDER BY queue;
+
+-- name: operator_job_reschedule
+-- Move a pending job's available_at (run now, or at the operator's time), audited in the
+-- same statement; a job that left pending meanwhile is not selected.
+WITH target AS (
+    SELECT id, status, available_at FROM background_jobs
+    WHERE id = %(job_id)s::bigint AND status = 'pending'
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET available_at = coalesce(%(run_at)s::timestamptz, now())
+    FROM target t WHERE j.id = t.id
+    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status,
+              t.available_at AS was_at, j.available_at AS new_at
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, %(action)s::text, %(reason)s::text,
+           from_status, to_status, %(request_id)s::text,
+           jsonb_build_object('available_at_was', was_at, 'available_at', new_at)
+    FROM updated
+    RETURNING job_id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM updated
+)
+SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues;
