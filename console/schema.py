@@ -54,7 +54,7 @@ console_login_throttle = Table(
 )
 
 #: Bulk actions a selection of jobs may take (migration 0007).
-SELECTION_ACTIONS = ("retry", "cancel", "skip")
+SELECTION_ACTIONS = ("retry", "cancel", "skip", "mark_completed", "mark_failed")
 
 console_selections = Table(
     "console_selections",

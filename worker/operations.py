@@ -154,12 +154,14 @@ GROUP_ACTIONS = {"retry": retry_group, "skip": skip_group}
 #: selection cancels its pending jobs (a running job is asked to stop one at a time).
 SELECTION_FROM: dict[str, tuple[str, ...]] = {
     "retry": ALLOWED_FROM["retry"], "cancel": ("pending",), "skip": ALLOWED_FROM["skip"],
+    "mark_completed": ALLOWED_FROM["mark_completed"], "mark_failed": ALLOWED_FROM["mark_failed"],
 }
 
 
 def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role: str,
                      reason: str, bulk_id: str, request_id: str | None = None) -> ActionResult:
-    """Retry, cancel or skip exactly `job_ids` (those still in a state the action allows).
+    """Retry, cancel, skip or reconcile exactly `job_ids` (those still in a state the
+    action allows).
 
     One statement, one audit row per changed job, all sharing `bulk_id`: the audit log
     shows the bulk action's actor, reason and count.
@@ -194,7 +196,8 @@ def already_done(conn, request_id: str) -> ActionResult | None:
     return _already_done(conn, "bulk", request_id) if request_id else None
 
 
-_PAST = {"retry": "retried", "cancel": "cancelled", "skip": "skipped"}
+SELECTION_PAST = _PAST = {"retry": "retried", "cancel": "cancelled", "skip": "skipped",
+         "mark_completed": "marked completed", "mark_failed": "marked failed"}
 
 
 def pause_queue(conn, queue: str, *, actor: str, role: str, reason: str,

@@ -203,7 +203,7 @@ LIMIT 200;
 -- name: console_unknown_jobs
 -- Jobs whose outcome is ambiguous and need an operator's reconciliation, newest first.
 SELECT j.id, j.queue, j.type, j.attempts, j.max_attempts, j.last_error_code, j.last_error,
-       j.idempotency_key, j.worker_id,
+       j.idempotency_key, j.worker_id, j.payload,
        coalesce(e.finished_at, j.heartbeat_at, j.started_at) AS since
 FROM background_jobs j
 LEFT JOIN LATERAL (

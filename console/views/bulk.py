@@ -34,7 +34,8 @@ def select():
     action = request.form.get("action", "")
     back = safe_next_url(request.form.get("next"), url_for("jobs.index"))
     if action not in SELECTION_ACTIONS:
-        flash("Choose retry, cancel or skip. Nothing was changed.", "error")
+        flash("Choose retry, cancel, skip, mark completed or mark failed. "
+              "Nothing was changed.", "error")
         return redirect(back, code=303)
     if request.form.get("all_matching"):
         flt = JobFilter.from_args({**request.form.to_dict(), "before": None, "after": None})
@@ -73,7 +74,7 @@ def review(selection_id):
     eligible = sum(s["jobs"] for s in statuses
                    if s["status"] in operations.SELECTION_FROM[sel["action"]])
     return render_template(
-        "bulk.html", sel=sel, statuses=statuses, eligible=eligible,
+        "bulk.html", sel=sel, past=operations.SELECTION_PAST, statuses=statuses, eligible=eligible,
         allowed_from=operations.SELECTION_FROM[sel["action"]], form=ActionForm.fresh(),
         sample=sel["job_ids"][:50],
         next=safe_next_url(request.args.get("next"), url_for("jobs.index")))

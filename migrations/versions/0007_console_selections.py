@@ -33,7 +33,7 @@ def upgrade() -> None:
             created_at  timestamptz NOT NULL DEFAULT now(),
             used_at     timestamptz,
             CONSTRAINT console_selections_action_check
-                CHECK (action IN ('retry', 'cancel', 'skip'))
+                CHECK (action IN ('retry', 'cancel', 'skip', 'mark_completed', 'mark_failed'))
         );
         -- The audit log's summary of one bulk action (actor, reason, count).
         CREATE INDEX job_audit_bulk_idx ON job_audit (bulk_id) WHERE bulk_id IS NOT NULL;

@@ -96,7 +96,7 @@ def test_viewers_cannot_select_and_empty_or_bad_selections_change_nothing(
     assert "No jobs selected" in page
     page = post_form(operator, "/bulk/select", {"action": "delete", "job_id": "1"},
                      follow_redirects=True).get_data(as_text=True)
-    assert "Choose retry, cancel or skip" in page
+    assert "Choose retry, cancel, skip" in page
     assert operator.get("/bulk/not-a-uuid").status_code == 404
     assert {job_row(clean_db, i)["status"] for i in failed_jobs} == {"failed"}
 
