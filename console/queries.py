@@ -184,3 +184,30 @@ def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200) -> list[d
 
 def _float(value) -> float | None:
     return None if value is None else float(value)
+
+
+SPARK_W, SPARK_H, SPARK_MINUTES = 120, 24, 60
+
+
+def failed_groups(reader: Reader, limit: int = 500) -> list[dict]:
+    """Failed jobs by error code, each with `first_seen` (its current streak's start, from
+    the per-minute rollup: a retry does not reset it), `spark` (SVG points of its
+    occurrences per minute over the last hour) and `spark_total`."""
+    groups = reader.all("console_failed_groups", limit=limit)
+    codes = [g["error_code"] for g in groups if g["error_code"]]
+    streaks, spark = {}, defaultdict(lambda: [0] * SPARK_MINUTES)
+    if codes:
+        streaks = {r["error_code"]: r["streak_start"]
+                   for r in reader.all("console_failed_group_streaks", codes=codes)}
+        for r in reader.all("console_failed_group_sparklines", codes=codes):
+            if 0 <= r["bucket"] < SPARK_MINUTES:
+                spark[r["error_code"]][SPARK_MINUTES - 1 - r["bucket"]] += r["jobs"]
+    for g in groups:
+        g["first_seen"] = streaks.get(g["error_code"]) or g["first_seen"]
+        values = spark[g["error_code"]] if g["error_code"] else [0] * SPARK_MINUTES
+        top = max(values) or 1
+        g["spark_total"] = sum(values)
+        g["spark"] = " ".join(
+            f"{i * SPARK_W / (SPARK_MINUTES - 1):.1f},{SPARK_H - 2 - (SPARK_H - 4) * v / top:.1f}"
+            for i, v in enumerate(values))
+    return groups

@@ -288,7 +288,13 @@ job_minute_counts = Table(
     Column("queue", Text, primary_key=True),
     Column("type", Text, primary_key=True),
     Column("outcome", Text, primary_key=True),
+    Column("error_code", Text, primary_key=True, server_default=text("''")),
     Column("jobs", BigInteger, nullable=False),
+)
+Index(
+    "job_minute_counts_error_idx",
+    job_minute_counts.c.error_code, job_minute_counts.c.minute,
+    postgresql_where=text("error_code <> ''"),
 )
 Index(
     "job_executions_lost_idx",

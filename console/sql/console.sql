@@ -393,3 +393,34 @@ UPDATE console_selections SET used_at = now()
 WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND used_at IS NULL
   AND created_at > now() - interval '1 hour'
 RETURNING action, job_ids;
+
+-- name: console_failed_group_streaks
+-- Per error code: when its current streak began (the first minute after the last gap of
+-- more than an hour in which the code occurred, failed, retried or unknown), from the
+-- per-minute rollup; a retry does not reset it.
+WITH m AS (
+    SELECT error_code, minute
+    FROM job_minute_counts
+    WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
+      AND outcome IN ('failed', 'retried', 'unknown')
+    GROUP BY error_code, minute
+), gaps AS (
+    SELECT error_code, minute,
+           minute - lag(minute) OVER (PARTITION BY error_code ORDER BY minute) AS gap
+    FROM m
+)
+SELECT error_code, max(minute) FILTER (WHERE gap IS NULL OR gap > interval '1 hour')
+           AS streak_start
+FROM gaps
+GROUP BY error_code;
+
+-- name: console_failed_group_sparklines
+-- Per error code and minute of the last hour: how often it occurred (failed or retried).
+SELECT error_code,
+       floor(extract(epoch FROM date_trunc('minute', now()) - minute) / 60)::int AS bucket,
+       sum(jobs)::bigint AS jobs
+FROM job_minute_counts
+WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
+  AND minute > date_trunc('minute', now()) - interval '60 minutes'
+  AND outcome IN ('failed', 'retried', 'unknown')
+GROUP BY 1, 2;

@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, current_app, render_template, request, url_for
 
 from console.database import get_db
-from console.queries import JobFilter, jobs_page, text_filter
+from console.queries import JobFilter, failed_groups, jobs_page, text_filter
 from console.security import is_htmx
 from worker import operations
 
@@ -20,7 +20,8 @@ bp = Blueprint("failed", __name__)
 @bp.get("/failed")
 def index():
     """One row per error code among failed jobs."""
-    groups = get_db().all("console_failed_groups", limit=500)
+    with get_db().reading() as reader:
+        groups = failed_groups(reader, limit=500)
     template = "_failed_groups.html" if is_htmx() else "failed.html"
     return render_template(template, groups=groups)
 

@@ -17,7 +17,8 @@ statement's transition tables (docs/architecture.md §3, "Rollups"):
   advisory try-lock keeps folds from waiting on one another).
 * `job_minute_counts` — jobs that reached an outcome (completed, failed, retried,
   cancelled, skipped, unknown) per (minute, queue, type, outcome): one upsert per key and
-  statement, in key order so two statements never deadlock. Minutes older than 8 days are
+  statement, in key order so two statements never deadlock. Failures, retries and
+  unknown outcomes also carry the job's error code, for the failed groups' streaks. Minutes older than 8 days are
   dropped by the fold (the usual-rate baseline looks back 7 days).
 
 Because the triggers see whatever rows a statement changed, they count single-row
@@ -54,9 +55,13 @@ def upgrade() -> None:
             queue   text NOT NULL,
             type    text NOT NULL,
             outcome text NOT NULL,
+            error_code text NOT NULL DEFAULT '',
             jobs    bigint NOT NULL,
-            PRIMARY KEY (minute, queue, type, outcome)
+            PRIMARY KEY (minute, queue, type, outcome, error_code)
         );
+        -- Failed groups: each code's streak and its last hour, without reading jobs.
+        CREATE INDEX job_minute_counts_error_idx ON job_minute_counts (error_code, minute)
+            WHERE error_code <> '';
 
         -- Fold the count deltas into one row per key and drop old minutes.
         CREATE FUNCTION jobwarden_rollup_fold() RETURNS void LANGUAGE plpgsql AS $$
@@ -110,7 +115,8 @@ def upgrade() -> None:
             WITH moved AS (
                 SELECT o.status AS old_status, n.status AS new_status,
                        o.queue AS old_queue, n.queue AS new_queue,
-                       o.type AS old_type, n.type AS new_type
+                       o.type AS old_type, n.type AS new_type,
+                       n.last_error_code AS error_code
                 FROM old_rows o JOIN new_rows n USING (id)
                 WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
             ), deltas AS (
@@ -124,17 +130,19 @@ def upgrade() -> None:
                 GROUP BY status, queue, type HAVING sum(d) <> 0
                 RETURNING id
             ), outcomes AS (
-                INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, jobs)
+                INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, error_code, jobs)
                 SELECT date_trunc('minute', now()), new_queue, new_type,
                        CASE WHEN new_status = 'pending' THEN 'retried' ELSE new_status END,
+                       CASE WHEN new_status IN ('failed', 'unknown', 'pending')
+                            THEN coalesce(error_code, '') ELSE '' END,
                        count(*)
                 FROM moved
                 WHERE old_status <> new_status
                   AND (new_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
                        OR (old_status = 'running' AND new_status = 'pending'))
-                GROUP BY 2, 3, 4
-                ORDER BY 2, 3, 4
-                ON CONFLICT (minute, queue, type, outcome)
+                GROUP BY 2, 3, 4, 5
+                ORDER BY 2, 3, 4, 5
+                ON CONFLICT (minute, queue, type, outcome, error_code)
                 DO UPDATE SET jobs = m.jobs + EXCLUDED.jobs
             )
             SELECT min(id), max(id) INTO first_id, last_id FROM ins;
@@ -163,10 +171,12 @@ def upgrade() -> None:
             INSERT INTO job_count_deltas (status, queue, type, jobs)
             SELECT status, queue, type, count(*) FROM background_jobs
             GROUP BY status, queue, type;
-            INSERT INTO job_minute_counts (minute, queue, type, outcome, jobs)
-            SELECT date_trunc('minute', at), queue, type, outcome, count(*)
+            INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
+            SELECT date_trunc('minute', at), queue, type, outcome, error_code, count(*)
             FROM (
                 SELECT queue, type, status AS outcome,
+                       CASE WHEN status = 'failed' THEN coalesce(last_error_code, '')
+                            ELSE '' END AS error_code,
                        CASE status WHEN 'completed' THEN completed_at
                                    WHEN 'failed' THEN failed_at
                                    WHEN 'cancelled' THEN cancelled_at
@@ -174,11 +184,12 @@ def upgrade() -> None:
                 FROM background_jobs
                 WHERE status IN ('completed', 'failed', 'cancelled', 'skipped')
                 UNION ALL
-                SELECT queue, type, 'retried', finished_at FROM job_executions
+                SELECT queue, type, 'retried', coalesce(error_code, ''), finished_at
+                FROM job_executions
                 WHERE outcome = 'retry' AND finished_at > now() - interval '8 days'
             ) o
             WHERE at > now() - interval '8 days'
-            GROUP BY 1, 2, 3, 4;
+            GROUP BY 1, 2, 3, 4, 5;
         END $$;
 
         CREATE TRIGGER background_jobs_rollup_insert AFTER INSERT ON background_jobs
