@@ -169,16 +169,28 @@ def overview(reader: Reader) -> Overview:
     )
 
 
-def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200) -> list[dict]:
-    """Workers (newest first) each with `jobs`: what it is running now."""
+def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
+                      rates: bool = False) -> list[dict]:
+    """Workers (newest first) each with `jobs`: what it is running now, and `slots`:
+    (queue, running) per queue it serves. With `rates`, also `per_minute`: executions it
+    finished per minute over the last 5 minutes."""
     workers = reader.all("console_workers_list", gone_s=gone_s, limit=limit)
     running: dict[str, list[dict]] = defaultdict(list)
     ids = [w["worker_id"] for w in workers if w["running_jobs"]]
     if ids:
         for job in reader.all("console_running_jobs_of_workers", worker_ids=ids):
             running[job["worker_id"]].append(job)
+    finished = {}
+    if rates and workers:
+        finished = {r["worker_id"]: r["finished"] for r in reader.all(
+            "console_worker_rates", worker_ids=[w["worker_id"] for w in workers])}
     for worker in workers:
         worker["jobs"] = running.get(worker["worker_id"], [])
+        per_queue = defaultdict(int)
+        for job in worker["jobs"]:
+            per_queue[job["queue"]] += 1
+        worker["slots"] = [(q, per_queue.get(q, 0)) for q in worker["queues"] or []]
+        worker["per_minute"] = finished.get(worker["worker_id"], 0) / 5.0
     return workers
 
 

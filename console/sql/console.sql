@@ -424,3 +424,11 @@ WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
   AND minute > date_trunc('minute', now()) - interval '60 minutes'
   AND outcome IN ('failed', 'retried', 'unknown')
 GROUP BY 1, 2;
+
+-- name: console_worker_rates
+-- Executions each of the given workers finished in the last 5 minutes.
+SELECT worker_id, count(*) AS finished
+FROM job_executions
+WHERE finished_at > now() - interval '5 minutes'
+  AND worker_id = ANY(%(worker_ids)s::text[])
+GROUP BY worker_id;

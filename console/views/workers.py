@@ -15,6 +15,7 @@ bp = Blueprint("workers", __name__)
 def index():
     """Every recent worker process and what it is running."""
     with get_db().reading() as reader:
-        workers = queries.workers_with_jobs(reader, current_app.config["WORKER_GONE_SECONDS"])
+        workers = queries.workers_with_jobs(reader, current_app.config["WORKER_GONE_SECONDS"],
+                                            rates=True)
     template = "_workers.html" if is_htmx() else "workers.html"
     return render_template(template, workers=workers)
