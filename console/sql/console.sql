@@ -236,7 +236,7 @@ WHERE bulk_id = %(bulk_id)s::uuid
 GROUP BY actor, role, action, reason;
 
 -- name: console_sla_by_type
--- Per job type over the last hour: time-to-start and duration percentiles, failures.
+-- Per job type over the last hour: time-to-start and duration percentiles, raised executions.
 SELECT type,
        count(*) AS started,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_at))
@@ -246,10 +246,21 @@ SELECT type,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS duration_p50_ms,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS duration_p95_ms,
        count(*) FILTER (WHERE finished_at IS NOT NULL) AS finished,
-       count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout', 'worker_lost'))
-           AS failures
+       -- executions whose handler raised (a retry, a failure, a timeout, an ambiguous end)
+       count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown')) AS raised
 FROM job_executions
 WHERE started_at > now() - interval '1 hour'
+GROUP BY type;
+
+-- name: console_sla_outcomes_by_type
+-- Per job type over the last hour: jobs that reached a final outcome, from the rollup.
+SELECT type,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'failed'), 0)::bigint AS failed,
+       coalesce(sum(jobs) FILTER (WHERE outcome IN ('completed', 'failed', 'cancelled',
+                                                    'skipped')), 0)::bigint AS final,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'unknown'), 0)::bigint AS unknown
+FROM job_minute_counts
+WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
 GROUP BY type;
 
 -- name: console_sla_wait_buckets
