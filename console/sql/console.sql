@@ -38,28 +38,42 @@ WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
 
 -- name: console_trend
 -- Jobs per outcome and time bucket over the last `range_s` seconds (one queue or all).
-SELECT floor(extract(epoch FROM date_trunc('minute', now()) - minute)
+-- Read one hour at a time (OFFSET 0 keeps each slice a range scan of the primary key):
+-- the rollup holds 8 days, and without statistics a plain range would read all of them.
+SELECT floor(extract(epoch FROM date_trunc('minute', now()) - x.minute)
              / %(bucket_s)s::float8)::int AS bucket,
-       outcome, sum(jobs)::bigint AS jobs
-FROM job_minute_counts
-WHERE minute > date_trunc('minute', now()) - make_interval(secs => %(range_s)s::float8)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND outcome IN ('completed', 'failed', 'retried')
+       x.outcome, sum(x.jobs)::bigint AS jobs
+FROM generate_series(0, ceil(%(range_s)s::float8 / 3600)::int - 1) AS h(hour)
+CROSS JOIN LATERAL (
+    SELECT m.minute, m.outcome, m.jobs
+    FROM job_minute_counts m
+    WHERE m.minute > date_trunc('minute', now()) - make_interval(hours => h.hour + 1)
+      AND m.minute <= date_trunc('minute', now()) - make_interval(hours => h.hour)
+      AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+      AND m.outcome IN ('completed', 'failed', 'retried')
+    OFFSET 0
+) x
 GROUP BY 1, 2;
 
 -- name: console_usual_rate
 -- The usual rate per outcome for this hour of the day: jobs per minute in the same hour
 -- on each of the previous 7 days, over the minutes those days had any data.
-SELECT outcome,
-       sum(jobs)::float8 / (count(DISTINCT d.day) * 60) AS per_minute,
-       count(DISTINCT d.day) AS days
+-- One range scan per day (OFFSET 0 keeps the planner from flattening it into a join
+-- that reads the whole rollup when it has no statistics).
+SELECT x.outcome,
+       sum(x.jobs)::float8 / (count(DISTINCT x.day) * 60) AS per_minute,
+       count(DISTINCT x.day) AS days
 FROM generate_series(1, 7) AS d(day)
-JOIN job_minute_counts m
-  ON m.minute > date_trunc('minute', now()) - make_interval(days => d.day, hours => 1)
- AND m.minute <= date_trunc('minute', now()) - make_interval(days => d.day)
-WHERE (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
-  AND m.outcome IN ('completed', 'failed', 'retried')
-GROUP BY outcome;
+CROSS JOIN LATERAL (
+    SELECT m.outcome, m.jobs, d.day
+    FROM job_minute_counts m
+    WHERE m.minute > date_trunc('minute', now()) - make_interval(days => d.day, hours => 1)
+      AND m.minute <= date_trunc('minute', now()) - make_interval(days => d.day)
+      AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+      AND m.outcome IN ('completed', 'failed', 'retried')
+    OFFSET 0
+) x
+GROUP BY x.outcome;
 
 -- name: console_stale_running
 -- Running jobs whose lease expired or whose heartbeat is older than the stale threshold.
