@@ -27,12 +27,12 @@ without any of those statements knowing about them.
 
 Measured cost on the completion path (bench/bench_rollup.py: 10,000 running jobs
 completed in 100-row compare-and-set statements, one transaction each, triggers enabled
-vs disabled, alternating which goes first, on the shared 2-core machine): median over
-7 rounds 6.74 ms per statement with the triggers against 5.62 ms without, +1.1 ms per
-100-row statement (+20%, about 11 µs per job); an earlier 5-round run while a 10M-row
-load ran beside it gave +2.7 ms (+48%). One-row statements (2,000 jobs): 4.00 ms against
-2.53 ms, +1.5 ms per statement. Rounds varied by up to 3x on the shared machine, so these
-are rough figures: bench_rollup.py repeats the measurement.
+vs disabled, alternating which goes first, on the shared 2-core machine). Three runs:
++0.13 ms per statement (2.85 vs 2.72 ms, +5%, median of 9 rounds), +1.1 ms (6.74 vs
+5.62 ms, +20%, 7 rounds) and +2.7 ms (8.23 vs 5.55 ms, +48%, 5 rounds, beside a 10M-row
+load); so roughly 1-27 µs per completed job. One-row statements (2,000 jobs, 5 rounds):
+4.00 vs 2.53 ms, +1.5 ms per statement. Single rounds varied up to 4x on the shared
+machine: rerun bench_rollup.py before relying on a figure.
 """
 
 from alembic import op
