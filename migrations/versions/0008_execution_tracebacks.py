@@ -6,8 +6,9 @@ Create Date: 2026-11-30
 
 worker/runner.py captures it where the handler's exception is classified
 (`traceback.format_exception`, redacted by worker/sanitize.py, at most 8,000
-characters); finish_execution stores it with the outcome; the console shows it collapsed
-on the job's attempts timeline.
+characters), carries it on the Outcome and the completer's Completion, and
+finish_executions stores it with the outcome; the console shows it collapsed on the
+job's attempts timeline.
 """
 
 from alembic import op
