@@ -4,10 +4,11 @@
         .venv/bin/python bench/bench_rollup.py --jobs 10000 --batch 100 --rounds 5
 
 Creates the database `jobwarden_bench_rollup`, then per round: inserts --jobs running
-jobs, and completes them with compare-and-set statements of --batch rows each (one
-transaction per statement, as a worker commits them), once with the rollup triggers of
-migration 0006 enabled and once disabled, alternating which goes first. Prints the time
-per statement for each and the difference.
+jobs with their executions, and completes them with the worker's own batch statement
+(`finish_executions`, --batch rows each, one transaction per statement, as the completer
+commits them), once with the rollup triggers of migration 0006 enabled and once
+disabled, alternating which goes first. Prints the time per statement for each and the
+difference.
 """
 
 from __future__ import annotations
@@ -25,24 +26,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_console import _with_dbname  # noqa: E402
 from worker import db as dbmod  # noqa: E402
+from worker.completer import finish_params  # noqa: E402
+from worker.queries import Q  # noqa: E402
 
 TRIGGERS = ("background_jobs_rollup_insert", "background_jobs_rollup_update",
             "background_jobs_rollup_delete")
 
 SEED = """
-INSERT INTO background_jobs (queue, type, payload, status, attempts, execution_id, worker_id,
-    started_at, heartbeat_at, lease_expires_at)
-SELECT 'queue_' || (g %% 3), 'type_' || (g %% 5), '{}', 'running', 1, gen_random_uuid(), 'w',
-       now(), now(), now() + interval '1 minute'
-FROM generate_series(1, %(jobs)s) g
-"""
-
-# The shape of a batched completion: each row guarded by its own (status, execution_id).
-COMPLETE = """
-UPDATE background_jobs j
-SET status = 'completed', completed_at = now(), lease_expires_at = NULL
-FROM unnest(%(ids)s::bigint[], %(executions)s::uuid[]) AS b(id, execution_id)
-WHERE j.id = b.id AND j.status = 'running' AND j.execution_id = b.execution_id
+WITH jobs AS (
+    INSERT INTO background_jobs (queue, type, payload, status, attempts, execution_id,
+        worker_id, started_at, heartbeat_at, lease_expires_at)
+    SELECT 'queue_' || (g %% 3), 'type_' || (g %% 5), '{}', 'running', 1, gen_random_uuid(),
+           'w', now(), now(), now() + interval '1 minute'
+    FROM generate_series(1, %(jobs)s) g
+    RETURNING id, execution_id, queue, type
+)
+INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                            scheduled_at, started_at)
+SELECT id, execution_id, 1, queue, type, 'w', now(), now() FROM jobs
 """
 
 
@@ -57,9 +58,11 @@ def one_run(conn, jobs: int, batch: int, triggers: bool) -> float:
     rows = conn.execute("SELECT id, execution_id FROM background_jobs ORDER BY id").fetchall()
     started = time.perf_counter()
     for i in range(0, len(rows), batch):
-        chunk = rows[i:i + batch]
-        conn.execute(COMPLETE, {"ids": [r[0] for r in chunk],
-                                "executions": [r[1] for r in chunk]})
+        conn.execute(Q.finish_executions, finish_params([
+            {"job_id": job_id, "execution_id": execution_id, "status": "completed",
+             "outcome": "completed", "error_code": None, "error": None, "delay": 0.0,
+             "progress": None, "checkpoint": None}
+            for job_id, execution_id in rows[i:i + batch]]))
     return time.perf_counter() - started
 
 

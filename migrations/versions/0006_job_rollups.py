@@ -26,13 +26,14 @@ compare-and-set outcomes, batched completions, recovery and operator actions ali
 without any of those statements knowing about them.
 
 Measured cost on the completion path (bench/bench_rollup.py: 10,000 running jobs
-completed in 100-row compare-and-set statements, one transaction each, triggers enabled
-vs disabled, alternating which goes first, on the shared 2-core machine). Three runs:
-+0.13 ms per statement (2.85 vs 2.72 ms, +5%, median of 9 rounds), +1.1 ms (6.74 vs
-5.62 ms, +20%, 7 rounds) and +2.7 ms (8.23 vs 5.55 ms, +48%, 5 rounds, beside a 10M-row
-load); so roughly 1-27 µs per completed job. One-row statements (2,000 jobs, 5 rounds):
-4.00 vs 2.53 ms, +1.5 ms per statement. Single rounds varied up to 4x on the shared
-machine: rerun bench_rollup.py before relying on a figure.
+completed by the worker's own batch statement, finish_executions, 100 rows a statement,
+one transaction each, triggers enabled vs disabled, alternating which goes first, on the
+shared 2-core machine, load average about 3): median of 9 rounds 7.45 ms per statement
+with the triggers against 7.10 ms without, +0.35 ms per 100-row statement (+5%, about
+3.5 µs per job); rounds 0.66-0.96 s on, 0.65-0.82 s off. One-row statements (2,000 jobs,
+5 rounds): 1.15 vs 0.92 ms, +0.23 ms per statement (+25%). Earlier runs with a plain
+100-row UPDATE instead of finish_executions gave +0.13 to +2.7 ms per statement, the
+high figure beside a 10M-row load: rerun bench_rollup.py before relying on a figure.
 """
 
 from alembic import op
