@@ -6,7 +6,7 @@
 Creates the database `jobwarden_bench_rollup`, then per round: inserts --jobs running
 jobs with their executions, and completes them with the worker's own batch statement
 (`finish_executions`, --batch rows each, one transaction per statement, as the completer
-commits them), once with the rollup triggers of migration 0006 enabled and once
+commits them), once with the rollup triggers of migration 0007 enabled and once
 disabled, alternating which goes first. Prints the time per statement for each and the
 difference.
 """

@@ -53,7 +53,7 @@ console_login_throttle = Table(
     Column("locked_until", TS),
 )
 
-#: Bulk actions a selection of jobs may take (migration 0007).
+#: Bulk actions a selection of jobs may take (migration 0008).
 SELECTION_ACTIONS = ("retry", "cancel", "skip", "mark_completed", "mark_failed")
 
 console_selections = Table(

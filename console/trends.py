@@ -1,6 +1,6 @@
 """The overview's trend chart: completed, failed and retried per minute, drawn as SVG.
 
-Read from the per-minute rollup (`job_minute_counts`, migration 0006), so the chart costs
+Read from the per-minute rollup (`job_minute_counts`, migration 0007), so the chart costs
 the same at ten thousand jobs as at ten million. Drawn on the server as plain SVG: three
 polylines, two axes with values, and one hover target per bucket with its numbers; no
 chart library, because the page's CSP forbids inline script and a library would add more

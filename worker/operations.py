@@ -103,7 +103,8 @@ def reschedule_job(conn, job_id: int, *, actor: str, role: str, reason: str,
     """Run a pending job now (run_at None) or move it to `run_at`, with its audit row."""
     action = "run_now" if run_at is None else "reschedule"
     reason = _check(actor, role, reason)
-    if request_id and (done := _already_done(conn, action, request_id)):
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             job_id=int(job_id))):
         return done
     row = _rows(conn, Q.operator_job_reschedule, {
         "job_id": int(job_id), "run_at": run_at, "actor": actor, "role": role,
@@ -169,7 +170,7 @@ def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role:
     if action not in SELECTION_FROM:
         raise ValueError(f"no bulk action {action!r}")
     reason = _check(actor, role, reason)
-    if request_id and (done := _already_done(conn, action, request_id)):
+    if request_id and (done := _already_done(conn, action, request_id, actor)):
         return done
     params = _params(action, actor, role, reason, request_id,
                      job_ids=[int(i) for i in job_ids], bulk_id=bulk_id,
@@ -191,9 +192,10 @@ def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role:
                         f"job(s){note}.")
 
 
-def already_done(conn, request_id: str) -> ActionResult | None:
-    """The earlier result of a form submitted twice (its audit rows carry `request_id`)."""
-    return _already_done(conn, "bulk", request_id) if request_id else None
+def already_done(conn, action: str, request_id: str, actor: str) -> ActionResult | None:
+    """The earlier result of a bulk form `actor` submitted twice (its audit rows carry
+    `request_id`)."""
+    return _already_done(conn, action, request_id, actor) if request_id else None
 
 
 SELECTION_PAST = _PAST = {"retry": "retried", "cancel": "cancelled", "skip": "skipped",

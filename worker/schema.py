@@ -144,7 +144,7 @@ job_executions = Table(
     Column("error_code", Text),
     Column("error", Text),
     Column("duration_ms", Float),
-    Column("traceback", Text),  # migration 0008
+    Column("traceback", Text),  # migration 0009
     UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
     CheckConstraint(
         "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),
@@ -270,7 +270,7 @@ Index(
     postgresql_where=text("policy_defaults IS NOT NULL AND status = 'pending'"),
 )
 
-# Rollups (migration 0006): kept by statement-level triggers on background_jobs, read by
+# Rollups (migration 0007): kept by statement-level triggers on background_jobs, read by
 # the console instead of counting jobs (docs/architecture.md §3, "Rollups").
 job_count_deltas = Table(
     "job_count_deltas",

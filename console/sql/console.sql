@@ -4,7 +4,7 @@
 
 -- name: console_counts_by_queue_type
 -- Job counts per (status, queue, type), summed from the rollup the triggers of migration
--- 0006 keep (docs/architecture.md §3): a few hundred rows whatever the number of jobs.
+-- 0007 keep (docs/architecture.md §3): a few hundred rows whatever the number of jobs.
 SELECT status, queue, type, sum(jobs)::bigint AS jobs
 FROM job_count_deltas
 GROUP BY status, queue, type

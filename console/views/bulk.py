@@ -90,10 +90,14 @@ def apply(selection_id):
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(back, code=303)
     with get_db().transaction() as conn:
+        held = rows(conn, "console_selection_get",
+                    {"id": str(selection_id), "actor": current_user.username})
         used = rows(conn, "console_selection_consume",
                     {"id": str(selection_id), "actor": current_user.username})
         if not used:
-            done = operations.already_done(conn, form.request_id.data)
+            done = held and operations.already_done(conn, held[0]["action"],
+                                                    form.request_id.data,
+                                                    current_user.username)
             message = done.message if done else (
                 "This selection was already used or has expired: select again. "
                 "Nothing was changed.")

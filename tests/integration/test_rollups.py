@@ -1,4 +1,4 @@
-"""The rollups (migration 0006) agree with the jobs, whatever statement changed them."""
+"""The rollups (migration 0007) agree with the jobs, whatever statement changed them."""
 
 from __future__ import annotations
 

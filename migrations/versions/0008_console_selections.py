@@ -1,7 +1,7 @@
 """Console selections: the exact jobs a bulk action was previewed on, held by the server.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-11-30
 
 An operator ticks jobs (or "all matching the filter") and reviews the set before acting.
@@ -16,8 +16,8 @@ of one bulk action, and the jobs list filtered by error code.
 
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Job rollups: current counts and per-minute outcomes, kept by the statements that change jobs.
 
-Revision ID: 0006
-Revises: 0004
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-30
 
 The console's overview, trend chart, usual-rate baseline and /metrics must not count
@@ -38,8 +38,8 @@ high figure beside a 10M-row load: rerun bench_rollup.py before relying on a fig
 
 from alembic import op
 
-revision = "0006"
-down_revision = "0004"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Each execution keeps the handler's traceback (sanitized like errors, size-capped).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30
 
 worker/runner.py captures it where the handler's exception is classified
@@ -13,8 +13,8 @@ job's attempts timeline.
 
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
