@@ -77,7 +77,7 @@ def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> O
     handler's traceback when it raised an error (docs/architecture.md §3, job_executions)."""
     outcome = _classify(exc, ctx, job_type)
     if exc is not None and outcome.status not in ("completed", "skipped", "cancelled"):
-        outcome.traceback = describe_traceback(exc)
+        outcome.traceback = storable_text(describe_traceback(exc))  # NULs, lone surrogates
     return outcome
 
 
