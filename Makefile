@@ -4,7 +4,7 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo test lint chromium bench
+.PHONY: setup demo shop test lint chromium bench
 
 setup: $(VENV)/.installed
 
@@ -25,12 +25,18 @@ chromium:
 demo: setup
 	$(VENV)/bin/jobwarden demo --port $(PORT)
 
+# The example shop (examples/shop/README.md) on the embedded PostgreSQL: make shop PORT=5001.
+SHOP_PORT = $(if $(filter command line,$(origin PORT)),$(PORT),5000)
+shop: setup
+	$(VENV)/bin/pip install --quiet -e '.[examples]'
+	cd examples/shop && $(abspath $(VENV))/bin/python -m shop --port $(SHOP_PORT)
+
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
 test: setup chromium
 	$(VENV)/bin/pytest
 
 lint: setup
-	$(VENV)/bin/ruff check worker console tests bench
+	$(VENV)/bin/ruff check worker console tests bench examples
 
 # The side-by-side benchmark (bench/README.md): `make bench`, or `make bench ARGS=--quick`.
 bench: setup

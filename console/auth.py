@@ -1,4 +1,13 @@
-"""Logins, sessions and roles: viewer reads, operator acts, admin manages users."""
+"""Logins, sessions and roles: viewer reads, operator acts, admin manages users.
+
+Who the user is comes from one of two places. Mounted with a `user_loader`, the host
+application says (console.mount); otherwise the console signs users in itself, against
+`console_users`, and keeps their id in the session under `jobwarden_user_id`.
+
+The console does not use Flask-Login: its LoginManager is one per application and owns
+fixed session keys, so a console using it would take over the login of any host that has
+its own. Its part here is small — one session key, one user lookup per request.
+"""
 
 from __future__ import annotations
 
@@ -6,84 +15,110 @@ from functools import wraps
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
-from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
+from flask import (
+    Blueprint,
+    abort,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from console import login_throttle
 from console.account_policy import normalize_username
 from console.database import Q, get_db
 from console.forms import LoginForm, LogoutForm
-from console.schema import ROLES
+from console.identity import ANONYMOUS, ConsoleUser, current_user, host_user
+from console.mount import console, settings
 from console.security import is_htmx, safe_next_url
 
 bp = Blueprint("auth", __name__)
-login_manager = LoginManager()
 hasher = PasswordHasher()
 #: Compared against when the user does not exist, so timing does not reveal names.
 _DUMMY_HASH = hasher.hash("jobwarden-no-such-user")
-ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
-#: Endpoints reachable without a session.
+#: The console's keys in the (possibly shared) session: the user's id, and their session
+#: generation when the session was issued.
+SESSION_USER = "jobwarden_user_id"
+SESSION_GENERATION = "jobwarden_generation"
+#: Endpoints reachable without a user.
 # /metrics checks its own credentials (a scraper's bearer token, or a session).
-PUBLIC_ENDPOINTS = frozenset({"auth.login", "static", "metrics.metrics"})
-
-
-#: Session key holding the user's session generation when the session was issued.
-SESSION_GENERATION = "generation"
-
-
-class ConsoleUser(UserMixin):
-    def __init__(self, row: dict) -> None:
-        self.id = str(row["id"])
-        self.username = row["username"]
-        self.role = row["role"]
-        self.session_generation = row["session_generation"]
-
-    def has_role(self, needed: str) -> bool:
-        return ROLE_RANK.get(self.role, -1) >= ROLE_RANK[needed]
-
-    @property
-    def can_act(self) -> bool:
-        return self.has_role("operator")
+PUBLIC_ENDPOINTS = frozenset({"jobwarden.auth.login", "jobwarden.static",
+                              "jobwarden.metrics.metrics"})
 
 
 def hash_password(password: str) -> str:
     return hasher.hash(password)
 
 
-@login_manager.user_loader
-def load_user(user_id: str) -> ConsoleUser | None:
-    if not user_id.isdigit():
-        return None
-    row = get_db().one("console_user_by_id", user_id=int(user_id))
+def install(parent: Blueprint) -> None:
+    """Identify the user on every console request, and demand one where it is needed."""
+    parent.before_request(identify)
+    parent.before_request(require_login)
+
+    @parent.context_processor
+    def console_user_context():
+        return {"current_user": current_user, "logout_form": LogoutForm(),
+                "own_login": console().own_login,
+                "config_poll": settings()["OVERVIEW_POLL_SECONDS"],
+                "console_settings": settings()}
+
+
+def identify() -> None:
+    """Set g.jobwarden_user from the host's user_loader, or from the console's session."""
+    if request.endpoint == "jobwarden.static":
+        return  # files for everyone: no user lookup per stylesheet
+    mount = console()
+    if mount.user_loader is not None:
+        g.jobwarden_user = host_user(mount.user_loader())
+    else:
+        g.jobwarden_user = _session_user()
+
+
+def _session_user() -> ConsoleUser | None:
+    user_id = session.get(SESSION_USER)
+    if not isinstance(user_id, int):
+        return ANONYMOUS
+    row = get_db().one("console_user_by_id", user_id=user_id)
     if row is None or row["disabled"]:
-        return None
+        return ANONYMOUS
     # A cookie issued before the user signed out, or before an admin changed their
     # password or role, carries an older generation: it no longer signs anyone in.
     if session.get(SESSION_GENERATION) != row["session_generation"]:
+        return ANONYMOUS
+    return _user(row)
+
+
+def _user(row: dict) -> ConsoleUser:
+    return ConsoleUser(username=row["username"], role=row["role"], id=str(row["id"]))
+
+
+def require_login():
+    """Every console endpoint but the login page, static files and /metrics needs a user."""
+    if request.endpoint in PUBLIC_ENDPOINTS or current_user.is_authenticated:
         return None
-    return ConsoleUser(row)
+    return unauthorized()
 
 
-@login_manager.unauthorized_handler
 def unauthorized():
-    """Pages redirect to the login form; htmx fragments ask the browser to go there."""
+    """Pages redirect to the login form; htmx fragments ask the browser to go there.
+
+    With a host user_loader that is the host's `login_view`, or a 403 without one.
+    """
+    mount = console()
+    login_endpoint = "jobwarden.auth.login" if mount.own_login else mount.login_view
+    if login_endpoint is None:
+        abort(403)
     reading = request.method in ("GET", "HEAD")
     back = request.full_path.rstrip("?") if reading and not is_htmx() else None
-    login_url = url_for("auth.login", next=back)
+    login_url = url_for(login_endpoint, next=back)
     if is_htmx():
         return "", 401, {"HX-Redirect": login_url}
     if not reading:
         abort(401)
     return redirect(login_url)
-
-
-def require_login_everywhere() -> None:
-    """before_request hook: every endpoint but the login page and static files needs a user."""
-    if request.endpoint in PUBLIC_ENDPOINTS:
-        return None
-    if not current_user.is_authenticated:
-        return login_manager.unauthorized()
-    return None
 
 
 def role_required(role: str):
@@ -123,11 +158,23 @@ def _verify(password_hash: str, password: str) -> bool:
         return False
 
 
+def _end_console_session() -> None:
+    """Forget the console's sign-in: the whole session when the console owns it, only its
+    own keys when it shares the host's (whose user stays signed in)."""
+    if settings()["OWNS_SESSION"]:
+        session.clear()
+    else:
+        for key in [k for k in session if k.startswith("jobwarden_")]:
+            session.pop(key)
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login():
-    """The sign-in form."""
+    """The sign-in form (only when the console has its own login)."""
+    if not console().own_login:
+        abort(404)
     form = LoginForm()
-    next_url = safe_next_url(request.values.get("next"), url_for("overview.index"))
+    next_url = safe_next_url(request.values.get("next"), url_for("jobwarden.overview.index"))
     if current_user.is_authenticated and request.method == "GET":
         return redirect(next_url)
     if form.validate_on_submit():
@@ -139,31 +186,32 @@ def login():
         wait = login_throttle.seconds_locked(subjects)
         if wait:
             flash(f"Too many failed sign-ins: try again in {wait} s.", "error")
-            return render_template("login.html", form=form, next_url=next_url), 429, {
+            return render_template("jobwarden/login.html", form=form, next_url=next_url), 429, {
                 "Retry-After": str(wait)}
         row = verify_login(username, form.password.data)
         if row is None:
             login_throttle.record_failure(subjects)
         else:
             login_throttle.record_success(subjects)
-            session.clear()  # a fresh session on sign-in: no fixation
-            login_user(ConsoleUser(row))
+            _end_console_session()  # a fresh session on sign-in: no fixation
+            session[SESSION_USER] = row["id"]
             session[SESSION_GENERATION] = row["session_generation"]
-            session.permanent = True
+            session.permanent = settings()["OWNS_SESSION"]
             return redirect(next_url, code=303)
         flash("Unknown user name or wrong password.", "error")
-    return render_template("login.html", form=form, next_url=next_url), (
+    return render_template("jobwarden/login.html", form=form, next_url=next_url), (
         401 if request.method == "POST" else 200)
 
 
 @bp.route("/logout", methods=["POST"])
 def logout():
     """Sign out (POST with CSRF, so a link on another site cannot sign you out)."""
-    LogoutForm()  # CSRF was already checked by CSRFProtect
+    if not console().own_login:
+        abort(404)
+    LogoutForm()  # CSRF was already checked by the console's before_request
     if current_user.is_authenticated:
         # Every copy of this user's cookies stops working, not only this browser's.
         with get_db().transaction() as conn:
             conn.exec_driver_sql(Q.console_user_end_sessions, {"user_id": int(current_user.id)})
-    logout_user()
-    session.clear()
-    return redirect(url_for("auth.login"), code=303)
+    _end_console_session()
+    return redirect(url_for("jobwarden.auth.login"), code=303)

@@ -1,6 +1,7 @@
 """The console's configuration, read from the environment in one place.
 
-Every setting can also be passed to `create_app(config)` (tests do). Durations are in
+Every setting can also be passed to `create_app(config)` (tests do) or to
+`Console(settings=...)`. Durations are in
 seconds; SLA targets use the registry's notation (`30s`, `5m`, `1h`).
 """
 
@@ -72,8 +73,10 @@ def secret_key() -> str:
     return key
 
 
-def load_config() -> dict:
-    """Settings from the environment (create_app's overrides are applied on top)."""
+def load_settings() -> dict:
+    """The console's own settings, from the environment (Console(settings=...) and
+    create_app(config) override them). They live on the Console, not in app.config, so a
+    host application's configuration keeps its own meaning."""
     return {
         "DATABASE_URL": os.environ.get("DATABASE_URL"),
         "SLA_TARGETS": parse_sla_targets(os.environ.get("JOBWARDEN_SLA")),
@@ -85,6 +88,16 @@ def load_config() -> dict:
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,
         "JOB_POLL_SECONDS": 2,
+        # Whether the console owns the whole session (standalone) or shares the host's.
+        "OWNS_SESSION": False,
+        **login_throttle_settings(),
+    }
+
+
+def standalone_config() -> dict:
+    """Flask settings of the standalone console's own app (create_app): a host that mounts
+    the console keeps its own cookies, proxy handling and limits."""
+    return {
         "TRUST_PROXY": _env_flag("JOBWARDEN_TRUST_PROXY"),
         "SESSION_COOKIE_SECURE": _env_flag("JOBWARDEN_COOKIE_SECURE"),
         "SESSION_COOKIE_HTTPONLY": True,
@@ -94,7 +107,6 @@ def load_config() -> dict:
         "WTF_CSRF_TIME_LIMIT": 12 * 3600,
         "WTF_CSRF_SSL_STRICT": True,
         "MAX_CONTENT_LENGTH": 64 * 1024,
-        **login_throttle_settings(),
     }
 
 

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Flask
+from flask import Blueprint, has_request_context, request
 from markupsafe import Markup
 
 
@@ -112,10 +112,38 @@ def _unit(value: float) -> float:
     return max(0.0, min(1.0, value))
 
 
-def install(app: Flask) -> None:
-    app.jinja_env.finalize = redact_output
-    app.jinja_env.filters.update(
-        age=age, millis=millis, ts=timestamp, when=when, iso=iso, percent=percent,
-        sanitized_json=sanitized_json, sanitized_text=sanitized_text,
-        progress_fraction=progress_fraction,
-    )
+FILTERS = {
+    "age": age, "millis": millis, "ts": timestamp, "when": when, "iso": iso, "percent": percent,
+    "sanitized_json": sanitized_json, "sanitized_text": sanitized_text,
+    "progress_fraction": progress_fraction,
+}
+
+
+def install(bp: Blueprint) -> None:
+    """The console's Jinja filters. Jinja has no per-blueprint filters: they join the
+    host's, and a host filter of the same name is an error rather than silently replaced."""
+
+    def register(state) -> None:
+        filters = state.app.jinja_env.filters
+        taken = sorted(name for name, fn in FILTERS.items() if filters.get(name, fn) is not fn)
+        if taken:
+            raise RuntimeError(f"the app already has Jinja filters named {', '.join(taken)}, "
+                               "which the Jobwarden console's templates use")
+        filters.update(FILTERS)
+        # Jinja has one finalize per environment: the console's redaction applies while it
+        # renders its own pages, and the host's pages keep whatever finalize they had.
+        env = state.app.jinja_env
+        host_finalize = env.finalize
+
+        def finalize(value: Any) -> Any:
+            if _console_request():
+                return redact_output(value)
+            return host_finalize(value) if host_finalize else value
+
+        env.finalize = finalize
+
+    bp.record_once(register)
+
+
+def _console_request() -> bool:
+    return has_request_context() and "jobwarden" in request.blueprints

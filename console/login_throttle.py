@@ -16,12 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flask import current_app
-
 from console.database import Q, get_db
+from console.mount import settings
 
 ACCOUNT, ADDRESS = "account", "address"
-#: Defaults for the settings of the same names in the app config.
+#: Defaults for the console settings of the same names (console/config.py).
 DEFAULTS = {
     "LOGIN_ACCOUNT_FREE_FAILURES": 5,
     "LOGIN_ACCOUNT_LOCK_MAX_SECONDS": 60,
@@ -56,7 +55,7 @@ def seconds_locked(subjects: Subjects) -> int:
 
 def record_failure(subjects: Subjects) -> None:
     """Count a failed sign-in against both subjects, locking those past their free tries."""
-    cfg = current_app.config
+    cfg = settings()
     window = cfg["LOGIN_FAILURE_WINDOW_SECONDS"]
     with get_db().transaction() as conn:
         for subject, free, cap in (

@@ -1,4 +1,4 @@
-"""Headers, cookies, request ids and redirect checks that every response goes through."""
+"""Headers, request ids, CSRF and redirect checks that every console response goes through."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import re
 import uuid
 from urllib.parse import urlsplit
 
-from flask import Flask, abort, g, request
+from flask import Blueprint, Flask, abort, current_app, g, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_htmx import HTMX
-from werkzeug.routing import IntegerConverter
+from flask_wtf.csrf import CSRFProtect, generate_csrf
 
 #: No inline scripts or styles anywhere: htmx and console.js come from static/.
 CONTENT_SECURITY_POLICY = "; ".join((
@@ -24,17 +24,22 @@ CONTENT_SECURITY_POLICY = "; ".join((
     "object-src 'none'",
 ))
 
+#: Not init_app'ed on the host: the console reads htmx's request headers through it, and
+#: adds nothing to the host's templates.
 htmx = HTMX()
+#: Checks the console's own POSTs only: init_app would guard every route of the host.
+_csrf = CSRFProtect()
 _REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
+#: PostgreSQL's bigint: ids in routes beyond it are a 404, not an out-of-range error.
+BIGINT_MAX = 2**63 - 1
 
 
-class BigintConverter(IntegerConverter):
-    """`<int:…>` in routes, limited to PostgreSQL's bigint: a larger id is a 404, not an
-    out-of-range error from the database."""
-
-    def __init__(self, map, *args, **kwargs) -> None:
-        kwargs.setdefault("max", 2**63 - 1)
-        super().__init__(map, *args, **kwargs)
+def refuse_out_of_range_ids(endpoint, values) -> None:
+    """url_value_preprocessor: a route's integer beyond bigint names nothing (404). Done
+    for the console's routes only, not by replacing the app's `int` converter, which a
+    host application's routes use too."""
+    if values and any(isinstance(v, int) and v > BIGINT_MAX for v in values.values()):
+        abort(404)
 
 
 def refuse_nul_characters() -> None:
@@ -57,35 +62,53 @@ class SessionInterface(SecureCookieSessionInterface):
         return bool(app.config["SESSION_COOKIE_SECURE"] or request.is_secure)
 
 
-def install(app: Flask) -> None:
-    """Request ids, security headers and the HTTPS-aware session cookie."""
-    htmx.init_app(app)
+def install_standalone(app: Flask) -> None:
+    """The standalone console's app: the HTTPS-aware session cookie, and proxy headers
+    when told to trust them. A host that mounts the console keeps its own."""
     app.session_interface = SessionInterface()
-    app.url_map.converters["int"] = BigintConverter
-    app.before_request(refuse_nul_characters)
     if app.config.get("TRUST_PROXY"):
         from werkzeug.middleware.proxy_fix import ProxyFix
 
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)
 
-    @app.before_request
-    def assign_request_id() -> None:
+
+def install(bp: Blueprint) -> None:
+    """Request ids, the CSRF check and security headers, for the console's requests."""
+    bp.url_value_preprocessor(refuse_out_of_range_ids)
+    bp.before_request(assign_request_id)
+    bp.before_request(refuse_nul_characters)
+    bp.before_request(check_csrf)
+    bp.after_request(security_headers)
+    # The pages send it as htmx's X-CSRFToken header; forms carry their own field.
+    bp.context_processor(lambda: {"csrf_token": generate_csrf})
+
+
+def assign_request_id() -> None:
+    # A host that already gave the request an id keeps it: its logs and the audit agree.
+    if "request_id" not in g:
         incoming = request.headers.get("X-Request-ID", "")
         g.request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
 
-    @app.after_request
-    def security_headers(response):
-        headers = response.headers
-        headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        headers.setdefault("X-Content-Type-Options", "nosniff")
-        headers.setdefault("X-Frame-Options", "DENY")
-        headers.setdefault("Referrer-Policy", "same-origin")
-        headers["X-Request-ID"] = g.get("request_id", "")
-        if request.endpoint != "static":
-            headers["Cache-Control"] = "no-store"
-            # Pages and their htmx fragments differ; caches must not mix them.
-            headers.add("Vary", "HX-Request")
-        return response
+
+def check_csrf() -> None:
+    """Every POST to the console needs the session's CSRF token (form field or header)."""
+    config = current_app.config
+    if config.get("WTF_CSRF_ENABLED", True) and config.get("WTF_CSRF_CHECK_DEFAULT", True):
+        _csrf.protect()
+
+
+def security_headers(response):
+    headers = response.headers
+    headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    headers.setdefault("Referrer-Policy", "same-origin")
+    headers["X-Request-ID"] = g.get("request_id", "")
+    if request.endpoint != "jobwarden.static":
+        headers["Cache-Control"] = "no-store"
+        # Pages and their htmx fragments differ; caches must not mix them.
+        headers.add("Vary", "HX-Request")
+    return response
 
 
 def safe_next_url(target: str | None, default: str = "/") -> str:

@@ -17,6 +17,7 @@ from .process import (
     DEFAULT_FLUSH_BATCH,
     DEFAULT_FLUSH_INTERVAL,
 )
+from .states import JobStatus
 from .terminal import printable
 
 
@@ -197,7 +198,7 @@ def cmd_stats(args) -> int:
         }))
         return 0
     print("status      count")
-    for status in ("pending", "running", "completed", "failed", "cancelled", "skipped", "unknown"):
+    for status in JobStatus:
         print(f"{status:<11} {totals.get(status, 0)}")
     print("\nstatus      queue        type                 count")
     for status, queue, type_, n in rows:

@@ -234,8 +234,10 @@ class Effect:
 
     def _run(self, sql: str, **params) -> list[tuple]:
         with self.ctx._pool.connection() as conn:
-            return conn.execute(sql, {"key": self.key, "job_id": self.ctx.job_id,
-                                      "execution_id": self.ctx.execution_id, **params}).fetchall()
+            cur = conn.execute(sql, {"key": self.key, "job_id": self.ctx.job_id,
+                                     "execution_id": self.ctx.execution_id, **params})
+            # release_effect returns no rows: fetching them would raise, and roll it back.
+            return cur.fetchall() if cur.description is not None else []
 
     def _reserve(self) -> None:
         # Both statements act only while this execution owns the job: no row means a newer

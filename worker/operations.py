@@ -23,6 +23,7 @@ from typing import Any
 
 from worker.queries import Q, execute
 from worker.registry import check_name
+from worker.states import JobStatus
 from worker.storable import storable_text
 
 #: Roles allowed to act (viewers only read).
@@ -30,15 +31,16 @@ ACTING_ROLES = ("operator", "admin")
 REASON_MAX = 500
 
 #: Which statuses each action may start from (GoodJob-style whitelist per state).
-ALLOWED_FROM: dict[str, tuple[str, ...]] = {
-    "retry": ("failed", "cancelled", "unknown"),
-    "cancel": ("pending", "running"),
-    "skip": ("pending", "failed", "unknown"),
-    "mark_completed": ("unknown",),
-    "mark_failed": ("unknown",),
+ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
+    "retry": (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.UNKNOWN),
+    "cancel": (JobStatus.PENDING, JobStatus.RUNNING),
+    "skip": (JobStatus.PENDING, JobStatus.FAILED, JobStatus.UNKNOWN),
+    "mark_completed": (JobStatus.UNKNOWN,),
+    "mark_failed": (JobStatus.UNKNOWN,),
 }
 #: The status a terminal action moves a job to.
-TARGET_STATUS = {"skip": "skipped", "mark_completed": "completed", "mark_failed": "failed"}
+TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
+                 "mark_failed": JobStatus.FAILED}
 
 
 @dataclass(frozen=True)

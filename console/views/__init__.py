@@ -1,25 +1,24 @@
-"""The console's blueprints, one small module per area."""
+"""The console's page areas, one small module and blueprint per area.
 
-from flask import Flask
+console.mount nests them all in the `jobwarden` blueprint, so their endpoints read
+`jobwarden.<area>.<view>` wherever the console is mounted.
+"""
 
+from console import auth
+from console.views import (
+    actions,
+    audit,
+    bulk,
+    failed,
+    jobs,
+    metrics,
+    overview,
+    queues,
+    review,
+    sla,
+    users,
+    workers,
+)
 
-def register_blueprints(app: Flask) -> None:
-    from console import auth
-    from console.views import (
-        actions,
-        audit,
-        bulk,
-        failed,
-        jobs,
-        metrics,
-        overview,
-        queues,
-        review,
-        sla,
-        users,
-        workers,
-    )
-
-    for module in (auth, overview, jobs, queues, actions, failed, review, workers, sla, audit,
-                   users, metrics, bulk):
-        app.register_blueprint(module.bp)
+AREAS = (auth, overview, jobs, queues, actions, failed, review, workers, sla, audit, users,
+         metrics, bulk)

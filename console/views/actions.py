@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
-from flask_login import current_user
 
 from console.auth import role_required
 from console.database import get_db
 from console.forms import ActionForm
+from console.identity import current_user
 from console.security import safe_next_url
 from worker import operations
 
@@ -23,7 +23,7 @@ def job_action(job_id: int, action: str):
     act = operations.JOB_ACTIONS.get(action)
     if act is None:
         abort(404)
-    back = safe_next_url(request.form.get("next"), url_for("jobs.detail", job_id=job_id))
+    back = safe_next_url(request.form.get("next"), url_for("jobwarden.jobs.detail", job_id=job_id))
     form = ActionForm()
     if not form.validate():
         flash(_form_problem(form), "error")
@@ -43,7 +43,7 @@ def job_action(job_id: int, action: str):
 @role_required("operator")
 def schedule(job_id: int):
     """Run a pending job now, or move it to the operator's time (UTC); audited."""
-    back = url_for("jobs.detail", job_id=job_id)
+    back = url_for("jobwarden.jobs.detail", job_id=job_id)
     form = ActionForm()
     if not form.validate():
         flash(_form_problem(form), "error")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from urllib.parse import urlencode
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, render_template, request
 
 from console.database import get_db
+from console.mount import settings
 from console.queries import clamp_limit, positive_int, text_filter
 
 bp = Blueprint("audit", __name__)
@@ -16,7 +17,7 @@ bp = Blueprint("audit", __name__)
 @bp.get("/audit")
 def index():
     """Audit entries, newest first, with keyset paging that keeps the filters."""
-    cfg = current_app.config
+    cfg = settings()
     filters = {
         "actor": text_filter(request.args.get("actor")),
         "action": text_filter(request.args.get("action")),
@@ -34,7 +35,7 @@ def index():
     older = urlencode({**keep, "before": next_before}) if next_before else None
     bulk = (get_db().all("console_audit_bulk_summary", bulk_id=filters["bulk_id"])
             if filters["bulk_id"] else [])
-    return render_template("audit.html", rows=rows[:limit], filters=filters, older=older,
+    return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
                            bulk=bulk)
 
 

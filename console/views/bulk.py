@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
-from flask_login import current_user
 
 from console.auth import role_required
 from console.database import get_db, rows
 from console.forms import ActionForm
+from console.identity import current_user
 from console.queries import JobFilter, positive_int
 from console.schema import SELECTION_ACTIONS
 from console.security import safe_next_url
@@ -32,7 +32,7 @@ SELECTION_MAX = 10_000
 def select():
     """Turn ticked ids, or every job matching the filter, into a stored selection."""
     action = request.form.get("action", "")
-    back = safe_next_url(request.form.get("next"), url_for("jobs.index"))
+    back = safe_next_url(request.form.get("next"), url_for("jobwarden.jobs.index"))
     if action not in SELECTION_ACTIONS:
         flash("Choose retry, cancel, skip, mark completed or mark failed. "
               "Nothing was changed.", "error")
@@ -58,7 +58,8 @@ def select():
         rows(conn, "console_selection_create", {
             "id": selection_id, "actor": current_user.username, "action": action,
             "job_ids": job_ids, "description": description})
-    return redirect(url_for("bulk.review", selection_id=selection_id, next=back), code=303)
+    return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id, next=back),
+                    code=303)
 
 
 @bp.get("/bulk/<uuid:selection_id>")
@@ -74,10 +75,11 @@ def review(selection_id):
     eligible = sum(s["jobs"] for s in statuses
                    if s["status"] in operations.SELECTION_FROM[sel["action"]])
     return render_template(
-        "bulk.html", sel=sel, past=operations.SELECTION_PAST, statuses=statuses, eligible=eligible,
+        "jobwarden/bulk.html", sel=sel, past=operations.SELECTION_PAST, statuses=statuses,
+        eligible=eligible,
         allowed_from=operations.SELECTION_FROM[sel["action"]], form=ActionForm.fresh(),
         sample=sel["job_ids"][:50],
-        next=safe_next_url(request.args.get("next"), url_for("jobs.index")))
+        next=safe_next_url(request.args.get("next"), url_for("jobwarden.jobs.index")))
 
 
 @bp.post("/bulk/<uuid:selection_id>")
@@ -85,7 +87,7 @@ def review(selection_id):
 def apply(selection_id):
     """Act on exactly the stored set, once, with the operator's reason."""
     form = ActionForm()
-    back = url_for("bulk.review", selection_id=selection_id)
+    back = url_for("jobwarden.bulk.review", selection_id=selection_id)
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(back, code=303)
@@ -102,13 +104,13 @@ def apply(selection_id):
                 "This selection was already used or has expired: select again. "
                 "Nothing was changed.")
             flash(message, "ok" if done else "error")
-            return redirect(url_for("jobs.index"), code=303)
+            return redirect(url_for("jobwarden.jobs.index"), code=303)
         result = operations.act_on_selection(
             conn, used[0]["action"], used[0]["job_ids"], actor=current_user.username,
             role=current_user.role, reason=form.reason.data, bulk_id=str(selection_id),
             request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
-    return redirect(url_for("audit.index", bulk=str(selection_id)) if result.ok else back,
+    return redirect(url_for("jobwarden.audit.index", bulk=str(selection_id)) if result.ok else back,
                     code=303)
 
 

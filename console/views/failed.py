@@ -7,9 +7,10 @@ action touches exactly those (never jobs failing after the review).
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template, request, url_for
+from flask import Blueprint, abort, render_template, request, url_for
 
 from console.database import get_db
+from console.mount import settings
 from console.queries import JobFilter, failed_groups, jobs_page, text_filter
 from console.security import is_htmx
 from worker import operations
@@ -22,7 +23,7 @@ def index():
     """One row per error code among failed jobs."""
     with get_db().reading() as reader:
         groups = failed_groups(reader, limit=500)
-    template = "_failed_groups.html" if is_htmx() else "failed.html"
+    template = "jobwarden/_failed_groups.html" if is_htmx() else "jobwarden/failed.html"
     return render_template(template, groups=groups)
 
 
@@ -33,7 +34,7 @@ def group():
     if not code:
         abort(404)
     job_type = text_filter(request.args.get("type"))
-    cfg = current_app.config
+    cfg = settings()
     flt = JobFilter.from_args(
         {**request.args.to_dict(), "status": "failed", "error_code": code, "type": job_type},
         cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
@@ -43,8 +44,8 @@ def group():
         preview = operations.preview_group(reader.conn, code, job_type)
     def page_link(before, after=None):
         """The group's page at a keyset position (the same signature as the jobs list's)."""
-        return url_for("failed.group", code=code, type=job_type, before=before, after=after,
-                       limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)
+        return url_for("jobwarden.failed.group", code=code, type=job_type, before=before,
+                       after=after, limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)
 
-    return render_template("failed_group.html", code=code, job_type=job_type, types=types,
+    return render_template("jobwarden/failed_group.html", code=code, job_type=job_type, types=types,
                            page=page, flt=flt, preview=preview, page_link=page_link)

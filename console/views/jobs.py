@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template, request, url_for
+from flask import Blueprint, abort, render_template, request, url_for
 
 from console.database import get_db
 from console.forms import ActionForm
+from console.mount import settings
 from console.queries import JobFilter, jobs_page
 from console.security import is_htmx
 from worker.operations import allowed_actions
@@ -17,13 +18,14 @@ bp = Blueprint("jobs", __name__)
 @bp.get("/jobs")
 def index():
     """Jobs matching the filters, newest first."""
-    cfg = current_app.config
+    cfg = settings()
     flt = JobFilter.from_args(request.args, cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
     with get_db().reading() as reader:
         page = jobs_page(reader, flt)
-    template = "_job_rows.html" if is_htmx() else "jobs.html"
+    template = "jobwarden/_job_rows.html" if is_htmx() else "jobwarden/jobs.html"
     return render_template(template, page=page, flt=flt, statuses=JOB_STATUSES,
-                           page_link=lambda before, after=None: url_for("jobs.index") + "?"
+                           page_link=lambda before, after=None: url_for(
+                               "jobwarden.jobs.index") + "?"
                            + flt.query_string(before=before, after=after))
 
 
@@ -39,7 +41,7 @@ def job_context(job_id: int) -> dict:
         "job": job, "executions": executions, "audit": audit,
         # unknown waits for an operator: still worth watching, but nothing moves by itself
         "live": not terminal and job["status"] != "unknown",
-        "poll_seconds": current_app.config["JOB_POLL_SECONDS"],
+        "poll_seconds": settings()["JOB_POLL_SECONDS"],
         "actions": allowed_actions(job["status"], job["cancel_requested_at"] is not None),
     }
 
@@ -51,11 +53,12 @@ def detail(job_id: int):
     forms = {a: ActionForm.fresh(context["job"]["status"]) for a in context["actions"]}
     # A pending job waiting for a later time can be run now or moved (audited).
     schedule_form = ActionForm.fresh("pending") if context["job"]["status"] == "pending" else None
-    return render_template("job.html", forms=forms, schedule_form=schedule_form, **context)
+    return render_template("jobwarden/job.html", forms=forms, schedule_form=schedule_form,
+                           **context)
 
 
 @bp.get("/jobs/<int:job_id>/_live")
 def live(job_id: int):
     """The job's changing part; it stops polling once the job is terminal."""
     context = job_context(job_id)
-    return render_template("_job_live.html", **context)
+    return render_template("jobwarden/_job_live.html", **context)

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import hmac
 
-from flask import Blueprint, Response, abort, current_app, request
-from flask_login import current_user
+from flask import Blueprint, Response, abort, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from console import queries
 from console.database import get_db
+from console.identity import current_user
+from console.mount import settings
 from worker.sanitize import redact
 
 bp = Blueprint("metrics", __name__)
 
 
 def _authorized() -> bool:
-    token = current_app.config.get("METRICS_TOKEN")
+    token = settings().get("METRICS_TOKEN")
     sent = request.headers.get("Authorization", "")
     if token and sent.startswith("Bearer "):
         return hmac.compare_digest(sent[len("Bearer "):].encode(), token.encode())
@@ -83,7 +84,7 @@ def metrics():
     with get_db().reading() as reader:
         overview = queries.overview(reader)
         workers = reader.all("console_workers_list",
-                             gone_s=current_app.config["WORKER_GONE_SECONDS"], limit=1000)
+                             gone_s=settings()["WORKER_GONE_SECONDS"], limit=1000)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(overview, workers))
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

@@ -9,6 +9,7 @@ from flask import Blueprint, abort, current_app, render_template, request
 from console import queries, trends
 from console import sla as sla_model
 from console.database import get_db
+from console.mount import settings
 from worker import operations
 
 bp = Blueprint("overview", __name__)
@@ -16,7 +17,7 @@ PANELS = ("counts", "trends", "health")
 
 
 def _panel_context(panel: str) -> dict:
-    cfg = current_app.config
+    cfg = settings()
     with get_db().reading() as reader:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
@@ -44,7 +45,7 @@ def _panel_context(panel: str) -> dict:
 def index():
     """The overview page: every panel, each refreshing itself."""
     context = {f"{p}_ctx": _panel_context(p) for p in PANELS}
-    return render_template("overview.html", **context)
+    return render_template("jobwarden/overview.html", **context)
 
 
 @bp.get("/_overview/<panel>")
@@ -52,7 +53,7 @@ def panel(panel: str):
     """One overview panel (htmx polls it)."""
     if panel not in PANELS:
         abort(404)
-    return render_template(f"_overview_{panel}.html", **_panel_context(panel))
+    return render_template(f"jobwarden/_overview_{panel}.html", **_panel_context(panel))
 
 
 #: How long the navigation's SLA badge is reused: finding each type's oldest runnable job
@@ -69,7 +70,7 @@ def nav_badges() -> dict:
     SLA_BADGE_SECONDS per app (the SLA page and the overview always compute it afresh).
     """
     def badges() -> dict:
-        cfg = current_app.config
+        cfg = settings()
         cache = current_app.extensions.setdefault("jobwarden_sla_badge", {})
         with get_db().reading() as reader:
             totals = {r["status"]: r["jobs"] for r in reader.all("console_status_totals")}
@@ -78,7 +79,7 @@ def nav_badges() -> dict:
                 breaching = len(sla_model.pending_breaches(
                     reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"]))
                 cache["value"] = (time.monotonic(), breaching)
-        return {"failed.index": totals.get("failed", 0),
-                "review.index": totals.get("unknown", 0),
-                "sla.index": breaching}
+        return {"jobwarden.failed.index": totals.get("failed", 0),
+                "jobwarden.review.index": totals.get("unknown", 0),
+                "jobwarden.sla.index": breaching}
     return {"nav_badges": badges}

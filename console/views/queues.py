@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
-from flask_login import current_user
 
 from console import queries
 from console.auth import role_required
 from console.database import get_db
 from console.forms import ActionForm
+from console.identity import current_user
 from worker import operations
 from worker.registry import NAME_PATTERN
 from worker.schema import JOB_STATUSES
@@ -27,7 +27,7 @@ def index():
     forms = {}
     if current_user.has_role("operator"):
         forms = {name: ActionForm.fresh() for name in names}
-    return render_template("queues.html", names=names, counts=counts, controls=controls,
+    return render_template("jobwarden/queues.html", names=names, counts=counts, controls=controls,
                            forms=forms, statuses=JOB_STATUSES)
 
 
@@ -41,9 +41,9 @@ def queue_action(queue: str, action: str):
     form = ActionForm()
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
-        return redirect(url_for("queues.index"), code=303)
+        return redirect(url_for("jobwarden.queues.index"), code=303)
     with get_db().transaction() as conn:
         result = act(conn, queue, actor=current_user.username, role=current_user.role,
                      reason=form.reason.data, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
-    return redirect(url_for("queues.index"), code=303)
+    return redirect(url_for("jobwarden.queues.index"), code=303)

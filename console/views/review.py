@@ -7,11 +7,12 @@ its four decisions; ticked cards can be decided together through the bulk review
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, render_template, request
-from flask_login import current_user
+from flask import Blueprint, render_template, request
 
 from console.database import get_db
 from console.forms import ActionForm
+from console.identity import current_user
+from console.mount import settings
 from console.queries import clamp_limit, positive_int
 from worker.operations import ALLOWED_FROM
 
@@ -23,7 +24,7 @@ RECONCILE = ("mark_completed", "mark_failed", "retry", "skip")
 @bp.get("/review")
 def index():
     """Unknown-outcome jobs, newest first, each with its reconcile forms."""
-    cfg = current_app.config
+    cfg = settings()
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
     rows = get_db().all("console_unknown_jobs",
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
@@ -34,5 +35,5 @@ def index():
     if current_user.can_act:
         # One reason box per job, for its four decisions (each button posts to its action).
         forms = {job["id"]: ActionForm.fresh("unknown") for job in rows}
-    return render_template("review.html", jobs=rows, actions=actions, forms=forms,
+    return render_template("jobwarden/review.html", jobs=rows, actions=actions, forms=forms,
                            next_before=next_before, limit=limit)

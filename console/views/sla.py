@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, render_template
+from flask import Blueprint, render_template
 
 from console import sla as sla_model
 from console.database import get_db
+from console.mount import settings
 from console.security import is_htmx
 
 bp = Blueprint("sla", __name__)
@@ -14,9 +15,9 @@ bp = Blueprint("sla", __name__)
 @bp.get("/sla")
 def index():
     """The SLA panel of every job type over the last hour."""
-    cfg = current_app.config
+    cfg = settings()
     with get_db().reading() as reader:
         rows = sla_model.sla_rows(reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])
-    template = "_sla_panels.html" if is_htmx() else "sla.html"
+    template = "jobwarden/_sla_panels.html" if is_htmx() else "jobwarden/sla.html"
     return render_template(template, rows=rows, chart_w=sla_model.CHART_W,
                            chart_h=sla_model.CHART_H, target_line_y=sla_model.target_line_y)

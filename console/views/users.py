@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
-from flask_login import current_user
 from sqlalchemy.exc import IntegrityError
 
 from console.account_policy import MIN_PASSWORD, check_password, normalize_username
 from console.auth import hash_password, role_required
 from console.database import get_db, rows
 from console.forms import UserAccessForm, UserForm
+from console.identity import current_user
 
 bp = Blueprint("users", __name__)
 
@@ -19,7 +19,7 @@ bp = Blueprint("users", __name__)
 def index():
     """Every console user and their role."""
     users = get_db().all("console_users_list")
-    return render_template("users.html", users=users, form=UserForm(formdata=None),
+    return render_template("jobwarden/users.html", users=users, form=UserForm(formdata=None),
                            min_password=MIN_PASSWORD,
                            access_forms={u["id"]: UserAccessForm(formdata=None, role=u["role"],
                                                                  access=("disabled" if u["disabled"]
@@ -34,18 +34,18 @@ def add():
     form = UserForm()
     if not form.validate():
         flash("A user name, a password and a role are required.", "error")
-        return redirect(url_for("users.index"), code=303)
+        return redirect(url_for("jobwarden.users.index"), code=303)
     try:
         username = normalize_username(form.username.data)
         check_password(form.password.data, username)
     except ValueError as exc:
         flash(f"Not saved: {exc}.", "error")
-        return redirect(url_for("users.index"), code=303)
+        return redirect(url_for("jobwarden.users.index"), code=303)
     if username == current_user.username and form.role.data != current_user.role:
         # As on the access form: an admin never demotes themselves (the last one could not
         # come back).
         flash("You cannot change your own role.", "error")
-        return redirect(url_for("users.index"), code=303)
+        return redirect(url_for("jobwarden.users.index"), code=303)
     try:
         with get_db().transaction() as conn:
             saved = rows(conn, "console_user_upsert", {
@@ -53,12 +53,12 @@ def add():
                 "password_hash": hash_password(form.password.data), "role": form.role.data})
     except IntegrityError:
         flash("That user could not be saved.", "error")
-        return redirect(url_for("users.index"), code=303)
+        return redirect(url_for("jobwarden.users.index"), code=303)
     if not saved:
         flash(f"{username} is the last admin: add another admin first.", "error")
-        return redirect(url_for("users.index"), code=303)
+        return redirect(url_for("jobwarden.users.index"), code=303)
     flash(f"User {username} saved with role {form.role.data}.", "ok")
-    return redirect(url_for("users.index"), code=303)
+    return redirect(url_for("jobwarden.users.index"), code=303)
 
 
 @bp.post("/users/<int:user_id>/access")
@@ -70,11 +70,11 @@ def access(user_id: int):
         abort(400)
     if str(user_id) == current_user.id:
         flash("You cannot change your own access.", "error")
-        return redirect(url_for("users.index"), code=303)
+        return redirect(url_for("jobwarden.users.index"), code=303)
     with get_db().transaction() as conn:
         done = rows(conn, "console_user_set_access", {
             "user_id": user_id, "role": form.role.data, "disabled": form.access.data == "disabled"})
     if not done:
         abort(404)
     flash("Access updated.", "ok")
-    return redirect(url_for("users.index"), code=303)
+    return redirect(url_for("jobwarden.users.index"), code=303)

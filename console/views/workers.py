@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, render_template
+from flask import Blueprint, render_template
 
 from console import queries
 from console.database import get_db
+from console.mount import settings
 from console.security import is_htmx
 
 bp = Blueprint("workers", __name__)
@@ -15,7 +16,7 @@ bp = Blueprint("workers", __name__)
 def index():
     """Every recent worker process and what it is running."""
     with get_db().reading() as reader:
-        workers = queries.workers_with_jobs(reader, current_app.config["WORKER_GONE_SECONDS"],
+        workers = queries.workers_with_jobs(reader, settings()["WORKER_GONE_SECONDS"],
                                             rates=True)
-    template = "_workers.html" if is_htmx() else "workers.html"
+    template = "jobwarden/_workers.html" if is_htmx() else "jobwarden/workers.html"
     return render_template(template, workers=workers)

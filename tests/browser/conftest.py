@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,10 +46,11 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def page(browser, live_console, users):
-    """A fresh browser context (no cookies) whose CSP violations fail the test."""
-    context = browser.new_context(base_url=live_console)
+@contextmanager
+def checked_page(browser, base_url: str):
+    """A fresh browser context (no cookies) whose CSP violations and script errors fail
+    the test when it closes."""
+    context = browser.new_context(base_url=base_url)
     context.set_default_timeout(10_000)
     page = context.new_page()
     problems: list[str] = []
@@ -58,6 +60,13 @@ def page(browser, live_console, users):
     yield page
     context.close()
     assert not problems, f"browser errors: {problems}"
+
+
+@pytest.fixture
+def page(browser, live_console, users):
+    """A fresh page on the live console (see checked_page)."""
+    with checked_page(browser, live_console) as page:
+        yield page
 
 
 @pytest.fixture
@@ -90,9 +99,14 @@ def start_worker(database_url):
 
     yield start
     for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_worker(proc)
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    """SIGTERM, as a deploy does; SIGKILL if it has not drained within 15 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

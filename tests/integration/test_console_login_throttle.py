@@ -26,7 +26,7 @@ def expire_locks(url):
 
 
 def account_failures_allowed(app):
-    return app.config["LOGIN_ACCOUNT_FREE_FAILURES"]
+    return app.extensions["jobwarden_console"].settings["LOGIN_ACCOUNT_FREE_FAILURES"]
 
 
 def test_wrong_passwords_lock_the_account_briefly_with_429_and_retry_after(app, clean_db):
@@ -36,7 +36,7 @@ def test_wrong_passwords_lock_the_account_briefly_with_429_and_retry_after(app, 
     locked = attempt(client, "otto", "guess")
     assert locked.status_code == 429
     first = int(locked.headers["Retry-After"])
-    assert 1 <= first <= app.config["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]
+    assert 1 <= first <= app.extensions["jobwarden_console"].settings["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]
     # While locked, even the right password is not checked: no oracle for the attacker.
     assert attempt(client, "otto", PASSWORD).status_code == 429
     assert attempt(client, "otto", PASSWORD, ELSEWHERE).status_code == 429
@@ -54,14 +54,14 @@ def test_the_account_lock_is_capped_so_a_real_user_gets_back_in_soon(app, clean_
     attempt(client, "otto", "guess")
     locked = attempt(client, "otto", "guess")
     assert locked.status_code == 429
-    assert int(locked.headers["Retry-After"]) <= app.config["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]
+    assert int(locked.headers["Retry-After"]) <= app.extensions["jobwarden_console"].settings["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]
     expire_locks(clean_db)
     assert attempt(app.test_client(), "otto", PASSWORD, ELSEWHERE).status_code == 303
 
 
 def test_one_address_trying_many_accounts_is_throttled_without_locking_them(app):
     client = app.test_client()
-    allowed = app.config["LOGIN_ADDRESS_FREE_FAILURES"]
+    allowed = app.extensions["jobwarden_console"].settings["LOGIN_ADDRESS_FREE_FAILURES"]
     for i in range(allowed):
         assert attempt(client, f"user{i}", "guess").status_code == 401
     locked = attempt(client, "vera", PASSWORD)

@@ -18,7 +18,7 @@ _LINK = re.compile(r'<a href="([^"]+)"[^>]*>([^<]*)</a>')
 
 @pytest.fixture
 def small_pages(app):
-    app.config["PAGE_SIZE"] = PAGE
+    app.extensions["jobwarden_console"].settings["PAGE_SIZE"] = PAGE
     return app
 
 

@@ -9,7 +9,7 @@ def every_get_path(app) -> list[str]:
     """Each GET route of the app, with 1 for its int parts and "x" for the others."""
     paths = []
     for rule in app.url_map.iter_rules():
-        if "GET" not in rule.methods or rule.endpoint in ("static", "auth.login"):
+        if "GET" not in rule.methods or rule.endpoint in ("jobwarden.static", "jobwarden.auth.login"):
             continue
         values = {arg: 1 if isinstance(rule._converters[arg], IntegerConverter)
                   else "x" for arg in rule.arguments}

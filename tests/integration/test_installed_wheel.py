@@ -5,7 +5,7 @@ virtualenv in a temporary folder (one per test session, pip's cache reused), and
 installed `jobwarden` runs there against a fresh PostgreSQL database: migrate, a job
 enqueued inside the application's own transaction (the README's `shop_jobs.py`), a
 worker that completes it, and the console serving its login page, a static file and a
-signed-in page.
+signed-in page. The guide's getting-started page runs there too, with its own files.
 """
 
 from __future__ import annotations
@@ -130,3 +130,47 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
     finally:
         console.send_signal(signal.SIGINT)
         console.communicate(timeout=60)
+
+
+def guide_files() -> dict[str, str]:
+    """The files docs/guide/getting-started.md tells a newcomer to save, by name."""
+    text = (ROOT / "docs" / "guide" / "getting-started.md").read_text()
+    files = dict(re.findall(r"Save this as `([\w.]+)`:\n\n```python\n(.*?)```", text, re.DOTALL))
+    assert set(files) == {"jobs.py", "signup.py"}, "the getting-started page lost an example"
+    return files
+
+
+def test_the_getting_started_guide_runs_as_written(installed, empty_database, tmp_path):
+    venv = installed[0]
+    for name, code in guide_files().items():
+        (tmp_path / name).write_text(code)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JOBWARDEN_APP")}
+    env.update(DATABASE_URL=empty_database, JOBWARDEN_HOME=str(tmp_path / ".jobwarden"))
+
+    assert run(venv, tmp_path, env, "jobwarden", "migrate").returncode == 0
+    signed_up = run(venv, tmp_path, env, "python", "signup.py", "ann@example.com")
+    assert signed_up.stdout.strip() == "user 1, job 1", signed_up.stderr
+    again = run(venv, tmp_path, env, "python", "signup.py", "ann@example.com")
+    assert again.returncode != 0 and "already exists" in again.stderr  # no user, no job
+    worker = subprocess.Popen([str(venv / "bin" / "jobwarden"), "worker", "--app", "jobs",
+                               "--poll-interval", "0.2"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: _status(empty_database, 1) == "completed", timeout=60,
+                 message="the guide's job to complete")
+    finally:
+        worker.send_signal(signal.SIGINT)  # the guide says Ctrl-C
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out[-3000:]
+    assert "welcome mail to user 1 (attempt 1)" in out
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT count(*) FROM background_jobs").fetchone()[0] == 1
+
+
+def _status(url: str, job_id: int) -> str | None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT status FROM background_jobs WHERE id = %s",
+                           [job_id]).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,122 @@
+"""The console as a Flask extension that a host application mounts under a prefix.
+
+    from console import Console
+    Console(app, url_prefix="/ops/jobs", user_loader=current_staff, login_view="auth.login")
+
+Everything the console adds lives in one blueprint named `jobwarden`: its endpoints
+(`jobwarden.failed.index`), its templates (`jobwarden/base.html`), its static files
+(`jobwarden.static`, served under the prefix), its error pages and its request hooks.
+The host's own pages, templates, error handlers and login are left as they were.
+`console.create_app()` builds a tiny host that mounts it at `/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint, Flask, current_app
+from jinja2 import FileSystemLoader, PrefixLoader
+
+from console.config import load_settings
+from console.database import ConsoleDatabase
+
+#: The blueprint's name: every endpoint of the console starts with "jobwarden.".
+NAME = "jobwarden"
+
+#: What Flask-WTF's CSRFProtect sets on an app it protects; the console checks its own
+#: POSTs with it without protecting the host's (which may be an API without tokens).
+_CSRF_DEFAULTS = {
+    "WTF_CSRF_ENABLED": True,
+    "WTF_CSRF_METHODS": {"POST", "PUT", "PATCH", "DELETE"},
+    "WTF_CSRF_FIELD_NAME": "csrf_token",
+    "WTF_CSRF_HEADERS": ["X-CSRFToken", "X-CSRF-Token"],
+}
+
+UserLoader = Callable[[], "tuple[str, str] | None"]
+
+
+class Console:
+    """The operations console, mounted in `app` under `url_prefix`.
+
+    `user_loader`, when given, is called on every console request and returns the host's
+    signed-in user as `(name, role)` — role one of viewer, operator, admin — or None.
+    The console then has no login of its own: a request without a user is sent to the
+    host's `login_view` endpoint (with `next`), or refused with 403 when there is none.
+    Operator actions are audited under the name it returns.
+
+    Without `user_loader` the console signs users in itself (`console_users`, managed
+    with `jobwarden user add`), keeping its keys in the host's session under `jobwarden_`.
+
+    `database_url` is where the jobs are (default: DATABASE_URL, else the embedded
+    PostgreSQL); `settings` overrides the console's settings (console/config.py).
+    """
+
+    def __init__(self, app: Flask | None = None, *, url_prefix: str = "/jobs",
+                 user_loader: UserLoader | None = None, login_view: str | None = None,
+                 database_url: str | None = None, settings: dict[str, Any] | None = None):
+        self.url_prefix = url_prefix.rstrip("/")
+        self.user_loader = user_loader
+        self.login_view = login_view
+        self.settings = load_settings()
+        self.settings.update(settings or {})
+        if database_url:
+            self.settings["DATABASE_URL"] = database_url
+        self.db: ConsoleDatabase | None = None
+        if app is not None:
+            self.init_app(app)
+
+    @property
+    def own_login(self) -> bool:
+        """Whether the console signs users in itself (no host user_loader)."""
+        return self.user_loader is None
+
+    def init_app(self, app: Flask) -> None:
+        if NAME in app.blueprints:
+            raise RuntimeError("the Jobwarden console is already mounted in this app")
+        if not app.config.get("SECRET_KEY"):
+            raise RuntimeError("the console needs the app's SECRET_KEY (sessions, CSRF)")
+        self.db = ConsoleDatabase(self.settings.get("DATABASE_URL"),
+                                  pool_size=self.settings.get("DB_POOL_SIZE", 5))
+        app.extensions["jobwarden_console"] = self
+        app.extensions["jobwarden_db"] = self.db
+        for key, value in _CSRF_DEFAULTS.items():
+            app.config.setdefault(key, value)
+        app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix or None)
+
+
+class _ConsoleBlueprint(Blueprint):
+    """Serves the console's templates as `jobwarden/<name>`, so none of them can shadow
+    the host's templates (or be shadowed by them, unless the host means to)."""
+
+    @property
+    def jinja_loader(self):
+        from console import resource_dir
+
+        return PrefixLoader({NAME: FileSystemLoader(str(resource_dir("templates")))})
+
+
+def build_blueprint() -> Blueprint:
+    """A fresh `jobwarden` blueprint holding every page area, hook and error page."""
+    from console import auth, errors, formatting, resource_dir, security
+    from console.views import AREAS
+
+    bp = _ConsoleBlueprint(NAME, __name__, static_folder=str(resource_dir("static")),
+                           static_url_path="/static")
+    for area in AREAS:
+        bp.register_blueprint(area.bp)
+    security.install(bp)
+    auth.install(bp)
+    formatting.install(bp)
+    errors.install(bp)
+    return bp
+
+
+def console() -> Console:
+    """The Console mounted in the current app."""
+    return current_app.extensions["jobwarden_console"]
+
+
+def settings() -> dict[str, Any]:
+    """The console's settings (page sizes, SLA targets, polling intervals…)."""
+    return console().settings

@@ -1,0 +1,241 @@
+"""The console mounted under /ops/jobs in a host app that has its own login (Flask-Login),
+its own templates, error pages and an `auth` blueprint: the console uses the host's users,
+keeps its checks, and leaves the host's pages as they were."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from flask import Blueprint, Flask, render_template, render_template_string, request
+from flask_login import LoginManager, UserMixin, current_user, login_user
+
+from console import Console, sample_data
+from tests.helpers import job_row, scalar
+
+#: The session's CSRF token as every console page carries it (htmx sends it as a header).
+_CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
+#: The host's own accounts: name -> console role (None: staff without console access).
+HOST_USERS = {"hannah": "operator", "viv": "viewer", "sam": None}
+
+
+class HostUser(UserMixin):
+    def __init__(self, name: str):
+        self.id = name
+        self.console_role = HOST_USERS[name]
+
+
+def host_identity():
+    """The host's hook: its signed-in user's name and console role, or None."""
+    if current_user.is_authenticated and current_user.console_role:
+        return current_user.id, current_user.console_role
+    return None
+
+
+def make_host(tmp_path, database_url: str, **console_options) -> Flask:
+    templates = tmp_path / "templates"
+    templates.mkdir(exist_ok=True)
+    # Names the console's own templates also have: neither may shadow the other.
+    (templates / "base.html").write_text("HOST BASE {% block content %}{% endblock %}")
+    (templates / "error.html").write_text("HOST ERROR")
+    app = Flask("host", template_folder=str(templates))
+    app.config.update(SECRET_KEY="host-secret", TESTING=True)
+    logins = LoginManager(app)
+    logins.user_loader(lambda name: HostUser(name) if name in HOST_USERS else None)
+    auth = Blueprint("auth", __name__)  # the console has an `auth` area too
+
+    @auth.route("/login")
+    def login():
+        login_user(HostUser(request.args["as"]))
+        return "signed in"
+
+    app.register_blueprint(auth)
+
+    @app.get("/")
+    def home():
+        return render_template("base.html")
+
+    @app.get("/note")
+    def note():  # the console's redaction must not reach the host's own pages
+        return render_template_string("{{ note }}", note="api_token=host-visible")
+
+    @app.post("/api/ping")
+    def ping():  # an API without CSRF tokens: the console must not start guarding it
+        return "pong"
+
+    @app.errorhandler(404)
+    def host_not_found(error):
+        return "host 404", 404
+
+    Console(app, url_prefix="/ops/jobs", database_url=database_url, **console_options)
+    return app
+
+
+@pytest.fixture
+def host(tmp_path, clean_db):
+    app = make_host(tmp_path, clean_db, user_loader=host_identity, login_view="auth.login")
+    yield app
+    app.extensions["jobwarden_db"].dispose()
+
+
+@pytest.fixture
+def failed_job(engine):
+    with engine.begin() as conn:
+        return sample_data.insert_job(conn, "sync_crm", "failed", error_code="CRM_UNAVAILABLE",
+                                      error="CRM answered 503")
+
+
+def signed_in(app, name: str):
+    client = app.test_client()
+    assert client.get(f"/login?as={name}").status_code == 200
+    return client
+
+
+def token(client, path: str) -> str:
+    return _CSRF.search(client.get(path).get_data(as_text=True)).group(1)
+
+
+def retry(client, job_id: int, csrf: str | None):
+    data = {"reason": "CRM is back", "request_id": f"r-{job_id}-{csrf is None}",
+            "expected_status": "failed"}
+    if csrf:
+        data["csrf_token"] = csrf
+    return client.post(f"/ops/jobs/jobs/{job_id}/retry", data=data)
+
+
+def test_a_stranger_is_sent_to_the_hosts_login_and_htmx_is_told_where(host):
+    client = host.test_client()
+    page = client.get("/ops/jobs/failed")
+    assert page.status_code == 302
+    assert page.headers["Location"] == "/login?next=/ops/jobs/failed"
+    fragment = client.get("/ops/jobs/_overview/counts", headers={"HX-Request": "true"})
+    assert fragment.status_code == 401
+    assert fragment.headers["HX-Redirect"].startswith("/login")
+    assert signed_in(host, "sam").get("/ops/jobs/").status_code == 302  # staff, no console role
+
+
+def test_without_a_login_view_a_stranger_gets_403(tmp_path, clean_db):
+    app = make_host(tmp_path, clean_db, user_loader=host_identity)
+    try:
+        response = app.test_client().get("/ops/jobs/failed")
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+    assert response.status_code == 403
+    assert "Not allowed" in response.get_data(as_text=True)
+
+
+def test_an_operators_retry_is_audited_under_the_hosts_user_name(host, failed_job, clean_db):
+    client = signed_in(host, "hannah")
+    page = client.get(f"/ops/jobs/jobs/{failed_job}").get_data(as_text=True)
+    assert f'action="/ops/jobs/jobs/{failed_job}/retry"' in page
+    response = retry(client, failed_job, token(client, f"/ops/jobs/jobs/{failed_job}"))
+    assert response.status_code == 303
+    assert response.headers["Location"] == f"/ops/jobs/jobs/{failed_job}"
+    assert job_row(clean_db, failed_job)["status"] == "pending"
+    assert scalar(clean_db, "SELECT actor || '/' || role || '/' || reason FROM job_audit") == (
+        "hannah/operator/CRM is back")
+
+
+def test_a_viewer_sees_no_actions_and_a_posted_action_gets_403(host, failed_job, clean_db):
+    client = signed_in(host, "viv")
+    page = client.get(f"/ops/jobs/jobs/{failed_job}").get_data(as_text=True)
+    assert "action-form" not in page
+    assert retry(client, failed_job, token(client, "/ops/jobs/jobs")).status_code == 403
+    assert job_row(clean_db, failed_job)["status"] == "failed"
+
+
+def test_a_post_without_the_csrf_token_gets_400_and_changes_nothing(host, failed_job, clean_db):
+    client = signed_in(host, "hannah")
+    response = retry(client, failed_job, None)
+    assert response.status_code == 400
+    assert "CSRF" in response.get_data(as_text=True)
+    assert job_row(clean_db, failed_job)["status"] == "failed"
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 0
+    assert host.test_client().post("/api/ping").get_data(as_text=True) == "pong"
+
+
+def test_static_files_and_htmx_fragments_resolve_under_the_prefix(host):
+    client = signed_in(host, "viv")
+    page = client.get("/ops/jobs/").get_data(as_text=True)
+    assert 'href="/ops/jobs/static/console.css"' in page
+    assert 'src="/ops/jobs/static/vendor/htmx-2.0.4.min.js"' in page
+    assert 'hx-get="/ops/jobs/_overview/counts"' in page
+    assert client.get("/ops/jobs/static/console.css").status_code == 200
+    fragment = client.get("/ops/jobs/_overview/counts", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.get_data(as_text=True)
+
+
+def test_the_hosts_pages_templates_errors_and_headers_stay_its_own(host):
+    client = signed_in(host, "hannah")
+    home = client.get("/")
+    assert home.get_data(as_text=True) == "HOST BASE "
+    assert "Content-Security-Policy" not in home.headers
+    assert client.get("/note").get_data(as_text=True) == "api_token=host-visible"
+    assert client.get("/nowhere").get_data(as_text=True) == "host 404"
+    console_page = client.get("/ops/jobs/")
+    assert "Content-Security-Policy" in console_page.headers
+    assert "HOST BASE" not in console_page.get_data(as_text=True)
+    missing = client.get("/ops/jobs/jobs/999999")
+    assert missing.status_code == 404
+    assert "There is nothing at this address" in missing.get_data(as_text=True)
+    assert host.login_manager.login_view is None  # the host's Flask-Login, untouched
+    assert not any(name.startswith("jobwarden") for name in host.jinja_env.globals)
+
+
+def test_with_its_own_login_it_keeps_its_keys_apart_in_the_hosts_session(tmp_path, clean_db,
+                                                                         users):
+    app = make_host(tmp_path, clean_db)  # no user_loader: the console's own users
+    try:
+        client = app.test_client()
+        assert client.get("/ops/jobs/failed").headers["Location"].startswith(
+            "/ops/jobs/login?next=")
+        client.get("/login?as=viv")  # signed in to the host as someone else
+        signed = client.post("/ops/jobs/login", data={
+            "username": "otto", "password": "correct horse battery",
+            "csrf_token": token(client, "/ops/jobs/login")})
+        assert signed.status_code == 303
+        with client.session_transaction() as session:
+            console_keys = {k for k in session if k.startswith("jobwarden_")}
+            assert session["_user_id"] == "viv"  # the host's sign-in survived the console's
+        assert console_keys
+        page = client.get("/ops/jobs/").get_data(as_text=True)
+        assert 'data-testid="current-user">otto<' in page
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+
+
+def test_a_host_filter_of_the_same_name_is_an_error_not_a_silent_swap(tmp_path, clean_db):
+    app = Flask("host2")
+    app.config["SECRET_KEY"] = "s"
+    app.jinja_env.filters["age"] = lambda value: "host's age"
+    with pytest.raises(RuntimeError, match="age"):
+        Console(app, url_prefix="/jobs", database_url=clean_db)
+
+
+def test_the_standalone_console_still_serves_at_the_root(client, login):
+    assert login(client, "otto").status_code == 303
+    page = client.get("/").get_data(as_text=True)
+    assert 'href="/static/console.css"' in page
+    assert client.get("/static/console.css").status_code == 200
+
+
+def test_mounting_needs_a_secret_key(clean_db):
+    with pytest.raises(RuntimeError, match="SECRET_KEY"):
+        Console(Flask("nokey"), database_url=clean_db)
+
+
+
+def test_a_host_can_restyle_the_console_by_overriding_its_templates(tmp_path, clean_db):
+    (tmp_path / "templates" / "jobwarden").mkdir(parents=True)
+    (tmp_path / "templates" / "jobwarden" / "error.html").write_text(
+        "SHOP-STYLED {{ code }}: {{ message }}")
+    app = make_host(tmp_path, clean_db, user_loader=host_identity)
+    try:
+        client = signed_in(app, "viv")
+        missing = client.get("/ops/jobs/jobs/999999").get_data(as_text=True)
+        page = client.get("/ops/jobs/jobs").get_data(as_text=True)
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+    assert missing == "SHOP-STYLED 404: There is nothing at this address."
+    assert 'href="/ops/jobs/static/console.css"' in page  # the rest is the console's own
