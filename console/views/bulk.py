@@ -62,10 +62,20 @@ def select():
                     code=303)
 
 
-@bp.get("/bulk/<uuid:selection_id>")
+def _selection_id(value: str) -> str:
+    """The selection id from the URL; anything that is not a UUID is a 404 (after the
+    sign-in check, so the URL reveals nothing to a visitor)."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        abort(404)
+
+
+@bp.get("/bulk/<selection_id>")
 @role_required("operator")
 def review(selection_id):
     """The stored set: how many, how they stand now, and the reason box to act."""
+    selection_id = _selection_id(selection_id)
     with get_db().reading() as reader:
         sel = reader.one("console_selection_get", id=str(selection_id),
                          actor=current_user.username)
@@ -82,10 +92,11 @@ def review(selection_id):
         next=safe_next_url(request.args.get("next"), url_for("jobwarden.jobs.index")))
 
 
-@bp.post("/bulk/<uuid:selection_id>")
+@bp.post("/bulk/<selection_id>")
 @role_required("operator")
 def apply(selection_id):
     """Act on exactly the stored set, once, with the operator's reason."""
+    selection_id = _selection_id(selection_id)
     form = ActionForm()
     back = url_for("jobwarden.bulk.review", selection_id=selection_id)
     if not form.validate():

@@ -122,6 +122,7 @@ def test_an_order_a_crm_outage_and_its_repair_from_the_mounted_console(shop_page
 
     page.goto("/ops/jobs/failed")
     page.get_by_role("link", name="CRM_UNAVAILABLE").click()
+    page.get_by_role("button", name="Retry 1 job(s)…").click()  # the server-held review
     form = page.locator("form[data-action=bulk-retry]")
     form.get_by_label("Reason").fill("CRM back after maintenance")
     form.get_by_role("button", name="Retry 1 job(s)").click()
