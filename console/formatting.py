@@ -42,6 +42,16 @@ def timestamp(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def when(value: datetime | None, now: datetime | None = None) -> Markup:
+    """A timestamp with its timezone and its relative age ("3m 12s ago", "in 5m 00s")."""
+    if value is None:
+        return Markup("—")
+    delta = ((now or datetime.now(UTC)) - value).total_seconds()
+    relative = f"{age(delta)} ago" if delta >= 0 else f"in {age(-delta)}"
+    return Markup('<time datetime="{}">{} UTC</time> <span class="note">{}</span>').format(
+        iso(value), timestamp(value), relative)
+
+
 def iso(value: datetime | None) -> str:
     return "" if value is None else value.astimezone(UTC).isoformat()
 
@@ -103,7 +113,7 @@ def _unit(value: float) -> float:
 
 
 FILTERS = {
-    "age": age, "millis": millis, "ts": timestamp, "iso": iso, "percent": percent,
+    "age": age, "millis": millis, "ts": timestamp, "when": when, "iso": iso, "percent": percent,
     "sanitized_json": sanitized_json, "sanitized_text": sanitized_text,
     "progress_fraction": progress_fraction,
 }

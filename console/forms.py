@@ -42,14 +42,6 @@ class ActionForm(FlaskForm):
         return form
 
 
-class GroupActionForm(ActionForm):
-    """A bulk action on a failed group: what the operator previewed bounds what changes."""
-
-    seen_until = HiddenField(validators=[Optional(), Length(max=64)])
-    job_type = HiddenField(validators=[Optional(), Length(max=200)])
-    previewed = HiddenField(validators=[Optional(), Length(max=20)])
-
-
 class UserForm(FlaskForm):
     """Add or reset a user; names and passwords are checked by console.account_policy,
     the same functions `jobwarden user add` calls."""

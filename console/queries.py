@@ -169,18 +169,57 @@ def overview(reader: Reader) -> Overview:
     )
 
 
-def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200) -> list[dict]:
-    """Workers (newest first) each with `jobs`: what it is running now."""
+def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
+                      rates: bool = False) -> list[dict]:
+    """Workers (newest first) each with `jobs`: what it is running now, and `slots`:
+    (queue, running) per queue it serves. With `rates`, also `per_minute`: executions it
+    finished per minute over the last 5 minutes."""
     workers = reader.all("console_workers_list", gone_s=gone_s, limit=limit)
     running: dict[str, list[dict]] = defaultdict(list)
     ids = [w["worker_id"] for w in workers if w["running_jobs"]]
     if ids:
         for job in reader.all("console_running_jobs_of_workers", worker_ids=ids):
             running[job["worker_id"]].append(job)
+    finished = {}
+    if rates and workers:
+        finished = {r["worker_id"]: r["finished"] for r in reader.all(
+            "console_worker_rates", worker_ids=[w["worker_id"] for w in workers])}
     for worker in workers:
         worker["jobs"] = running.get(worker["worker_id"], [])
+        per_queue = defaultdict(int)
+        for job in worker["jobs"]:
+            per_queue[job["queue"]] += 1
+        worker["slots"] = [(q, per_queue.get(q, 0)) for q in worker["queues"] or []]
+        worker["per_minute"] = finished.get(worker["worker_id"], 0) / 5.0
     return workers
 
 
 def _float(value) -> float | None:
     return None if value is None else float(value)
+
+
+SPARK_W, SPARK_H, SPARK_MINUTES = 120, 24, 60
+
+
+def failed_groups(reader: Reader, limit: int = 500) -> list[dict]:
+    """Failed jobs by error code, each with `first_seen` (its current streak's start, from
+    the per-minute rollup: a retry does not reset it), `spark` (SVG points of its
+    occurrences per minute over the last hour) and `spark_total`."""
+    groups = reader.all("console_failed_groups", limit=limit)
+    codes = [g["error_code"] for g in groups if g["error_code"]]
+    streaks, spark = {}, defaultdict(lambda: [0] * SPARK_MINUTES)
+    if codes:
+        streaks = {r["error_code"]: r["streak_start"]
+                   for r in reader.all("console_failed_group_streaks", codes=codes)}
+        for r in reader.all("console_failed_group_sparklines", codes=codes):
+            if 0 <= r["bucket"] < SPARK_MINUTES:
+                spark[r["error_code"]][SPARK_MINUTES - 1 - r["bucket"]] += r["jobs"]
+    for g in groups:
+        g["first_seen"] = streaks.get(g["error_code"]) or g["first_seen"]
+        values = spark[g["error_code"]] if g["error_code"] else [0] * SPARK_MINUTES
+        top = max(values) or 1
+        g["spark_total"] = sum(values)
+        g["spark"] = " ".join(
+            f"{i * SPARK_W / (SPARK_MINUTES - 1):.1f},{SPARK_H - 2 - (SPARK_H - 4) * v / top:.1f}"
+            for i, v in enumerate(values))
+    return groups

@@ -1,5 +1,5 @@
-"""The console's own tables, `console_users` and `console_login_throttle`, declared on
-the runtime's schema metadata.
+"""The console's own tables, `console_users`, `console_login_throttle` and
+`console_selections`, declared on the runtime's schema metadata.
 
 Only the console signs people in, so its users, roles and sign-in throttling live here,
 not in worker/. The tables are created by the migrations like every other one (Alembic
@@ -13,14 +13,16 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Identity,
+    Index,
     Integer,
     Table,
     Text,
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 
-from worker.schema import TS, check_in, metadata
+from worker.schema import TS, background_jobs, check_in, job_audit, metadata
 
 #: Console roles, least to most powerful: viewers read, operators act, admins manage users.
 ROLES = ("viewer", "operator", "admin")
@@ -49,4 +51,30 @@ console_login_throttle = Table(
     Column("failures", Integer, nullable=False),
     Column("last_failure_at", TS, nullable=False),
     Column("locked_until", TS),
+)
+
+#: Bulk actions a selection of jobs may take (migration 0010).
+SELECTION_ACTIONS = ("retry", "cancel", "skip", "mark_completed", "mark_failed")
+
+console_selections = Table(
+    "console_selections",
+    metadata,
+    Column("id", UUID, primary_key=True),
+    Column("actor", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("job_ids", ARRAY(BigInteger), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("used_at", TS),
+    CheckConstraint(check_in("action", SELECTION_ACTIONS), name="console_selections_action_check"),
+)
+Index(
+    "job_audit_bulk_idx",
+    job_audit.c.bulk_id,
+    postgresql_where=text("bulk_id IS NOT NULL"),
+)
+Index(
+    "background_jobs_error_code_idx",
+    background_jobs.c.last_error_code, background_jobs.c.id,
+    postgresql_where=text("last_error_code IS NOT NULL"),
 )

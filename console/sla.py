@@ -29,12 +29,31 @@ class SlaRow:
     duration_p50_ms: float | None = None
     duration_p95_ms: float | None = None
     finished: int = 0
-    failures: int = 0
+    raised: int = 0  # executions whose handler raised (retry, failed, timeout, unknown)
+    final: int = 0  # jobs that reached completed, failed, cancelled or skipped
+    failed: int = 0  # ... of which failed (unknown is not a failure: it awaits review)
+    unknown: int = 0
     buckets: list[dict] = field(default_factory=list)
 
     @property
     def failure_rate(self) -> float | None:
-        return self.failures / self.finished if self.finished else None
+        """Failed jobs among the jobs that reached a final outcome in the last hour."""
+        return self.failed / self.final if self.final else None
+
+    @property
+    def raised_rate(self) -> float | None:
+        """Executions that raised among the executions that finished in the last hour."""
+        return self.raised / self.finished if self.finished else None
+
+    @property
+    def breach_reasons(self) -> list[str]:
+        """Why the card says BREACHED, in words (empty when it does not)."""
+        reasons = []
+        if self.pending_breach:
+            reasons.append("a job waiting now has passed the target")
+        if _over(self.wait_p95_s, self.target_s):
+            reasons.append("p95 time to start over the last hour is over the target")
+        return reasons
 
     @property
     def pending_breach(self) -> bool:
@@ -74,6 +93,7 @@ def sla_rows(reader: Reader, configured: dict[str, float], default: float | None
     declared = declared_targets(reader)
     stats = {r["type"]: r for r in reader.all("console_sla_by_type")}
     pending = {r["type"]: r for r in reader.all("console_sla_pending_by_type")}
+    outcomes = {r["type"]: r for r in reader.all("console_sla_outcomes_by_type")}
     buckets: dict[str, list[dict]] = {}
     for b in reader.all("console_sla_wait_buckets"):
         buckets.setdefault(b["type"], []).append(b)
@@ -87,20 +107,29 @@ def sla_rows(reader: Reader, configured: dict[str, float], default: float | None
             row.oldest_pending_s = _f(pending[name]["oldest_pending_s"])
         if name in stats:
             s = stats[name]
-            row.started, row.finished, row.failures = s["started"], s["finished"], s["failures"]
+            row.started, row.finished, row.raised = s["started"], s["finished"], s["raised"]
             row.wait_p50_s, row.wait_p95_s = _f(s["wait_p50_s"]), _f(s["wait_p95_s"])
             row.duration_p50_ms = _f(s["duration_p50_ms"])
             row.duration_p95_ms = _f(s["duration_p95_ms"])
-        row.buckets = chart_bars(buckets.get(name, []), target)
+        if name in outcomes:
+            o = outcomes[name]
+            row.final, row.failed, row.unknown = o["final"], o["failed"], o["unknown"]
+        # The newest interval also counts the jobs still waiting: a job pending past its
+        # target is a breach now, so the intervals agree with the BREACHED badge.
+        row.buckets = chart_bars(buckets.get(name, []), target, row.oldest_pending_s)
         result.append(row)
     return result
 
 
-def chart_bars(rows: list[dict], target: float | None) -> list[dict]:
-    """SVG geometry for the worst time-to-start per 5 minutes, oldest bucket on the left."""
+def chart_bars(rows: list[dict], target: float | None,
+               oldest_pending_s: float | None = None) -> list[dict]:
+    """SVG geometry for the worst time-to-start per 5 minutes, oldest bucket on the left;
+    the newest bucket includes the oldest job still waiting."""
     by_bucket = {r["bucket"]: r for r in rows if 0 <= r["bucket"] < BUCKETS}
     worst = [float(by_bucket[b]["worst_wait_s"]) if b in by_bucket else None
              for b in range(BUCKETS)]
+    if oldest_pending_s is not None:
+        worst[0] = max(worst[0] or 0.0, float(oldest_pending_s))
     scale = max([w for w in worst if w is not None] + [target or 0, 1e-9])
     scale *= 1.1
     bar_w = CHART_W / BUCKETS
@@ -129,3 +158,21 @@ def target_line_y(target: float | None, bars: list[dict]) -> float | None:
 
 def _f(value) -> float | None:
     return None if value is None else float(value)
+
+
+def pending_breaches(reader: Reader, configured: dict[str, float],
+                     default: float | None) -> list[SlaRow]:
+    """Types whose oldest runnable pending job has waited longer than their target now.
+
+    The cheap, firing-now half of `sla_rows` (no percentiles over the hour's executions):
+    the overview lists these and the navigation counts them.
+    """
+    declared = declared_targets(reader)
+    breaches = []
+    for r in reader.all("console_sla_pending_by_type"):
+        target, source = target_for(r["type"], configured, declared, default)
+        row = SlaRow(r["type"], target, source, pending=r["pending"],
+                     oldest_pending_s=_f(r["oldest_pending_s"]))
+        if row.pending_breach:
+            breaches.append(row)
+    return breaches

@@ -9,3 +9,13 @@ document.addEventListener("submit", function (event) {
     setTimeout(function () { button.disabled = true; button.textContent = "Working…"; }, 0);
   });
 });
+
+// "Tick every job on this page": the header checkbox ticks the rows' checkboxes.
+document.addEventListener("change", function (event) {
+  var box = event.target;
+  if (!(box instanceof HTMLInputElement) || !box.hasAttribute("data-select-page")) return;
+  var table = box.closest("table");
+  table.querySelectorAll("input[name=job_id]").forEach(function (row) {
+    row.checked = box.checked;
+  });
+});

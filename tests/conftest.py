@@ -24,6 +24,7 @@ TABLES = (
     "job_audit", "job_executions", "processed_effects", "background_jobs",
     "job_workers", "console_users", "queue_controls", "job_types", "console_login_throttle",
     "job_schedules",
+    "console_selections",
 )
 
 

@@ -57,6 +57,7 @@ class Completion:
     delay: float = 0.0
     progress: str | None = None  # JSON text, as JobContext.take_pending() gives it
     checkpoint: str | None = None
+    traceback: str | None = None  # the handler's, already sanitized and capped
 
     def row(self) -> dict[str, Any]:
         """The outcome as one row of finish_executions (see finish_params)."""
@@ -64,7 +65,7 @@ class Completion:
                 "status": self.status.value, "outcome": self.outcome.value,
                 "error_code": self.error_code, "error": sanitize_text(self.error),
                 "delay": self.delay, "progress": self.progress,
-                "checkpoint": self.checkpoint}
+                "checkpoint": self.checkpoint, "traceback": self.traceback}
 
 
 def finish_params(rows: list[dict[str, Any]]) -> dict[str, list]:
@@ -76,7 +77,8 @@ def finish_params(rows: list[dict[str, Any]]) -> dict[str, list]:
             "statuses": [r["status"] for r in rows], "outcomes": [r["outcome"] for r in rows],
             "error_codes": [r["error_code"] for r in rows], "errors": [r["error"] for r in rows],
             "delays": [r["delay"] for r in rows], "progress": [r["progress"] for r in rows],
-            "checkpoints": [r["checkpoint"] for r in rows]}
+            "checkpoints": [r["checkpoint"] for r in rows],
+            "tracebacks": [r.get("traceback") for r in rows]}
 
 
 def write_batch(conn, batch: list[Completion]) -> dict[UUID, str]:

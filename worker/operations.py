@@ -99,6 +99,25 @@ def mark_failed(conn, job_id: int, *, actor: str, role: str, reason: str,
     return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None)
 
 
+def reschedule_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+                   run_at: datetime | None = None,
+                   request_id: str | None = None) -> ActionResult:
+    """Run a pending job now (run_at None) or move it to `run_at`, with its audit row."""
+    action = "run_now" if run_at is None else "reschedule"
+    reason = _check(actor, role, reason)
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             job_id=int(job_id))):
+        return done
+    row = _rows(conn, Q.operator_job_reschedule, {
+        "job_id": int(job_id), "run_at": run_at, "actor": actor, "role": role,
+        "action": action, "reason": reason, "request_id": request_id})[0]
+    if not row["jobs"]:
+        return ActionResult(False, action, 0,
+                            f"Job #{job_id} is no longer pending: nothing was changed.")
+    when = "now" if run_at is None else f"at {run_at:%Y-%m-%d %H:%M} UTC"
+    return ActionResult(True, action, 1, f"Job #{job_id} will run {when}.")
+
+
 JOB_ACTIONS = {
     "retry": retry_job,
     "cancel": cancel_job,
@@ -133,6 +152,56 @@ def skip_group(conn, error_code: str, *, actor: str, role: str, reason: str,
 
 
 GROUP_ACTIONS = {"retry": retry_group, "skip": skip_group}
+
+#: Which statuses a bulk action on a reviewed selection may start from: cancelling a
+#: selection cancels its pending jobs (a running job is asked to stop one at a time).
+SELECTION_FROM: dict[str, tuple[str, ...]] = {
+    "retry": ALLOWED_FROM["retry"], "cancel": ("pending",), "skip": ALLOWED_FROM["skip"],
+    "mark_completed": ALLOWED_FROM["mark_completed"], "mark_failed": ALLOWED_FROM["mark_failed"],
+}
+
+
+def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role: str,
+                     reason: str, bulk_id: str, request_id: str | None = None) -> ActionResult:
+    """Retry, cancel, skip or reconcile exactly `job_ids` (those still in a state the
+    action allows).
+
+    One statement, one audit row per changed job, all sharing `bulk_id`: the audit log
+    shows the bulk action's actor, reason and count.
+    """
+    if action not in SELECTION_FROM:
+        raise ValueError(f"no bulk action {action!r}")
+    reason = _check(actor, role, reason)
+    if request_id and (done := _already_done(conn, action, request_id, actor)):
+        return done
+    params = _params(action, actor, role, reason, request_id,
+                     job_ids=[int(i) for i in job_ids], bulk_id=bulk_id,
+                     from_statuses=list(SELECTION_FROM[action]),
+                     details=json.dumps({"bulk": True, "selected": len(job_ids)}))
+    if action == "retry":
+        row = _rows(conn, Q.operator_jobs_retry, params)[0]
+    else:
+        to_status = "cancelled" if action == "cancel" else TARGET_STATUS[action]
+        row = _rows(conn, Q.operator_jobs_transition, {**params, "to_status": to_status})[0]
+    jobs = row["jobs"]
+    if not jobs:
+        return ActionResult(False, action, 0, f"None of the {len(job_ids)} selected job(s) "
+                            f"can be {_PAST[action]} now: nothing was changed.")
+    left = len(job_ids) - jobs
+    note = f"; {left} had moved on and were left alone" if left else ""
+    return ActionResult(True, action, jobs,
+                        f"{_PAST[action].capitalize()} {jobs} of {len(job_ids)} selected "
+                        f"job(s){note}.")
+
+
+def already_done(conn, action: str, request_id: str, actor: str) -> ActionResult | None:
+    """The earlier result of a bulk form `actor` submitted twice (its audit rows carry
+    `request_id`)."""
+    return _already_done(conn, action, request_id, actor) if request_id else None
+
+
+SELECTION_PAST = _PAST = {"retry": "retried", "cancel": "cancelled", "skip": "skipped",
+         "mark_completed": "marked completed", "mark_failed": "marked failed"}
 
 
 def pause_queue(conn, queue: str, *, actor: str, role: str, reason: str,
@@ -262,7 +331,7 @@ def _params(action, actor, role, reason, request_id, **selection) -> dict[str, A
     params = {
         "action": action, "actor": actor, "role": role, "reason": reason,
         "request_id": request_id, "bulk_id": None, "details": None,
-        "job_id": None, "error_code": None, "job_type": None, "seen_until": None,
+        "job_id": None, "job_ids": None, "error_code": None, "job_type": None, "seen_until": None,
         "expected_status": None, "from_statuses": list(ALLOWED_FROM[action]),
     }
     params.update(selection)

@@ -25,7 +25,7 @@ from .context import JobContext, LeaseLost
 from .policy import RetryPolicy
 from .queries import Q
 from .registry import JobType
-from .sanitize import describe_exception, describe_validation, sanitize_text
+from .sanitize import describe_exception, describe_traceback, describe_validation, sanitize_text
 from .states import ExecutionOutcome, JobStatus
 from .storable import storable_text
 
@@ -43,6 +43,8 @@ class Outcome:
     error_code: str | None = None
     error: str | None = None
     delay: float = 0.0  # seconds until the next attempt when status == 'pending'
+    #: The handler's traceback, sanitized and size-capped, when it raised (not for skip/cancel)
+    traceback: str | None = None
 
     def __post_init__(self) -> None:
         # Built from whatever the handler raised: make it storable here, once, so every
@@ -71,7 +73,15 @@ def retry_or_fail(job_type: JobType | None, attempt: int, max_attempts: int, cod
 
 
 def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
-    """Map how the handler ended to the job's next state (the retry policy)."""
+    """Map how the handler ended to the job's next state (the retry policy), carrying the
+    handler's traceback when it raised an error (docs/architecture.md §3, job_executions)."""
+    outcome = _classify(exc, ctx, job_type)
+    if exc is not None and outcome.status not in ("completed", "skipped", "cancelled"):
+        outcome.traceback = storable_text(describe_traceback(exc))  # NULs, lone surrogates
+    return outcome
+
+
+def _classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
     attempt, max_attempts = ctx.attempt, ctx.max_attempts
     if ctx.timed_out:
         return retry_or_fail(job_type, attempt, max_attempts, E.TIMEOUT,
@@ -160,7 +170,7 @@ def completion(ctx: JobContext, outcome: Outcome, lease: float) -> Completion:
     progress, checkpoint = ctx.take_pending()
     return Completion(ctx.job_id, ctx.execution_id, ctx.type, ctx.attempt, lease,
                       outcome.status, outcome.outcome, outcome.error_code, outcome.error,
-                      outcome.delay, progress, checkpoint)
+                      outcome.delay, progress, checkpoint, outcome.traceback)
 
 
 def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> bool:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import re
+import traceback
 from typing import Any
 
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000
+MAX_TRACEBACK_CHARS = 8000
 
 _SECRET_KEY = re.compile(
     r"(pass(word|wd|phrase)?|pwd|secret|token|api[-_]?key|apikey|auth(orization)?|cookie|"
@@ -155,6 +157,20 @@ def describe_exception(exc: BaseException) -> str:
     message = str(exc)
     name = type(exc).__name__
     return sanitize_text(f"{name}: {message}" if message else name) or name
+
+
+def describe_traceback(exc: BaseException, max_chars: int = MAX_TRACEBACK_CHARS) -> str:
+    """The exception's traceback as Python prints it, secrets redacted, at most max_chars.
+
+    A long traceback keeps its first lines and, mostly, its last ones: the innermost
+    frames and the exception itself are what an operator needs.
+    """
+    text = sanitize_text("".join(traceback.format_exception(exc)), max_chars=0) or ""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 4
+    tail = max_chars - head - 40
+    return f"{text[:head]}\n… [{len(text) - head - tail} chars cut] …\n{text[-tail:]}"
 
 
 def describe_validation(exc) -> str:

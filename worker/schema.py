@@ -152,6 +152,7 @@ job_executions = Table(
     Column("error_code", Text),
     Column("error", Text),
     Column("duration_ms", Float),
+    Column("traceback", Text),  # migration 0011
     UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
     CheckConstraint(
         "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),
@@ -296,3 +297,34 @@ job_schedules = Table(
 )
 Index("job_schedules_due_idx", job_schedules.c.next_run_at,
       postgresql_where=text("NOT paused"))
+# Rollups (migration 0009): kept by statement-level triggers on background_jobs, read by
+# the console instead of counting jobs (docs/architecture.md §3, "Rollups").
+job_count_deltas = Table(
+    "job_count_deltas",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("status", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("jobs", BigInteger, nullable=False),
+)
+job_minute_counts = Table(
+    "job_minute_counts",
+    metadata,
+    Column("minute", TS, primary_key=True),
+    Column("queue", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("outcome", Text, primary_key=True),
+    Column("error_code", Text, primary_key=True, server_default=text("''")),
+    Column("jobs", BigInteger, nullable=False),
+)
+Index(
+    "job_minute_counts_error_idx",
+    job_minute_counts.c.error_code, job_minute_counts.c.minute,
+    postgresql_where=text("error_code <> ''"),
+)
+Index(
+    "job_executions_lost_idx",
+    job_executions.c.finished_at,
+    postgresql_where=text("outcome = 'worker_lost'"),
+)

@@ -3,13 +3,19 @@
 -- prepared statements, so every execution gets a custom plan with those guards folded.
 
 -- name: console_counts_by_queue_type
--- Job counts per (status, queue, type): the overview derives every count table from it.
--- Grouped and ordered like background_jobs_console_counts_idx, so PostgreSQL counts in
--- index order (an index-only scan, no hash table): ~75 ms at a million jobs.
-SELECT status, queue, type, count(*) AS jobs
-FROM background_jobs
+-- Job counts per (status, queue, type), summed from the rollup the triggers of migration
+-- 0009 keep (docs/architecture.md §3): a few hundred rows whatever the number of jobs.
+SELECT status, queue, type, sum(jobs)::bigint AS jobs
+FROM job_count_deltas
 GROUP BY status, queue, type
+HAVING sum(jobs) <> 0
 ORDER BY status, queue, type;
+
+-- name: console_status_totals
+-- Jobs per status from the rollup: the navigation's badges.
+SELECT status, sum(jobs)::bigint AS jobs
+FROM job_count_deltas
+GROUP BY status;
 
 -- name: console_pending_age
 -- Runnable pending jobs and how long the oldest of them has waited (database clock).
@@ -19,14 +25,55 @@ FROM background_jobs
 WHERE status = 'pending' AND available_at <= now();
 
 -- name: console_last_hour_rates
--- Executions finished in the last hour by outcome: throughput, retry rate, recoveries.
-SELECT count(*) AS finished,
-       count(*) FILTER (WHERE outcome = 'completed') AS completed,
-       count(*) FILTER (WHERE outcome = 'retry') AS retried,
-       count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout')) AS failed,
-       count(*) FILTER (WHERE outcome = 'worker_lost') AS recovered
-FROM job_executions
-WHERE finished_at > now() - interval '1 hour';
+-- Jobs that reached each outcome in the last hour (the per-minute rollup), and the
+-- executions recovered from lost workers.
+SELECT coalesce(sum(jobs), 0)::bigint AS finished,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'completed'), 0)::bigint AS completed,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'retried'), 0)::bigint AS retried,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'failed'), 0)::bigint AS failed,
+       (SELECT count(*) FROM job_executions
+        WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered
+FROM job_minute_counts
+WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
+
+-- name: console_trend
+-- Jobs per outcome and time bucket over the last `range_s` seconds (one queue or all).
+-- Read one hour at a time (OFFSET 0 keeps each slice a range scan of the primary key):
+-- the rollup holds 8 days, and without statistics a plain range would read all of them.
+SELECT floor(extract(epoch FROM date_trunc('minute', now()) - x.minute)
+             / %(bucket_s)s::float8)::int AS bucket,
+       x.outcome, sum(x.jobs)::bigint AS jobs
+FROM generate_series(0, ceil(%(range_s)s::float8 / 3600)::int - 1) AS h(hour)
+CROSS JOIN LATERAL (
+    SELECT m.minute, m.outcome, m.jobs
+    FROM job_minute_counts m
+    WHERE m.minute > date_trunc('minute', now()) - make_interval(hours => h.hour + 1)
+      AND m.minute <= date_trunc('minute', now()) - make_interval(hours => h.hour)
+      AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+      AND m.outcome IN ('completed', 'failed', 'retried')
+    OFFSET 0
+) x
+GROUP BY 1, 2;
+
+-- name: console_usual_rate
+-- The usual rate per outcome for this hour of the day: jobs per minute in the same hour
+-- on each of the previous 7 days, over the minutes those days had any data.
+-- One range scan per day (OFFSET 0 keeps the planner from flattening it into a join
+-- that reads the whole rollup when it has no statistics).
+SELECT x.outcome,
+       sum(x.jobs)::float8 / (count(DISTINCT x.day) * 60) AS per_minute,
+       count(DISTINCT x.day) AS days
+FROM generate_series(1, 7) AS d(day)
+CROSS JOIN LATERAL (
+    SELECT m.outcome, m.jobs, d.day
+    FROM job_minute_counts m
+    WHERE m.minute > date_trunc('minute', now()) - make_interval(days => d.day, hours => 1)
+      AND m.minute <= date_trunc('minute', now()) - make_interval(days => d.day)
+      AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+      AND m.outcome IN ('completed', 'failed', 'retried')
+    OFFSET 0
+) x
+GROUP BY x.outcome;
 
 -- name: console_stale_running
 -- Running jobs whose lease expired or whose heartbeat is older than the stale threshold.
@@ -152,7 +199,7 @@ WHERE j.id = %(job_id)s::bigint;
 -- name: console_job_executions
 -- A job's attempts timeline, oldest first.
 SELECT attempt, execution_id, worker_id, scheduled_at, started_at, heartbeat_at, finished_at,
-       outcome, error_code, error, duration_ms,
+       outcome, error_code, error, traceback, duration_ms,
        extract(epoch FROM started_at - scheduled_at) AS wait_s,
        extract(epoch FROM now() - started_at) * 1000 AS running_ms
 FROM job_executions
@@ -170,7 +217,7 @@ LIMIT 200;
 -- name: console_unknown_jobs
 -- Jobs whose outcome is ambiguous and need an operator's reconciliation, newest first.
 SELECT j.id, j.queue, j.type, j.attempts, j.max_attempts, j.last_error_code, j.last_error,
-       j.idempotency_key, j.worker_id,
+       j.idempotency_key, j.worker_id, j.payload,
        coalesce(e.finished_at, j.heartbeat_at, j.started_at) AS since
 FROM background_jobs j
 LEFT JOIN LATERAL (
@@ -190,12 +237,20 @@ FROM job_audit a
 WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
   AND (%(action)s::text IS NULL OR a.action = %(action)s::text)
   AND (%(job_id)s::bigint IS NULL OR a.job_id = %(job_id)s::bigint)
+  AND (%(bulk_id)s::uuid IS NULL OR a.bulk_id = %(bulk_id)s::uuid)
   AND (%(before_id)s::bigint IS NULL OR a.id < %(before_id)s::bigint)
 ORDER BY a.id DESC
 LIMIT %(limit)s::int;
 
+-- name: console_audit_bulk_summary
+-- One bulk action at a glance: who, what, why, how many jobs it changed.
+SELECT actor, role, action, reason, count(*) AS jobs, min(at) AS at
+FROM job_audit
+WHERE bulk_id = %(bulk_id)s::uuid
+GROUP BY actor, role, action, reason;
+
 -- name: console_sla_by_type
--- Per job type over the last hour: time-to-start and duration percentiles, failures.
+-- Per job type over the last hour: time-to-start and duration percentiles, raised executions.
 SELECT type,
        count(*) AS started,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_at))
@@ -205,10 +260,21 @@ SELECT type,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS duration_p50_ms,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS duration_p95_ms,
        count(*) FILTER (WHERE finished_at IS NOT NULL) AS finished,
-       count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout', 'worker_lost'))
-           AS failures
+       -- executions whose handler raised (a retry, a failure, a timeout, an ambiguous end)
+       count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown')) AS raised
 FROM job_executions
 WHERE started_at > now() - interval '1 hour'
+GROUP BY type;
+
+-- name: console_sla_outcomes_by_type
+-- Per job type over the last hour: jobs that reached a final outcome, from the rollup.
+SELECT type,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'failed'), 0)::bigint AS failed,
+       coalesce(sum(jobs) FILTER (WHERE outcome IN ('completed', 'failed', 'cancelled',
+                                                    'skipped')), 0)::bigint AS final,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'unknown'), 0)::bigint AS unknown
+FROM job_minute_counts
+WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
 GROUP BY type;
 
 -- name: console_sla_wait_buckets
@@ -322,3 +388,72 @@ UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean
         + (role IS DISTINCT FROM %(role)s::text OR disabled IS DISTINCT FROM %(disabled)s::boolean)::int
 WHERE id = %(user_id)s::bigint
 RETURNING id;
+
+-- name: console_selection_create
+-- Hold a reviewed set of jobs for one bulk action by one operator.
+INSERT INTO console_selections (id, actor, action, job_ids, description)
+VALUES (%(id)s::uuid, %(actor)s::text, %(action)s::text, %(job_ids)s::bigint[],
+        %(description)s::text)
+RETURNING id;
+
+-- name: console_selection_get
+-- A selection of this operator's that is still usable (unused, made in the last hour).
+SELECT id, action, job_ids, description, created_at, used_at,
+       cardinality(job_ids) AS jobs
+FROM console_selections
+WHERE id = %(id)s::uuid AND actor = %(actor)s::text
+  AND created_at > now() - interval '1 hour';
+
+-- name: console_selection_statuses
+-- How the selected jobs stand now, per status (the review's breakdown).
+SELECT status, count(*) AS jobs
+FROM background_jobs
+WHERE id = ANY(%(job_ids)s::bigint[])
+GROUP BY status
+ORDER BY jobs DESC;
+
+-- name: console_selection_consume
+-- Use a selection once: compare-and-set on used_at, in the action's own transaction.
+UPDATE console_selections SET used_at = now()
+WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND used_at IS NULL
+  AND created_at > now() - interval '1 hour'
+RETURNING action, job_ids;
+
+-- name: console_failed_group_streaks
+-- Per error code: when its current streak began (the first minute after the last gap of
+-- more than an hour in which the code occurred, failed, retried or unknown), from the
+-- per-minute rollup; a retry does not reset it.
+WITH m AS (
+    SELECT error_code, minute
+    FROM job_minute_counts
+    WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
+      AND outcome IN ('failed', 'retried', 'unknown')
+    GROUP BY error_code, minute
+), gaps AS (
+    SELECT error_code, minute,
+           minute - lag(minute) OVER (PARTITION BY error_code ORDER BY minute) AS gap
+    FROM m
+)
+SELECT error_code, max(minute) FILTER (WHERE gap IS NULL OR gap > interval '1 hour')
+           AS streak_start
+FROM gaps
+GROUP BY error_code;
+
+-- name: console_failed_group_sparklines
+-- Per error code and minute of the last hour: how often it occurred (failed or retried).
+SELECT error_code,
+       floor(extract(epoch FROM date_trunc('minute', now()) - minute) / 60)::int AS bucket,
+       sum(jobs)::bigint AS jobs
+FROM job_minute_counts
+WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
+  AND minute > date_trunc('minute', now()) - interval '60 minutes'
+  AND outcome IN ('failed', 'retried', 'unknown')
+GROUP BY 1, 2;
+
+-- name: console_worker_rates
+-- Executions each of the given workers finished in the last 5 minutes.
+SELECT worker_id, count(*) AS finished
+FROM job_executions
+WHERE finished_at > now() - interval '5 minutes'
+  AND worker_id = ANY(%(worker_ids)s::text[])
+GROUP BY worker_id;

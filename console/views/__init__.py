@@ -9,6 +9,7 @@ from console.views import (
     actions,
     alerts,
     audit,
+    bulk,
     failed,
     jobs,
     metrics,
@@ -22,4 +23,4 @@ from console.views import (
 )
 
 AREAS = (auth, overview, alerts, jobs, queues, schedules, actions, failed, review, workers,
-         sla, audit, users, metrics)
+         sla, audit, users, metrics, bulk)

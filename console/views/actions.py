@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 
 from console.auth import role_required
@@ -34,6 +36,30 @@ def job_action(job_id: int, action: str):
         result = act(conn, job_id, **kwargs)
     flash(result.message, "ok" if result.ok else "error")
     g.action_result = result
+    return redirect(back, code=303)
+
+
+@bp.post("/jobs/<int:job_id>/schedule")
+@role_required("operator")
+def schedule(job_id: int):
+    """Run a pending job now, or move it to the operator's time (UTC); audited."""
+    back = url_for("jobwarden.jobs.detail", job_id=job_id)
+    form = ActionForm()
+    if not form.validate():
+        flash(_form_problem(form), "error")
+        return redirect(back, code=303)
+    run_at = None
+    if request.form.get("when") == "at":
+        try:
+            run_at = datetime.fromisoformat(request.form.get("run_at", "")).replace(tzinfo=UTC)
+        except ValueError:
+            flash("Give the new time as YYYY-MM-DDTHH:MM (UTC). Nothing was changed.", "error")
+            return redirect(back, code=303)
+    with get_db().transaction() as conn:
+        result = operations.reschedule_job(
+            conn, job_id, actor=current_user.username, role=current_user.role,
+            reason=form.reason.data, run_at=run_at, request_id=form.request_id.data)
+    flash(result.message, "ok" if result.ok else "error")
     return redirect(back, code=303)
 
 

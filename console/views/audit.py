@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from urllib.parse import urlencode
 
 from flask import Blueprint, render_template, request
@@ -21,13 +22,26 @@ def index():
         "actor": text_filter(request.args.get("actor")),
         "action": text_filter(request.args.get("action")),
         "job_id": positive_int(request.args.get("job")),
+        "bulk_id": uuid_filter(request.args.get("bulk")),
     }
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
     rows = get_db().all("console_audit_page", **filters,
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     keep = {"actor": filters["actor"], "action": filters["action"], "job": filters["job_id"],
+            "bulk": filters["bulk_id"],
             "limit": limit if limit != cfg["PAGE_SIZE"] else None}
     keep = {k: v for k, v in keep.items() if v}
     older = urlencode({**keep, "before": next_before}) if next_before else None
-    return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older)
+    bulk = (get_db().all("console_audit_bulk_summary", bulk_id=filters["bulk_id"])
+            if filters["bulk_id"] else [])
+    return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
+                           bulk=bulk)
+
+
+def uuid_filter(value) -> str | None:
+    """A bulk action's id, or None for anything that is not a UUID."""
+    try:
+        return str(uuid.UUID(str(value or "")))
+    except ValueError:
+        return None

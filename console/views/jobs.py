@@ -51,7 +51,10 @@ def detail(job_id: int):
     """Everything about one job: state, payload, attempts timeline, audit trail."""
     context = job_context(job_id)
     forms = {a: ActionForm.fresh(context["job"]["status"]) for a in context["actions"]}
-    return render_template("jobwarden/job.html", forms=forms, **context)
+    # A pending job waiting for a later time can be run now or moved (audited).
+    schedule_form = ActionForm.fresh("pending") if context["job"]["status"] == "pending" else None
+    return render_template("jobwarden/job.html", forms=forms, schedule_form=schedule_form,
+                           **context)
 
 
 @bp.get("/jobs/<int:job_id>/_live")

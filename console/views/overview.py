@@ -1,16 +1,19 @@
-"""Overview: counts by status, queue and type; pending age; rates; stale and lost work."""
+"""Overview: counts by status, queue and type; trends; SLA breaches; stale and lost work."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, render_template
+import time
 
-from console import queries
+from flask import Blueprint, abort, current_app, render_template, request
+
+from console import queries, trends
+from console import sla as sla_model
 from console.database import get_db
 from console.mount import settings
 from worker import operations
 
 bp = Blueprint("overview", __name__)
-PANELS = ("counts", "health")
+PANELS = ("counts", "trends", "health")
 
 
 def _panel_context(panel: str) -> dict:
@@ -19,7 +22,15 @@ def _panel_context(panel: str) -> dict:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
             return {"ov": queries.overview(reader),
-                    "paused": [q for q, c in controls.items() if c["paused"]]}
+                    "paused": [q for q, c in controls.items() if c["paused"]],
+                    "breaches": sla_model.pending_breaches(
+                        reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])}
+        if panel == "trends":
+            queue = queries.text_filter(request.args.get("queue"))
+            return {"trend": trends.trend(reader, request.args.get("range", "1h"), queue),
+                    "queues": sorted({r["queue"] for r in
+                                      reader.all("console_counts_by_queue_type")}),
+                    "chart": trends}
         workers = queries.workers_with_jobs(reader, cfg["WORKER_GONE_SECONDS"])
         return {
             "stale": reader.all("console_stale_running",
@@ -43,3 +54,32 @@ def panel(panel: str):
     if panel not in PANELS:
         abort(404)
     return render_template(f"jobwarden/_overview_{panel}.html", **_panel_context(panel))
+
+
+#: How long the navigation's SLA badge is reused: finding each type's oldest runnable job
+#: costs ~40 ms at 10 million jobs, too much to repeat on every page a user opens.
+SLA_BADGE_SECONDS = 10.0
+
+
+@bp.app_context_processor
+def nav_badges() -> dict:
+    """Counts for the navigation (Failed, Needs review, SLA) on every signed-in page.
+
+    Read lazily: only a template that renders the navigation calls it. Failed and Needs
+    review come from the rollup (a few hundred rows); the SLA breach count is reused for
+    SLA_BADGE_SECONDS per app (the SLA page and the overview always compute it afresh).
+    """
+    def badges() -> dict:
+        cfg = settings()
+        cache = current_app.extensions.setdefault("jobwarden_sla_badge", {})
+        with get_db().reading() as reader:
+            totals = {r["status"]: r["jobs"] for r in reader.all("console_status_totals")}
+            at, breaching = cache.get("value", (-1e9, 0))
+            if time.monotonic() - at > cfg.get("SLA_BADGE_SECONDS", SLA_BADGE_SECONDS):
+                breaching = len(sla_model.pending_breaches(
+                    reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"]))
+                cache["value"] = (time.monotonic(), breaching)
+        return {"jobwarden.failed.index": totals.get("failed", 0),
+                "jobwarden.review.index": totals.get("unknown", 0),
+                "jobwarden.sla.index": breaching}
+    return {"nav_badges": badges}

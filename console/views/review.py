@@ -1,4 +1,9 @@
-"""Needs review: jobs whose outcome is unknown, with their reconcile actions."""
+"""Needs review: jobs whose outcome is unknown, with their reconcile actions.
+
+Each card shows the job's payload (redacted) and ambiguous error, and one reason box for
+its four decisions; ticked cards can be decided together through the bulk review
+(console/views/bulk.py).
+"""
 
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ def index():
     forms = {}
     run_form = None
     if current_user.can_act:
-        forms = {(job["id"], a): ActionForm.fresh("unknown") for job in rows for a in actions}
+        # One reason box per job, for its four decisions (each button posts to its action).
+        forms = {job["id"]: ActionForm.fresh("unknown") for job in rows}
         run_form = ActionForm.fresh("unknown")
     return render_template("jobwarden/review.html", jobs=rows, actions=actions, forms=forms,
                            next_before=next_before, limit=limit, run_form=run_form)

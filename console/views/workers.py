@@ -16,6 +16,7 @@ bp = Blueprint("workers", __name__)
 def index():
     """Every recent worker process and what it is running."""
     with get_db().reading() as reader:
-        workers = queries.workers_with_jobs(reader, settings()["WORKER_GONE_SECONDS"])
+        workers = queries.workers_with_jobs(reader, settings()["WORKER_GONE_SECONDS"],
+                                            rates=True)
     template = "jobwarden/_workers.html" if is_htmx() else "jobwarden/workers.html"
     return render_template(template, workers=workers)

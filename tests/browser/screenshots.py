@@ -1,11 +1,13 @@
-"""Screenshots of the console's main pages for the README (run by hand, not a test).
+"""Screenshots of every console page, at 1440 px and on a 390 px phone, for the README
+(run by hand, not a test).
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \
         .venv/bin/python -m tests.browser.screenshots
 
 Seeds a throwaway database with console.sample_data's incident scenario, serves the
-console, signs in as an operator, retries one job (so the audit log has an entry) and
-saves PNGs under docs/screenshots/.
+console, signs in as an admin, retries one job (so the audit log has an entry), opens a
+bulk review, and saves PNGs under docs/screenshots/: `<page>.png` at 1440 px wide and
+`<page>-phone.png` at 390 px.
 """
 
 from __future__ import annotations
@@ -33,11 +35,16 @@ PAGES = [
     ("jobs", "/jobs?queue=reports"),
     ("queues", "/queues"),
     ("job-detail", "/jobs/{running}"),
+    ("job-detail-failed", "/jobs/{failed}"),
     ("needs-review", "/review"),
     ("workers", "/workers"),
     ("sla", "/sla"),
     ("audit", "/audit"),
+    ("bulk-review", "{bulk_review}"),
+    ("users", "/users"),
+    ("login", "/login"),
 ]
+WIDTHS = {"": 1440, "-phone": 390}
 
 
 def main() -> int:
@@ -53,7 +60,7 @@ def main() -> int:
         with engine.begin() as conn:
             ids = sample_data.seed_console_scenario(conn)
         engine.dispose()
-        user_add("otto", "operator", "screenshots-only", database_url=url)
+        user_add("otto", "admin", "screenshots-only", database_url=url)
         server = make_server("127.0.0.1", 0, config={
             "DATABASE_URL": url, "SECRET_KEY": "screens",
             "SLA_TARGETS": {"export_report": 30.0, "send_email": 60.0, "charge_card": 10.0}})
@@ -89,11 +96,25 @@ def shoot(base: str, ids: dict) -> None:
         pause.get_by_label("Reason").fill("SMTP provider outage: stop hammering it")
         pause.get_by_role("button", name="Pause").click()
         page.get_by_test_id("flash-ok").wait_for()
-        for label, path in PAGES:
-            page.goto(path.format(**ids))
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(OUT / f"{label}.png"), full_page=True)
-            print(OUT / f"{label}.png")
+        page.goto("/failed/group?code=AUTH_FAILED")
+        page.get_by_role("button", name="Retry 6 job(s)…").click()
+        page.get_by_test_id("selected-count").wait_for()
+        ids = {**ids, "bulk_review": page.url.replace(base, ""),
+               "failed": ids["auth_failed"][0]}
+        for suffix, width in WIDTHS.items():
+            page.set_viewport_size({"width": width, "height": 900 if width > 500 else 844})
+            for label, path in PAGES:
+                if label == "login":
+                    continue
+                page.goto(path.format(**ids))
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(OUT / f"{label}{suffix}.png"), full_page=True)
+                print(OUT / f"{label}{suffix}.png")
+        anonymous = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900})
+        for suffix, width in WIDTHS.items():
+            anonymous.set_viewport_size({"width": width, "height": 900})
+            anonymous.goto("/login")
+            anonymous.screenshot(path=str(OUT / f"login{suffix}.png"), full_page=True)
         browser.close()
 
 

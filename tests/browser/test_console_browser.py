@@ -44,7 +44,7 @@ def test_signing_in_shows_the_overview_with_the_right_counts(page, sign_in, scen
 def test_retrying_a_failed_job_from_its_group_until_a_worker_completes_it(
         page, sign_in, scenario, clean_db, start_worker):
     sign_in("otto")
-    page.get_by_role("link", name="Failed", exact=True).click()
+    page.locator("#main-nav").get_by_role("link", name="Failed").click()
     page.get_by_role("link", name="PROVIDER_TIMEOUT").click()
     expect(page.get_by_test_id("preview-count")).to_have_text("3")
     job_id = scenario["browser_failed"][0]
@@ -73,10 +73,14 @@ def test_bulk_skipping_a_whole_group(page, sign_in, scenario, clean_db):
     sign_in("otto")
     page.goto("/failed/group?code=AUTH_FAILED")
     expect(page.get_by_test_id("preview-count")).to_have_text("6")
+    page.get_by_role("button", name="Skip 6 job(s)…").click()
+    expect(page.get_by_test_id("selected-count")).to_have_text("6")
     form = page.locator("form[data-action=bulk-skip]")
     form.get_by_label("Reason").fill("credentials rotated; emails resent by hand")
     form.get_by_role("button", name="Skip 6 job(s)").click()
-    expect(page.get_by_test_id("flash-ok")).to_contain_text("Skipped 6 failed job(s)")
+    expect(page.get_by_test_id("flash-ok")).to_contain_text("Skipped 6 of 6 selected job(s)")
+    expect(page.get_by_test_id("bulk-count")).to_have_text("6")
+    page.goto("/failed")
     expect(page.locator('tr[data-error-code="AUTH_FAILED"]')).to_have_count(0)
     assert {status_of(clean_db, i) for i in scenario["auth_failed"]} == {"skipped"}
 

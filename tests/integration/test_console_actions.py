@@ -150,31 +150,29 @@ def test_a_retry_is_refused_while_a_live_job_holds_the_idempotency_key(
     assert job_row(clean_db, failed)["status"] == "failed"
 
 
+def review_group(post_form, operator, action: str, code: str, job_type: str | None = None):
+    """Press the group page's bulk button: the server stores the group's jobs for review."""
+    data = {"action": action, "all_matching": "1", "status": "failed", "error_code": code}
+    if job_type:
+        data["type"] = job_type
+    response = post_form(operator, "/bulk/select", data)
+    assert response.status_code == 303
+    return response.headers["Location"].split("?")[0]
+
+
 def test_bulk_retry_of_a_group_touches_only_what_was_previewed(
     operator, post_form, make_job, clean_db
 ):
     ids = [make_job("failed", error_code="NETWORK_TIMEOUT") for _ in range(4)]
     other = make_job("failed", error_code="AUTH_FAILED")
     page = operator.get("/failed/group?code=NETWORK_TIMEOUT").get_data(as_text=True)
-    assert 'data-testid="preview-count">4<' in page
-    seen_until = page.split('name="seen_until" type="hidden" value="')[1].split('"')[0]
-    late = make_job("failed", error_code="NETWORK_TIMEOUT")  # fails after the preview
-    with psycopg.connect(clean_db) as conn:
-        conn.execute(
-            "UPDATE background_jobs SET failed_at = now() + interval '1 second' WHERE id = %s",
-            (late,),
-        )
-    response = post_form(
-        operator,
-        "/failed/group/retry?code=NETWORK_TIMEOUT",
-        {
-            "reason": "network back",
-            "request_id": "bulk-1",
-            "seen_until": seen_until.replace("&#43;", "+"),
-        },
-        follow_redirects=True,
-    )
-    assert "Retried 4 failed job(s)" in response.get_data(as_text=True)
+    assert 'data-testid="preview-count">4<' in page and "Retry 4 job(s)" in page
+    review = review_group(post_form, operator, "retry", "NETWORK_TIMEOUT")
+    assert 'data-testid="selected-count">4<' in operator.get(review).get_data(as_text=True)
+    late = make_job("failed", error_code="NETWORK_TIMEOUT")  # fails after the review
+    response = post_form(operator, review, {"reason": "network back", "request_id": "bulk-1"},
+                         follow_redirects=True)
+    assert "Retried 4 of 4 selected job(s)" in response.get_data(as_text=True)
     assert [job_row(clean_db, i)["status"] for i in ids] == ["pending"] * 4
     assert job_row(clean_db, late)["status"] == "failed"
     assert job_row(clean_db, other)["status"] == "failed"
@@ -186,17 +184,10 @@ def test_bulk_skip_of_a_group_by_type(operator, post_form, make_job, clean_db):
     emails = [make_job("failed", type="send_email", error_code="PAYLOAD_INVALID") for _ in range(3)]
     report = make_job("failed", type="export_report", error_code="PAYLOAD_INVALID")
     page = operator.get("/failed/group?code=PAYLOAD_INVALID&type=send_email").get_data(as_text=True)
-    seen_until = page.split('name="seen_until" type="hidden" value="')[1].split('"')[0]
-    post_form(
-        operator,
-        "/failed/group/skip?code=PAYLOAD_INVALID",
-        {
-            "reason": "bad template, resent by hand",
-            "request_id": "bulk-2",
-            "seen_until": seen_until.replace("&#43;", "+"),
-            "job_type": "send_email",
-        },
-    )
+    assert 'name="type" value="send_email"' in page
+    review = review_group(post_form, operator, "skip", "PAYLOAD_INVALID", "send_email")
+    post_form(operator, review, {"reason": "bad template, resent by hand",
+                                 "request_id": "bulk-2"})
     assert {job_row(clean_db, i)["status"] for i in emails} == {"skipped"}
     assert job_row(clean_db, report)["status"] == "failed"
 
@@ -208,7 +199,7 @@ def test_a_viewer_sees_no_action_buttons_and_a_forged_post_gets_403(
     html = viewer.get(f"/jobs/{job_id}").get_data(as_text=True)
     assert "action-form" not in html and 'data-testid="actions"' not in html
     group = viewer.get("/failed/group?code=AUTH_FAILED").get_data(as_text=True)
-    assert "action-form" not in group
+    assert "action-form" not in group and 'data-action="bulk-' not in group
     assert (
         post_form(
             viewer, f"/jobs/{job_id}/retry", {"reason": "forged", "request_id": "f"}
@@ -218,8 +209,8 @@ def test_a_viewer_sees_no_action_buttons_and_a_forged_post_gets_403(
     assert (
         post_form(
             viewer,
-            "/failed/group/skip?code=AUTH_FAILED",
-            {"reason": "forged", "request_id": "g", "seen_until": "2999-01-01T00:00:00+00:00"},
+            "/bulk/select",
+            {"action": "skip", "all_matching": "1", "status": "failed"},
         ).status_code
         == 403
     )

@@ -52,7 +52,7 @@ def test_a_nul_in_an_action_form_is_a_400_or_stored_cleanly(operator, post_form,
         job_id = insert_job(conn, status="failed")
     response = post_form(operator, f"/jobs/{job_id}/retry", data)
     assert response.status_code in (303, 400)
-    for path in (f"/failed/group/retry?code=NETWORK_TIMEOUT{NUL}", f"/queues/default{NUL}/pause"):
+    for path in (f"/bulk/select?code=NETWORK_TIMEOUT{NUL}", f"/queues/default{NUL}/pause"):
         assert post_form(operator, path, data).status_code in (303, 400, 404), path
     reasons = scalar(clean_db, "SELECT string_agg(reason, '|') FROM job_audit")
     assert reasons is None or NUL not in reasons

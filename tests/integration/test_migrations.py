@@ -15,7 +15,8 @@ from worker.schema import metadata
 #: Every table the migrations create, runtime and console alike: all of them are compared.
 ALL_TABLES = {"background_jobs", "job_executions", "job_audit", "job_workers",
               "processed_effects", "queue_controls", "job_types", "console_users",
-              "job_schedules"}
+              "job_schedules", "job_count_deltas", "job_minute_counts",
+              "console_selections"}
 
 
 def schema_diff(url: str) -> list:

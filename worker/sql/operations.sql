@@ -5,7 +5,7 @@
 -- audit commit together or not at all. A job whose state moved meanwhile (a worker
 -- finished it, another operator acted first) is simply not selected: zero rows.
 --
--- Selection is either one job (job_id) or a failed group (error_code, optional job_type,
+-- Selection is one job (job_id), a set of jobs an operator reviewed (job_ids), or a failed group (error_code, optional job_type,
 -- failed no later than seen_until: jobs failing after the operator's preview are left
 -- alone). Custom plans fold the `IS NULL OR` guards away, so each form uses its index.
 
@@ -16,6 +16,7 @@ WITH candidates AS (
     FROM background_jobs
     WHERE status = ANY(%(from_statuses)s::text[])
       AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
       AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
       AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
       AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
@@ -72,6 +73,7 @@ WITH target AS (
     FROM background_jobs
     WHERE status = ANY(%(from_statuses)s::text[])
       AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
       AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
       AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
       AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
@@ -237,3 +239,28 @@ WHERE status = 'unknown' AND type = ANY(%(types)s::text[])
   AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
 ORDER BY id
 LIMIT %(limit)s::int;
+
+-- name: operator_job_reschedule
+-- Move a pending job's available_at (run now, or at the operator's time), audited in the
+-- same statement; a job that left pending meanwhile is not selected.
+WITH target AS (
+    SELECT id, status, available_at FROM background_jobs
+    WHERE id = %(job_id)s::bigint AND status = 'pending'
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET available_at = coalesce(%(run_at)s::timestamptz, now())
+    FROM target t WHERE j.id = t.id
+    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status,
+              t.available_at AS was_at, j.available_at AS new_at
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, %(action)s::text, %(reason)s::text,
+           from_status, to_status, %(request_id)s::text,
+           jsonb_build_object('available_at_was', was_at, 'available_at', new_at)
+    FROM updated
+    RETURNING job_id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM updated
+)
+SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues;

@@ -126,17 +126,19 @@ WITH job AS (
         lease_expires_at = NULL
     FROM unnest(%(job_ids)s::bigint[], %(execution_ids)s::uuid[], %(statuses)s::text[],
                 %(outcomes)s::text[], %(error_codes)s::text[], %(errors)s::text[],
-                %(delays)s::float8[], %(progress)s::jsonb[], %(checkpoints)s::jsonb[])
+                %(delays)s::float8[], %(progress)s::jsonb[], %(checkpoints)s::jsonb[],
+                %(tracebacks)s::text[])
          AS x(job_id, execution_id, status, outcome, error_code, error, delay, progress,
-              checkpoint)
+              checkpoint, traceback)
     WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
-    RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error
+    RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback
 )
 UPDATE job_executions e
 SET finished_at = now(),
     outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE job.outcome END,
     error_code = job.error_code,
     error = job.error,
+    traceback = job.traceback,
     duration_ms = extract(epoch FROM now() - e.started_at) * 1000
 FROM job
 WHERE e.execution_id = job.execution_id

@@ -1,0 +1,115 @@
+"""The rollups (migration 0009) agree with the jobs, whatever statement changed them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import running_worker, scalar, wait_for
+from worker import PermanentError, RetryableError, RetryPolicy, enqueue, job, registry
+
+FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
+
+
+@pytest.fixture
+def reg():
+    registry.clear()
+    yield registry
+    registry.clear()
+
+
+def rollup_counts(conn) -> dict:
+    return {(s, q, t): n for s, q, t, n in conn.execute(
+        "SELECT status, queue, type, sum(jobs) FROM job_count_deltas "
+        "GROUP BY 1, 2, 3 HAVING sum(jobs) <> 0")}
+
+
+def real_counts(conn) -> dict:
+    return {(s, q, t): n for s, q, t, n in conn.execute(
+        "SELECT status, queue, type, count(*) FROM background_jobs GROUP BY 1, 2, 3")}
+
+
+def outcomes(conn) -> dict:
+    return {(t, o): n for t, o, n in conn.execute(
+        "SELECT type, outcome, sum(jobs) FROM job_minute_counts GROUP BY 1, 2")}
+
+
+def test_batched_compare_and_set_statements_are_counted(conn, clean_db):
+    """A 100-row completion statement, a DELETE and a queue move keep the counts exact."""
+    conn.execute("INSERT INTO background_jobs (queue, type, payload, status, attempts, "
+                 "execution_id, worker_id, started_at) "
+                 "SELECT 'q' || (g % 3), 't' || (g % 2), '{}', 'running', 1, "
+                 "gen_random_uuid(), 'w', now() FROM generate_series(1, 250) g")
+    conn.execute("""UPDATE background_jobs SET status = 'completed', completed_at = now()
+                    WHERE id IN (SELECT id FROM background_jobs WHERE status = 'running'
+                                 ORDER BY id LIMIT 100) AND status = 'running'""")
+    conn.execute("""UPDATE background_jobs SET status = 'pending', available_at = now()
+                    WHERE id IN (SELECT id FROM background_jobs WHERE status = 'running'
+                                 ORDER BY id LIMIT 30)""")
+    conn.execute("UPDATE background_jobs SET status = 'failed', failed_at = now() "
+                 "WHERE status = 'running' AND id % 2 = 0")
+    conn.execute("UPDATE background_jobs SET queue = 'moved' WHERE status = 'pending' AND id % 3 = 0")
+    conn.execute("UPDATE background_jobs SET heartbeat_at = now() WHERE status = 'running'")
+    conn.execute("DELETE FROM background_jobs WHERE status = 'completed' AND id % 5 = 0")
+    conn.commit()
+    assert rollup_counts(conn) == real_counts(conn)
+    got = outcomes(conn)
+    assert sum(n for (_, o), n in got.items() if o == "completed") == 100
+    assert sum(n for (_, o), n in got.items() if o == "retried") == 30
+    failed = conn.execute("SELECT count(*) FROM background_jobs WHERE status = 'failed'")
+    assert sum(n for (_, o), n in got.items() if o == "failed") == failed.fetchone()[0]
+
+
+def test_fold_keeps_the_sums_and_shrinks_the_table(conn, clean_db):
+    for _ in range(50):
+        conn.execute("INSERT INTO background_jobs (queue, type, payload) VALUES ('q', 't', '{}')")
+    conn.commit()
+    before = rollup_counts(conn)
+    assert conn.execute("SELECT count(*) FROM job_count_deltas").fetchone()[0] == 50
+    conn.execute("SELECT jobwarden_rollup_fold()")
+    conn.commit()
+    assert rollup_counts(conn) == before == {("pending", "q", "t"): 50}
+    assert conn.execute("SELECT count(*) FROM job_count_deltas").fetchone()[0] == 1
+
+
+def test_rebuild_and_truncate(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (queue, type, payload, status, completed_at) "
+                 "SELECT 'q', 't', '{}', 'completed', now() FROM generate_series(1, 7)")
+    conn.commit()
+    conn.execute("DELETE FROM job_count_deltas")
+    conn.commit()
+    conn.execute("SELECT jobwarden_rollup_rebuild()")
+    conn.commit()
+    assert rollup_counts(conn) == {("completed", "q", "t"): 7}
+    assert outcomes(conn) == {("t", "completed"): 7}
+    conn.execute("TRUNCATE background_jobs CASCADE")
+    conn.commit()
+    assert rollup_counts(conn) == {} and outcomes(conn) == {}
+
+
+def test_the_real_worker_keeps_the_rollups_exact(reg, conn, clean_db):
+    """Enqueue, claim, retry, fail and complete through the runtime's own statements."""
+
+    @job("good", registry=reg)
+    def good(ctx, payload):
+        return None
+
+    @job("flaky", registry=reg, max_attempts=2, backoff=FAST)
+    def flaky(ctx, payload):
+        raise RetryableError("try again")
+
+    @job("bad", registry=reg)
+    def bad(ctx, payload):
+        raise PermanentError("no")
+
+    for _ in range(5):
+        enqueue(conn, "good", {})
+    enqueue(conn, "flaky", {})
+    enqueue(conn, "bad", {})
+    conn.commit()
+    with running_worker(reg, clean_db):
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                                "WHERE status IN ('pending', 'running')") == 0,
+                 message="every job to settle")
+    assert rollup_counts(conn) == real_counts(conn)
+    assert outcomes(conn) == {("good", "completed"): 5, ("flaky", "retried"): 1,
+                              ("flaky", "failed"): 1, ("bad", "failed"): 1}
