@@ -34,6 +34,7 @@ PAGES = [
     ("failed-group", "/failed/group?code=AUTH_FAILED"),
     ("jobs", "/jobs?queue=reports"),
     ("queues", "/queues"),
+    ("schedules", "/schedules"),
     ("job-detail", "/jobs/{running}"),
     ("job-detail-failed", "/jobs/{failed}"),
     ("needs-review", "/review"),
