@@ -18,8 +18,9 @@ statement's transition tables (docs/architecture.md §3, "Rollups"):
 * `job_minute_counts` — jobs that reached an outcome (completed, failed, retried,
   cancelled, skipped, unknown) per (minute, queue, type, outcome): one upsert per key and
   statement, in key order so two statements never deadlock. Failures, retries and
-  unknown outcomes also carry the job's error code, for the failed groups' streaks. Minutes older than 8 days are
-  dropped by the fold (the usual-rate baseline looks back 7 days).
+  unknown outcomes also carry the job's error code, for the failed groups' streaks.
+  Minutes older than 8 days are dropped by the fold (the usual-rate baseline looks back
+  7 days).
 
 Because the triggers see whatever rows a statement changed, they count single-row
 compare-and-set outcomes, batched completions, recovery and operator actions alike,
