@@ -12,7 +12,7 @@ import re
 import pytest
 from sqlalchemy import create_engine
 
-from console import create_app
+from console import create_app, sample_data
 from console.cli_commands import user_add
 from worker.db import sqlalchemy_url
 
@@ -60,6 +60,16 @@ def engine(clean_db):
     eng = create_engine(sqlalchemy_url(clean_db))
     yield eng
     eng.dispose()
+
+
+@pytest.fixture
+def make_job(engine):
+    """A function that inserts one job in the given status (console.sample_data)."""
+    def make(status: str, **fields) -> int:
+        with engine.begin() as conn:
+            return sample_data.insert_job(conn, status=status, **fields)
+
+    return make
 
 
 @pytest.fixture(name="login")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from console import sample_data
 from tests.helpers import job_row
 
 
@@ -21,15 +20,6 @@ def audit_rows(url: str, job_id: int | None = None) -> list[tuple]:
 def page_after(post_form, client, url: str, data: dict) -> str:
     """The page the browser lands on after posting the form (with its flash message)."""
     return post_form(client, url, data, follow_redirects=True).get_data(as_text=True)
-
-
-@pytest.fixture
-def make_job(engine):
-    def make(status: str, **fields) -> int:
-        with engine.begin() as conn:
-            return sample_data.insert_job(conn, status=status, **fields)
-
-    return make
 
 
 def test_retrying_a_failed_job_puts_it_back_to_pending_with_an_audit_row(

@@ -5,19 +5,8 @@ from __future__ import annotations
 import re
 
 import psycopg
-import pytest
 
-from console import sample_data
 from tests.helpers import job_row
-
-
-@pytest.fixture
-def make_job(engine):
-    def make(status: str, **fields) -> int:
-        with engine.begin() as conn:
-            return sample_data.insert_job(conn, status=status, **fields)
-
-    return make
 
 
 def test_a_retried_job_shows_its_state_first_and_the_old_error_as_history(
