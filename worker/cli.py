@@ -267,24 +267,24 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
     w.add_argument("--queues", help="comma-separated queues (default: all)")
     w.add_argument("--concurrency", type=A.concurrency, default=DEFAULT_CONCURRENCY,
                    help=f"handler threads (default {DEFAULT_CONCURRENCY})")
-    w.add_argument("--grace", type=float, default=30.0,
+    w.add_argument("--grace", type=A.wait_seconds, default=30.0,
                    help="seconds running jobs get to finish after SIGTERM")
-    w.add_argument("--poll-interval", type=float, default=2.0,
+    w.add_argument("--poll-interval", type=A.poll_seconds, default=2.0,
                    help="seconds between polls when no notification arrives")
-    w.add_argument("--timeout-grace", type=float, default=5.0,
+    w.add_argument("--timeout-grace", type=A.wait_seconds, default=5.0,
                    help="seconds a timed-out handler gets to stop before it is abandoned "
                         "(at most its own timeout; default 5)")
-    w.add_argument("--max-abandoned", type=int, default=None,
+    w.add_argument("--max-abandoned", type=A.abandoned, default=None,
                    help="abandoned handler threads tolerated before the worker restarts "
                         "itself (default: the concurrency)")
-    w.add_argument("--claim-batch", type=int, default=DEFAULT_CLAIM_BATCH,
+    w.add_argument("--claim-batch", type=A.batch, default=DEFAULT_CLAIM_BATCH,
                    help=f"most jobs one claim takes (default {DEFAULT_CLAIM_BATCH})")
-    w.add_argument("--buffer", type=int, default=DEFAULT_BUFFER_SIZE,
+    w.add_argument("--buffer", type=A.buffer, default=DEFAULT_BUFFER_SIZE,
                    help="most claimed jobs waiting for a free slot; fewer when jobs are "
                         f"slow (about 0.1 s of work) (default {DEFAULT_BUFFER_SIZE})")
-    w.add_argument("--flush-batch", type=int, default=DEFAULT_FLUSH_BATCH,
+    w.add_argument("--flush-batch", type=A.batch, default=DEFAULT_FLUSH_BATCH,
                    help=f"most outcomes written per statement (default {DEFAULT_FLUSH_BATCH})")
-    w.add_argument("--flush-interval", type=float, default=DEFAULT_FLUSH_INTERVAL * 1000,
+    w.add_argument("--flush-interval", type=A.flush_ms, default=DEFAULT_FLUSH_INTERVAL * 1000,
                    help="milliseconds an outcome may wait for its batch "
                         f"(default {DEFAULT_FLUSH_INTERVAL * 1000:g})")
     w.set_defaults(fn=cmd_worker)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,25 @@ def integer(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:
+    """A finite number from `low` (excluded when `above_low`) to `high`. float() alone
+    would take "-5", "nan" and "inf", which no interval or wait can mean."""
+    within = (f"more than {low:g} and at most {high:g}" if above_low
+              else f"between {low:g} and {high:g}")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise Bad(f"{_shown(text)} is not a number") from None
+        if not (math.isfinite(value) and low <= value <= high) or (above_low and value == low):
+            raise Bad(f"{_shown(text)} is not {within}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
 #: A job id (a positive bigint).
 job_id = integer(1, BIGINT)
 #: A TCP port to listen on (0: any free port).
@@ -43,6 +63,18 @@ port = integer(0, 65535)
 priority = integer(-INT32 - 1, INT32)
 max_attempts = integer(1, MAX_ATTEMPTS)
 concurrency = integer(1, 1000)
+#: Worker tuning: jobs per claim, outcomes per flush, claimed jobs waiting for a slot,
+#: abandoned handler threads tolerated.
+batch = integer(1, 10_000)
+buffer = integer(0, 100_000)
+abandoned = integer(0, 10_000)
+#: Seconds a worker waits (grace periods: 0 is allowed, meaning no wait).
+wait_seconds = number(0, 86_400)
+#: Seconds between polls: more than zero, or the worker would spin.
+poll_seconds = number(0, 3_600, above_low=True)
+#: Milliseconds an outcome may wait for its batch (0: flush at once; at most an hour, so
+#: a test or a drill may hold outcomes back for minutes).
+flush_ms = number(0, 3_600_000)
 list_limit = integer(1, 10_000)
 
 

@@ -265,6 +265,19 @@ def test_stored_text_is_printed_without_terminal_escapes(conn, clean_db):
     (("console", "--port", "99999"), "--port"),
     (("demo", "--port", "-1"), "--port"),
     (("worker", "--app", "x", "--concurrency", "0"), "--concurrency"),
+    # Worker tuning: negative, not-a-number and infinite values never reach the runtime.
+    (("worker", "--app", "x", "--grace", "-1"), "--grace"),
+    (("worker", "--app", "x", "--grace", "nan"), "--grace"),
+    (("worker", "--app", "x", "--timeout-grace", "inf"), "--timeout-grace"),
+    (("worker", "--app", "x", "--poll-interval", "0"), "--poll-interval"),
+    (("worker", "--app", "x", "--poll-interval", "-inf"), "--poll-interval"),
+    (("worker", "--app", "x", "--claim-batch", "-5"), "--claim-batch"),
+    (("worker", "--app", "x", "--buffer", "-1"), "--buffer"),
+    (("worker", "--app", "x", "--flush-batch", "0"), "--flush-batch"),
+    (("worker", "--app", "x", "--flush-interval", "NaN"), "--flush-interval"),
+    (("worker", "--app", "x", "--flush-interval", "-2"), "--flush-interval"),
+    (("worker", "--app", "x", "--max-abandoned", "-1"), "--max-abandoned"),
+    (("worker", "--app", "x", "--concurrency", "nan"), "--concurrency"),
 ])
 def test_bad_arguments_are_one_clear_error_and_change_nothing(clean_db, args, option):
     result = jobwarden(*args)

@@ -1,0 +1,34 @@
+"""The worker's tuning options: in-range values parse as given, the rest are refused."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from worker import cli_args as A
+from worker.cli import build_parser
+
+
+def test_in_range_worker_options_parse_to_their_values():
+    args = build_parser(contributed=False).parse_args([
+        "worker", "--app", "x", "--grace", "0", "--timeout-grace", "2.5",
+        "--poll-interval", "0.05", "--claim-batch", "1", "--buffer", "0",
+        "--flush-batch", "10000", "--flush-interval", "0", "--max-abandoned", "0"])
+    assert (args.grace, args.timeout_grace, args.poll_interval, args.claim_batch, args.buffer,
+            args.flush_batch, args.flush_interval, args.max_abandoned) == (
+        0.0, 2.5, 0.05, 1, 0, 10_000, 0.0, 0)
+
+
+@pytest.mark.parametrize("parse, text, message", [
+    (A.wait_seconds, "-1", "'-1' is not between 0 and 86400"),
+    (A.wait_seconds, "nan", "'nan' is not between 0 and 86400"),
+    (A.wait_seconds, "1e400", "'1e400' is not between 0 and 86400"),  # inf once parsed
+    (A.poll_seconds, "0", "'0' is not more than 0 and at most 3600"),
+    (A.flush_ms, "ten", "'ten' is not a number"),
+    (A.batch, "0", "'0' is not between 1 and 10000"),
+])
+def test_out_of_range_values_say_what_is_accepted(parse, text, message):
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        parse(text)
+    assert str(refused.value) == message
