@@ -11,6 +11,7 @@ from console import sla as sla_model
 from console.database import get_db
 from console.mount import settings
 from worker import operations
+from worker.schema import JOB_STATUSES
 
 bp = Blueprint("overview", __name__)
 PANELS = ("counts", "trends", "health")
@@ -21,7 +22,9 @@ def _panel_context(panel: str) -> dict:
     with get_db().reading() as reader:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
-            return {"ov": queries.overview(reader),
+            # Every status in worker/states.py's order (live first, then terminal, then
+            # unknown), so a status added there gets its tile and columns here too.
+            return {"ov": queries.overview(reader), "statuses": JOB_STATUSES,
                     "paused": [q for q, c in controls.items() if c["paused"]],
                     "breaches": sla_model.pending_breaches(
                         reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])}

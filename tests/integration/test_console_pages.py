@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from console import sample_data
+from worker.states import JobStatus
 
 
 @pytest.fixture
@@ -33,6 +36,13 @@ def test_the_overview_counts_every_status(viewer, scenario):
         assert f'data-count="{count}"' in html, status
     assert "w-app3-2" in html  # the stale running job's worker
     assert "hx-trigger=\"every" in html
+
+
+@pytest.mark.parametrize("path", ["/", "/_overview/counts"])
+def test_the_overview_has_a_tile_for_each_status_in_the_runtime_order(viewer, scenario, path):
+    html = viewer.get(path).get_data(as_text=True)
+    tiles = re.findall(r'data-testid="count-([a-z_]+)"', html)
+    assert tiles == [s.value for s in JobStatus]  # a status added to JobStatus shows up
 
 
 def test_failed_groups_show_one_row_per_error_code(viewer, scenario):
