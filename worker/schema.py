@@ -182,6 +182,13 @@ job_audit = Table(
 Index("job_audit_job_idx", job_audit.c.job_id, job_audit.c.at)
 Index("job_audit_at_idx", job_audit.c.at)
 Index("job_audit_actor_idx", job_audit.c.actor, job_audit.c.at)
+# An operator action looks for the audit row of an earlier submission of its form
+# (operator_audit_by_request, migration 0012).
+Index(
+    "job_audit_request_idx",
+    job_audit.c.request_id, job_audit.c.actor, job_audit.c.action,
+    postgresql_where=text("request_id IS NOT NULL"),
+)
 
 job_workers = Table(
     "job_workers",

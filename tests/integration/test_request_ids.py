@@ -6,6 +6,7 @@ from __future__ import annotations
 from console.sample_data import insert_job
 from tests.helpers import job_row
 from worker import operations
+from worker.queries import Q
 
 
 def jobs(engine, *statuses):
@@ -64,3 +65,12 @@ def test_a_reused_request_id_does_not_suppress_another_group(conn, engine, clean
     other = act(conn, operations.retry_group, "B_CODE", seen_until=later)
     assert other.ok and not other.duplicate
     assert job_row(clean_db, a)["status"] == job_row(clean_db, b)["status"] == "pending"
+
+
+def test_the_look_up_of_an_earlier_submission_can_use_the_request_id_index(conn):
+    # Audit rows are kept for good: a scan of them on every click grows without bound.
+    conn.execute("SET enable_seqscan = off")  # the plan the index allows, at any size
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + Q.operator_audit_by_request, {
+        "request_id": "r-1", "action": "retry", "actor": "otto", "job_id": None,
+        "error_code": None, "job_type": None, "queue": None}))
+    assert "job_audit_request_idx" in plan, plan
