@@ -1,4 +1,11 @@
-"""Alembic environment: runs migrations online against the resolved database URL."""
+"""Alembic environment: runs migrations online against the resolved database URL.
+
+The migrations create the console's tables too, so autogenerate and `alembic check`
+compare the database with both packages' tables: worker/schema.py's, and those
+console/schema.py adds to the same metadata. Applying migrations needs no metadata, and
+the runtime's `jobwarden migrate` (worker.db.alembic_config) says so with
+`attributes["upgrade_only"]`: a worker never loads the console.
+"""
 
 from alembic import context
 from sqlalchemy import create_engine, pool
@@ -7,20 +14,28 @@ from worker.db import database_url, sqlalchemy_url
 from worker.schema import metadata
 
 config = context.config
-target_metadata = metadata
+
+
+def target_metadata():
+    """What the database is compared with: None when only applying migrations."""
+    if config.attributes.get("upgrade_only"):
+        return None
+    import console.schema  # noqa: F401  (declares the console's tables on `metadata`)
+
+    return metadata
 
 
 def run_migrations_online() -> None:
     url = config.attributes.get("url") or sqlalchemy_url(database_url())
     connection = config.attributes.get("connection")
     if connection is not None:
-        context.configure(connection=connection, target_metadata=target_metadata)
+        context.configure(connection=connection, target_metadata=target_metadata())
         with context.begin_transaction():
             context.run_migrations()
         return
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
-        context.configure(connection=conn, target_metadata=target_metadata)
+        context.configure(connection=conn, target_metadata=target_metadata())
         with context.begin_transaction():
             context.run_migrations()
 

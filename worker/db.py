@@ -131,6 +131,9 @@ def alembic_config(url: str | None = None):
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("path_separator", "os")
     cfg.attributes["url"] = sqlalchemy_url(url or database_url())
+    # Upgrades and downgrades compare nothing: migrations/env.py then leaves the console's
+    # table declarations unloaded (autogenerate, from alembic.ini, loads them).
+    cfg.attributes["upgrade_only"] = True
     return cfg
 
 

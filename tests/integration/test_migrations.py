@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -11,6 +16,8 @@ from sqlalchemy import create_engine
 import console.schema  # noqa: F401  (adds console_users to the metadata compared below)
 from worker.db import downgrade, migrate, sqlalchemy_url
 from worker.schema import metadata
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Every table the migrations create, runtime and console alike: all of them are compared.
 ALL_TABLES = {"background_jobs", "job_executions", "job_audit", "job_workers",
@@ -51,6 +58,29 @@ def test_downgrade_then_upgrade_round_trips(empty_database):
     assert tables(empty_database) == {"alembic_version"}
     migrate(empty_database)
     assert schema_diff(empty_database) == []
+
+
+def run_python(url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "DATABASE_URL": url}, timeout=120)
+
+
+def test_alembic_check_proposes_nothing_after_upgrading(empty_database):
+    # Autogenerate compares the database with migrations/env.py's metadata: with the
+    # runtime's tables alone it proposed dropping the console's.
+    migrate(empty_database)
+    result = run_python(empty_database, "-m", "alembic", "-c", "alembic.ini", "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No new upgrade operations detected" in result.stdout + result.stderr
+
+
+def test_the_runtime_migrates_without_loading_the_console(empty_database):
+    result = run_python(empty_database, "-c",
+                        "import sys\nfrom worker.db import migrate\nmigrate()\n"
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'console'))")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert "console_users" in tables(empty_database)  # the console's tables were created
 
 
 def test_status_check_constraint_rejects_unknown_states(empty_database):
