@@ -29,6 +29,7 @@ import psycopg
 
 from .db import DedicatedConnection
 from .errors import OUTCOME_UNSTORABLE
+from .logs import execution_event
 from .queries import Q
 from .sanitize import sanitize_text
 from .states import ExecutionOutcome, JobStatus
@@ -58,6 +59,8 @@ class Completion:
     progress: str | None = None  # JSON text, as JobContext.take_pending() gives it
     checkpoint: str | None = None
     traceback: str | None = None  # the handler's, already sanitized and capped
+    queue: str = ""
+    duration_ms: float | None = None  # how long the handler ran (None: it never started)
 
     def row(self) -> dict[str, Any]:
         """The outcome as one row of finish_executions (see finish_params)."""
@@ -66,6 +69,13 @@ class Completion:
                 "error_code": self.error_code, "error": sanitize_text(self.error),
                 "delay": self.delay, "progress": self.progress,
                 "checkpoint": self.checkpoint, "traceback": self.traceback}
+
+    def event(self, action: str) -> dict[str, Any]:
+        """The `extra` of a log line about this outcome (worker/logs.py)."""
+        return execution_event(action, job_id=self.job_id, job_type=self.type,
+                               queue=self.queue, execution_id=self.execution_id,
+                               attempt=self.attempt, duration_ms=self.duration_ms,
+                               error_code=self.error_code)
 
 
 def finish_params(rows: list[dict[str, Any]]) -> dict[str, list]:
@@ -93,7 +103,8 @@ def unstorable(c: Completion, exc: BaseException) -> Completion:
     return Completion(c.job_id, c.execution_id, c.type, c.attempt, c.lease, JobStatus.FAILED,
                       ExecutionOutcome.FAILED, OUTCOME_UNSTORABLE,
                       f"the {c.outcome.value} outcome ({c.error_code or 'no code'}) could not "
-                      f"be stored: PostgreSQL refused it ({type(exc).__name__})")
+                      f"be stored: PostgreSQL refused it ({type(exc).__name__})",
+                      queue=c.queue, duration_ms=c.duration_ms)
 
 
 def write_storable(conn, batch: list[Completion]) -> dict[UUID, str]:
@@ -229,8 +240,7 @@ class Completer:
             log.warning("job %s: execution %s no longer owns the job (recorded as %s); its "
                         "%s result is discarded", c.job_id, c.execution_id,
                         recorded.get(c.execution_id) or "unfinished", c.outcome.value,
-                        extra={"action": "result_discarded", "job_id": c.job_id,
-                               "execution_id": str(c.execution_id), "job_type": c.type})
+                        extra=c.event("result_discarded"))
 
 
 def _log_written(c: Completion, status: str) -> None:
@@ -240,6 +250,4 @@ def _log_written(c: Completion, status: str) -> None:
         return
     log.log(level, "job %s %s -> %s%s", c.job_id, c.type, status,
              f" ({c.error_code})" if c.error_code else "",
-             extra={"action": "job_" + c.outcome.value, "job_id": c.job_id,
-                    "execution_id": str(c.execution_id), "job_type": c.type,
-                    "attempt": c.attempt, "error_code": c.error_code})
+             extra=c.event("job_" + c.outcome.value))

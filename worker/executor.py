@@ -20,6 +20,7 @@ from . import runner
 from .completer import Completer, Completion
 from .context import JobContext
 from .errors import CANCELLED
+from .logs import running_event, waiting_event
 from .producer import ClaimedJob, JobBuffer
 from .registry import JobType, Registry
 from .states import ExecutionOutcome, JobStatus
@@ -102,7 +103,7 @@ class Executor:
         """Turn a claimed job into a running execution (None: it must not run)."""
         if job.lost:
             log.warning("job %s: lease lost while waiting in the buffer; not started",
-                        job.id, extra={"action": "lease_lost", "job_id": job.id})
+                        job.id, extra=waiting_event("lease_lost", job))
             return None
         job_type = self.registry.get(job.type)
         assert job_type is not None, "claim_jobs only returns the types this worker handles"
@@ -111,7 +112,7 @@ class Executor:
             self.completer.submit(Completion(
                 job.id, job.execution_id, job.type, job.attempt, job_type.lease,
                 JobStatus.CANCELLED, ExecutionOutcome.CANCELLED, CANCELLED,
-                "cancelled at operator request"))
+                "cancelled at operator request", queue=job.queue))
             return None
         ctx = JobContext(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
                          attempt=job.attempt, max_attempts=job.max_attempts, type=job.type,
@@ -132,14 +133,15 @@ class Executor:
             with ex.lock:
                 if ex.abandoned:
                     log.warning("job %s: handler returned after being abandoned; result "
-                                "discarded", ctx.job_id, extra={"action": "result_discarded"})
+                                "discarded", ctx.job_id,
+                                extra=running_event("result_discarded", ctx))
                     ctx.close_transaction(commit=False)
                     return
                 ex.recording = True
             if outcome is None:
                 log.warning("job %s: execution %s lost its lease; result discarded",
                             ctx.job_id, ctx.execution_id,
-                            extra={"action": "result_discarded", "job_id": ctx.job_id})
+                            extra=running_event("result_discarded", ctx))
                 return
             self._hand_over(ex, outcome)
         except Exception:
@@ -214,14 +216,14 @@ class Executor:
                 ex.ctx._request_cancel()
                 log.warning("job %s exceeded its %ss timeout: asking it to stop",
                             ex.ctx.job_id, ex.job_type.timeout,
-                            extra={"action": "job_timeout", "job_id": ex.ctx.job_id})
+                            extra=running_event("job_timeout", ex.ctx))
             elif now - ex.timeout_noticed >= self._timeout_grace_for(ex):
                 # ... then stop waiting for it: the slot is freed, the retry scheduled.
                 outcome = runner.classify(None, ex.ctx, ex.job_type)
                 if self.abandon(ex, outcome):
                     log.warning("job %s ignored its timeout: abandoned (%s)", ex.ctx.job_id,
-                                outcome.status.value, extra={"action": "job_abandoned",
-                                                             "job_id": ex.ctx.job_id})
+                                outcome.status.value,
+                                extra=running_event("job_abandoned", ex.ctx, outcome.error_code))
 
     def _timeout_grace_for(self, ex: Execution) -> float:
         """How long a timed-out handler gets to stop: `timeout_grace`, but never more

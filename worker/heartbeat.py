@@ -24,6 +24,7 @@ from psycopg_pool import PoolTimeout
 
 from .completer import Completer
 from .executor import Execution, Executor
+from .logs import running_event
 from .producer import JobBuffer
 from .queries import Q, batch_params
 from .recovery import mark_gone_workers, recover_stale_running
@@ -133,9 +134,9 @@ class Heartbeat:
                 ex.ctx._request_cancel()
                 log.warning("job %s: lease lost (execution %s was recovered elsewhere); "
                             "its result will be discarded", ex.ctx.job_id, eid,
-                            extra={"action": "lease_lost", "job_id": ex.ctx.job_id})
+                            extra=running_event("lease_lost", ex.ctx))
         elif owned[eid]:
             if not ex.ctx.cancel_requested:
                 log.info("job %s: cancellation requested", ex.ctx.job_id,
-                         extra={"action": "cancel_requested", "job_id": ex.ctx.job_id})
+                         extra=running_event("cancel_requested", ex.ctx))
             ex.ctx.cancel_by_operator()

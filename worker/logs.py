@@ -2,8 +2,9 @@
 
 `--log-format json` (or JOBWARDEN_LOG_FORMAT=json) prints one JSON object per log record:
 `time`, `level`, `logger`, `message`, and the record's fields — every lifecycle event
-carries a stable `action` and what it concerns (`job_id`, `job_type`, `execution_id`,
-`attempt`, `error_code`, ...). The catalogue of actions is in docs/operations.md §4.
+carries a stable `action` and what it concerns: an execution's events carry the fields
+execution_event() gives (`job_id`, `job_type`, `queue`, `execution_id`, `attempt`,
+`error_code`, `duration_ms`). The catalogue of actions is in docs/operations.md §4.
 
 The JSON comes from python-json-logger: it serialises a record's `extra` fields (UUIDs,
 datetimes included) and escapes messages correctly, which a hand-written formatter would
@@ -13,6 +14,8 @@ have to get right again.
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -26,6 +29,37 @@ def json_formatter() -> logging.Formatter:
                          rename_fields={"asctime": "time", "levelname": "level",
                                         "name": "logger"},
                          datefmt="%Y-%m-%dT%H:%M:%S%z")
+
+
+def execution_event(action: str, *, job_id: int, job_type: str, queue: str, execution_id: Any,
+                    attempt: int, duration_ms: float | None,
+                    error_code: str | None = None) -> dict[str, Any]:
+    """The `extra` of one execution's lifecycle line: the same fields on every such line.
+    `duration_ms` is how long the handler had run, in milliseconds on the worker's clock
+    (None: it never started)."""
+    return {"action": action, "job_id": job_id, "job_type": job_type, "queue": queue,
+            "execution_id": str(execution_id), "attempt": attempt, "error_code": error_code,
+            "duration_ms": None if duration_ms is None else round(duration_ms, 3)}
+
+
+def running_event(action: str, ctx, error_code: str | None = None) -> dict[str, Any]:
+    """execution_event() for an execution still in its slot (a JobContext): its duration
+    so far."""
+    return execution_event(action, job_id=ctx.job_id, job_type=ctx.type, queue=ctx.queue,
+                           execution_id=ctx.execution_id, attempt=ctx.attempt,
+                           duration_ms=ms_since(ctx.started), error_code=error_code)
+
+
+def waiting_event(action: str, job) -> dict[str, Any]:
+    """execution_event() for a claimed job that never started (a ClaimedJob)."""
+    return execution_event(action, job_id=job.id, job_type=job.type, queue=job.queue,
+                           execution_id=job.execution_id, attempt=job.attempt,
+                           duration_ms=None)
+
+
+def ms_since(started: float) -> float:
+    """Milliseconds since `started`, a time.monotonic() reading."""
+    return (time.monotonic() - started) * 1000
 
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:

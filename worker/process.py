@@ -38,6 +38,7 @@ from .executor import Executor
 from .heartbeat import Heartbeat
 from .job_types import publish_job_types
 from .listener import listen_for_jobs
+from .logs import execution_event, ms_since
 from .producer import ClaimedJob, JobBuffer, Producer
 from .queries import Q, batch_params
 from .registry import Registry
@@ -259,18 +260,19 @@ class WorkerProcess:
         period, then hand back the rest."""
         waiting = self.buffer.close()
         if waiting:
-            self._hand_back([(job, None, None) for job in waiting], started=False)
+            self._hand_back([(job, None, None) for job in waiting])
         deadline = time.monotonic() + self.grace
         while self.executor.active() and time.monotonic() < deadline and not self._force.is_set():
             self._wake.wait(0.2)
             self._wake.clear()
-        unfinished = []
+        unfinished, ran_ms = [], {}
         for ex in self.executor.running():
             if self.executor.abandon(ex, None):
                 progress, checkpoint = ex.ctx.take_pending()
                 unfinished.append((ex.job, progress, checkpoint))
+                ran_ms[ex.job.execution_id] = ms_since(ex.ctx.started)
         if unfinished:
-            self._hand_back(unfinished, started=True)
+            self._hand_back(unfinished, ran_ms)
         # Outcomes being handed over right now (too late to abandon) reach the completer
         # within moments; wait for them so the final flush includes them.
         settle = time.monotonic() + 5
@@ -278,8 +280,9 @@ class WorkerProcess:
             time.sleep(0.02)
 
     def _hand_back(self, items: list[tuple[ClaimedJob, str | None, str | None]],
-                   started: bool) -> None:
-        """Return jobs to pending now, without spending an attempt (one statement)."""
+                   ran_ms: dict | None = None) -> None:
+        """Return jobs to pending now, without spending an attempt (one statement).
+        `ran_ms`: how long each started one ran, by execution id (None: none started)."""
         rows = [{"job_id": job.id, "execution_id": str(job.execution_id),
                  "progress": None if progress is None else json.loads(progress),
                  "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
@@ -292,11 +295,14 @@ class WorkerProcess:
             log.error("%d job(s): hand-back failed (%s); their leases will expire and "
                       "recovery will return them", len(items), exc)
             return
-        if started:
+        if ran_ms is not None:
             for job, _p, _c in items:
                 log.warning("job %s handed back to pending at shutdown%s", job.id,
                             "" if job.id in handed else " (already taken over)",
-                            extra={"action": "job_handed_back", "job_id": job.id})
+                            extra=execution_event(
+                                "job_handed_back", job_id=job.id, job_type=job.type,
+                                queue=job.queue, execution_id=job.execution_id,
+                                attempt=job.attempt, duration_ms=ran_ms[job.execution_id]))
         else:
             log.info("%d claimed job(s) never started: handed back to pending", len(handed),
                      extra={"action": "jobs_handed_back", "count": len(handed)})

@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import args_row
 
 from .db import DedicatedConnection
+from .logs import waiting_event
 from .queries import Q
 
 log = logging.getLogger("jobwarden.producer")
@@ -181,10 +182,7 @@ class Producer:
                         for job in jobs:
                             log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
                                       job.attempt, job.max_attempts,
-                                      extra={"action": "job_claimed", "job_id": job.id,
-                                             "job_type": job.type, "queue": job.queue,
-                                             "attempt": job.attempt,
-                                             "execution_id": str(job.execution_id)})
+                                      extra=waiting_event("job_claimed", job))
                 if len(jobs) == want:
                     continue  # there may be more waiting
             self.wake.wait(self.poll_interval)

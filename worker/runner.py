@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from . import errors as E
 from .completer import STORE_REFUSED, Completion, _log_written, unstorable, write_batch
 from .context import JobContext, LeaseLost
+from .logs import ms_since
 from .policy import RetryPolicy
 from .queries import Q
 from .registry import JobType
@@ -170,7 +171,8 @@ def completion(ctx: JobContext, outcome: Outcome, lease: float) -> Completion:
     progress, checkpoint = ctx.take_pending()
     return Completion(ctx.job_id, ctx.execution_id, ctx.type, ctx.attempt, lease,
                       outcome.status, outcome.outcome, outcome.error_code, outcome.error,
-                      outcome.delay, progress, checkpoint, outcome.traceback)
+                      outcome.delay, progress, checkpoint, outcome.traceback, queue=ctx.queue,
+                      duration_ms=ms_since(ctx.started))
 
 
 def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> bool:
@@ -206,8 +208,7 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
         log.warning("job %s: execution %s no longer owns the job (recorded as %s); its %s "
                     "result is discarded", ctx.job_id, ctx.execution_id,
                     _recorded_outcome(ctx), outcome.outcome.value,
-                    extra={"action": "result_discarded", "job_id": ctx.job_id,
-                           "execution_id": str(ctx.execution_id), "job_type": ctx.type})
+                    extra=c.event("result_discarded"))
     return owned
 
 

@@ -8,6 +8,9 @@ import signal
 import subprocess
 import sys
 
+import psycopg
+
+from tests.apps.lifecycle_app import PAUSE
 from tests.helpers import job_row, wait_for
 from worker import JobSpec, enqueue_many
 
@@ -38,6 +41,48 @@ def test_a_worker_logs_each_lifecycle_event_as_one_json_object(conn, clean_db, t
     assert (claimed["job_id"], claimed["job_type"], claimed["attempt"]) == (job_id, "race", 1)
     assert completed["execution_id"] == claimed["execution_id"]
     assert {"time", "level", "logger", "message"} <= set(completed)
+
+
+#: The fields every line about one execution carries (docs/operations.md §4).
+EXECUTION_FIELDS = {"job_id", "job_type", "queue", "execution_id", "attempt", "error_code",
+                    "duration_ms"}
+
+
+def test_each_outcome_line_carries_the_execution_its_queue_and_its_duration(clean_db, tmp_path):
+    with psycopg.connect(clean_db) as conn:
+        ids = dict(zip(["lc.ok", "lc.flaky", "lc.declined", "lc.gone", "lc.slow"], enqueue_many(
+            conn, [JobSpec(t, {}, queue="lifecycle") for t in
+                   ["lc.ok", "lc.flaky", "lc.declined", "lc.gone", "lc.slow"]]), strict=True))
+    log = tmp_path / "worker.log"
+    env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "json"}
+    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
+                             "worker", "--app", "tests.apps.lifecycle_app",
+                             "--poll-interval", "0.2"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        wait_for(lambda: all(job_row(clean_db, i)["status"] in ("completed", "failed", "skipped")
+                             for i in ids.values()), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    written = [r for r in map(json.loads, log.read_text().splitlines())
+               if r["logger"] == "jobwarden.completer"]
+    by_job = {(r["job_id"], r["action"]): r for r in written}
+    expected = [(ids["lc.ok"], "job_completed", None), (ids["lc.flaky"], "job_retry", "UPSTREAM_502"),
+                (ids["lc.flaky"], "job_completed", None),
+                (ids["lc.declined"], "job_failed", "DECLINED"),
+                (ids["lc.gone"], "job_skipped", "SKIPPED"), (ids["lc.slow"], "job_timeout", "TIMEOUT")]
+    assert {(job_id, action) for job_id, action, _code in expected} <= set(by_job), written
+    for job_id, action, code in expected:
+        line = by_job[job_id, action]
+        assert EXECUTION_FIELDS <= set(line), line
+        assert (line["queue"], line["error_code"]) == ("lifecycle", code), line
+        assert line["job_type"] in ids and ids[line["job_type"]] == job_id
+        # milliseconds: each handler ran for at least PAUSE seconds (lc.slow: its timeout)
+        assert line["duration_ms"] >= PAUSE * 1000, line
+    retry, second = by_job[ids["lc.flaky"], "job_retry"], by_job[ids["lc.flaky"], "job_completed"]
+    assert (retry["attempt"], second["attempt"]) == (1, 2)
+    assert retry["execution_id"] != second["execution_id"]
 
 
 def test_an_unknown_log_format_is_refused_by_name(clean_db):
