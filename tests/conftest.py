@@ -23,7 +23,7 @@ pytest_plugins = ["tests.console_support"]
 TABLES = (
     "job_audit", "job_executions", "processed_effects", "background_jobs",
     "job_workers", "console_users", "queue_controls", "job_types", "console_login_throttle",
-    "job_schedules",
+    "job_schedules", "job_event_totals",
     "console_selections",
 )
 

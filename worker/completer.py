@@ -29,6 +29,7 @@ import psycopg
 
 from .db import DedicatedConnection
 from .errors import OUTCOME_UNSTORABLE
+from .event_totals import ZOMBIE_OUTCOME, count
 from .logs import execution_event
 from .queries import Q
 from .sanitize import sanitize_text
@@ -229,9 +230,12 @@ class Completer:
             self._log_refused(refused)
 
     def _log_refused(self, refused: list[Completion]) -> None:
-        """Say why each refused outcome was discarded: how its execution was recorded."""
+        """Count the refused outcomes (zombie executions, for /metrics) and say why each
+        was discarded: how its execution was recorded."""
         try:
-            recorded = dict(self._conn.get().execute(Q.execution_outcomes, {
+            conn = self._conn.get()
+            count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])
+            recorded = dict(conn.execute(Q.execution_outcomes, {
                 "execution_ids": [c.execution_id for c in refused]}).fetchall())
         except DB_ERRORS:
             self._conn.drop()

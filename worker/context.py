@@ -14,6 +14,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from .errors import AmbiguousOutcome, JobCancelled
+from .event_totals import ZOMBIE_LEASE, count_on
 from .queries import Q
 from .storable import storable_json, storable_text
 
@@ -159,9 +160,17 @@ class JobContext:
     def _lost_lease(self, message: str) -> LeaseLost:
         """Note that a write found another execution owning the job (the handler should
         stop; whatever it returns is discarded) and return the LeaseLost to raise."""
-        self.lease_lost = True
+        if self._learn_lease_lost():
+            count_on(self._pool, ZOMBIE_LEASE, [self.type])
         self._cancel.set()
         return LeaseLost(message)
+
+    def _learn_lease_lost(self) -> bool:
+        """Mark the lease lost; True for the first to learn it (the heartbeat or one of
+        the handler's writes), which counts the zombie execution."""
+        with self._lock:
+            first, self.lease_lost = not self.lease_lost, True
+        return first
 
     # -- idempotency -------------------------------------------------------------------
     def idempotency_key(self, *parts: Any) -> str:

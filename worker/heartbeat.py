@@ -23,6 +23,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from .completer import Completer
+from .event_totals import ZOMBIE_LEASE, count_on
 from .executor import Execution, Executor
 from .logs import running_event
 from .producer import JobBuffer
@@ -115,28 +116,35 @@ class Heartbeat:
             for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
                 ex.ctx.restore_pending(progress, checkpoint)
             raise
+        zombies = []  # the types of the executions that learn now that their lease is gone
         for job in waiting:
             if job.execution_id not in owned:
+                if not job.lost:
+                    zombies.append(job.type)
                 job.lost = True
             elif owned[job.execution_id]:
                 job.cancel_requested = True
         for ex in live:
-            self._learn(ex, owned)
+            if self._learn(ex, owned):
+                zombies.append(ex.ctx.type)
+        count_on(self.control_pool, ZOMBIE_LEASE, zombies)
 
     @staticmethod
-    def _learn(ex: Execution, owned: dict) -> None:
+    def _learn(ex: Execution, owned: dict) -> bool:
+        """Tell the execution what the beat found; True if it learns its lease is gone."""
         eid = ex.ctx.execution_id
         if eid not in owned:
             if ex.recording or ex.abandoned:
-                return  # it finished (or was let go) while the heartbeat ran
-            if not ex.ctx.lease_lost:
-                ex.ctx.lease_lost = True
+                return False  # it finished (or was let go) while the heartbeat ran
+            if ex.ctx._learn_lease_lost():
                 ex.ctx._request_cancel()
                 log.warning("job %s: lease lost (execution %s was recovered elsewhere); "
                             "its result will be discarded", ex.ctx.job_id, eid,
                             extra=running_event("lease_lost", ex.ctx))
+                return True
         elif owned[eid]:
             if not ex.ctx.cancel_requested:
                 log.info("job %s: cancellation requested", ex.ctx.job_id,
                          extra=running_event("cancel_requested", ex.ctx))
             ex.ctx.cancel_by_operator()
+        return False

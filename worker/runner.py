@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 
 from . import errors as E
 from .completer import STORE_REFUSED, Completion, _log_written, unstorable, write_batch
 from .context import JobContext, LeaseLost
+from .event_totals import DB_ERRORS, ZOMBIE_OUTCOME, count
 from .logs import ms_since
 from .policy import RetryPolicy
 from .queries import Q
@@ -207,19 +207,20 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
     else:
         log.warning("job %s: execution %s no longer owns the job (recorded as %s); its %s "
                     "result is discarded", ctx.job_id, ctx.execution_id,
-                    _recorded_outcome(ctx), outcome.outcome.value,
+                    _refused(ctx), outcome.outcome.value,
                     extra=c.event("result_discarded"))
     return owned
 
 
-def _recorded_outcome(ctx: JobContext) -> str:
-    """How this execution ended in job_executions: worker_lost (recovered while it was
-    frozen or cut off), or its own earlier write that committed before a connection
-    dropped."""
+def _refused(ctx: JobContext) -> str:
+    """Count the refused outcome (a zombie execution, for /metrics) and say how this
+    execution ended in job_executions: worker_lost (recovered while it was frozen or cut
+    off), or its own earlier write that committed before a connection dropped."""
     try:
         with ctx._pool.connection() as conn:
+            count(conn, ZOMBIE_OUTCOME, [ctx.type])
             row = conn.execute(Q.execution_outcomes,
                                {"execution_ids": [ctx.execution_id]}).fetchone()
         return (row[1] if row else None) or "unfinished"
-    except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout):
+    except DB_ERRORS:
         return "unknown"

@@ -40,6 +40,8 @@ LIVE_STATUSES = tuple(s.value for s in _LIVE)
 #: Outcomes an execution (one claim) can end with.
 EXECUTION_OUTCOMES = tuple(o.value for o in ExecutionOutcome)
 WORKER_STATES = tuple(w.value for w in WorkerState)
+#: What job_event_totals counts (worker/event_totals.py).
+EVENTS = ("recovered", "zombie_outcome", "zombie_lease")
 
 
 def check_in(column: str, values: tuple[str, ...]) -> str:
@@ -329,6 +331,17 @@ Index(
     "job_minute_counts_error_idx",
     job_minute_counts.c.error_code, job_minute_counts.c.minute,
     postgresql_where=text("error_code <> ''"),
+)
+# Totals of rare runtime events per type (migration 0013, worker/event_totals.py): they
+# outlive retention, so /metrics exposes them as counters.
+job_event_totals = Table(
+    "job_event_totals",
+    metadata,
+    Column("event", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("total", BigInteger, nullable=False),
+    Column("updated_at", TS, nullable=False, server_default=text("now()")),
+    CheckConstraint(check_in("event", EVENTS), name="job_event_totals_event_check"),
 )
 Index(
     "job_executions_lost_idx",

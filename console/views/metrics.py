@@ -10,7 +10,9 @@ The alerting rules (deploy/prometheus/jobwarden.rules.yml) read the families bel
 catalogue is in docs/operations.md. Execution figures cover a trailing window (5 minutes,
 or the last hour) rather than totals: retention deletes old executions, and a total that
 shrinks reads as a counter reset to Prometheus. Histograms are therefore gauge histograms
-(exposed as `histogram`, so `histogram_quantile` works on their buckets).
+(exposed as `histogram`, so `histogram_quantile` works on their buckets). Recovered and
+zombie executions are true counters: the runtime adds to `job_event_totals` when they
+happen (worker/event_totals.py), and retention leaves that table alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ import hmac
 
 from flask import Blueprint, Response, abort, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+)
 
 from console import queries, sla
 from console.database import get_db
@@ -129,6 +135,7 @@ class Recent:
             runnable=reader.all("metrics_runnable_by_queue_type"),
             stale=reader.all("metrics_stale_running", stale_s=stale_s),
             slas={**sla.declared_targets(reader), **sla_configured},
+            events=reader.all("metrics_event_totals"),
         )
 
     def families(self, workers: list[dict]):
@@ -192,6 +199,27 @@ class Recent:
         for type_, seconds in sorted(self.slas.items()):
             targets.add_metric(_labels(type_), seconds)
         yield targets
+        yield from self.event_counters()
+
+    def event_counters(self):
+        recovered = CounterMetricFamily(
+            "jobwarden_recovered",
+            "Executions recovery moved on because their lease ran out (worker lost).",
+            labels=["type"])
+        zombies = CounterMetricFamily(
+            "jobwarden_zombie_rejected",
+            "Executions that carried on after another took their job over, their result "
+            "refused: learned_by=outcome when their outcome write matched no row, lease when "
+            "a heartbeat or their own write found the lease gone first.",
+            labels=["type", "learned_by"])
+        for row in self.events:
+            if row["event"] == "recovered":
+                recovered.add_metric(_labels(row["type"]), row["total"])
+            else:
+                learned_by = row["event"].removeprefix("zombie_")
+                zombies.add_metric(_labels(row["type"], learned_by), row["total"])
+        yield recovered
+        yield zombies
 
 
 @bp.get("/metrics")

@@ -48,6 +48,12 @@ def woken_with_its_heartbeat_held(zombie, url: str):
         blocker.rollback()
 
 
+def event_totals(url: str) -> dict[tuple[str, str], int]:
+    with psycopg.connect(url) as conn:
+        return {(e, t): n for e, t, n in conn.execute(
+            "SELECT event, type, total FROM job_event_totals").fetchall()}
+
+
 def assert_untouched(url: str, job_id: int, done: dict, history: list[dict]) -> None:
     after = job_row(url, job_id)
     for column in ("status", "attempts", "execution_id", "worker_id", "completed_at",
@@ -69,6 +75,9 @@ def test_a_woken_zombie_has_its_heartbeat_refused_and_stops(workers, chaos_db):
     assert (zombie.pid, "cancel_seen") in [(e[1], e[2]) for e in events(chaos_db, job_id)]
     assert_untouched(chaos_db, job_id, done, history)  # in particular: not cancelled
     assert zombie.alive()
+    # Counted once for /metrics, as learned from the lease; the recovery that made it one too.
+    assert event_totals(chaos_db) == {("recovered", "chaos.cancellable"): 1,
+                                      ("zombie_lease", "chaos.cancellable"): 1}
 
 
 def test_a_woken_zombie_has_its_completion_refused(workers, chaos_db):
@@ -80,6 +89,8 @@ def test_a_woken_zombie_has_its_completion_refused(workers, chaos_db):
         wait_for(lambda: zombie.logged(REFUSED), message="the zombie's completion to be refused")
     assert (zombie.pid, "returned") in [(e[1], e[2]) for e in events(chaos_db, job_id)]
     assert_untouched(chaos_db, job_id, done, history)
+    assert event_totals(chaos_db) == {("recovered", "chaos.sleep"): 1,
+                                      ("zombie_outcome", "chaos.sleep"): 1}
     # Its order was in the transaction that commits with the completion: rolled back.
     orders = scalar(chaos_db, "SELECT array_agg(execution_id) FROM chaos_orders "
                               "WHERE job_id = %s", [job_id])
@@ -113,6 +124,7 @@ def test_a_zombie_woken_while_the_new_owner_still_runs_cannot_finish_the_job(
                  or zombie.logged(f"job {job_id} chaos.handover -> completed"),
                  message="the zombie to try to complete the job")
     assert zombie.logged(REFUSED)
+    assert event_totals(chaos_db)[("zombie_outcome", "chaos.handover")] == 1
     still = job_row(chaos_db, job_id)
     for column in ("status", "attempts", "execution_id", "worker_id"):
         assert still[column] == taken[column], column

@@ -88,6 +88,11 @@ def history(db, job_id: int) -> list[dict]:
         "SELECT * FROM job_executions WHERE job_id = %s ORDER BY attempt", [job_id]).fetchall()
 
 
+def event_totals(db) -> dict[tuple[str, str], int]:
+    return {(e, t): n for e, t, n in db.execute(
+        "SELECT event, type, total FROM job_event_totals").fetchall()}
+
+
 def test_a_buffered_outcome_is_not_written_before_its_flush(db, registry, completer):
     job_id = enqueue(db, "batched.noop", {}, registry=registry)
     (a,) = take(db, "worker-a")
@@ -103,11 +108,15 @@ def test_a_buffered_completion_of_a_recovered_execution_is_refused(db, registry,
     job_id, a = buffered_then_recovered(db, registry, completer)
     before = row(db, job_id), history(db, job_id)
 
+    assert event_totals(db) == {("recovered", "batched.noop"): 1}
     completer.flush()
     assert (completer.written, completer.refused) == (0, 1)
     assert (row(db, job_id), history(db, job_id)) == before
     assert (before[0]["status"], before[0]["completed_at"]) == ("pending", None)
     assert [e["outcome"] for e in before[1]] == ["worker_lost"]
+    # The refusal is counted for /metrics: the zombie left no row of its own.
+    assert event_totals(db) == {("recovered", "batched.noop"): 1,
+                                ("zombie_outcome", "batched.noop"): 1}
 
 
 def test_a_buffered_completion_of_a_recovered_then_cancelled_job_is_refused(
@@ -160,6 +169,7 @@ def test_one_batch_writes_the_executions_that_own_their_jobs_and_refuses_the_res
 
     completer.flush()
     assert (completer.written, completer.refused) == (1, 1)
+    assert event_totals(db)[("zombie_outcome", "batched.noop")] == 1  # the refused one only
     assert row(db, kept_id)["status"] == "completed"
     assert (row(db, lost_id), history(db, lost_id)) == before
     assert before[0]["execution_id"] == b2.execution_id

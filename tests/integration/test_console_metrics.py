@@ -5,10 +5,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from console import create_app, sample_data
+from worker import Registry, enqueue, job
+from worker.completer import Completer, Completion
+from worker.db import DedicatedConnection
+from worker.producer import claim
+from worker.recovery import recover_stale_running
+from worker.states import ExecutionOutcome, JobStatus
 
 TOKEN = "scrape-me-0123456789"
 
@@ -143,3 +150,35 @@ def test_every_metric_the_alerting_rules_read_is_exposed(scraper, alert_inputs):
         scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
         .get_data(as_text=True))}
     assert wanted and wanted <= found, wanted - found
+
+
+def test_recovered_and_zombie_executions_are_counters_by_type(scraper, clean_db):
+    # A real zombie: execution A claims a job, its lease runs out and recovery moves the
+    # job on; A's completion, flushed afterwards, matches no row and is refused.
+    reg = Registry()
+
+    @job("zombie.noop", lease=30, registry=reg)
+    def noop(ctx, payload):
+        raise AssertionError("the statements are driven by the test")
+
+    with psycopg.connect(clean_db, autocommit=True) as db:
+        job_id = enqueue(db, "zombie.noop", {}, registry=reg)
+        (a,) = claim(db, types=["zombie.noop"], leases=[30.0], queues=None, limit=1,
+                     worker_id="worker-a")
+        db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 second' "
+                   "WHERE id = %s", [job_id])
+        assert recover_stale_running(db, reg) == {"pending": 1}
+    completer = Completer(DedicatedConnection(clean_db), interval=3600)
+    completer.submit(Completion(a.id, a.execution_id, a.type, a.attempt, 30.0,
+                                JobStatus.COMPLETED, ExecutionOutcome.COMPLETED))
+    completer.flush()
+    assert completer.refused == 1
+
+    text = scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).get_data(
+        as_text=True)
+    assert "# TYPE jobwarden_zombie_rejected_total counter" in text
+    found = samples(text)
+    assert found[("jobwarden_recovered_total", (("type", "zombie.noop"),))] == 1
+    zombie = {dict(labels)["learned_by"]: v for (name, labels), v in found.items()
+              if name == "jobwarden_zombie_rejected_total"}
+    assert zombie == {"outcome": 1, "lease": 0}  # the other way of learning: at zero

@@ -164,6 +164,12 @@ WITH beats AS (
 )
 SELECT id, execution_id, cancel_requested FROM beats
 
+-- name: count_events
+-- Add one to an event's total per type listed (a type listed twice counts twice).
+INSERT INTO job_event_totals AS t (event, type, total)
+SELECT %(event)s::text, type, count(*) FROM unnest(%(types)s::text[]) AS type GROUP BY type
+ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total, updated_at = now()
+
 -- name: execution_outcomes
 -- How executions ended, as recorded (to explain why late writes were refused).
 SELECT execution_id, outcome FROM job_executions
@@ -211,7 +217,13 @@ WITH decided AS (
     FROM decided d
     WHERE j.id = d.id AND j.execution_id = d.execution_id
       AND j.status = 'running' AND j.lease_expires_at < now()
-    RETURNING j.id, j.execution_id, j.status, j.last_error
+    RETURNING j.id, j.execution_id, j.type, j.status, j.last_error
+), counted AS (
+    -- The recovered total per type (/metrics), in the statement that recovers.
+    INSERT INTO job_event_totals AS t (event, type, total)
+    SELECT 'recovered', type, count(*) FROM job GROUP BY type
+    ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total,
+                                             updated_at = now()
 ), closed AS (
     UPDATE job_executions e
     SET finished_at = now(), outcome = 'worker_lost', error_code = 'WORKER_LOST',
