@@ -1,10 +1,12 @@
-"""Jinja filters: ages, durations, timestamps, sanitized payloads and errors, progress."""
+"""Jinja filters: ages, durations, timestamps (all shown by `when`), sanitized payloads
+and errors, progress."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from flask import Blueprint, has_request_context, request
 from markupsafe import Markup
@@ -35,21 +37,24 @@ def millis(value: float | None) -> str:
     return "—" if value is None else age(float(value) / 1000.0)
 
 
-def timestamp(value: datetime | None) -> str:
-    """UTC, to the second: operators compare times across machines."""
-    if value is None:
-        return "—"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+def timestamp(value: datetime, zone: tzinfo = UTC) -> str:
+    """To the second, in `zone` (UTC unless a schedule's own), with the zone's name."""
+    local = value.astimezone(zone)
+    return f"{local.strftime('%Y-%m-%d %H:%M:%S')} {local.tzname() or zone}"
 
 
-def when(value: datetime | None, now: datetime | None = None) -> Markup:
-    """A timestamp with its timezone and its relative age ("3m 12s ago", "in 5m 00s")."""
+def when(value: datetime | None, zone: str | None = None, *,
+         now: datetime | None = None) -> Markup:
+    """Every timestamp the console shows: the time with its zone, then its relative age
+    ("3m 12s ago", "in 5m 00s"), the instant itself machine-readable in <time datetime>.
+    UTC unless `zone` is given (a schedule is shown in the zone its cron is read in)."""
     if value is None:
         return Markup("—")
     delta = ((now or datetime.now(UTC)) - value).total_seconds()
     relative = f"{age(delta)} ago" if delta >= 0 else f"in {age(-delta)}"
-    return Markup('<time datetime="{}">{} UTC</time> <span class="note">{}</span>').format(
-        iso(value), timestamp(value), relative)
+    shown = timestamp(value, ZoneInfo(zone) if zone else UTC)
+    return Markup('<time datetime="{}">{}</time> <span class="note">{}</span>').format(
+        iso(value), shown, relative)
 
 
 def iso(value: datetime | None) -> str:
@@ -113,7 +118,7 @@ def _unit(value: float) -> float:
 
 
 FILTERS = {
-    "age": age, "millis": millis, "ts": timestamp, "when": when, "iso": iso, "percent": percent,
+    "age": age, "millis": millis, "when": when, "iso": iso, "percent": percent,
     "sanitized_json": sanitized_json, "sanitized_text": sanitized_text,
     "progress_fraction": progress_fraction,
 }

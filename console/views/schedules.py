@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo
-
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 
 from console.auth import role_required
@@ -21,11 +19,6 @@ def index():
     """Every published schedule with its next tick and its last job's status."""
     with get_db().reading() as reader:
         rows = reader.all("schedules_list")
-    for row in rows:  # shown in the schedule's own zone, the one its cron is read in
-        zone = ZoneInfo(row["timezone"])
-        row["next_run_at"] = row["next_run_at"].astimezone(zone)
-        if row["last_run_at"]:
-            row["last_run_at"] = row["last_run_at"].astimezone(zone)
     forms = {}
     if current_user.has_role("operator"):
         forms = {row["type"]: ActionForm.fresh() for row in rows}

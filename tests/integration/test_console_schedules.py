@@ -31,8 +31,9 @@ def test_a_viewer_sees_next_run_last_run_and_its_outcome(viewer, clean_db):
     job_id = publish_report_schedule(clean_db)
     page = viewer.get("/schedules").get_data(as_text=True)
     assert 'data-schedule="nightly_report"' in page and "0 3 * * *" in page
-    assert "2026-12-01 03:00 CET" in page  # the next run, in the schedule's zone
-    assert "2026-11-30 03:00 CET" in page  # the last run
+    # the next and the last run, shown in the schedule's zone, the instant itself in UTC
+    assert '<time datetime="2026-12-01T02:00:00+00:00">2026-12-01 03:00:00 CET</time>' in page
+    assert '<time datetime="2026-11-30T02:00:00+00:00">2026-11-30 03:00:00 CET</time>' in page
     assert f'href="/jobs/{job_id}"' in page and "PROVIDER_5XX" in page
     assert 'data-action="pause"' not in page  # viewers get no buttons
 

@@ -32,11 +32,15 @@ def streak(engine):
 def test_first_seen_is_the_current_streaks_start_not_the_last_retry(viewer, streak):
     html = viewer.get("/failed").get_data(as_text=True)
     row = re.search(r'<tr data-error-code="AUTH_FAILED">(.*?)</tr>', html, re.S).group(1)
-    first_seen = re.search(r'data-testid="first-seen">([^<]+)<', row).group(1)
-    seen = datetime.strptime(first_seen, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    first_seen = re.search(r'data-testid="first-seen"><time datetime="([^"]+)">([^<]+)</time> '
+                           r'<span class="note">(\d+)m \d\ds ago</span>', row)
+    assert first_seen, row
+    seen = datetime.fromisoformat(first_seen.group(1))
+    assert first_seen.group(2) == seen.strftime("%Y-%m-%d %H:%M:%S UTC")
     age = datetime.now(UTC) - seen
     # the streak began 40 minutes ago: neither 5 minutes (the last failure) nor 3 hours
-    assert timedelta(minutes=38) < age < timedelta(minutes=43), first_seen
+    assert timedelta(minutes=38) < age < timedelta(minutes=43), first_seen.group(0)
+    assert 38 <= int(first_seen.group(3)) <= 42, first_seen.group(0)
     assert 'aria-label="82 in the last hour"' in row
     points = re.search(r'<polyline points="([^"]+)"', row).group(1).split()
     assert len(points) == 60 and len({p.split(",")[1] for p in points}) == 2
