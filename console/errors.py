@@ -57,8 +57,11 @@ def install(bp: Blueprint) -> None:
         # no parameters (PostgreSQL's DETAIL may quote a password hash or a key).
         log.error("database error: %s", describe_db_error(error, Q),
                   extra={"action": "db_error"})
+        # Plain: the header's counts are read from the same database, and would raise
+        # again while the error page renders (a missing table, a revoked grant).
         return page(500, "Database error", "PostgreSQL refused the request, so nothing was "
-                                           "changed. The console's log names the statement.")
+                                           "changed. The console's log names the statement.",
+                    plain=True)
 
     @bp.errorhandler(OperationalError)
     def database_unavailable(error):
