@@ -99,7 +99,7 @@ class _ConsoleBlueprint(Blueprint):
 def build_blueprint() -> Blueprint:
     """A fresh `jobwarden` blueprint holding every page area, hook and error page."""
     from console import auth, errors, formatting, resource_dir, security
-    from console.views import AREAS
+    from console.views import AREAS, overview
 
     bp = _ConsoleBlueprint(NAME, __name__, static_folder=str(resource_dir("static")),
                            static_url_path="/static")
@@ -107,6 +107,7 @@ def build_blueprint() -> Blueprint:
         bp.register_blueprint(area.bp)
     security.install(bp)
     auth.install(bp)
+    overview.install(bp)
     formatting.install(bp)
     errors.install(bp)
     return bp

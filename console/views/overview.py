@@ -64,7 +64,13 @@ def panel(panel: str):
 SLA_BADGE_SECONDS = 10.0
 
 
-@bp.app_context_processor
+def install(parent: Blueprint) -> None:
+    """The navigation's counts on the console's own pages only: an app-wide context
+    processor would hand every page of a host app (console.mount) the console's badge
+    queries, against a database the host may not even have the console's tables in."""
+    parent.context_processor(nav_badges)
+
+
 def nav_badges() -> dict:
     """Counts for the navigation (Failed, Needs review, SLA) on every signed-in page.
 

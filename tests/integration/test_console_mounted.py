@@ -7,8 +7,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from flask import Blueprint, Flask, render_template, render_template_string, request
+from flask import (
+    Blueprint,
+    Flask,
+    render_template,
+    render_template_string,
+    request,
+    template_rendered,
+)
 from flask_login import LoginManager, UserMixin, current_user, login_user
+from sqlalchemy import event
 
 from console import Console, sample_data
 from tests.helpers import job_row, scalar
@@ -181,6 +189,33 @@ def test_the_hosts_pages_templates_errors_and_headers_stay_its_own(host):
     assert "There is nothing at this address" in missing.get_data(as_text=True)
     assert host.login_manager.login_view is None  # the host's Flask-Login, untouched
     assert not any(name.startswith("jobwarden") for name in host.jinja_env.globals)
+
+
+def test_a_host_page_gets_none_of_the_consoles_context_and_runs_none_of_its_queries(
+        tmp_path, empty_database):
+    """Mounted over a database without the console's tables (not migrated yet), the host's
+    pages still render: the navigation's counts belong to the console's pages alone."""
+    app = make_host(tmp_path, empty_database, user_loader=host_identity, login_view="auth.login")
+    statements: list[str] = []
+    event.listen(app.extensions["jobwarden_db"].engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *rest: statements.append(statement))
+    contexts: dict[str, set[str]] = {}
+
+    def rendered(sender, template, context, **extra):
+        contexts[template.name] = set(context)
+
+    template_rendered.connect(rendered, app)
+    try:
+        client = signed_in(app, "hannah")
+        assert client.get("/").get_data(as_text=True) == "HOST BASE "
+        assert not statements
+        assert not {"nav_badges", "console_settings", "config_poll"} & contexts["base.html"]
+        # the console's own page does read (and, without its tables, says so)
+        assert client.get("/ops/jobs/").status_code == 500
+        assert statements
+    finally:
+        template_rendered.disconnect(rendered, app)
+        app.extensions["jobwarden_db"].dispose()
 
 
 def test_with_its_own_login_it_keeps_its_keys_apart_in_the_hosts_session(tmp_path, clean_db,
