@@ -33,7 +33,7 @@ from console.database import Q, get_db
 from console.forms import LoginForm, LogoutForm
 from console.identity import ANONYMOUS, ConsoleUser, current_user, host_user
 from console.mount import console, settings
-from console.security import is_htmx, safe_next_url
+from console.security import is_htmx, safe_next_url, this_page
 
 bp = Blueprint("auth", __name__)
 hasher = PasswordHasher()
@@ -112,7 +112,7 @@ def unauthorized():
     if login_endpoint is None:
         abort(403)
     reading = request.method in ("GET", "HEAD")
-    back = request.full_path.rstrip("?") if reading and not is_htmx() else None
+    back = this_page() if reading and not is_htmx() else None
     login_url = url_for(login_endpoint, next=back)
     if is_htmx():
         return "", 401, {"HX-Redirect": login_url}

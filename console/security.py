@@ -81,6 +81,8 @@ def install(bp: Blueprint) -> None:
     bp.after_request(security_headers)
     # The pages send it as htmx's X-CSRFToken header; forms carry their own field.
     bp.context_processor(lambda: {"csrf_token": generate_csrf})
+    # Forms that come back to the page they are on carry its address as `next`.
+    bp.context_processor(lambda: {"this_page": this_page})
 
 
 def assign_request_id() -> None:
@@ -109,6 +111,14 @@ def security_headers(response):
         # Pages and their htmx fragments differ; caches must not mix them.
         headers.add("Vary", "HX-Request")
     return response
+
+
+def this_page() -> str:
+    """The address the browser is at, to come back to: request.full_path is relative to
+    the app, so the app's own mount point (SCRIPT_NAME: a WSGI mount or a proxy's path
+    prefix) goes in front; without a query it has no trailing "?". Whoever redirects to
+    it still passes it through safe_next_url."""
+    return request.script_root + request.full_path.rstrip("?")
 
 
 def safe_next_url(target: str | None, default: str = "/") -> str:

@@ -218,6 +218,32 @@ def test_a_host_page_gets_none_of_the_consoles_context_and_runs_none_of_its_quer
         app.extensions["jobwarden_db"].dispose()
 
 
+def test_forms_come_back_to_their_page_behind_a_proxy_path(host, failed_job):
+    """The host app served under /shop (SCRIPT_NAME, as a WSGI mount or a proxy's path
+    prefix sets it), the console under its /ops/jobs prefix: the select-and-act bar's
+    `next` and every redirect built from it keep both, and stay on this site."""
+    client = host.test_client()
+    shop = {"base_url": "http://localhost/shop"}
+    stranger = client.get("/ops/jobs/jobs", query_string={"status": "failed"}, **shop)
+    assert stranger.headers["Location"] == "/shop/login?next=/shop/ops/jobs/jobs?status%3Dfailed"
+    assert client.get("/login?as=hannah", **shop).status_code == 200
+    jobs = client.get("/ops/jobs/jobs?status=failed", **shop).get_data(as_text=True)
+    assert '<input type="hidden" name="next" value="/shop/ops/jobs/jobs?status=failed">' in jobs
+    group = client.get("/ops/jobs/failed/group?code=CRM_UNAVAILABLE", **shop)
+    assert ('name="next" value="/shop/ops/jobs/failed/group?code=CRM_UNAVAILABLE"'
+            in group.get_data(as_text=True))
+    csrf = _CSRF.search(jobs).group(1)
+    for back, expected in [("/shop/ops/jobs/jobs?status=failed",) * 2,
+                           ("//evil.example/x", "/shop/ops/jobs/jobs"),
+                           ("https://evil.example/x", "/shop/ops/jobs/jobs")]:
+        review = client.post("/ops/jobs/bulk/select", **shop, data={
+            "csrf_token": csrf, "action": "retry", "job_id": str(failed_job), "next": back})
+        location = review.headers["Location"]
+        assert review.status_code == 303 and location.startswith("/shop/ops/jobs/bulk/")
+        page = client.get(location.removeprefix("/shop"), **shop)
+        assert f'<a href="{expected}">« Back</a>' in page.get_data(as_text=True), back
+
+
 def test_with_its_own_login_it_keeps_its_keys_apart_in_the_hosts_session(tmp_path, clean_db,
                                                                          users):
     app = make_host(tmp_path, clean_db)  # no user_loader: the console's own users
