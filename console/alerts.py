@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console import live_workers
+
 FAILED_RATE = 0.10
 FAILED_MIN_EXECUTIONS = 20
 GROWING_MIN_DEPTH = 50
@@ -69,9 +71,8 @@ def _runnable_by_queue(recent) -> dict[str, int]:
 
 
 def _no_live_worker(recent, workers: list[dict]) -> Alert:
-    alive = [w for w in workers if w["state"] == "running"]
     orphaned = sorted(q for q, n in _runnable_by_queue(recent).items()
-                      if n and not any("*" in w["queues"] or q in w["queues"] for w in alive))
+                      if n and not live_workers.live_count(workers, q))
     return Alert("JobwardenNoLiveWorker", "Queue without a live worker", bool(orphaned),
                  "no live worker for " + ", ".join(orphaned) if orphaned
                  else "every queue with runnable jobs has a live worker")

@@ -27,7 +27,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
 )
 
-from console import queries, sla
+from console import live_workers, queries, sla
 from console.database import get_db
 from console.identity import current_user
 from console.mount import settings
@@ -179,11 +179,10 @@ class Recent:
             "jobwarden_queue_live_workers",
             "Live workers (running, heartbeat fresh) serving each queue that has work or a "
             "worker.", labels=["queue"])
-        alive = [w for w in workers if w["state"] == "running"]
-        named = {q for w in alive for q in w["queues"] if q != "*"}
+        named = {q for w in live_workers.live(workers) for q in w["queues"]
+                 if q != live_workers.ALL_QUEUES}
         for queue in sorted(named | set(queue_runnable) | paused):
-            live.add_metric(_labels(queue), sum(1 for w in alive
-                                         if "*" in w["queues"] or queue in w["queues"]))
+            live.add_metric(_labels(queue), live_workers.live_count(workers, queue))
         yield live
         stale = GaugeMetricFamily(
             "jobwarden_stale_running_jobs",

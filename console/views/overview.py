@@ -6,7 +6,7 @@ import time
 
 from flask import Blueprint, abort, current_app, render_template, request
 
-from console import queries, trends
+from console import live_workers, queries, trends
 from console import sla as sla_model
 from console.database import get_db
 from console.mount import settings
@@ -39,7 +39,8 @@ def _panel_context(panel: str) -> dict:
             "stale": reader.all("console_stale_running",
                                 stale_s=cfg["STALE_HEARTBEAT_SECONDS"], limit=20),
             "recovered": reader.all("console_recovered_recent", limit=20),
-            "workers": [w for w in workers if w["state"] in ("running", "draining")],
+            "workers": live_workers.live(workers),
+            "draining": [w for w in workers if w["state"] == "draining"],
             "stale_after": cfg["STALE_HEARTBEAT_SECONDS"],
         }
 

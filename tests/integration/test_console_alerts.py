@@ -63,3 +63,41 @@ def test_an_incident_fires_each_condition_it_meets(viewer, incident):
     assert "send_email 25% of 20" in html and "no live worker for reports" in html
     assert "reports (+60 in 15 min, 60 waiting)" in html  # email: 20 started, 0 arrived
     assert "15 in the last hour, usually 100" in html
+
+
+def live_panel(html: str) -> dict[str, set[str]]:
+    """The overview's Live workers table: worker id -> the queues it lists."""
+    table = re.search(r'data-testid="live-workers">(.*?)</table>', html, re.S)
+    rows = re.findall(r'data-worker="([^"]+)" data-queues="([^"]*)"', table.group(1) if table else "")
+    return {worker: set(queues.split(",")) for worker, queues in rows}
+
+
+def unserved(viewer) -> set[str]:
+    html = viewer.get("/_overview/alerts").get_data(as_text=True)
+    detail = re.search(r'data-alert="JobwardenNoLiveWorker".*?no live worker for ([^<]+)<', html, re.S)
+    return set(detail.group(1).split(", ")) if detail else set()
+
+
+@pytest.mark.parametrize("extra_worker", [None, ("w-all", ("*",), "running")])
+def test_the_alert_and_the_live_workers_panel_agree(viewer, engine, clean_db, extra_worker):
+    """The demo's data: `reports` is served only by a draining worker, which claims no new
+    jobs. The alert fires for exactly the queues with runnable jobs that no worker in the
+    Live workers panel serves; a worker on every queue (`*`) serves them all."""
+    with engine.begin() as conn:
+        sample_data.seed_console_scenario(conn)
+        if extra_worker:
+            worker_id, queues, state = extra_worker
+            sample_data.insert_worker(conn, worker_id, queues=queues, state=state)
+        runnable = {r[0] for r in conn.exec_driver_sql(
+            "SELECT DISTINCT queue FROM background_jobs "
+            "WHERE status = 'pending' AND available_at <= now()")}
+    for path in ("/", "/_overview/health"):  # the page and the panel's own refresh
+        health = viewer.get(path).get_data(as_text=True)
+        live = live_panel(health)
+        served = {q for q in runnable if any("*" in qs or q in qs for qs in live.values())}
+        assert unserved(viewer) == runnable - served, path
+        assert 'data-testid="draining-workers"' in health and "w-app2-7" not in live, path
+        if extra_worker:
+            assert live["w-all"] == {"*"} and not unserved(viewer)
+        else:
+            assert set(live) == {"w-app1-1"} and unserved(viewer) == {"reports"}

@@ -1,0 +1,30 @@
+"""Which workers are live and which queues they serve: one answer for the overview's Live
+workers panel, the Alerts panel and /metrics (the Prometheus rule reads the gauge).
+
+Live means claiming work now: state `running` with a fresh heartbeat (the workers query
+turns a worker whose heartbeat is older than WORKER_GONE_SECONDS into `gone`). A
+`draining` worker finishes the jobs it holds and claims no new ones, so it serves no
+queue's waiting jobs; the panel shows it apart. A worker started without queues
+publishes `*` and serves every queue.
+"""
+
+from __future__ import annotations
+
+ALL_QUEUES = "*"
+
+
+def is_live(worker: dict) -> bool:
+    return worker["state"] == "running"
+
+
+def live(workers: list[dict]) -> list[dict]:
+    return [w for w in workers if is_live(w)]
+
+
+def serves(worker: dict, queue: str) -> bool:
+    return ALL_QUEUES in worker["queues"] or queue in worker["queues"]
+
+
+def live_count(workers: list[dict], queue: str) -> int:
+    """Live workers that claim from `queue`."""
+    return sum(1 for w in workers if is_live(w) and serves(w, queue))
