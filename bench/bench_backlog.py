@@ -49,7 +49,8 @@ def claim_latency(url: str, samples: int) -> list[float]:
         for _ in range(samples):
             start = time.perf_counter()
             conn.execute(Q.claim_jobs, {"types": ["noop"], "leases": [30.0], "queues": None,
-                                        "limit": 10, "worker_id": "bench"}).fetchall()
+                                        "skip_queues": None, "limit": 10,
+                                        "worker_id": "bench"}).fetchall()
             times.append((time.perf_counter() - start) * 1000)
             conn.rollback()
     return times

@@ -45,9 +45,8 @@ def cmd_worker(args) -> int:
     from .registry import registry
 
     load_app(args.app)
-    queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
     try:
-        worker = WorkerProcess(registry, queues=queues, concurrency=args.concurrency,
+        worker = WorkerProcess(registry, queues=args.queues, concurrency=args.concurrency,
                                grace=args.grace, poll_interval=args.poll_interval,
                                timeout_grace=args.timeout_grace,
                                max_abandoned=args.max_abandoned, restart_on_abandon=True,
@@ -264,9 +263,14 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
 
     w = sub.add_parser("worker", help="run a worker process")
     w.add_argument("--app", required=True, help="module that registers the job handlers")
-    w.add_argument("--queues", help="comma-separated queues (default: all)")
+    w.add_argument("--queues", type=A.queue_spec, metavar="QUEUE[=N],...",
+                   help="the queues to serve: NAME=N gives a queue N slots of its own that "
+                        "no other queue takes; plain names (or *: every queue not given "
+                        "=N) share the --concurrency slots (default: every queue), e.g. "
+                        "email=4,reports=1,*")
     w.add_argument("--concurrency", type=A.concurrency, default=DEFAULT_CONCURRENCY,
-                   help=f"handler threads (default {DEFAULT_CONCURRENCY})")
+                   help="handler threads shared by every queue, or by the plain --queues "
+                        f"names (default {DEFAULT_CONCURRENCY})")
     w.add_argument("--grace", type=A.wait_seconds, default=30.0,
                    help="seconds running jobs get to finish after SIGTERM")
     w.add_argument("--poll-interval", type=A.poll_seconds, default=2.0,
@@ -276,7 +280,7 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
                         "(at most its own timeout; default 5)")
     w.add_argument("--max-abandoned", type=A.abandoned, default=None,
                    help="abandoned handler threads tolerated before the worker restarts "
-                        "itself (default: the concurrency)")
+                        "itself (default: the slots of all lanes together)")
     w.add_argument("--claim-batch", type=A.batch, default=DEFAULT_CLAIM_BATCH,
                    help=f"most jobs one claim takes (default {DEFAULT_CLAIM_BATCH})")
     w.add_argument("--buffer", type=A.buffer, default=DEFAULT_BUFFER_SIZE,

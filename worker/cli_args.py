@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import EnqueueError
 from .job_spec import INT32, MAX_ATTEMPTS, MAX_DELAY_SECONDS, MAX_KEY_CHARS, check_payload
+from .lanes import MAX_SLOTS, parse_queues
 from .policy import parse_duration
 
 BIGINT = 2**63 - 1
@@ -62,7 +63,7 @@ job_id = integer(1, BIGINT)
 port = integer(0, 65535)
 priority = integer(-INT32 - 1, INT32)
 max_attempts = integer(1, MAX_ATTEMPTS)
-concurrency = integer(1, 1000)
+concurrency = integer(1, MAX_SLOTS)
 #: Worker tuning: jobs per claim, outcomes per flush, claimed jobs waiting for a slot,
 #: abandoned handler threads tolerated.
 batch = integer(1, 10_000)
@@ -114,6 +115,16 @@ def json_object(text: str) -> dict[str, Any]:
     except EnqueueError as exc:
         raise Bad(str(exc)) from None
     return value
+
+
+def queue_spec(text: str) -> str:
+    """`--queues`: `name=N` entries and plain names, checked as the worker reads them
+    (worker/lanes.py); the plain names' slots come from --concurrency, checked apart."""
+    try:
+        parse_queues(text, concurrency=1)
+    except ValueError as exc:
+        raise Bad(str(exc)) from None
+    return text
 
 
 def key(text: str) -> str:

@@ -5,6 +5,7 @@ handler, hands the outcome to the completer and takes the next job: threads are 
 not started per job. A handler that ignores its timeout is abandoned: its slot is given
 to a new thread at once, and the old one ends whenever the handler returns (its result
 is discarded). Too many abandoned threads still alive make the worker restart itself.
+A worker has one executor per lane (worker/lanes.py), each reading only its lane's buffer.
 """
 
 from __future__ import annotations
@@ -47,16 +48,15 @@ class Executor:
 
     def __init__(self, *, registry: Registry, pool, buffer: JobBuffer, completer: Completer,
                  concurrency: int, on_slot_free: Callable[[], None],
-                 on_too_many_abandoned: Callable[[int], None], max_abandoned: int,
-                 timeout_grace: float = 5.0) -> None:
+                 on_abandoned: Callable[[], None], timeout_grace: float = 5.0) -> None:
         self.registry = registry
         self.pool = pool
         self.buffer = buffer
         self.completer = completer
         self.concurrency = concurrency
         self._on_slot_free = on_slot_free
-        self._on_too_many_abandoned = on_too_many_abandoned
-        self.max_abandoned = max_abandoned
+        # Told of each abandoned thread: the worker counts them over all its lanes.
+        self._on_abandoned = on_abandoned
         self.timeout_grace = timeout_grace
         self._running: dict[UUID, Execution] = {}
         self._abandoned: list[Execution] = []
@@ -187,15 +187,13 @@ class Executor:
             self._abandoned = [e for e in self._abandoned if e.thread.is_alive()]
             if ex.thread.is_alive():
                 self._abandoned.append(ex)
-            piled_up = len(self._abandoned)
         if outcome is not None:
             # The handler's own transaction is left to its thread, which rolls it back.
             self.completer.submit(runner.completion(ex.ctx, outcome, ex.job_type.lease))
         if not self.buffer.closed:
             self._start_slot()
         self._on_slot_free()
-        if piled_up > self.max_abandoned:
-            self._on_too_many_abandoned(piled_up)
+        self._on_abandoned()
         return True
 
     def abandoned_alive(self) -> int:

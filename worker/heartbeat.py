@@ -2,9 +2,9 @@
 
 Each interval it renews, guarded by `(status = 'running', execution_id)`:
 - the executions running in slots (flushing their throttled progress and checkpoints);
-- the claimed jobs still waiting in the producer's buffer;
+- the claimed jobs still waiting in the producers' buffers;
 - the outcomes waiting in the completer's buffer;
-and the worker's own `job_workers` row. From the answer it learns which executions it
+in every lane, and the worker's own `job_workers` row. From the answer it learns which executions it
 no longer owns (recovered elsewhere while this process was frozen or cut off) and which
 an operator asked to cancel. It also enforces execution timeouts (on this process's
 clock, so even while the database is unreachable) and runs recovery of other workers'
@@ -26,7 +26,6 @@ from .completer import Completer
 from .event_totals import ZOMBIE_LEASE, count_on
 from .executor import Execution, Executor
 from .logs import running_event
-from .producer import JobBuffer
 from .queries import Q, batch_params
 from .recovery import mark_gone_workers, recover_stale_running
 from .registry import Registry
@@ -40,15 +39,14 @@ DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 class Heartbeat:
     """Renews leases and the worker row; learns cancellations and losses; recovers."""
 
-    def __init__(self, *, control_pool, worker_id: str, registry: Registry, executor: Executor,
-                 buffer: JobBuffer, completer: Completer, interval: float,
+    def __init__(self, *, control_pool, worker_id: str, registry: Registry,
+                 executors: list[Executor], completer: Completer, interval: float,
                  recovery_interval: float, worker_stale_after: float,
                  draining: Callable[[], bool], on_recovered: Callable[[], None]) -> None:
         self.control_pool = control_pool
         self.worker_id = worker_id
         self.registry = registry
-        self.executor = executor
-        self.buffer = buffer
+        self.executors = executors  # one per lane, each with its buffer
         self.completer = completer
         self.interval = interval
         self.recovery_interval = recovery_interval
@@ -65,7 +63,8 @@ class Heartbeat:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
             except Exception:
                 log.exception("heartbeat error")
-            self.executor.enforce_timeouts()
+            for executor in self.executors:
+                executor.enforce_timeouts()
             if time.monotonic() >= next_recovery and not self._draining():
                 next_recovery = time.monotonic() + self.recovery_interval
                 self.recover_once()
@@ -86,8 +85,9 @@ class Heartbeat:
 
     def beat(self) -> None:
         """Renew every lease this worker holds and its own row."""
-        live = [ex for ex in self.executor.running() if not ex.abandoned]
-        waiting = self.buffer.snapshot()
+        live = [ex for executor in self.executors for ex in executor.running()
+                if not ex.abandoned]
+        waiting = [job for executor in self.executors for job in executor.buffer.snapshot()]
         completing = self.completer.pending()
         rows: dict[object, dict] = {}
         taken = []

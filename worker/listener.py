@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import psycopg
 
@@ -23,8 +24,10 @@ log = logging.getLogger("jobwarden.listener")
 NOTIFY_CHANNEL = "jobwarden_jobs"
 
 
-def listen_for_jobs(url: str, wake: threading.Event, closing: threading.Event) -> None:
-    """Set `wake` on every notification until `closing` is set; reconnect with backoff."""
+def listen_for_jobs(url: str, wake: Callable[[str | None], None],
+                    closing: threading.Event) -> None:
+    """Call `wake(queue)` on every notification until `closing` is set (`wake(None)`: any
+    queue may have jobs); reconnect with backoff."""
     direct = listen_url(url)
     if direct is None:
         log.info("no LISTEN through a transaction pooler without JOBWARDEN_LISTEN_URL: "
@@ -37,10 +40,10 @@ def listen_for_jobs(url: str, wake: threading.Event, closing: threading.Event) -
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
                 conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                 backoff = 0.5
-                wake.set()  # jobs may have arrived while we were not listening
+                wake(None)  # jobs may have arrived while we were not listening
                 while not closing.is_set():
-                    for _ in conn.notifies(timeout=1.0, stop_after=1):
-                        wake.set()
+                    for note in conn.notifies(timeout=1.0, stop_after=1):
+                        wake(note.payload)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, backoff,
                         extra={"action": "listen_reconnect"})

@@ -1,17 +1,22 @@
 """The worker process: the duties of worker/ composed, started and stopped together.
 
+Its queues are served in lanes (worker/lanes.py): a lane is a set of queues with slots,
+a buffer and a producer of its own, so a flood in one lane never takes another's slots.
+Without `queues` there is one lane: every queue, `concurrency` slots.
+
 Threads, each with one duty:
-- producer (the main thread): claims batches of jobs ahead of free slots into a bounded
-  buffer (worker/producer.py); sleeps until LISTEN/NOTIFY, a low buffer or the poll
-  interval (the fallback that always works) wakes it.
-- listener: holds a LISTEN connection and wakes the producer; reconnects with backoff.
-- slots: `concurrency` reusable threads running handlers (worker/executor.py).
+- producers, one per lane (the first lane's on the main thread): claim batches of the
+  lane's jobs ahead of its free slots into its bounded buffer (worker/producer.py), each
+  on a connection of its own; sleep until LISTEN/NOTIFY, a low buffer, a freed slot or
+  the poll interval (the fallback that always works) wakes them.
+- listener: holds a LISTEN connection and wakes every producer; reconnects with backoff.
+- slots: each lane's reusable threads running handlers from its buffer (worker/executor.py).
 - completer: writes outcomes in batches, each row a compare-and-set (worker/completer.py).
-- heartbeat: renews every lease this process holds in one statement, learns cancellations
-  and lost leases, enforces timeouts, runs recovery (worker/heartbeat.py).
+- heartbeat: renews every lease this process holds, in every lane, in one statement; learns
+  cancellations and lost leases, enforces timeouts, runs recovery (worker/heartbeat.py).
 - duties: schedules and retention, each at its own interval (worker/duties.py).
 
-SIGTERM/SIGINT: stop claiming, hand the jobs still waiting in the buffer back at once
+SIGTERM/SIGINT: stop claiming, hand the jobs still waiting in the buffers back at once
 (no attempt spent), let running jobs finish within `grace`, hand the rest back, flush the
 completer, exit 0. A second signal forces the hand-back at once.
 """
@@ -27,8 +32,10 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 
 import psycopg
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .completer import Completer
@@ -37,6 +44,7 @@ from .duties import Duties
 from .executor import Executor
 from .heartbeat import Heartbeat
 from .job_types import publish_job_types
+from .lanes import EVERY_OTHER, Lane, QueueSpec, parse_queues
 from .listener import listen_for_jobs
 from .logs import execution_event, ms_since
 from .producer import ClaimedJob, JobBuffer, Producer
@@ -65,9 +73,20 @@ def _version() -> str:
         return "dev"
 
 
+@dataclass(eq=False)
+class LaneRuntime:
+    """One lane at work: its buffer, its slot threads and its producer."""
+
+    lane: Lane
+    wake: threading.Event  # its producer's: a notification, a low buffer, a freed slot
+    buffer: JobBuffer
+    executor: Executor | None = None
+    producer: Producer | None = None
+
+
 class WorkerProcess:
     def __init__(self, registry: Registry = default_registry, *, url: str | None = None,
-                 queues: list[str] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+                 queues: QueueSpec = None, concurrency: int = DEFAULT_CONCURRENCY,
                  grace: float = 30.0, poll_interval: float = 2.0,
                  heartbeat_interval: float | None = None,
                  recovery_interval: float | None = None, timeout_grace: float = 5.0,
@@ -80,15 +99,18 @@ class WorkerProcess:
         self.types = list(registry)
         if not self.types:
             raise ValueError("no job types registered: --app must import your handlers")
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+        # `queues`: names (sharing `concurrency` slots), "email=4,reports=1,a", or
+        # {"email": 4, "a": None}; ValueError says what is wrong (worker/lanes.py).
+        self.lanes = parse_queues(queues, concurrency)
         if claim_batch < 1 or flush_batch < 1:
             raise ValueError("claim and flush batches must hold at least 1 job")
         if buffer_size < 0 or flush_interval < 0:
             raise ValueError("buffer size and flush interval cannot be negative")
         self.url = url or database_url()
-        self.queues = queues or None
-        self.concurrency = concurrency
+        #: The queue names it serves ("*": every queue no capacity lane names).
+        self.queues = [q for lane in self.lanes for q in (lane.queues or [EVERY_OTHER])]
+        #: Slots in all lanes.
+        self.concurrency = sum(lane.slots for lane in self.lanes)
         self.grace = grace
         self.poll_interval = poll_interval
         min_lease = min(t.lease for t in self.types)
@@ -97,7 +119,7 @@ class WorkerProcess:
         self.timeout_grace = timeout_grace
         # Another worker counts as gone after missing several of its heartbeats.
         self.worker_stale_after = max(5.0, 5 * self.heartbeat_interval)
-        self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
+        self.max_abandoned = self.concurrency if max_abandoned is None else max_abandoned
         self.restart_on_abandon = restart_on_abandon
         self.claim_batch = claim_batch
         self.buffer_size = buffer_size
@@ -105,13 +127,15 @@ class WorkerProcess:
         self.flush_interval = flush_interval
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.pool: ConnectionPool | None = None
-        self._wake = threading.Event()
         self._stop = threading.Event()  # stop claiming
         self._force = threading.Event()  # second signal: stop now
         self._give_up = threading.Event()  # the completer stops retrying a failed flush
         self._closing = threading.Event()  # background threads exit
         self.restart_requested = False
-        self.buffer = JobBuffer(on_low=self._wake.set)
+        self._lanes = []
+        for lane in self.lanes:
+            wake = threading.Event()
+            self._lanes.append(LaneRuntime(lane, wake, JobBuffer(on_low=wake.set)))
         self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
                                    interval=flush_interval, give_up=self._give_up)
         self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention
@@ -120,7 +144,14 @@ class WorkerProcess:
     def request_stop(self) -> None:
         """Begin a graceful shutdown (what SIGTERM does)."""
         self._stop.set()
-        self._wake.set()
+        self._wake()
+
+    def _wake(self, queue: str | None = None) -> None:
+        """Wake the producers of the lanes serving `queue` (a notification names it), or
+        of every lane (recovered jobs, a stop)."""
+        for rt in self._lanes:
+            if queue is None or rt.lane.serves(queue):
+                rt.wake.set()
 
     def _on_signal(self, signum, _frame) -> None:
         if self._stop.is_set():
@@ -131,7 +162,7 @@ class WorkerProcess:
             log.info("signal %s: draining (grace %ss)", signum, self.grace,
                      extra={"action": "drain_started"})
             self.request_stop()
-        self._wake.set()
+        self._wake()
 
     def run(self) -> int:
         """Run until stopped; returns the process exit code."""
@@ -154,24 +185,14 @@ class WorkerProcess:
             name="jobwarden-control")
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)
-        self.executor = Executor(
-            registry=self.registry, pool=self.pool, buffer=self.buffer,
-            completer=self.completer, concurrency=self.concurrency,
-            on_slot_free=self._wake.set, on_too_many_abandoned=self._too_many_abandoned,
-            max_abandoned=self.max_abandoned, timeout_grace=self.timeout_grace)
+        for rt in self._lanes:
+            self._start_lane(rt)
         self.heartbeat = Heartbeat(
             control_pool=self.control_pool, worker_id=self.worker_id, registry=self.registry,
-            executor=self.executor, buffer=self.buffer, completer=self.completer,
+            executors=[rt.executor for rt in self._lanes], completer=self.completer,
             interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
             worker_stale_after=self.worker_stale_after, draining=self._stop.is_set,
-            on_recovered=self._wake.set)
-        producer = Producer(
-            conn=DedicatedConnection(self.url), types=[t.name for t in self.types],
-            leases=[t.lease for t in self.types], queues=self.queues,
-            worker_id=self.worker_id, buffer=self.buffer, concurrency=self.concurrency,
-            running=self.executor.active, job_seconds=lambda: self.executor.job_seconds,
-            claim_batch=self.claim_batch, buffer_size=self.buffer_size,
-            poll_interval=self.poll_interval, wake=self._wake, stop=self._stop)
+            on_recovered=self._wake)
         self._register()
         completer = threading.Thread(target=self.completer.run, name="completer", daemon=True)
         threads = [threading.Thread(target=listen_for_jobs, name="listener", daemon=True,
@@ -180,15 +201,25 @@ class WorkerProcess:
                                     args=(self._closing,)),
                    threading.Thread(target=self.duties.run, name="duties", daemon=True,
                                     args=(self.control_pool, self._closing))]
+        # The first lane's producer claims on this thread (with one lane, the only one).
+        producers = [threading.Thread(target=rt.producer.run, daemon=True,
+                                      name=f"producer-{rt.lane.label}")
+                     for rt in self._lanes[1:]]
         completer.start()
         for t in threads:
             t.start()
-        self.executor.start()
-        log.info("worker %s started: types=%s queues=%s concurrency=%s", self.worker_id,
-                 [t.name for t in self.types], self.queues or "all", self.concurrency,
+        for rt in self._lanes:
+            rt.executor.start()
+        for t in producers:
+            t.start()
+        log.info("worker %s started: types=%s lanes=%s", self.worker_id,
+                 [t.name for t in self.types],
+                 "; ".join(f"{rt.lane.label}: {rt.lane.slots} slots" for rt in self._lanes),
                  extra={"action": "worker_started", "worker_id": self.worker_id})
         try:
-            producer.run()
+            self._lanes[0].producer.run()
+            for t in producers:
+                t.join()  # a claim under way lands in its buffer before the drain empties it
             self._drain()
         finally:
             self.completer.close()
@@ -207,12 +238,40 @@ class WorkerProcess:
         log.info("worker %s stopped", self.worker_id, extra={"action": "worker_stopped"})
         if self.restart_requested and self.restart_on_abandon:
             log.warning("restarting: %d abandoned handler thread(s) still running",
-                        self.executor.abandoned_alive(), extra={"action": "worker_restart"})
+                        self._abandoned_alive(), extra={"action": "worker_restart"})
             sys.stdout.flush()
             sys.stderr.flush()
             # The same command line again (`jobwarden worker ...` or `python -m worker.cli`).
             os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
         return 1 if self._force.is_set() else 0
+
+    def _start_lane(self, rt: LaneRuntime) -> None:
+        """Give a lane its slot threads (started later) and its producer, which claims
+        only the lane's queues on a connection of its own."""
+        lane = rt.lane
+        rt.executor = executor = Executor(
+            registry=self.registry, pool=self.pool, buffer=rt.buffer,
+            completer=self.completer, concurrency=lane.slots, on_slot_free=rt.wake.set,
+            on_abandoned=self._check_abandoned, timeout_grace=self.timeout_grace)
+        rt.producer = Producer(
+            conn=DedicatedConnection(self.url), types=[t.name for t in self.types],
+            leases=[t.lease for t in self.types],
+            queues=list(lane.queues) if lane.queues is not None else None,
+            skip_queues=list(lane.excluded) or None,
+            worker_id=self.worker_id, buffer=rt.buffer, concurrency=lane.slots,
+            running=executor.active, job_seconds=lambda: executor.job_seconds,
+            claim_batch=self.claim_batch, buffer_size=self.buffer_size,
+            poll_interval=self.poll_interval, wake=rt.wake, stop=self._stop)
+
+    def _abandoned_alive(self) -> int:
+        return sum(rt.executor.abandoned_alive() for rt in self._lanes if rt.executor)
+
+    def _check_abandoned(self) -> None:
+        """After an abandonment: too many abandoned threads alive, in all lanes together,
+        make the worker restart."""
+        piled_up = self._abandoned_alive()
+        if piled_up > self.max_abandoned:
+            self._too_many_abandoned(piled_up)
 
     def _too_many_abandoned(self, piled_up: int) -> None:
         if self._stop.is_set():
@@ -224,8 +283,8 @@ class WorkerProcess:
         self.request_stop()
 
     def active(self) -> int:
-        """Executions running in slots now."""
-        return self.executor.active()
+        """Executions running in slots now, in every lane."""
+        return sum(rt.executor.active() for rt in self._lanes if rt.executor)
 
     def recover_once(self) -> dict[str, int]:
         return self.heartbeat.recover_once()
@@ -237,7 +296,8 @@ class WorkerProcess:
                 with self.control_pool.connection() as conn:
                     conn.execute(Q.register_worker, {
                         "worker_id": self.worker_id, "host": socket.gethostname(),
-                        "pid": os.getpid(), "queues": self.queues or ["*"],
+                        "pid": os.getpid(), "queues": self.queues,
+                        "lanes": Jsonb([lane.as_row() for lane in self.lanes]),
                         "job_types": [t.name for t in self.types],
                         "concurrency": self.concurrency, "version": _version()})
                     publish_job_types(conn, self.types, published_by=self.worker_id)
@@ -258,25 +318,26 @@ class WorkerProcess:
     def _drain(self) -> None:
         """Hand back what never started, let running jobs finish within the grace
         period, then hand back the rest."""
-        waiting = self.buffer.close()
+        waiting = [job for rt in self._lanes for job in rt.buffer.close()]
         if waiting:
             self._hand_back([(job, None, None) for job in waiting])
         deadline = time.monotonic() + self.grace
-        while self.executor.active() and time.monotonic() < deadline and not self._force.is_set():
-            self._wake.wait(0.2)
-            self._wake.clear()
+        while self.active() and time.monotonic() < deadline:
+            if self._force.wait(0.05):
+                break
         unfinished, ran_ms = [], {}
-        for ex in self.executor.running():
-            if self.executor.abandon(ex, None):
-                progress, checkpoint = ex.ctx.take_pending()
-                unfinished.append((ex.job, progress, checkpoint))
-                ran_ms[ex.job.execution_id] = ms_since(ex.ctx.started)
+        for rt in self._lanes:
+            for ex in rt.executor.running():
+                if rt.executor.abandon(ex, None):
+                    progress, checkpoint = ex.ctx.take_pending()
+                    unfinished.append((ex.job, progress, checkpoint))
+                    ran_ms[ex.job.execution_id] = ms_since(ex.ctx.started)
         if unfinished:
             self._hand_back(unfinished, ran_ms)
         # Outcomes being handed over right now (too late to abandon) reach the completer
         # within moments; wait for them so the final flush includes them.
         settle = time.monotonic() + 5
-        while self.executor.active() and time.monotonic() < settle:
+        while self.active() and time.monotonic() < settle:
             time.sleep(0.02)
 
     def _hand_back(self, items: list[tuple[ClaimedJob, str | None, str | None]],

@@ -53,11 +53,14 @@ class ClaimedJob:
 
 
 def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
-          queues: list[str] | None, limit: int, worker_id: str) -> list[ClaimedJob]:
-    """Claim up to `limit` jobs in one statement (committed by the caller's connection)."""
+          queues: list[str] | None, limit: int, worker_id: str,
+          skip_queues: list[str] | None = None) -> list[ClaimedJob]:
+    """Claim up to `limit` jobs in one statement (committed by the caller's connection):
+    of `queues` (None: any) but not of `skip_queues` (the other lanes' own queues)."""
     cur = conn.cursor(row_factory=args_row(ClaimedJob))
     cur.execute(Q.claim_jobs, {"types": types, "leases": leases, "queues": queues,
-                               "limit": limit, "worker_id": worker_id})
+                               "skip_queues": skip_queues, "limit": limit,
+                               "worker_id": worker_id})
     return cur.fetchall()
 
 
@@ -112,16 +115,18 @@ class JobBuffer:
 
 
 class Producer:
-    """Keeps the buffer filled: the claim loop of a worker process."""
+    """Keeps the buffer filled: the claim loop of one lane of a worker process."""
 
     def __init__(self, *, conn: DedicatedConnection, types: list[str],
                  leases: list[float], queues: list[str] | None, worker_id: str,
+                 skip_queues: list[str] | None = None,
                  buffer: JobBuffer, concurrency: int, running: Callable[[], int],
                  job_seconds: Callable[[], float | None], claim_batch: int = 200,
                  buffer_size: int = 400, horizon: float = 0.1, poll_interval: float = 2.0,
                  wake: threading.Event, stop: threading.Event) -> None:
         self._conn = conn
         self.types, self.leases, self.queues = types, leases, queues
+        self.skip_queues = skip_queues
         self.worker_id = worker_id
         self.buffer = buffer
         self.concurrency = concurrency
@@ -190,4 +195,4 @@ class Producer:
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         return claim(self._conn.get(), types=self.types, leases=self.leases, queues=self.queues,
-                     limit=limit, worker_id=self.worker_id)
+                     skip_queues=self.skip_queues, limit=limit, worker_id=self.worker_id)

@@ -205,6 +205,8 @@ job_workers = Table(
     Column("started_at", TS, nullable=False, server_default=text("now()")),
     Column("heartbeat_at", TS, nullable=False, server_default=text("now()")),
     Column("stopped_at", TS),
+    # One object per lane: {"queues": [...], "slots": N, "shared": bool} (worker/lanes.py).
+    Column("lanes", JSONB),
     Column("state", Text, nullable=False, server_default="running"),
     CheckConstraint(check_in("state", WORKER_STATES), name="job_workers_state_check"),
 )

@@ -41,8 +41,8 @@ def claim_plan(url: str, limit: int = 10) -> tuple[int, str]:
     hit + read, the plan as text)."""
     with psycopg.connect(url) as conn:
         (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.claim_jobs, {
-            "types": ["plan.wanted"], "leases": [30.0], "queues": None, "limit": limit,
-            "worker_id": "plan-test"}).fetchone()
+            "types": ["plan.wanted"], "leases": [30.0], "queues": None, "skip_queues": None,
+            "limit": limit, "worker_id": "plan-test"}).fetchone()
         conn.rollback()
     top = plan[0]["Plan"]
     return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
@@ -77,7 +77,7 @@ def test_the_claim_takes_the_batch_in_priority_order_skipping_other_types(backlo
         urgent = enqueue_many(conn, [JobSpec("plan.wanted", {"urgent": True}, priority=5)])[0]
         conn.commit()
         rows = conn.execute(Q.claim_jobs, {"types": ["plan.wanted"], "leases": [30.0],
-                                           "queues": None, "limit": 3,
+                                           "queues": None, "skip_queues": None, "limit": 3,
                                            "worker_id": "plan-test"}).fetchall()
         conn.commit()
     assert [r[0] for r in rows] == [urgent, 2, 4]  # ids 1, 3, ... are the other type

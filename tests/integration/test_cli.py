@@ -278,6 +278,12 @@ def test_stored_text_is_printed_without_terminal_escapes(conn, clean_db):
     (("worker", "--app", "x", "--flush-interval", "-2"), "--flush-interval"),
     (("worker", "--app", "x", "--max-abandoned", "-1"), "--max-abandoned"),
     (("worker", "--app", "x", "--concurrency", "nan"), "--concurrency"),
+    (("worker", "--app", "x", "--queues", "email=0"), "--queues"),
+    (("worker", "--app", "x", "--queues", "email=four"), "--queues"),
+    (("worker", "--app", "x", "--queues", "email=4,email=2"), "--queues"),
+    (("worker", "--app", "x", "--queues", "email=4,,reports"), "--queues"),
+    (("worker", "--app", "x", "--queues", ""), "--queues"),
+    (("worker", "--app", "x", "--queues", "e mail=4"), "--queues"),
 ])
 def test_bad_arguments_are_one_clear_error_and_change_nothing(clean_db, args, option):
     result = jobwarden(*args)
@@ -285,6 +291,12 @@ def test_bad_arguments_are_one_clear_error_and_change_nothing(clean_db, args, op
     assert "Traceback" not in result.stderr
     assert option in result.stderr, result.stderr
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+
+
+def test_a_bad_queues_spec_says_what_is_wrong(clean_db):
+    result = jobwarden("worker", "--app", "x", "--queues", "email=4,reports=1,email")
+    assert result.returncode == 2
+    assert "argument --queues: queue 'email' is named twice" in result.stderr
 
 
 def test_user_add_applies_the_name_policy_and_says_what_it_stored(clean_db):

@@ -37,7 +37,8 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 
 -- name: claim_jobs
 -- Claim up to `limit` runnable jobs of the handled types, highest priority first; at
--- most one per concurrency_key, and none whose key already has a running job.
+-- most one per concurrency_key, and none whose key already has a running job. Of
+-- `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
 -- The plan must walk background_jobs_claim_idx in its order and stop after `limit` rows
 -- whatever the statistics say (the table may never have been analyzed). So `status` is
 -- the only condition the planner can estimate; every other filter sits in a scalar
@@ -51,6 +52,8 @@ WITH locked AS (
       AND (SELECT j.type = ANY(%(types)s::text[])
                   AND j.available_at <= now()
                   AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
+                  AND (%(skip_queues)s::text[] IS NULL
+                       OR j.queue <> ALL(%(skip_queues)s::text[]))
                   AND NOT EXISTS (SELECT 1 FROM queue_controls qc
                                   WHERE qc.queue = j.queue AND qc.paused)
                   AND (j.concurrency_key IS NULL OR NOT EXISTS (
@@ -239,9 +242,9 @@ SELECT id, status FROM job
 -- name: register_worker
 -- Announce a worker process (or re-announce it after a reconnect).
 INSERT INTO job_workers
-    (worker_id, host, pid, queues, job_types, concurrency, version, state)
-VALUES (%(worker_id)s, %(host)s, %(pid)s, %(queues)s, %(job_types)s, %(concurrency)s,
-        %(version)s, 'running')
+    (worker_id, host, pid, queues, lanes, job_types, concurrency, version, state)
+VALUES (%(worker_id)s, %(host)s, %(pid)s, %(queues)s, %(lanes)s, %(job_types)s,
+        %(concurrency)s, %(version)s, 'running')
 ON CONFLICT (worker_id) DO UPDATE
 SET heartbeat_at = now(), state = EXCLUDED.state, stopped_at = NULL
 
