@@ -171,9 +171,10 @@ def overview(reader: Reader) -> Overview:
 
 def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
                       rates: bool = False) -> list[dict]:
-    """Workers (newest first) each with `jobs`: what it is running now, and `slots`:
-    (queue, running) per queue it serves. With `rates`, also `per_minute`: executions it
-    finished per minute over the last 5 minutes."""
+    """Workers (newest first) each with `jobs`: what it is running now, and `lane_slots`:
+    its lanes (worker/lanes.py), each with (queue, running) per queue, its slots and how
+    many run. With `rates`, also `per_minute`: executions it finished per minute over the
+    last 5 minutes."""
     workers = reader.all("console_workers_list", gone_s=gone_s, limit=limit)
     running: dict[str, list[dict]] = defaultdict(list)
     ids = [w["worker_id"] for w in workers if w["running_jobs"]]
@@ -189,9 +190,28 @@ def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
         per_queue = defaultdict(int)
         for job in worker["jobs"]:
             per_queue[job["queue"]] += 1
-        worker["slots"] = [(q, per_queue.get(q, 0)) for q in worker["queues"] or []]
+        worker["lane_slots"] = _lane_slots(worker, per_queue)
         worker["per_minute"] = finished.get(worker["worker_id"], 0) / 5.0
     return workers
+
+
+def _lane_slots(worker: dict, per_queue: dict[str, int]) -> list[dict]:
+    """A worker's lanes as its row records them; one lane of its queues and concurrency
+    for a worker that registered before lanes were recorded. `every_other`: a `*` lane
+    (every queue no other lane names; "all" when no lane names any)."""
+    lanes = worker.get("lanes") or [{"queues": worker["queues"] or ["*"],
+                                     "slots": worker["concurrency"]}]
+    named = {q for lane in lanes for q in lane["queues"] if q != "*"}
+    shown = []
+    for lane in lanes:
+        queues = [(q, per_queue.get(q, 0)) for q in lane["queues"] if q != "*"]
+        every_other = "*" in lane["queues"]
+        running = sum(n for _q, n in queues)
+        if every_other:
+            running += sum(n for q, n in per_queue.items() if q not in named)
+        shown.append({"queues": queues, "slots": lane["slots"], "running": running,
+                      "every_other": ("other" if named else "all") if every_other else None})
+    return shown
 
 
 def _float(value) -> float | None:

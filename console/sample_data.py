@@ -69,11 +69,11 @@ def insert_execution(conn, job_id: int, *, attempt: int = 1, outcome: str | None
 def insert_worker(conn, worker_id: str, *, host: str = "app-1", pid: int = 4242,
                   queues: tuple[str, ...] = ("default",), concurrency: int = 4,
                   heartbeat_ago: float = 1.0, state: str = "running",
-                  version: str = "0.1.0") -> None:
+                  version: str = "0.1.0", lanes: list[dict] | None = None) -> None:
     now = conn.execute(select(func.now())).scalar_one()
     conn.execute(insert(job_workers).values(
         worker_id=worker_id, host=host, pid=pid, queues=list(queues), job_types=[],
-        concurrency=concurrency, version=version, state=state,
+        concurrency=concurrency, version=version, state=state, lanes=lanes,
         started_at=now - timedelta(minutes=30),
         heartbeat_at=now - timedelta(seconds=heartbeat_ago)))
 

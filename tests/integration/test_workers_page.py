@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from console import sample_data
@@ -25,3 +27,28 @@ def test_each_worker_shows_slots_rate_running_jobs_and_times(viewer, scenario):
     app2 = html.split('id="w-app2-7"')[1].split("</article>")[0]
     assert ">reports</a> (1)" in app2 and f'/jobs/{scenario["running"]}"' in app2
     assert "UTC</time>" in app2 and "ago</span>" in app2
+
+
+def test_a_worker_with_lanes_shows_each_lane_with_its_slots(viewer, engine):
+    with engine.begin() as conn:
+        sample_data.insert_worker(
+            conn, "w-lanes", queues=("email", "reports", "*"), concurrency=15,
+            lanes=[{"queues": ["email"], "slots": 4, "shared": False},
+                   {"queues": ["reports"], "slots": 1, "shared": False},
+                   {"queues": ["*"], "slots": 10, "shared": True}])
+        sample_data.insert_worker(conn, "w-old", queues=("*",), concurrency=3)
+        for queue in ("email", "email", "reports", "billing"):
+            sample_data.insert_job(conn, "t", "running", queue=queue, worker_id="w-lanes")
+    html = viewer.get("/workers").get_data(as_text=True)
+    lanes = html.split('id="w-lanes"')[1].split("</article>")[0]
+    lanes = lanes.split('data-testid="worker-slots">')[1].split("</dd>")[0]
+    assert [_text(lane) for lane in lanes.split("<br>")] == [
+        "email (2) — 4 slots", "reports (1) — 1 slot", "other queues (1) — 10 slots"]
+    old = html.split('id="w-old"')[1].split("</article>")[0]
+    assert _text(old.split('data-testid="worker-slots">')[1].split("</dd>")[0]) == \
+        "all queues (0) — 3 slots"
+
+
+def _text(html: str) -> str:
+    """What a reader sees: tags dropped, white space folded."""
+    return " ".join(re.sub(r"<[^>]+>", "", html).split())
