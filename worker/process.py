@@ -132,6 +132,7 @@ class WorkerProcess:
         self._give_up = threading.Event()  # the completer stops retrying a failed flush
         self._closing = threading.Event()  # background threads exit
         self.restart_requested = False
+        self._lane_failed = False
         self._lanes = []
         for lane in self.lanes:
             wake = threading.Event()
@@ -202,7 +203,7 @@ class WorkerProcess:
                    threading.Thread(target=self.duties.run, name="duties", daemon=True,
                                     args=(self.control_pool, self._closing))]
         # The first lane's producer claims on this thread (with one lane, the only one).
-        producers = [threading.Thread(target=rt.producer.run, daemon=True,
+        producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
                      for rt in self._lanes[1:]]
         completer.start()
@@ -222,6 +223,7 @@ class WorkerProcess:
                 t.join()  # a claim under way lands in its buffer before the drain empties it
             self._drain()
         finally:
+            self._stop.set()  # the other lanes' producers too, however this one ended
             self.completer.close()
             # A flush failing on a database outage may retry for 3 leases; at shutdown
             # it gets the grace period, then recovery will take its jobs over.
@@ -243,7 +245,19 @@ class WorkerProcess:
             sys.stderr.flush()
             # The same command line again (`jobwarden worker ...` or `python -m worker.cli`).
             os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-        return 1 if self._force.is_set() else 0
+        return 1 if self._force.is_set() or self._lane_failed else 0
+
+    def _produce(self, rt: LaneRuntime) -> None:
+        """A lane's producer on a thread of its own. If it fails (not a database outage,
+        which it rides out), the worker stops rather than run with a lane that no longer
+        claims, and exits 1 so that its supervisor starts it again."""
+        try:
+            rt.producer.run()
+        except Exception:
+            log.exception("lane %s: the producer failed; stopping the worker", rt.lane.label,
+                          extra={"action": "producer_failed"})
+            self._lane_failed = True
+            self.request_stop()
 
     def _start_lane(self, rt: LaneRuntime) -> None:
         """Give a lane its slot threads (started later) and its producer, which claims

@@ -173,3 +173,27 @@ def test_the_python_api_takes_the_dict_form_and_refuses_a_bad_spec(conn, clean_d
             wait_for(lambda: completed(clean_db, "slow") == 3, message="the slow jobs")
     finally:
         gate.set()
+
+
+def test_a_lane_whose_producer_fails_stops_the_worker_with_exit_status_1(conn, clean_db):
+    reg = Registry()
+
+    @job("a.t", queue="a", registry=reg)
+    def handler(ctx, payload):
+        pass
+
+    class BrokenSecondLane(WorkerProcess):
+        def _start_lane(self, rt):
+            super()._start_lane(rt)
+            if rt.lane.queues == ("b",):
+                def run():
+                    raise RuntimeError("a bug in the claim loop")
+                rt.producer.run = run
+
+    worker = BrokenSecondLane(reg, url=clean_db, queues="a=1,b=1", poll_interval=0.1, grace=1)
+    result = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()), daemon=True)
+    thread.start()  # not on the main thread: run() would take over the test's signals
+    thread.join(timeout=30)
+    assert result == [1]  # the failed lane stopped the whole worker
+    assert scalar(clean_db, "SELECT state FROM job_workers") == "stopped"
