@@ -4,8 +4,8 @@ workers panel, the Alerts panel and /metrics (the Prometheus rule reads the gaug
 Live means claiming work now: state `running` with a fresh heartbeat (the workers query
 turns a worker whose heartbeat is older than WORKER_GONE_SECONDS into `gone`). A
 `draining` worker finishes the jobs it holds and claims no new ones, so it serves no
-queue's waiting jobs; the panel shows it apart. A worker started without queues
-publishes `*` and serves every queue.
+queue's waiting jobs; the panel shows it apart. A worker started without queues, or
+with a `*` lane (`--queues email=4,*`), publishes `*` and serves every queue.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from console.database import Reader
+from console.live_workers import ALL_QUEUES
 from worker.schema import JOB_STATUSES
 
 TEXT_FILTER_MAX = 200
@@ -199,13 +200,13 @@ def _lane_slots(worker: dict, per_queue: dict[str, int]) -> list[dict]:
     """A worker's lanes as its row records them; one lane of its queues and concurrency
     for a worker that registered before lanes were recorded. `every_other`: a `*` lane
     (every queue no other lane names; "all" when no lane names any)."""
-    lanes = worker.get("lanes") or [{"queues": worker["queues"] or ["*"],
+    lanes = worker.get("lanes") or [{"queues": worker["queues"] or [ALL_QUEUES],
                                      "slots": worker["concurrency"]}]
-    named = {q for lane in lanes for q in lane["queues"] if q != "*"}
+    named = {q for lane in lanes for q in lane["queues"] if q != ALL_QUEUES}
     shown = []
     for lane in lanes:
-        queues = [(q, per_queue.get(q, 0)) for q in lane["queues"] if q != "*"]
-        every_other = "*" in lane["queues"]
+        queues = [(q, per_queue.get(q, 0)) for q in lane["queues"] if q != ALL_QUEUES]
+        every_other = ALL_QUEUES in lane["queues"]
         running = sum(n for _q, n in queues)
         if every_other:
             running += sum(n for q, n in per_queue.items() if q not in named)
