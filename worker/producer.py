@@ -5,9 +5,9 @@ waiting for a round trip to PostgreSQL, and one claim statement serves many jobs
 
 How far ahead it claims is bounded twice: never more than `buffer_size` jobs wait, and
 never more than about `horizon` seconds of work (the jobs' recent duration times the
-number of slots). A worker running minute-long jobs therefore claims little more than
-its free slots and leaves the rest to other workers, while one running no-op jobs keeps
-a full buffer. Jobs waiting in the buffer hold a lease like running ones: the heartbeat
+number of slots). A worker whose jobs take seconds therefore claims only for its free
+slots and leaves the rest to other workers, while one running no-op jobs keeps a full
+buffer. Jobs waiting in the buffer hold a lease like running ones: the heartbeat
 renews them too, and learns when one was cancelled or lost meanwhile.
 """
 
@@ -141,12 +141,17 @@ class Producer:
 
     def ahead(self) -> int:
         """How many claimed jobs should wait in the buffer: about `horizon` seconds of
-        work for all slots, at most `buffer_size`; one per slot until durations are known."""
+        work for all slots, at most `buffer_size`.
+
+        None while durations are unknown, and none once less than one job fits the
+        horizon: a job held in this buffer waits for one of this worker's slots while
+        another worker may sit idle, so long jobs are claimed only for free slots (a
+        freed slot wakes the producer; one claim round trip is nothing next to such a
+        job). A worker's first jobs show their durations within moments."""
         seconds = self._job_seconds()
         if seconds is None:
-            return min(self.concurrency, self.buffer_size)
-        return max(1, min(self.buffer_size, int(self.concurrency * self.horizon
-                                                / max(seconds, 1e-6))))
+            return 0
+        return min(self.buffer_size, int(self.concurrency * self.horizon / max(seconds, 1e-6)))
 
     def wanted(self) -> int:
         """Jobs to claim now (0: the buffer is full enough)."""

@@ -197,3 +197,30 @@ def test_a_lane_whose_producer_fails_stops_the_worker_with_exit_status_1(conn, c
     thread.join(timeout=30)
     assert result == [1]  # the failed lane stopped the whole worker
     assert scalar(clean_db, "SELECT state FROM job_workers") == "stopped"
+
+
+# A job claimed ahead waits in that worker's buffer for one of its slots, holding a lease,
+# while another worker may be idle: worth it for millisecond jobs, never for long ones,
+# nor before the worker has seen how long its jobs take.
+RUNNING = "SELECT count(*) FROM background_jobs WHERE status = 'running'"
+BEAT = "SELECT max(heartbeat_at) FROM job_workers WHERE stopped_at IS NULL"
+
+
+def test_long_jobs_are_claimed_only_for_free_slots(lanes_db, clean_db):
+    conn, start = lanes_db
+    start("--concurrency", "2")
+    enqueue(conn, "default", 5, gated=True)
+    wait_for(lambda: started(clean_db, "default") == 2, message="both slots busy")
+    # Two heartbeats later the producer (polling every 0.2 s) has had several chances
+    # to claim more; with both slots held it must not have.
+    for _ in range(2):
+        beat = scalar(clean_db, BEAT)
+        wait_for(lambda b=beat: scalar(clean_db, BEAT) > b, message="a worker heartbeat")
+    assert scalar(clean_db, RUNNING) == 2
+    assert started(clean_db, "default") == 2
+
+    open_gate(conn)
+    wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                                      "WHERE status = 'completed'") == 5,
+             message="every job completed")
+    assert scalar(clean_db, "SELECT max(attempts) FROM background_jobs") == 1
