@@ -81,7 +81,8 @@ def test_an_unmigrated_database_says_to_migrate(empty_database):
 
 
 def test_demo_runs_every_outcome_and_exits(clean_db):
-    result = jobwarden("demo", "--exit-when-done", "--port", "8765", timeout=180)
+    # Port 0: a free port, so a concurrent run of this test cannot collide with it.
+    result = jobwarden("demo", "--exit-when-done", "--port", "0", timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "by status: cancelled=1, completed=12, failed=4, skipped=1, unknown=1" in out
