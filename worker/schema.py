@@ -18,6 +18,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     Table,
     Text,
     UniqueConstraint,
@@ -77,6 +78,9 @@ background_jobs = Table(
     Column("checkpoint", JSONB),
     Column("idempotency_key", Text),
     Column("concurrency_key", Text),
+    # Which of its key's slots the job took at its last claim; meaningful while it runs
+    # (migration 0015).
+    Column("concurrency_slot", SmallInteger, nullable=False, server_default="0"),
     Column("cancel_requested_at", TS),
     Column("manual_retry_count", Integer, nullable=False, server_default="0"),
     Column("retried_by", Text),
@@ -251,10 +255,10 @@ Index(
     postgresql_where=text("idempotency_key IS NOT NULL"),
 )
 
-# Per-key serialization (migration 0003): one running job per concurrency_key at most.
+# Per-key limits (migrations 0003, 0015): running jobs of a key hold distinct slots.
 Index(
-    "background_jobs_concurrency_running_idx",
-    background_jobs.c.concurrency_key,
+    "background_jobs_concurrency_slot_idx",
+    background_jobs.c.concurrency_key, background_jobs.c.concurrency_slot,
     unique=True,
     postgresql_where=text("status = 'running' AND concurrency_key IS NOT NULL"),
 )
@@ -278,10 +282,12 @@ job_types = Table(
     Column("sla_seconds", Float),
     Column("version", Integer, nullable=False),
     Column("repeat_safe", Boolean, nullable=False),
+    Column("concurrency_limit", Integer, nullable=False, server_default="1"),
     Column("published_by", Text, nullable=False),
     Column("published_at", TS, nullable=False, server_default=text("now()")),
     CheckConstraint("max_attempts >= 1", name="job_types_max_attempts_check"),
     CheckConstraint("version >= 1", name="job_types_version_check"),
+    CheckConstraint("concurrency_limit >= 1", name="job_types_concurrency_limit_check"),
 )
 Index(
     "background_jobs_policy_defaults_idx",
