@@ -43,7 +43,8 @@ def policy_row(job_type: JobType, published_by: str) -> dict[str, Any]:
             "lease_seconds": job_type.lease,
             "backoff": {"base": backoff.base, "cap": backoff.cap, "jitter": backoff.jitter},
             "sla_seconds": job_type.sla, "version": job_type.version,
-            "repeat_safe": job_type.repeat_safe, "published_by": published_by}
+            "repeat_safe": job_type.repeat_safe,
+            "concurrency_limit": job_type.concurrency_limit, "published_by": published_by}
 
 
 def publish_job_types(conn, types: Iterable[JobType], published_by: str) -> dict[str, int]:
@@ -78,7 +79,8 @@ def published_policies(conn, names: Iterable[str]) -> dict[str, JobType]:
             name=r["type"], handler=_not_here, queue=r["queue"],
             max_attempts=r["max_attempts"], timeout=r["timeout_seconds"],
             lease=r["lease_seconds"], backoff=RetryPolicy(**r["backoff"]),
-            sla=r["sla_seconds"], version=r["version"], repeat_safe=r["repeat_safe"])
+            sla=r["sla_seconds"], version=r["version"], repeat_safe=r["repeat_safe"],
+            concurrency_limit=r["concurrency_limit"])
     return found
 
 

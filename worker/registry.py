@@ -17,6 +17,10 @@ from .policy import RetryPolicy, parse_duration
 # \Z, not $: "$" also matches before a final newline.
 NAME_PATTERN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
 
+#: Highest concurrency_limit: the claim reads a key's running jobs for every job of the
+#: key it considers, so a limit is a small number, not a way to switch limits off.
+MAX_CONCURRENCY_LIMIT = 1000
+
 Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
 Upgrader = Callable[[dict], dict]
 
@@ -59,6 +63,9 @@ class JobType:
     # Looks an unknown job's operation up by its business reference: returns "done",
     # "not_done" or "unknown" (worker/reconcile.py).
     reconciler: Callable[[Any], str] | None = None
+    # How many jobs of one concurrency_key may run at once when this type's job starts,
+    # across all workers (claim_jobs; jobs without a key are not limited).
+    concurrency_limit: int = 1
 
     def __call__(self, ctx, payload):
         return self.handler(ctx, payload)
@@ -150,6 +157,7 @@ def job(
     schedule_payload: dict | None = None,
     catch_up: bool = False,
     reconciler: Callable[[Any], str] | None = None,
+    concurrency_limit: int = 1,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
@@ -158,6 +166,7 @@ def job(
     the handler a SomeModel instance. `schedule="*/5 * * * *"` (cron, in `schedule_tz`)
     makes the workers enqueue one job of the type per tick (worker/scheduler.py).
     `reconciler=fn` settles the type's unknown outcomes (worker/reconcile.py).
+    `concurrency_limit=N` lets up to N jobs of one `concurrency_key` run at once (default 1).
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -165,6 +174,10 @@ def job(
         raise ValueError(f"{name}: max_attempts must be an integer >= 1")
     if not isinstance(version, int) or version < 1:
         raise ValueError(f"{name}: version must be an integer >= 1")
+    if (not isinstance(concurrency_limit, int) or isinstance(concurrency_limit, bool)
+            or not 1 <= concurrency_limit <= MAX_CONCURRENCY_LIMIT):
+        raise ValueError(f"{name}: concurrency_limit must be an integer from 1 to "
+                         f"{MAX_CONCURRENCY_LIMIT}")
     if payload is not None and not hasattr(payload, "model_validate"):
         raise ValueError(f"{name}: payload must be a pydantic model class")
     lease_s = parse_duration(lease)
@@ -187,7 +200,7 @@ def job(
             version=version, repeat_safe=repeat_safe, payload_model=payload,
             schedule=schedule, schedule_tz=schedule_tz,
             schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
-            reconciler=reconciler,
+            reconciler=reconciler, concurrency_limit=concurrency_limit,
         ))
 
     return decorate

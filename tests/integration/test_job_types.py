@@ -20,7 +20,7 @@ def declare_email(version: int = 1, **policy) -> Registry:
     """The application's registry: `send_email` as its handler module declares it."""
     reg = Registry()
     options = dict(queue="email", max_attempts=3, timeout=45, lease="20s", backoff="2s",
-                   sla="30s", repeat_safe=False, version=version) | policy
+                   sla="30s", repeat_safe=False, version=version, concurrency_limit=4) | policy
 
     @job("send_email", registry=reg, **options)
     def send_email(ctx, payload):
@@ -39,10 +39,11 @@ def test_a_starting_worker_publishes_every_policy_field_of_its_types(clean_db):
         row = wait_for(lambda: published(clean_db).get("send_email"), message="publication")
     assert {k: row[k] for k in ("queue", "max_attempts", "timeout_seconds", "lease_seconds",
                                 "backoff", "sla_seconds", "version", "repeat_safe",
-                                "published_by")} == {
+                                "concurrency_limit", "published_by")} == {
         "queue": "email", "max_attempts": 3, "timeout_seconds": 45.0, "lease_seconds": 20.0,
         "backoff": {"base": 2.0, "cap": 3600.0, "jitter": 0.2}, "sla_seconds": 30.0,
-        "version": 1, "repeat_safe": False, "published_by": worker.worker_id}
+        "version": 1, "repeat_safe": False, "concurrency_limit": 4,
+        "published_by": worker.worker_id}
 
 
 def test_enqueue_without_the_handler_takes_the_published_policy(conn, clean_db):
