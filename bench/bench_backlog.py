@@ -48,8 +48,8 @@ def claim_latency(url: str, samples: int) -> list[float]:
     with psycopg.connect(url) as conn:
         for _ in range(samples):
             start = time.perf_counter()
-            conn.execute(Q.claim_jobs, {"types": ["noop"], "leases": [30.0], "queues": None,
-                                        "skip_queues": None, "limit": 10,
+            conn.execute(Q.claim_jobs, {"types": ["noop"], "leases": [30.0], "limits": [1],
+                                        "queues": None, "skip_queues": None, "limit": 10,
                                         "worker_id": "bench"}).fetchall()
             times.append((time.perf_counter() - start) * 1000)
             conn.rollback()

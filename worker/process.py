@@ -270,6 +270,7 @@ class WorkerProcess:
         rt.producer = Producer(
             conn=DedicatedConnection(self.url), types=[t.name for t in self.types],
             leases=[t.lease for t in self.types],
+            limits=[t.concurrency_limit for t in self.types],
             queues=list(lane.queues) if lane.queues is not None else None,
             skip_queues=list(lane.excluded) or None,
             worker_id=self.worker_id, buffer=rt.buffer, concurrency=lane.slots,

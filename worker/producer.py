@@ -54,13 +54,19 @@ class ClaimedJob:
 
 def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
           queues: list[str] | None, limit: int, worker_id: str,
-          skip_queues: list[str] | None = None) -> list[ClaimedJob]:
+          skip_queues: list[str] | None = None,
+          limits: list[int] | None = None) -> list[ClaimedJob]:
     """Claim up to `limit` jobs in one statement (committed by the caller's connection):
-    of `queues` (None: any) but not of `skip_queues` (the other lanes' own queues)."""
+    of `queues` (None: any) but not of `skip_queues` (the other lanes' own queues).
+
+    `leases` and `limits` (each type's concurrency_limit; 1 for every type if not
+    given) are parallel to `types`."""
+    if limits is None:
+        limits = [1] * len(types)
     cur = conn.cursor(row_factory=args_row(ClaimedJob))
-    cur.execute(Q.claim_jobs, {"types": types, "leases": leases, "queues": queues,
-                               "skip_queues": skip_queues, "limit": limit,
-                               "worker_id": worker_id})
+    cur.execute(Q.claim_jobs, {"types": types, "leases": leases, "limits": limits,
+                               "queues": queues, "skip_queues": skip_queues,
+                               "limit": limit, "worker_id": worker_id})
     return cur.fetchall()
 
 
@@ -119,13 +125,13 @@ class Producer:
 
     def __init__(self, *, conn: DedicatedConnection, types: list[str],
                  leases: list[float], queues: list[str] | None, worker_id: str,
-                 skip_queues: list[str] | None = None,
+                 skip_queues: list[str] | None = None, limits: list[int] | None = None,
                  buffer: JobBuffer, concurrency: int, running: Callable[[], int],
                  job_seconds: Callable[[], float | None], claim_batch: int = 200,
                  buffer_size: int = 400, horizon: float = 0.1, poll_interval: float = 2.0,
                  wake: threading.Event, stop: threading.Event) -> None:
         self._conn = conn
-        self.types, self.leases, self.queues = types, leases, queues
+        self.types, self.leases, self.limits, self.queues = types, leases, limits, queues
         self.skip_queues = skip_queues
         self.worker_id = worker_id
         self.buffer = buffer
@@ -175,8 +181,9 @@ class Producer:
                     jobs = self._claim(want)
                     backoff = 0.5
                 except psycopg.errors.UniqueViolation:
-                    # Another worker claimed a job of the same concurrency_key in the same
-                    # instant; the index refused ours. Claim again: the key is now skipped.
+                    # Another worker took the same slot of a concurrency_key in the same
+                    # instant; the index refused ours. Claim again: the next claim sees
+                    # that slot taken (and skips the key if it has no other free one).
                     log.debug("claim lost a concurrency_key race; claiming again")
                     continue
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
@@ -199,5 +206,6 @@ class Producer:
         self._conn.drop()
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
-        return claim(self._conn.get(), types=self.types, leases=self.leases, queues=self.queues,
-                     skip_queues=self.skip_queues, limit=limit, worker_id=self.worker_id)
+        return claim(self._conn.get(), types=self.types, leases=self.leases,
+                     limits=self.limits, queues=self.queues, skip_queues=self.skip_queues,
+                     limit=limit, worker_id=self.worker_id)

@@ -21,28 +21,35 @@ BACKLOG = 100_000
 BUFFER_BOUND = 1_000
 
 
-@pytest.fixture
-def backlog_db(empty_database):
-    """A migrated database whose background_jobs is never analyzed, with a backlog of
-    jobs of two types interleaved (the claim handles one: it must skip the other)."""
-    migrate(empty_database)
-    with psycopg.connect(empty_database) as conn:
+def make_backlog(url: str, keys: int | None = None) -> str:
+    """Migrate `url` and fill background_jobs, never analyzed, with a backlog of jobs of
+    two types interleaved (the claim handles one: it must skip the other), spread over
+    `keys` concurrency keys if given."""
+    migrate(url)
+    with psycopg.connect(url) as conn:
         # Even on a server with autovacuum on, this table keeps no statistics.
         conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = false)")
         for offset in range(0, BACKLOG, 10_000):
-            enqueue_many(conn, [JobSpec("plan.wanted" if i % 2 else "plan.other", {"n": i})
+            enqueue_many(conn, [JobSpec("plan.wanted" if i % 2 else "plan.other", {"n": i},
+                                        concurrency_key=f"key:{i % keys}" if keys else None)
                                 for i in range(offset, offset + 10_000)])
         conn.commit()
-    return empty_database
+    return url
 
 
-def claim_plan(url: str, limit: int = 10) -> tuple[int, str]:
+@pytest.fixture
+def backlog_db(empty_database):
+    return make_backlog(empty_database)
+
+
+def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1) -> tuple[int, str]:
     """EXPLAIN (ANALYZE, BUFFERS) of claiming `limit` jobs, rolled back: (shared buffers
     hit + read, the plan as text)."""
     with psycopg.connect(url) as conn:
         (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.claim_jobs, {
-            "types": ["plan.wanted"], "leases": [30.0], "queues": None, "skip_queues": None,
-            "limit": limit, "worker_id": "plan-test"}).fetchone()
+            "types": ["plan.wanted"], "leases": [30.0], "limits": [concurrency_limit],
+            "queues": None, "skip_queues": None, "limit": limit,
+            "worker_id": "plan-test"}).fetchone()
         conn.rollback()
     top = plan[0]["Plan"]
     return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
@@ -77,8 +84,19 @@ def test_the_claim_takes_the_batch_in_priority_order_skipping_other_types(backlo
         urgent = enqueue_many(conn, [JobSpec("plan.wanted", {"urgent": True}, priority=5)])[0]
         conn.commit()
         rows = conn.execute(Q.claim_jobs, {"types": ["plan.wanted"], "leases": [30.0],
-                                           "queues": None, "skip_queues": None, "limit": 3,
+                                           "limits": [1], "queues": None,
+                                           "skip_queues": None, "limit": 3,
                                            "worker_id": "plan-test"}).fetchall()
         conn.commit()
     assert [r[0] for r in rows] == [urgent, 2, 4]  # ids 1, 3, ... are the other type
     assert {r[2] for r in rows} == {"plan.wanted"}
+
+
+def test_a_backlog_of_keyed_jobs_is_claimed_by_the_same_walk(empty_database):
+    # Each job walked past costs a look at its key's running jobs; the walk still stops
+    # after the batch and sorts nothing.
+    url = make_backlog(empty_database, keys=1_000)
+    buffers, plan = claim_plan(url, concurrency_limit=2)
+    assert buffers < BUFFER_BOUND, plan
+    assert "background_jobs_claim_idx" in plan
+    assert "external merge" not in plan

@@ -1,4 +1,5 @@
-"""concurrency_key: at most one running job per key, across worker processes."""
+"""concurrency_key: at most one running job per key (the default limit), across worker
+processes. Limits above one: test_concurrency_limits.py."""
 
 from __future__ import annotations
 
@@ -43,15 +44,22 @@ def test_jobs_sharing_a_key_never_run_at_the_same_time(conn, clean_db):
     assert scalar(clean_db, OVERLAPS, [True]) > 0
 
 
-def test_the_database_refuses_a_second_running_job_of_a_key(conn, clean_db):
-    for _ in range(2):
+def test_the_database_refuses_two_running_jobs_of_a_key_in_one_slot(conn, clean_db):
+    for _ in range(3):
         enqueue(conn, "serial", {}, concurrency_key="k")
-    conn.execute("UPDATE background_jobs SET status = 'running', execution_id = gen_random_uuid() "
-                 "WHERE id = 1")
+    start = ("UPDATE background_jobs SET status = 'running', execution_id = gen_random_uuid(), "
+             "concurrency_slot = %s WHERE id = %s")
+    conn.execute(start, [0, 1])
+    conn.execute(start, [1, 2])  # another slot of the key: allowed (a limit of two)
     conn.commit()
     with pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute(start, [1, 3])
+    conn.rollback()
+    # A job that does not say which slot it takes gets slot 0, as a claim by a worker of
+    # the release before per-key limits would: taken too.
+    with pytest.raises(psycopg.errors.UniqueViolation):
         conn.execute("UPDATE background_jobs SET status = 'running', "
-                     "execution_id = gen_random_uuid() WHERE id = 2")
+                     "execution_id = gen_random_uuid() WHERE id = 3")
     conn.rollback()
 
 

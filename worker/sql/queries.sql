@@ -36,9 +36,12 @@ SELECT idempotency_key, id FROM background_jobs
 WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 
 -- name: claim_jobs
--- Claim up to `limit` runnable jobs of the handled types, highest priority first; at
--- most one per concurrency_key, and none whose key already has a running job. Of
--- `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
+-- Claim up to `limit` runnable jobs of the handled types, highest priority first. A job
+-- with a concurrency_key starts only while fewer of its key's jobs run than its type's
+-- limit (`limits`, parallel to `types`), and takes a slot: the smallest free number
+-- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
+-- jobs refuses a second claim of one slot (two workers racing for a key's last one).
+-- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
 -- The plan must walk background_jobs_claim_idx in its order and stop after `limit` rows
 -- whatever the statistics say (the table may never have been analyzed). So `status` is
 -- the only condition the planner can estimate; every other filter sits in a scalar
@@ -56,20 +59,47 @@ WITH locked AS (
                        OR j.queue <> ALL(%(skip_queues)s::text[]))
                   AND NOT EXISTS (SELECT 1 FROM queue_controls qc
                                   WHERE qc.queue = j.queue AND qc.paused)
-                  AND (j.concurrency_key IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM background_jobs r
-                        WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')))
+                  AND (j.concurrency_key IS NULL OR (
+                        SELECT count(*) FROM background_jobs r
+                        WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')
+                      < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
+                                           AS x(type, lim)
+                         WHERE x.type = j.type LIMIT 1)))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), keyed AS (
+    -- The batch's jobs that have a key, numbered within their key in claim order, with
+    -- their type's limit.
+    SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
+               PARTITION BY l.concurrency_key
+               ORDER BY l.priority DESC, l.available_at, l.id) AS nth
+    FROM locked l
+    CROSS JOIN LATERAL (
+        SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
+        WHERE x.type = l.type LIMIT 1) AS x
+    WHERE l.concurrency_key IS NOT NULL
+), free_slots AS (
+    -- Each key's free slots, numbered smallest first: its nth job takes the nth. Only
+    -- the first (running + jobs in the batch) numbers can be among them.
+    SELECT k.concurrency_key, s.slot,
+           row_number() OVER (PARTITION BY k.concurrency_key ORDER BY s.slot) AS nth
+    FROM (SELECT q.concurrency_key, max(q.lim) AS lim, count(*) AS jobs,
+                 ARRAY(SELECT r.concurrency_slot FROM background_jobs r
+                       WHERE r.concurrency_key = q.concurrency_key
+                         AND r.status = 'running') AS taken
+          FROM keyed q GROUP BY q.concurrency_key) AS k
+    CROSS JOIN LATERAL generate_series(
+        0, least(k.lim, cardinality(k.taken) + k.jobs) - 1) AS s(slot)
+    WHERE s.slot <> ALL (k.taken)
 ), selected AS (
-    -- Two jobs of one key in this batch: take the first, leave the other pending.
-    SELECT id, type FROM (
-        SELECT id, type, row_number() OVER (
-            PARTITION BY coalesce(concurrency_key, id::text)
-            ORDER BY priority DESC, available_at, id) AS nth
-        FROM locked) AS ranked
-    WHERE nth = 1
+    -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
+    -- others stay pending: their key has no room left).
+    SELECT id, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    UNION ALL
+    SELECT q.id, q.type, f.slot::smallint
+    FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
+    WHERE f.slot < q.lim
 ), claimed AS (
     UPDATE background_jobs j
     SET status = 'running',
@@ -80,7 +110,8 @@ WITH locked AS (
         heartbeat_at = now(),
         lease_seconds = p.lease,
         lease_expires_at = now() + make_interval(secs => p.lease),
-        cancel_requested_at = NULL
+        cancel_requested_at = NULL,
+        concurrency_slot = coalesce(s.slot, 0)
     FROM selected s
     CROSS JOIN LATERAL (
         SELECT x.lease FROM unnest(%(types)s::text[], %(leases)s::float8[]) AS x(type, lease)
