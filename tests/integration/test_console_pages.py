@@ -88,6 +88,15 @@ def test_job_detail_shows_the_sanitized_payload_and_attempts(viewer, scenario):
     assert 'data-live="no"' in html  # failed is terminal: no polling
 
 
+def test_a_running_keyed_job_shows_the_slot_of_its_key_it_holds(viewer, make_job):
+    running = make_job("running", concurrency_key="account:7", concurrency_slot=1)
+    pending = make_job("pending", concurrency_key="account:7")
+    html = viewer.get(f"/jobs/{running}").get_data(as_text=True)
+    assert "account:7" in html and 'data-testid="concurrency-slot">slot 1<' in html
+    assert 'data-testid="concurrency-slot"' not in viewer.get(f"/jobs/{pending}").get_data(
+        as_text=True)  # a pending job holds no slot
+
+
 def test_a_script_in_a_payload_is_rendered_inert(viewer, scenario):
     html = viewer.get(f"/jobs/{scenario['pending']}").get_data(as_text=True)
     assert "<script>alert" not in html
