@@ -102,10 +102,14 @@ background_jobs = Table(
         name="background_jobs_running_owner_check",
     ),
 )
-# The claim path: pending jobs in priority order (highest first), oldest first.
+# The claim path: pending jobs by aged priority, i.e. by available_at moved earlier by
+# 10 seconds per priority level (the function, migration 0016), lowest rank first. It
+# leads with the constant `status` so the planner costs it like the other status indexes
+# whatever the statistics (migration 0016's docstring).
 Index(
-    "background_jobs_claim_idx",
-    background_jobs.c.priority.desc(), background_jobs.c.available_at, background_jobs.c.id,
+    "background_jobs_claim_rank_idx",
+    background_jobs.c.status, text("jobwarden_claim_rank(available_at, priority)"),
+    background_jobs.c.id,
     postgresql_where=text("status = 'pending'"),
 )
 # Recovery scans only running jobs by lease expiry.

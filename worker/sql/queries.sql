@@ -42,8 +42,8 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
 -- jobs refuses a second claim of one slot (two workers racing for a key's last one).
 -- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
--- The plan must walk background_jobs_claim_idx in its order and stop after `limit` rows
--- whatever the statistics say (the table may never have been analyzed). So `status` is
+-- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
+-- rows whatever the statistics say (the table may never have been analyzed). So `status` is
 -- the only condition the planner can estimate; every other filter sits in a scalar
 -- sub-select it can neither push into another index nor estimate as selective. With a
 -- selective-looking filter (or a join on type) it walks the type index instead and sorts
@@ -65,7 +65,10 @@ WITH locked AS (
                       < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
                                            AS x(type, lim)
                          WHERE x.type = j.type LIMIT 1)))
-    ORDER BY j.priority DESC, j.available_at, j.id
+    -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
+    -- level, so a waiting job overtakes higher priorities that became available more
+    -- than 10 s per level after it. It never changes while the job waits: an index key.
+    ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 ), keyed AS (
@@ -73,7 +76,7 @@ WITH locked AS (
     -- their type's limit.
     SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
                PARTITION BY l.concurrency_key
-               ORDER BY l.priority DESC, l.available_at, l.id) AS nth
+               ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
     FROM locked l
     CROSS JOIN LATERAL (
         SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
@@ -129,7 +132,7 @@ WITH locked AS (
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key
-FROM claimed ORDER BY priority DESC, available_at, id
+FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
 -- Record a batch of outcomes, each only if its execution still owns the job; returns

@@ -8,7 +8,7 @@
 WITH picked AS (
     SELECT id FROM background_jobs
     WHERE status = 'pending' AND available_at <= now()
-    ORDER BY priority DESC, available_at, id
+    ORDER BY jobwarden_claim_rank(available_at, priority), id
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
