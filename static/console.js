@@ -19,3 +19,16 @@ document.addEventListener("change", function (event) {
     row.checked = box.checked;
   });
 });
+
+// A panel's polled figures under its own filter form (the overview's trends): a poll
+// answer is for the filter the poll was sent with. If it lands while the form's request
+// for a new filter runs, or after that request replaced the panel, swapping it in would
+// undo the operator's change (or fill a panel no longer on the page): drop it.
+document.addEventListener("htmx:beforeSwap", function (event) {
+  var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+  if (!(elt instanceof HTMLElement) || !elt.hasAttribute("data-polled-filter")) return;
+  var panel = elt.closest("section");
+  if (!elt.isConnected || (panel && panel.querySelector("form.htmx-request"))) {
+    event.detail.shouldSwap = false;
+  }
+});
