@@ -6,6 +6,10 @@ not started per job. A handler that ignores its timeout is abandoned: its slot i
 to a new thread at once, and the old one ends whenever the handler returns (its result
 is discarded). Too many abandoned threads still alive make the worker restart itself.
 A worker has one executor per lane (worker/lanes.py), each reading only its lane's buffer.
+
+A claimed job starts only while its lease is known to be held: by the worker's own clock
+(worker/lease.py), or else by asking the database first (docs/faults.md, "Starting
+buffered work"). A process woken from a freeze never starts work it no longer owns.
 """
 
 from __future__ import annotations
@@ -17,16 +21,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from . import runner
+from . import lease, runner
 from .completer import Completer, Completion
 from .context import JobContext
 from .errors import CANCELLED
+from .event_totals import DB_ERRORS, ZOMBIE_LEASE, count_on
 from .logs import running_event, waiting_event
 from .producer import ClaimedJob, JobBuffer
+from .queries import Q
 from .registry import JobType, Registry
 from .states import ExecutionOutcome, JobStatus
 
 log = logging.getLogger("jobwarden.executor")
+
+#: How long a slot waits before asking again when the database cannot confirm a lease.
+CONFIRM_RETRY_SECONDS = 0.5
 
 
 @dataclass(eq=False)
@@ -41,6 +50,10 @@ class Execution:
     abandoned: bool = False  # the worker gave up on it (timeout, shutdown): ignore its result
     recording: bool = False  # its outcome is being handed over: too late to abandon
     timeout_noticed: float | None = None
+
+
+#: What begin() returns when the database could not confirm a job's lease.
+UNDECIDED = object()
 
 
 class Executor:
@@ -84,6 +97,12 @@ class Executor:
                     return
                 continue
             ex = self.begin(job)
+            if ex is UNDECIDED:
+                # The database could not say whether the job is still ours: keep it (the
+                # heartbeat keeps renewing it) and ask again shortly.
+                if self.buffer.put_back(job):
+                    time.sleep(CONFIRM_RETRY_SECONDS)
+                continue
             if ex is not None:
                 self._run(ex)
                 if ex.abandoned:
@@ -99,14 +118,22 @@ class Executor:
         return len(self._running)
 
     # -- one job -------------------------------------------------------------------------
-    def begin(self, job: ClaimedJob) -> Execution | None:
-        """Turn a claimed job into a running execution (None: it must not run)."""
+    def begin(self, job: ClaimedJob) -> Execution | None | object:
+        """Turn a claimed job into a running execution (None: it must not run;
+        UNDECIDED: the database could not confirm its lease, try again later)."""
+        job_type = self.registry.get(job.type)
+        assert job_type is not None, "claim_jobs only returns the types this worker handles"
+        if not job.lost and not lease.vouched(job.granted_at, job_type.lease):
+            held = self._confirm_lease(job, job_type)
+            if held is None:
+                return UNDECIDED
+            if not held:
+                job.lost = True
+                count_on(self.pool, ZOMBIE_LEASE, [job.type])
         if job.lost:
             log.warning("job %s: lease lost while waiting in the buffer; not started",
                         job.id, extra=waiting_event("lease_lost", job))
             return None
-        job_type = self.registry.get(job.type)
-        assert job_type is not None, "claim_jobs only returns the types this worker handles"
         if job.cancel_requested:
             # Cancelled while it waited: end it without running it.
             self.completer.submit(Completion(
@@ -122,6 +149,25 @@ class Executor:
         with self._lock:
             self._running[job.execution_id] = ex
         return ex
+
+    def _confirm_lease(self, job: ClaimedJob, job_type: JobType) -> bool | None:
+        """Ask the database whether the job's execution still owns it, renewing its lease
+        if so (True); False if it was recovered or taken over; None if it cannot tell."""
+        try:
+            with self.pool.connection() as conn:
+                sent = lease.now()
+                row = conn.execute(Q.confirm_lease, {"job_id": job.id,
+                                                     "execution_id": job.execution_id}).fetchone()
+        except DB_ERRORS as exc:
+            log.warning("job %s: cannot confirm its lease before starting it (%s); asking "
+                        "again in %.1fs", job.id, exc, CONFIRM_RETRY_SECONDS,
+                        extra=waiting_event("lease_unconfirmed", job))
+            return None
+        if row is None:
+            return False
+        job.granted_at = sent
+        job.cancel_requested = job.cancel_requested or row[0]
+        return True
 
     def _run(self, ex: Execution) -> None:
         ctx = ex.ctx

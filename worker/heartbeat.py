@@ -22,6 +22,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from . import lease
 from .completer import Completer
 from .event_totals import ZOMBIE_LEASE, count_on
 from .executor import Execution, Executor
@@ -105,6 +106,7 @@ class Heartbeat:
         try:
             with self.control_pool.connection() as conn:
                 owned: dict = {}
+                sent = lease.now()  # the leases renewed now start no earlier than this
                 if rows:
                     owned = {r[1]: r[2] for r in conn.execute(
                         Q.heartbeat_executions,
@@ -122,8 +124,10 @@ class Heartbeat:
                 if not job.lost:
                     zombies.append(job.type)
                 job.lost = True
-            elif owned[job.execution_id]:
-                job.cancel_requested = True
+            else:
+                job.granted_at = sent
+                if owned[job.execution_id]:
+                    job.cancel_requested = True
         for ex in live:
             if self._learn(ex, owned):
                 zombies.append(ex.ctx.type)

@@ -24,6 +24,7 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import args_row
 
+from . import lease
 from .db import DedicatedConnection
 from .logs import waiting_event
 from .queries import Q
@@ -50,6 +51,9 @@ class ClaimedJob:
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.
     lost: bool = False
+    #: When (worker/lease.py's clock) the statement that last granted its lease was sent:
+    #: the claim, then each heartbeat that renewed it. None: not known to be held.
+    granted_at: float | None = None
 
 
 def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
@@ -105,6 +109,16 @@ class JobBuffer:
         if low and self._on_low is not None:
             self._on_low()
         return job
+
+    def put_back(self, job: ClaimedJob) -> bool:
+        """Return a job taken but not started to the front (False: the buffer is closed,
+        and the job was not among those it handed back)."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._jobs.appendleft(job)
+            self._cond.notify()
+        return True
 
     def snapshot(self) -> list[ClaimedJob]:
         with self._cond:
@@ -206,6 +220,11 @@ class Producer:
         self._conn.drop()
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
-        return claim(self._conn.get(), types=self.types, leases=self.leases,
-                     limits=self.limits, queues=self.queues, skip_queues=self.skip_queues,
-                     limit=limit, worker_id=self.worker_id)
+        conn = self._conn.get()
+        sent = lease.now()  # the leases the claim grants start no earlier than this
+        jobs = claim(conn, types=self.types, leases=self.leases, limits=self.limits,
+                     queues=self.queues, skip_queues=self.skip_queues, limit=limit,
+                     worker_id=self.worker_id)
+        for job in jobs:
+            job.granted_at = sent
+        return jobs

@@ -101,6 +101,17 @@ def handover_job(ctx, payload):
     note(ctx, "returned")
 
 
+@job("chaos.plain", queue="chaos", lease=2, timeout=30, max_attempts=25, backoff=FAST)
+def plain_job(ctx, payload):
+    """A plain handler (no effects ledger, no business transaction): it notes its start
+    and sleeps. Nothing but the worker stops it running twice."""
+    with ctx._pool.connection() as conn:
+        conn.execute("INSERT INTO chaos_events (job_id, execution_id, attempt, pid, event) "
+                     "VALUES (%s, %s, %s, %s, 'started')",
+                     [ctx.job_id, ctx.execution_id, ctx.attempt, os.getpid()])
+    time.sleep(payload.get("seconds", 0.05))
+
+
 @job("chaos.quick", queue="chaos", lease=2, timeout=30, max_attempts=25, backoff=FAST)
 def quick_job(ctx, payload):
     """A short job whose business write commits together with its completion."""
