@@ -195,13 +195,13 @@ def cmd_queue(args) -> int:
 
 def cmd_prune(args) -> int:
     from .db import connect
-    from .queries import Q
+    from .retention import prune
 
     statuses = ["completed", "skipped", "cancelled"] + (["failed"] if args.include_failed else [])
     with connect() as conn:
-        cur = conn.execute(Q.prune_finished, {"statuses": statuses,
-                                              "older_than": args.older_than})
-        print(f"pruned {cur.rowcount} job(s) in {statuses} older than {args.older_than:g}s")
+        deleted = prune(conn, statuses, args.older_than)
+        print(f"pruned {sum(deleted.values())} job(s) in {statuses} older than "
+              f"{args.older_than:g}s")
     return 0
 
 

@@ -5,14 +5,16 @@ dead letters stay longest); `JOBWARDEN_RETENTION` changes them (`completed=7d,fa
 or `off`). Each batch is one short transaction that first takes a transaction-level
 advisory lock, so one worker at a time prunes and no lock outlives its batch; a batch
 deletes at most `batch` jobs with their executions (ON DELETE CASCADE) and their `done`
-effect-ledger entries. Audit rows stay, their job_id set NULL. `jobwarden prune` remains
-the one-off command.
+effect-ledger entries. Audit rows stay, their job_id set NULL. A job's age runs from the
+moment it reached its current status (migration 0017). `jobwarden prune` is the one-off
+command: the same batches (`prune`), run until nothing is left.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 
 from .policy import parse_duration
@@ -86,3 +88,20 @@ def run_once(conn, policy: RetentionPolicy) -> dict[str, int] | None:
         log.info("retention deleted %s (and %d done ledger entries)", deleted, effects,
                  extra={"action": "retention_pruned", "deleted": deleted, "effects": effects})
     return deleted
+
+
+def prune(conn, statuses: list[str], older_than: float, wait: float = 0.5) -> dict[str, int]:
+    """Delete every job of `statuses` that reached it more than `older_than` seconds ago,
+    in retention's batches (so its done ledger entries go too, and no lock is held long);
+    waits while a worker's retention pass holds the lock. Returns jobs deleted per status."""
+    policy = RetentionPolicy(ages=dict.fromkeys(statuses, older_than), max_batches=1)
+    deleted = dict.fromkeys(statuses, 0)
+    while True:
+        batch = run_once(conn, policy)
+        if batch is None:
+            time.sleep(wait)  # a worker's pass is under way; its batches are short
+            continue
+        for status, n in batch.items():
+            deleted[status] += n
+        if all(n < policy.batch for n in batch.values()):
+            return deleted

@@ -125,11 +125,13 @@ Index(
     postgresql_where=text("status = 'failed'"),
 )
 Index("background_jobs_status_idx", background_jobs.c.status, background_jobs.c.id)
-# Retention: finished jobs of a status by the time they finished (migration 0007).
+# Retention: finished jobs of a status by the time they reached it (the function,
+# migration 0017), oldest first.
 Index(
-    "background_jobs_finished_idx",
+    "background_jobs_retention_idx",
     background_jobs.c.status,
-    text("coalesce(completed_at, failed_at, cancelled_at, skipped_at)"),
+    text("jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at, "
+         "created_at)"),
     background_jobs.c.id,
     postgresql_where=text("status IN ('completed', 'failed', 'cancelled', 'skipped')"),
 )

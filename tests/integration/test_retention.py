@@ -12,7 +12,8 @@ import pytest
 
 from tests.helpers import scalar, status_counts, wait_for
 from worker import JobSpec, enqueue_many
-from worker.retention import DAY, RetentionPolicy, run_once
+from worker.operations import skip_job
+from worker.retention import DAY, DEFAULT_AGES, RetentionPolicy, run_once
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -142,3 +143,47 @@ def test_a_worker_with_an_unreadable_retention_setting_refuses_to_start(clean_db
                             text=True, timeout=60)
     assert result.returncode != 0
     assert "retention: 'completed=soon' needs a positive age" in result.stderr
+
+
+def _job_ids(conn, status: str) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT id FROM background_jobs WHERE status = %s ORDER BY id", [status])]
+
+
+def skip_old_failures(conn, failed_days_ago: int, n: int) -> list[int]:
+    """`n` jobs that failed `failed_days_ago`, skipped by an operator just now."""
+    seed_finished(conn, "failed", failed_days_ago, n)
+    conn.commit()
+    ids = _job_ids(conn, "failed")
+    for job_id in ids:
+        assert skip_job(conn, job_id, actor="ann", role="operator",
+                        reason="not relevant any more").ok
+    conn.commit()
+    return ids
+
+
+def test_a_job_ages_from_the_moment_it_reached_its_current_final_state(conn, clean_db):
+    # Failed 40 to 85 days ago, skipped now: skipped jobs stay 30 days from the skip.
+    ids = skip_old_failures(conn, 40, 5) + skip_old_failures(conn, 85, 4)
+    assert run_once(conn, RetentionPolicy()) == dict.fromkeys(DEFAULT_AGES, 0)
+    assert sorted(_job_ids(conn, "skipped")) == sorted(ids)
+    # 31 days after the skip they go, however long ago they had failed.
+    conn.execute("UPDATE background_jobs SET skipped_at = skipped_at - interval '31 days'")
+    conn.commit()
+    assert run_once(conn, RetentionPolicy())["skipped"] == 9
+
+
+def test_prune_and_the_retention_duty_judge_a_jobs_age_alike(conn, clean_db):
+    skip_old_failures(conn, 60, 3)  # skipped now: too young for either path
+    seed_finished(conn, "completed", 8, 4)  # old enough for `prune --older-than 7d`
+    conn.commit()
+    result = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "prune", "--older-than", "7d"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": clean_db}, capture_output=True,
+        text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "pruned 4 job(s)" in result.stdout
+    assert status_counts(clean_db) == {"skipped": 3}
+    # Like the duty, prune takes the deleted jobs' done ledger entries with them.
+    after = counts(clean_db)
+    assert (after["jobs"], after["executions"], after["done_effects"]) == (3, 3, 3)

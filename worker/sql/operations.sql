@@ -208,15 +208,19 @@ SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
 
 -- name: retention_delete_batch
 -- One batch of retention: the oldest finished jobs of one status past its age (by
--- background_jobs_finished_idx), with their done ledger entries; their executions go by
+-- background_jobs_retention_idx), with their done ledger entries; their executions go by
 -- ON DELETE CASCADE and their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
--- operator action holds is left for the next pass.
+-- operator action holds is left for the next pass. A job's age runs from the moment it
+-- reached its current status (jobwarden_finished_at, migration 0017): a failure skipped
+-- today is one day old, however long ago it failed.
 WITH victims AS (
     SELECT id FROM background_jobs
     WHERE status = %(status)s::text
-      AND coalesce(completed_at, failed_at, cancelled_at, skipped_at)
+      AND jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at,
+                                created_at)
           < now() - make_interval(secs => %(older_than)s::float8)
-    ORDER BY status, coalesce(completed_at, failed_at, cancelled_at, skipped_at), id
+    ORDER BY status, jobwarden_finished_at(status, completed_at, failed_at, cancelled_at,
+                                           skipped_at, created_at), id
     LIMIT %(batch)s::int
     FOR UPDATE SKIP LOCKED
 ), effects AS (

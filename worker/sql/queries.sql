@@ -442,13 +442,6 @@ WITH x AS (
 )
 SELECT id, (SELECT count(*) FROM notified) FROM job
 
--- name: prune_finished
--- Retention: delete finished jobs (and their history) older than `older_than` seconds.
-DELETE FROM background_jobs
-WHERE status = ANY(%(statuses)s::text[])
-  AND coalesce(completed_at, skipped_at, cancelled_at, failed_at, created_at)
-      < now() - make_interval(secs => %(older_than)s)
-
 -- name: unknown_jobs
 -- Jobs whose outcome is unknown and needs reconciliation, oldest first.
 SELECT id, type, queue, attempts, last_error_code, last_error, worker_id, heartbeat_at
