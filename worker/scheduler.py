@@ -3,8 +3,9 @@
 Workers publish the schedules their handlers declare to `job_schedules` and, as a duty
 (worker/duties.py), call `run_once`: each schedule whose next tick has come is locked
 (`FOR UPDATE SKIP LOCKED`), its job enqueued (idempotency key `schedule:<type>:<tick>`,
-available at the tick) and its `next_run_at` advanced by a compare-and-set on the tick it
-read, all in one transaction. However many workers run, a tick yields one job.
+the tick in UTC; available at the tick) and its `next_run_at` advanced by a
+compare-and-set on the tick it read, all in one transaction. However many workers run, a
+tick yields one job.
 
 After downtime a schedule enqueues one job, for the latest tick it missed, then goes on
 from the next tick; `catch_up=True` enqueues every missed tick instead (at most
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -56,6 +57,13 @@ def latest_tick(cron: str, tz: str, at: datetime, floor: datetime) -> datetime:
     """The latest tick at or before `at`, and never before `floor` (itself a tick)."""
     previous = next(CronSim(cron, at.astimezone(ZoneInfo(tz)), reverse=True))
     return max(previous, floor)
+
+
+def tick_key(job_type: str, tick: datetime) -> str:
+    """A tick's idempotency key, spelled in UTC: one spelling per instant, whether the
+    tick came from cronsim (in the schedule's zone) or back from `next_run_at` (in the
+    session's time zone)."""
+    return f"schedule:{job_type}:{tick.astimezone(UTC).isoformat()}"
 
 
 def _db_now(conn) -> datetime:
@@ -94,7 +102,7 @@ def run_once(conn, registry: Registry, now: datetime | None = None) -> dict[str,
             s = dict(zip(columns, row, strict=True))
             ticks = _ticks(s, now)
             ids = [enqueue(conn, s["type"], s["payload"], run_at=tick,
-                           idempotency_key=f"schedule:{s['type']}:{tick.isoformat()}",
+                           idempotency_key=tick_key(s["type"], tick),
                            registry=registry)
                    for tick in ticks]
             advanced = execute(conn, Q.schedule_advance, {
@@ -107,8 +115,9 @@ def run_once(conn, registry: Registry, now: datetime | None = None) -> dict[str,
                 raise RuntimeError(f"schedule {s['type']} moved while locked")
             enqueued[s["type"]] = ids
             log.info("schedule %s: enqueued %d job(s) for %s", s["type"], len(ids),
-                     ticks[-1].isoformat(), extra={"action": "schedule_enqueued",
-                                                   "job_type": s["type"], "job_id": ids[-1]})
+                     ticks[-1].astimezone(UTC).isoformat(),
+                     extra={"action": "schedule_enqueued", "job_type": s["type"],
+                            "job_id": ids[-1]})
     return enqueued
 
 

@@ -96,6 +96,18 @@ def test_cron_ticks_follow_the_schedule_time_zone_across_dst(conn, clean_db):
     assert local == ["23:30 CET", "00:30 CET", "01:30 CET", "03:30 CEST"]
 
 
+def test_a_ticks_idempotency_key_is_spelled_in_utc_whatever_the_zone(conn, clean_db):
+    # the first tick comes back from next_run_at, the others from the cron expression
+    reg = scheduled(cron="0 * * * *", tz="Europe/Berlin", catch_up=True)
+    published(conn, reg)
+    conn.execute("SET TIME ZONE 'America/New_York'")  # what next_run_at comes back in
+    conn.commit()
+    run_once(conn, reg, now=datetime(2026, 3, 29, 2, 30, tzinfo=UTC))
+    assert [k for _, k in jobs(clean_db)] == [
+        f"schedule:report:2026-03-{day}T{hour}:00:00+00:00"
+        for day, hour in (("28", "23"), ("29", "00"), ("29", "01"), ("29", "02"))]
+
+
 def test_a_paused_schedule_enqueues_nothing_and_resumes_without_a_burst(conn, clean_db):
     reg = scheduled()
     published(conn, reg)
