@@ -96,10 +96,55 @@ def test_cron_ticks_follow_the_schedule_time_zone_across_dst(conn, clean_db):
     assert local == ["23:30 CET", "00:30 CET", "01:30 CET", "03:30 CEST"]
 
 
+BERLIN = ZoneInfo("Europe/Berlin")
+SPRING_EVE = datetime(2026, 3, 28, 22, 2, 30, tzinfo=UTC)  # 23:02 CET; 02:00-02:59 is lost
+FALL_EVE = datetime(2026, 10, 24, 21, 2, 30, tzinfo=UTC)  # 23:02 CEST; 02:00-02:59 twice
+
+
+def local_jobs(url: str) -> list[str]:
+    return [a.astimezone(BERLIN).strftime("%H:%M %Z") for a, _ in jobs(url)]
+
+
+@pytest.mark.parametrize("catch_up", [False, True])
+@pytest.mark.parametrize("cron", ["*/20 2 * * *", "30 2 * * *"])
+def test_ticks_of_the_missing_hour_run_once_just_after_it(conn, clean_db, cron, catch_up):
+    reg = scheduled(cron=cron, tz="Europe/Berlin", catch_up=catch_up)
+    published(conn, reg, now=SPRING_EVE)
+    run_once(conn, reg, now=datetime(2026, 3, 29, 1, 30, tzinfo=UTC))  # 03:30 CEST
+    assert local_jobs(clean_db) == ["03:00 CEST"]
+    with psycopg.connect(clean_db) as c:  # and the next one is tomorrow's
+        assert c.execute("SELECT next_run_at FROM job_schedules").fetchone()[0] == \
+            datetime(2026, 3, 30, 2, 0 if cron.startswith("*") else 30, tzinfo=BERLIN)
+
+
+@pytest.mark.parametrize("cron, want", [
+    ("*/20 2 * * *", ["02:00 CEST", "02:20 CEST", "02:40 CEST"]),
+    ("30 2 * * *", ["02:30 CEST"]),
+])
+def test_ticks_of_the_repeated_hour_run_once_at_their_first_occurrence(conn, clean_db,
+                                                                        cron, want):
+    reg = scheduled(cron=cron, tz="Europe/Berlin", catch_up=True)
+    published(conn, reg, now=FALL_EVE)
+    for minutes in range(0, 5 * 60, 10):  # a worker's passes through the night
+        run_once(conn, reg, now=FALL_EVE + timedelta(minutes=minutes))
+    assert local_jobs(clean_db) == want
+
+
+def test_an_every_quarter_hour_schedule_runs_through_both_repeated_hours(conn, clean_db):
+    reg = scheduled(cron="*/15 * * * *", tz="Europe/Berlin")
+    published(conn, reg, now=datetime(2026, 10, 24, 23, 50, tzinfo=UTC))  # 01:50 CEST
+    for minutes in range(0, 140, 5):
+        run_once(conn, reg, now=datetime(2026, 10, 24, 23, 50, tzinfo=UTC)
+                 + timedelta(minutes=minutes))
+    assert local_jobs(clean_db) == [
+        "02:00 CEST", "02:15 CEST", "02:30 CEST", "02:45 CEST",
+        "02:00 CET", "02:15 CET", "02:30 CET", "02:45 CET", "03:00 CET"]
+
+
 def test_a_ticks_idempotency_key_is_spelled_in_utc_whatever_the_zone(conn, clean_db):
     # the first tick comes back from next_run_at, the others from the cron expression
     reg = scheduled(cron="0 * * * *", tz="Europe/Berlin", catch_up=True)
-    published(conn, reg)
+    published(conn, reg, now=SPRING_EVE)
     conn.execute("SET TIME ZONE 'America/New_York'")  # what next_run_at comes back in
     conn.commit()
     run_once(conn, reg, now=datetime(2026, 3, 29, 2, 30, tzinfo=UTC))
