@@ -96,6 +96,21 @@ def test_an_hour_field_naming_every_hour_is_an_elapsed_time_schedule(hours):
     assert local(ticks(f"0 {hours} * * *", SPRING)) == local(ticks("0 * * * *", SPRING))
 
 
+def test_a_step_over_the_hours_names_hours_and_keeps_to_the_wall_clock():
+    assert local(ticks("0 */2 * * *", SPRING)) == ["03:00 CEST", "04:00 CEST"]
+    assert local(ticks("0 */2 * * *", FALL)) == ["02:00 CEST", "04:00 CET"]
+
+
+def test_where_the_clock_moves_half_an_hour_an_hourly_tick_in_the_gap_is_skipped():
+    # Lord Howe Island, 4 October 2026: 02:00 (+10:30) becomes 02:30 (+11)
+    howe = ZoneInfo("Australia/Lord_Howe")
+    night = (datetime(2026, 10, 3, 13, 0, tzinfo=UTC), datetime(2026, 10, 3, 18, 0, tzinfo=UTC))
+    found = ticks("0 * * * *", night, tz="Australia/Lord_Howe")
+    assert [t.astimezone(howe).strftime("%H:%M") for t in found] == [
+        "00:00", "01:00", "03:00", "04:00", "05:00"]
+    assert found[2] - found[1] == timedelta(minutes=90)
+
+
 CRONS = ["*/20 2 * * *", "30 2 * * *", "0 * * * *", "*/15 * * * *", "0 2-3 * * *",
          "*/20 1-3 * * *", "0 0-23 * * *", "15 3 * * *"]
 
