@@ -92,3 +92,49 @@ WHERE outcome = 'completed'
   AND (finished_at > now() - interval '1 hour'
        OR finished_at BETWEEN now() - interval '25 hours' AND now() - interval '24 hours'
        OR finished_at BETWEEN now() - interval '169 hours' AND now() - interval '168 hours');
+
+-- name: metrics_xmin_horizon
+-- What holds back this database's xmin horizon, one row per kind of holder: VACUUM and
+-- page pruning keep every row version a holder might still see, so dead tuples pile up
+-- in the job tables and the claim's index scans wade through them. Sessions count only
+-- in this database (PostgreSQL 14+ ignores other databases' for our tables), the
+-- console's own not at all; autovacuum's snapshot is ignored by the horizon, so here
+-- too (its workers have no user: usesysid tells them apart even where backend_type is
+-- hidden). A session holds it with a snapshot (backend_xmin) or a transaction id of its own
+-- (backend_xid: an idle-in-transaction session that wrote). Every role sees backend_xmin
+-- and backend_xid, but only its own sessions' xact_start (and backend_type) without
+-- pg_monitor (pg_read_all_stats): the others count in `hidden`, and by age in
+-- transactions only. Replication slots (and walsenders with hot_standby_feedback, seen
+-- with pg_monitor) hold it for every database and have no start time. A slot's
+-- catalog_xmin holds back only the system catalogs, not the job tables: left out.
+SELECT 'session' AS holder,
+       max(greatest(age(backend_xmin), age(backend_xid))) AS age_xids,
+       max(extract(epoch FROM now() - xact_start)) AS age_s,
+       count(*) FILTER (WHERE xact_start IS NULL) AS hidden
+FROM pg_stat_activity
+WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND pid <> pg_backend_pid()
+  AND usesysid IS NOT NULL AND backend_type IS DISTINCT FROM 'autovacuum worker'
+  AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+UNION ALL
+SELECT 'prepared_transaction', max(age(transaction)),
+       extract(epoch FROM now() - min(prepared)), 0
+FROM pg_prepared_xacts
+WHERE database = current_database()
+UNION ALL
+SELECT 'replication', max(age(xmin)), NULL, 0
+FROM (SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+      UNION ALL
+      SELECT backend_xmin FROM pg_stat_activity
+      WHERE backend_type = 'walsender' AND backend_xmin IS NOT NULL) AS r;
+
+-- name: metrics_table_tuples
+-- Live and dead tuples of Jobwarden's busiest tables (the statistics collector's
+-- estimates) and the age of their last vacuum, manual or automatic (NULL: never since
+-- the statistics were reset). The names resolve on the search_path, as the runtime's do.
+SELECT t.name AS table_name, s.n_live_tup AS live, s.n_dead_tup AS dead,
+       extract(epoch FROM now() - greatest(s.last_vacuum, s.last_autovacuum)) AS vacuum_age_s
+FROM unnest(ARRAY['background_jobs', 'job_executions', 'job_audit', 'processed_effects',
+                  'job_count_deltas', 'job_minute_counts', 'job_workers']) AS t(name)
+JOIN pg_stat_user_tables s ON s.relid = to_regclass(t.name)
+ORDER BY t.name;

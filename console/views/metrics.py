@@ -136,6 +136,8 @@ class Recent:
             stale=reader.all("metrics_stale_running", stale_s=stale_s),
             slas={**sla.declared_targets(reader), **sla_configured},
             events=reader.all("metrics_event_totals"),
+            horizon=reader.all("metrics_xmin_horizon"),
+            tables=reader.all("metrics_table_tuples"),
         )
 
     def families(self, workers: list[dict]):
@@ -199,6 +201,7 @@ class Recent:
             targets.add_metric(_labels(type_), seconds)
         yield targets
         yield from self.event_counters()
+        yield from self.database_health()
 
     def event_counters(self):
         recovered = CounterMetricFamily(
@@ -219,6 +222,52 @@ class Recent:
                 zombies.add_metric(_labels(row["type"], learned_by), row["total"])
         yield recovered
         yield zombies
+
+    def database_health(self):
+        """The xmin horizon and the job tables' dead tuples: a transaction left open for
+        minutes slows the claim many times over (its dead tuples stay in the indexes the
+        claim scans) and shows nowhere else. Every holder kind is exposed, at 0 when it
+        holds nothing, so an alert's series exists before the first incident."""
+        seconds = GaugeMetricFamily(
+            "jobwarden_xmin_horizon_age_seconds",
+            "How long the oldest transaction of each kind holding back this database's xmin "
+            "horizon has been open (session: since xact_start; prepared_transaction: since "
+            "PREPARE). 0 when none holds it.", labels=["holder"])
+        xids = GaugeMetricFamily(
+            "jobwarden_xmin_horizon_age_transactions",
+            "Transactions since the oldest xmin each kind of holder keeps (also replication "
+            "slots and walsenders, which have no start time). 0 when none holds it.",
+            labels=["holder"])
+        hidden = 0
+        for row in self.horizon:
+            if row["holder"] != "replication":
+                seconds.add_metric([row["holder"]], float(row["age_s"] or 0))
+            xids.add_metric([row["holder"]], int(row["age_xids"] or 0))
+            hidden += row["hidden"]
+        yield seconds
+        yield xids
+        yield GaugeMetricFamily(
+            "jobwarden_xmin_horizon_hidden_sessions",
+            "Sessions holding the xmin horizon whose xact_start the console's role may not "
+            "read (counted only in _age_transactions): grant it pg_monitor.", value=hidden)
+        live = GaugeMetricFamily("jobwarden_table_live_tuples",
+                                 "Live tuples of a Jobwarden table (PostgreSQL's estimate).",
+                                 labels=["table"])
+        dead = GaugeMetricFamily("jobwarden_table_dead_tuples",
+                                 "Dead tuples of a Jobwarden table not yet vacuumed away "
+                                 "(PostgreSQL's estimate).", labels=["table"])
+        vacuumed = GaugeMetricFamily(
+            "jobwarden_table_last_vacuum_age_seconds",
+            "Time since a Jobwarden table's last vacuum, manual or automatic (absent when "
+            "never vacuumed since the statistics were reset).", labels=["table"])
+        for row in self.tables:
+            live.add_metric([row["table_name"]], row["live"])
+            dead.add_metric([row["table_name"]], row["dead"])
+            if row["vacuum_age_s"] is not None:
+                vacuumed.add_metric([row["table_name"]], float(row["vacuum_age_s"]))
+        yield live
+        yield dead
+        yield vacuumed
 
 
 @bp.get("/metrics")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -182,3 +186,157 @@ def test_recovered_and_zombie_executions_are_counters_by_type(scraper, clean_db)
     zombie = {dict(labels)["learned_by"]: v for (name, labels), v in found.items()
               if name == "jobwarden_zombie_rejected_total"}
     assert zombie == {"outcome": 1, "lease": 0}  # the other way of learning: at zero
+
+
+def scrape(scraper) -> dict[tuple, float]:
+    return samples(scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+                   .get_data(as_text=True))
+
+
+def held_for(probe, pid: int) -> float:
+    """How long session `pid`'s transaction has been open, read by the test itself."""
+    return probe.execute("SELECT extract(epoch FROM now() - xact_start)::float8 "
+                         "FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+
+
+def hold_snapshot(url: str) -> psycopg.Connection:
+    """A session holding a repeatable-read snapshot open, as a forgotten transaction does."""
+    holder = psycopg.connect(url)
+    holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    holder.execute("SELECT 1")  # the snapshot is taken by the first statement
+    return holder
+
+
+SESSION = (("holder", "session"),)
+
+
+def test_a_snapshot_held_open_shows_as_the_xmin_horizon_age_until_it_closes(scraper, clean_db):
+    with psycopg.connect(clean_db, autocommit=True) as probe:
+        holder = hold_snapshot(clean_db)
+        try:
+            for _ in range(3):  # three transactions the held snapshot falls behind
+                probe.execute("INSERT INTO job_event_totals (event, type, total) "
+                              "VALUES ('recovered', gen_random_uuid()::text, 1)")
+            held_s = held_for(probe, holder.info.backend_pid)
+            found = scrape(scraper)
+            assert found[("jobwarden_xmin_horizon_age_seconds", SESSION)] >= held_s > 0
+            assert found[("jobwarden_xmin_horizon_age_transactions", SESSION)] >= 3
+            assert found[("jobwarden_xmin_horizon_hidden_sessions", ())] == 0
+        finally:
+            holder.close()
+        found = scrape(scraper)
+        assert found[("jobwarden_xmin_horizon_age_seconds", SESSION)] == 0
+        assert found[("jobwarden_xmin_horizon_age_transactions", SESSION)] == 0
+        # the other kinds are exposed too, at 0 when nothing of theirs holds the horizon
+        assert ("jobwarden_xmin_horizon_age_seconds",
+                (("holder", "prepared_transaction"),)) in found
+        assert ("jobwarden_xmin_horizon_age_transactions", (("holder", "replication"),)) in found
+
+
+def test_an_idle_in_transaction_session_that_wrote_holds_the_horizon_by_its_own_id(
+        scraper, clean_db):
+    # Read committed drops its snapshot after each statement; its transaction id is what
+    # holds the horizon once it has written something.
+    with psycopg.connect(clean_db, autocommit=True) as probe, psycopg.connect(clean_db) as writer:
+        writer.execute("INSERT INTO queue_controls (queue, paused) VALUES ('q', false)")
+        idle = probe.execute("SELECT backend_xmin IS NULL AND backend_xid IS NOT NULL "
+                             "FROM pg_stat_activity WHERE pid = %s",
+                             [writer.info.backend_pid]).fetchone()[0]
+        assert idle
+        held_s = held_for(probe, writer.info.backend_pid)
+        assert scrape(scraper)[("jobwarden_xmin_horizon_age_seconds", SESSION)] >= held_s
+        writer.rollback()
+        assert scrape(scraper)[("jobwarden_xmin_horizon_age_seconds", SESSION)] == 0
+
+
+@pytest.fixture
+def console_role(clean_db):
+    """A login role that may read the tables and nothing more (no superuser, no
+    pg_monitor), dropped afterwards: the server is shared, so its name is unique."""
+    name = f"jobwarden_console_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(clean_db, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{name}" LOGIN')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{name}"')
+    parts = urlsplit(clean_db)
+    yield name, urlunsplit(parts._replace(netloc=f"{name}@{parts.hostname}:{parts.port}"))
+    with psycopg.connect(clean_db, autocommit=True) as admin:
+        admin.execute(f'DROP OWNED BY "{name}"')
+        admin.execute(f'DROP ROLE "{name}"')
+
+
+def test_without_pg_monitor_another_roles_session_counts_as_hidden_until_granted(
+        clean_db, console_role):
+    # Every role sees other roles' backend_xmin, but their xact_start only with pg_monitor.
+    name, url = console_role
+    app = create_app({"TESTING": True, "SECRET_KEY": "test-secret", "DATABASE_URL": url,
+                      "METRICS_TOKEN": TOKEN})
+    scraper = app.test_client()
+    holder = hold_snapshot(clean_db)  # the superuser's session, not the console role's
+    try:
+        with psycopg.connect(clean_db, autocommit=True) as admin:
+            admin.execute("INSERT INTO queue_controls (queue, paused) VALUES ('q', false)")
+            found = scrape(scraper)
+            assert found[("jobwarden_xmin_horizon_hidden_sessions", ())] == 1
+            assert found[("jobwarden_xmin_horizon_age_seconds", SESSION)] == 0
+            assert found[("jobwarden_xmin_horizon_age_transactions", SESSION)] >= 1
+
+            admin.execute(f'GRANT pg_monitor TO "{name}"')
+            held_s = held_for(admin, holder.info.backend_pid)
+            found = scrape(scraper)
+            assert found[("jobwarden_xmin_horizon_hidden_sessions", ())] == 0
+            assert found[("jobwarden_xmin_horizon_age_seconds", SESSION)] >= held_s
+    finally:
+        holder.close()
+        app.extensions["jobwarden_db"].dispose()
+
+
+def table_stats(probe, table: str) -> dict:
+    # Each autocommit statement is its own transaction, so each read takes a fresh
+    # statistics snapshot (stats_fetch_consistency caches one per transaction).
+    return probe.execute(
+        "SELECT n_live_tup, n_dead_tup, n_tup_upd, n_tup_del, "
+        "extract(epoch FROM now() - last_vacuum)::float8 AS vacuum_age_s "
+        "FROM pg_stat_user_tables WHERE relid = %s::regclass", [table]).fetchone()
+
+
+def wait_for_stats(probe, table: str, done) -> tuple:
+    """Statistics reach the shared counters asynchronously: wait until `done(row)`."""
+    deadline = time.monotonic() + 60
+    while not done(row := table_stats(probe, table)):
+        assert time.monotonic() < deadline, f"{table}'s statistics never showed {row}"
+        time.sleep(0.1)
+    return row
+
+
+def test_dead_tuples_stay_while_a_snapshot_is_held_and_vacuum_removes_them_after(
+        scraper, clean_db):
+    def tuples(found, kind):
+        return found[(f"jobwarden_table_{kind}_tuples", (("table", "background_jobs"),))]
+
+    with psycopg.connect(clean_db, autocommit=True) as probe:
+        _, dead0, upd0, del0, _ = table_stats(probe, "background_jobs")
+        ids = [r[0] for r in probe.execute(
+            "INSERT INTO background_jobs (type, payload) "
+            "SELECT 'tuples.test', '{}' FROM generate_series(1, 10) RETURNING id")]
+        holder = hold_snapshot(clean_db)  # taken after the inserts: it sees all 10 rows
+        try:
+            probe.execute("UPDATE background_jobs SET priority = 1 WHERE id = ANY(%s)", [ids[:7]])
+            probe.execute("DELETE FROM background_jobs WHERE id = ANY(%s)", [ids[7:]])
+            probe.execute("SELECT pg_stat_force_next_flush()")
+            live, dead, _, _, _ = wait_for_stats(
+                probe, "background_jobs", lambda r: r[2] - upd0 >= 7 and r[3] - del0 >= 3)
+            found = scrape(scraper)
+            assert (tuples(found, "live"), tuples(found, "dead")) == (live, dead)
+            assert dead - dead0 >= 10  # one old version per update and per delete
+
+            # the held snapshot may still see those versions: VACUUM must keep them all
+            probe.execute("VACUUM background_jobs")
+            _, kept, _, _, vacuum_age_s = table_stats(probe, "background_jobs")
+            found = scrape(scraper)
+            assert tuples(found, "dead") == kept >= 10
+            assert found[("jobwarden_table_last_vacuum_age_seconds",
+                          (("table", "background_jobs"),))] >= vacuum_age_s
+        finally:
+            holder.close()
+        probe.execute("VACUUM background_jobs")
+        assert tuples(scrape(scraper), "dead") == table_stats(probe, "background_jobs")[1] == 0
