@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console import live_workers
+from console.formatting import age
 
 FAILED_RATE = 0.10
 FAILED_MIN_EXECUTIONS = 20
 GROWING_MIN_DEPTH = 50
 USUAL_MIN_COMPLETIONS = 60
+XMIN_HELD_S = 300
+DEAD_TUPLES_MIN = 100_000
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ def evaluate(recent, workers: list[dict], flow: list[dict], completions: dict) -
     """Every alert with firing / ok and a line saying why; `recent` is metrics.Recent."""
     return [_failed_rate(recent), _pending_over_sla(recent), _stale(recent),
             _no_live_worker(recent, workers), _growing(recent, flow),
-            _completions_dropped(completions)]
+            _completions_dropped(completions), _horizon_held(recent), _dead_tuples(recent)]
 
 
 def _failed_rate(recent) -> Alert:
@@ -97,3 +100,22 @@ def _completions_dropped(c: dict) -> Alert:
     firing = usual >= USUAL_MIN_COMPLETIONS and c["last_hour"] < usual / 2
     return Alert("JobwardenCompletionsDropped", "Completions dropped", firing,
                  f"{c['last_hour']} in the last hour, usually {usual:.0f}")
+
+
+def _horizon_held(recent) -> Alert:
+    held = sorted((float(r["age_s"]), r["holder"]) for r in recent.horizon
+                  if float(r["age_s"] or 0) > XMIN_HELD_S)
+    hidden = sum(r["hidden"] for r in recent.horizon)
+    detail = (", ".join(f"a {holder} open {age(s)}" for s, holder in reversed(held))
+              or f"no transaction has held it over {age(XMIN_HELD_S)}")
+    if hidden:  # their age is unknown, so they can neither fire nor be cleared here
+        detail += f"; {hidden} session(s) the console's role may not time (grant pg_monitor)"
+    return Alert("JobwardenXminHorizonHeld", "Xmin horizon held", bool(held), detail)
+
+
+def _dead_tuples(recent) -> Alert:
+    piling = [f"{r['table_name']} {r['dead']} dead, {r['live']} live" for r in recent.tables
+              if r["dead"] > r["live"] and r["dead"] >= DEAD_TUPLES_MIN]
+    return Alert("JobwardenDeadTuplesPiling", "Dead tuples piling", bool(piling),
+                 ", ".join(piling) or "every job table has fewer dead tuples than live ones "
+                 f"or under {DEAD_TUPLES_MIN}")

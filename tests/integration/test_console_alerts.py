@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import time
 
+import psycopg
 import pytest
 
 from console import sample_data
@@ -51,7 +53,7 @@ def incident(engine):
 def test_a_healthy_system_shows_every_alert_ok(viewer, healthy):
     assert 'hx-get="/_overview/alerts"' in viewer.get("/").get_data(as_text=True)
     found = states(viewer.get("/_overview/alerts").get_data(as_text=True))
-    assert len(found) == 6 and set(found.values()) == {"ok"}
+    assert len(found) == 8 and set(found.values()) == {"ok"}
 
 
 def test_an_incident_fires_each_condition_it_meets(viewer, incident):
@@ -59,7 +61,8 @@ def test_an_incident_fires_each_condition_it_meets(viewer, incident):
     assert states(html) == {
         "JobwardenFailedRateHigh": "FIRING", "JobwardenPendingOverSLA": "FIRING",
         "JobwardenStaleHeartbeats": "FIRING", "JobwardenNoLiveWorker": "FIRING",
-        "JobwardenQueueGrowing": "FIRING", "JobwardenCompletionsDropped": "FIRING"}
+        "JobwardenQueueGrowing": "FIRING", "JobwardenCompletionsDropped": "FIRING",
+        "JobwardenXminHorizonHeld": "ok", "JobwardenDeadTuplesPiling": "ok"}
     assert "send_email 25% of 20" in html and "no live worker for reports" in html
     assert "reports (+60 in 15 min, 60 waiting)" in html  # email: 20 started, 0 arrived
     assert "15 in the last hour, usually 100" in html
@@ -101,3 +104,36 @@ def test_the_alert_and_the_live_workers_panel_agree(viewer, engine, clean_db, ex
             assert live["w-all"] == {"*"} and not unserved(viewer)
         else:
             assert set(live) == {"w-app1-1"} and unserved(viewer) == {"reports"}
+
+
+def detail(html: str, name: str) -> str:
+    return re.search(rf'data-alert="{name}".*?<td>.*?</td>\s*<td>([^<]*)</td>', html, re.S).group(1)
+
+
+def test_a_snapshot_held_for_less_than_five_minutes_leaves_the_horizon_line_ok(viewer, clean_db):
+    with psycopg.connect(clean_db) as holder:
+        holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        holder.execute("SELECT 1")
+        html = viewer.get("/_overview/alerts").get_data(as_text=True)
+    assert states(html)["JobwardenXminHorizonHeld"] == "ok"
+    assert detail(html, "JobwardenXminHorizonHeld") == "no transaction has held it over 5m 00s"
+
+
+def test_a_job_table_with_more_dead_tuples_than_live_fires_with_postgresqls_counts(
+        viewer, clean_db):
+    with psycopg.connect(clean_db, autocommit=True) as db:
+        db.execute("INSERT INTO job_audit (actor, role, action, reason) "
+                   "SELECT 'ada', 'admin', 'retry', 'bulk' FROM generate_series(1, 100001)")
+        db.execute("DELETE FROM job_audit WHERE id > (SELECT min(id) FROM job_audit)")
+        db.execute("SELECT pg_stat_force_next_flush()")
+        deadline = time.monotonic() + 60
+        # statistics arrive asynchronously: wait for this session's deletes to show
+        while (row := db.execute("SELECT n_live_tup, n_dead_tup, n_tup_del FROM "
+                                 "pg_stat_user_tables WHERE relname = 'job_audit'")
+               .fetchone())[2] < 100000:
+            assert time.monotonic() < deadline, row
+            time.sleep(0.1)
+        html = viewer.get("/_overview/alerts").get_data(as_text=True)
+    live, dead, _ = row
+    assert states(html)["JobwardenDeadTuplesPiling"] == "FIRING"
+    assert detail(html, "JobwardenDeadTuplesPiling") == f"job_audit {dead} dead, {live} live"
