@@ -49,6 +49,7 @@ def claim_latency(url: str, samples: int) -> list[float]:
         for _ in range(samples):
             start = time.perf_counter()
             conn.execute(Q.claim_jobs, {"types": ["noop"], "leases": [30.0], "limits": [1],
+                                        "type_queues": ["default"], "type_max_attempts": [5],
                                         "queues": None, "skip_queues": None, "limit": 10,
                                         "worker_id": "bench"}).fetchall()
             times.append((time.perf_counter() - start) * 1000)

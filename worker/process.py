@@ -271,6 +271,8 @@ class WorkerProcess:
             conn=DedicatedConnection(self.url), types=[t.name for t in self.types],
             leases=[t.lease for t in self.types],
             limits=[t.concurrency_limit for t in self.types],
+            type_queues=[t.queue for t in self.types],
+            type_max_attempts=[t.max_attempts for t in self.types],
             queues=list(lane.queues) if lane.queues is not None else None,
             skip_queues=list(lane.excluded) or None,
             worker_id=self.worker_id, buffer=rt.buffer, concurrency=lane.slots,

@@ -58,19 +58,23 @@ class ClaimedJob:
 
 def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
           queues: list[str] | None, limit: int, worker_id: str,
-          skip_queues: list[str] | None = None,
-          limits: list[int] | None = None) -> list[ClaimedJob]:
+          skip_queues: list[str] | None = None, limits: list[int] | None = None,
+          type_queues: list[str] | None = None,
+          type_max_attempts: list[int] | None = None) -> list[ClaimedJob]:
     """Claim up to `limit` jobs in one statement (committed by the caller's connection):
     of `queues` (None: any) but not of `skip_queues` (the other lanes' own queues).
 
-    `leases` and `limits` (each type's concurrency_limit; 1 for every type if not
-    given) are parallel to `types`."""
-    if limits is None:
-        limits = [1] * len(types)
+    `leases`, `limits` (each type's concurrency_limit; 1 for every type if not given),
+    `type_queues` and `type_max_attempts` (the declared policy a job that took the
+    documented defaults gets; those defaults if not given) are parallel to `types`."""
+    n = len(types)
     cur = conn.cursor(row_factory=args_row(ClaimedJob))
-    cur.execute(Q.claim_jobs, {"types": types, "leases": leases, "limits": limits,
-                               "queues": queues, "skip_queues": skip_queues,
-                               "limit": limit, "worker_id": worker_id})
+    cur.execute(Q.claim_jobs, {
+        "types": types, "leases": leases, "limits": limits or [1] * n,
+        "type_queues": type_queues or ["default"] * n,
+        "type_max_attempts": type_max_attempts or [5] * n,
+        "queues": queues, "skip_queues": skip_queues, "limit": limit,
+        "worker_id": worker_id})
     return cur.fetchall()
 
 
@@ -140,12 +144,15 @@ class Producer:
     def __init__(self, *, conn: DedicatedConnection, types: list[str],
                  leases: list[float], queues: list[str] | None, worker_id: str,
                  skip_queues: list[str] | None = None, limits: list[int] | None = None,
+                 type_queues: list[str] | None = None,
+                 type_max_attempts: list[int] | None = None,
                  buffer: JobBuffer, concurrency: int, running: Callable[[], int],
                  job_seconds: Callable[[], float | None], claim_batch: int = 200,
                  buffer_size: int = 400, horizon: float = 0.1, poll_interval: float = 2.0,
                  wake: threading.Event, stop: threading.Event) -> None:
         self._conn = conn
         self.types, self.leases, self.limits, self.queues = types, leases, limits, queues
+        self.type_queues, self.type_max_attempts = type_queues, type_max_attempts
         self.skip_queues = skip_queues
         self.worker_id = worker_id
         self.buffer = buffer
@@ -223,6 +230,7 @@ class Producer:
         conn = self._conn.get()
         sent = lease.now()  # the leases the claim grants start no earlier than this
         jobs = claim(conn, types=self.types, leases=self.leases, limits=self.limits,
+                     type_queues=self.type_queues, type_max_attempts=self.type_max_attempts,
                      queues=self.queues, skip_queues=self.skip_queues, limit=limit,
                      worker_id=self.worker_id)
         for job in jobs:

@@ -42,14 +42,21 @@ def backlog_db(empty_database):
     return make_backlog(empty_database)
 
 
-def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1) -> tuple[int, str]:
+def claim_params(limit: int = 10, concurrency_limit: int = 1, queue: str = "default",
+                 queues: list[str] | None = None) -> dict:
+    """claim_jobs' parameters for a worker of `plan.wanted` declared on `queue`."""
+    return {"types": ["plan.wanted"], "leases": [30.0], "limits": [concurrency_limit],
+            "type_queues": [queue], "type_max_attempts": [5], "queues": queues,
+            "skip_queues": None, "limit": limit, "worker_id": "plan-test"}
+
+
+def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1,
+               **params) -> tuple[int, str]:
     """EXPLAIN (ANALYZE, BUFFERS) of claiming `limit` jobs, rolled back: (shared buffers
     hit + read, the plan as text)."""
     with psycopg.connect(url) as conn:
-        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.claim_jobs, {
-            "types": ["plan.wanted"], "leases": [30.0], "limits": [concurrency_limit],
-            "queues": None, "skip_queues": None, "limit": limit,
-            "worker_id": "plan-test"}).fetchone()
+        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.claim_jobs,
+                               claim_params(limit, concurrency_limit, **params)).fetchone()
         conn.rollback()
     top = plan[0]["Plan"]
     return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
@@ -90,10 +97,7 @@ def test_the_claim_takes_the_batch_in_priority_order_skipping_other_types(backlo
         urgent = enqueue_many(conn, [JobSpec("plan.wanted", {"urgent": True},
                                              priority=100)])[0]
         conn.commit()
-        rows = conn.execute(Q.claim_jobs, {"types": ["plan.wanted"], "leases": [30.0],
-                                           "limits": [1], "queues": None,
-                                           "skip_queues": None, "limit": 3,
-                                           "worker_id": "plan-test"}).fetchall()
+        rows = conn.execute(Q.claim_jobs, claim_params(limit=3)).fetchall()
         conn.commit()
     assert [r[0] for r in rows] == [urgent, 2, 4]  # ids 1, 3, ... are the other type
     assert {r[2] for r in rows} == {"plan.wanted"}
@@ -107,3 +111,21 @@ def test_a_backlog_of_keyed_jobs_is_claimed_by_the_same_walk(empty_database):
     assert buffers < BUFFER_BOUND, plan
     assert "background_jobs_claim_rank_idx" in plan
     assert "external merge" not in plan
+
+
+def test_a_backlog_that_took_the_default_queue_is_claimed_for_its_declared_queue_by_the_walk(
+        backlog_db):
+    # Every job of the backlog was enqueued before any policy was known: its queue is
+    # "default" in the row and "reports" for a worker that declares the type there and
+    # serves only that queue. Resolving it is part of the filter, not of the plan.
+    with psycopg.connect(backlog_db) as conn:
+        assert conn.execute("SELECT bool_and(policy_defaults = '{queue,max_attempts}') "
+                            "FROM background_jobs").fetchone()[0]
+    buffers, plan = claim_plan(backlog_db, queue="reports", queues=["reports"])
+    assert buffers < BUFFER_BOUND, plan
+    assert "background_jobs_claim_rank_idx" in plan
+    with psycopg.connect(backlog_db) as conn:
+        rows = conn.execute(Q.claim_jobs, claim_params(queue="reports",
+                                                       queues=["reports"])).fetchall()
+        conn.rollback()
+    assert [(r[1], r[2]) for r in rows] == [("reports", "plan.wanted")] * 10

@@ -97,7 +97,9 @@ def claim(db, registry: Registry, worker_id: str) -> tuple:
     types = list(registry)
     (row,) = db.execute(Q.claim_jobs, {
         "types": [t.name for t in types], "leases": [t.lease for t in types],
-        "limits": [t.concurrency_limit for t in types], "queues": None,
+        "limits": [t.concurrency_limit for t in types],
+        "type_queues": [t.queue for t in types],
+        "type_max_attempts": [t.max_attempts for t in types], "queues": None,
         "skip_queues": None, "limit": 1, "worker_id": worker_id}).fetchall()
     return row
 

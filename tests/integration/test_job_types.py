@@ -3,7 +3,7 @@
 Workers publish the policies of their types to `job_types`; an enqueuing process that
 never imported the handler (modelled by an empty Registry) takes its defaults from
 there, and jobs enqueued before any worker published take the handler's policy when
-the first worker of their type starts.
+the first worker of their type starts, or when a worker of their type claims them.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.helpers import job_row, running_worker, wait_for
+from tests.helpers import executions, job_row, running_worker, wait_for
 from worker import Registry, enqueue, job
 from worker.job_types import publish_job_types
+from worker.operations import pause_queue, resume_queue
 
 
 def declare_email(version: int = 1, **policy) -> Registry:
@@ -101,3 +102,40 @@ def test_a_restarting_older_worker_does_not_undo_a_newer_declaration(conn, clean
     assert counts == {"published": 0, "adopted": 0}
     row = published(clean_db)["send_email"]
     assert (row["version"], row["max_attempts"], row["published_by"]) == (2, 4, "new")
+
+
+def test_jobs_committed_after_the_worker_published_still_follow_its_policy(conn, clean_db):
+    # The enqueuer read job_types before the worker published and commits after: its job
+    # took the defaults, and no worker start-up comes after it to apply the policy.
+    late = enqueue(conn, "send_email", {"userId": 3}, registry=Registry())
+    with running_worker(declare_email(), clean_db, queues=["email"]):
+        wait_for(lambda: published(clean_db).get("send_email"), message="publication")
+        conn.commit()
+        wait_for(lambda: job_row(clean_db, late)["status"] == "completed",
+                 message="the late job to run on the declared queue's lane")
+    row = job_row(clean_db, late)
+    assert (row["queue"], row["max_attempts"], row["policy_defaults"]) == ("email", 3, None)
+    assert [e["queue"] for e in executions(clean_db, late)] == ["email"]
+
+
+def test_a_paused_declared_queue_holds_jobs_that_took_the_default_queue(conn, clean_db):
+    assert pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage").ok
+    conn.commit()
+    late = enqueue(conn, "send_email", {"userId": 4}, registry=Registry())
+    # This worker serves every queue, "default" too: only the pause may hold the job.
+    reg = declare_email()
+    job("ping", queue="default", registry=reg)(lambda ctx, payload: None)
+    with running_worker(reg, clean_db):
+        wait_for(lambda: published(clean_db).get("send_email"), message="publication")
+        conn.commit()
+        witness = enqueue(conn, "ping", {}, registry=reg)
+        conn.commit()
+        wait_for(lambda: job_row(clean_db, witness)["status"] == "completed",
+                 message="a job of the default queue to run")
+        assert job_row(clean_db, late)["status"] == "pending"
+        assert resume_queue(conn, "email", actor="ann", role="operator", reason="fixed").ok
+        conn.commit()
+        wait_for(lambda: job_row(clean_db, late)["status"] == "completed",
+                 message="the resumed queue's job to run")
+    row = job_row(clean_db, late)
+    assert (row["queue"], row["max_attempts"]) == ("email", 3)

@@ -24,6 +24,7 @@ STREAM = 40
 
 def claim(conn, limit: int) -> list[int]:
     rows = conn.execute(Q.claim_jobs, {"types": ["aging.work"], "leases": [30.0], "limits": [1],
+                                       "type_queues": ["default"], "type_max_attempts": [5],
                                        "queues": None, "skip_queues": None, "limit": limit,
                                        "worker_id": "aging-test"}).fetchall()
     conn.commit()

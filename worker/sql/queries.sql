@@ -42,6 +42,10 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
 -- jobs refuses a second claim of one slot (two workers racing for a key's last one).
 -- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
+-- A job that took the documented defaults (`policy_defaults`) is claimed as the worker's
+-- own policy has it (`type_queues`, `type_max_attempts`, parallel to `types`): its queue
+-- is the type's declared one for the lanes and pauses, and the claim stores both
+-- (docs/architecture.md §5).
 -- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
 -- rows whatever the statistics say (the table may never have been analyzed). So `status` is
 -- the only condition the planner can estimate; every other filter sits in a scalar
@@ -54,17 +58,24 @@ WITH locked AS (
     WHERE j.status = 'pending'
       AND (SELECT j.type = ANY(%(types)s::text[])
                   AND j.available_at <= now()
-                  AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
+                  AND (%(queues)s::text[] IS NULL OR q.queue = ANY(%(queues)s::text[]))
                   AND (%(skip_queues)s::text[] IS NULL
-                       OR j.queue <> ALL(%(skip_queues)s::text[]))
+                       OR q.queue <> ALL(%(skip_queues)s::text[]))
                   AND NOT EXISTS (SELECT 1 FROM queue_controls qc
-                                  WHERE qc.queue = j.queue AND qc.paused)
+                                  WHERE qc.queue = q.queue AND qc.paused)
                   AND (j.concurrency_key IS NULL OR (
                         SELECT count(*) FROM background_jobs r
                         WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')
                       < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
                                            AS x(type, lim)
-                         WHERE x.type = j.type LIMIT 1)))
+                         WHERE x.type = j.type LIMIT 1))
+           -- The queue the job is in for this claim: a defaulted one is the type's.
+           FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
+                             THEN (SELECT x.queue
+                                   FROM unnest(%(types)s::text[], %(type_queues)s::text[])
+                                        AS x(type, queue)
+                                   WHERE x.type = j.type LIMIT 1)
+                             ELSE j.queue END AS queue) AS q)
     -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
     -- level, so a waiting job overtakes higher priorities that became available more
     -- than 10 s per level after it. It never changes while the job waits: an index key.
@@ -114,10 +125,18 @@ WITH locked AS (
         lease_seconds = p.lease,
         lease_expires_at = now() + make_interval(secs => p.lease),
         cancel_requested_at = NULL,
-        concurrency_slot = coalesce(s.slot, 0)
+        concurrency_slot = coalesce(s.slot, 0),
+        -- The fields that took defaults take the policy in the write the claim does
+        -- anyway (a retry or a hand-back keeps them: the job is no longer defaulted).
+        queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN p.queue ELSE j.queue END,
+        max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
+                            THEN p.max_attempts ELSE j.max_attempts END,
+        policy_defaults = NULL
     FROM selected s
     CROSS JOIN LATERAL (
-        SELECT x.lease FROM unnest(%(types)s::text[], %(leases)s::float8[]) AS x(type, lease)
+        SELECT x.lease, x.queue, x.max_attempts
+        FROM unnest(%(types)s::text[], %(leases)s::float8[], %(type_queues)s::text[],
+                    %(type_max_attempts)s::int[]) AS x(type, lease, queue, max_attempts)
         WHERE x.type = s.type LIMIT 1) AS p
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
