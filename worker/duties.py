@@ -1,7 +1,8 @@
-"""Background duties every worker runs now and then, beside claiming: schedules and
-retention. Each duty runs at its own interval on the worker's control connections;
-duties that must run on one worker at a time guard themselves in the database (an
-advisory lock, a unique key), so every worker may try.
+"""Background duties every worker runs now and then, beside claiming: schedules,
+retention, and bringing jobs enqueued before their policy was known over to it. Each
+duty runs at its own interval on the worker's control connections; duties that must run
+on one worker at a time guard themselves in the database (an advisory lock, a unique
+key, SKIP LOCKED), so every worker may try.
 
 `JOBWARDEN_DUTY_INTERVAL` (seconds) shortens the intervals, for tests and demos.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from . import retention, scheduler
+from . import job_types, retention, scheduler
 from .registry import Registry
 
 log = logging.getLogger("jobwarden.duties")
@@ -36,7 +37,11 @@ class Duties:
         self.worker_id = worker_id
         self._published = False
         self._duties: list[tuple[str, float, Callable]] = [
-            ("schedules", base or 5.0, self._schedules)]
+            ("schedules", base or 5.0, self._schedules),
+            # Small batches every few seconds: a defaulted backlog is mostly claimed (the
+            # claim applies the policy itself) before this reaches it.
+            ("policies", base or 5.0,
+             lambda conn: job_types.adopt_defaulted(conn, [t.name for t in registry]))]
         policy = retention.RetentionPolicy.from_env()
         if policy is not None:
             self._duties.append(("retention", base or 60.0,

@@ -9,8 +9,9 @@ when it starts (`publish_job_types`), and:
   (`with_published_policies`); arguments given at enqueue still win;
 - a type nobody has published yet gets the documented defaults (queue "default",
   5 attempts, version 1), and the job records which fields took them
-  (`policy_defaults`); the next worker of the type applies its own policy to those
-  fields while the job is pending (`publish_job_types` does it in the same transaction);
+  (`policy_defaults`); a worker of the type claims such a job as its own policy has it
+  (claim_jobs), and its duty brings the rest over in small batches (`adopt_defaulted`),
+  never in one statement at start-up (docs/architecture.md §5);
 - the console reads SLA targets from the table, with no application import.
 
 Timeout, lease, backoff and repeat safety are never stored per job: the worker that
@@ -47,23 +48,48 @@ def policy_row(job_type: JobType, published_by: str) -> dict[str, Any]:
             "concurrency_limit": job_type.concurrency_limit, "published_by": published_by}
 
 
-def publish_job_types(conn, types: Iterable[JobType], published_by: str) -> dict[str, int]:
-    """Publish these types' policies and apply them to jobs that took defaults.
+#: Jobs per adopt_defaulted transaction, and transactions per pass: a pass never holds
+#: many row locks, and a backlog of 100,000 defaulted jobs is spread over many passes
+#: (while claims take the jobs at the head of the queue without it).
+ADOPT_BATCH = 500
+ADOPT_MAX_BATCHES = 4
 
-    Runs in the caller's transaction (a psycopg connection). Returns counts: how many
-    types were written (a newer version's policy is left alone) and how many pending
-    jobs took the published policy.
+
+def publish_job_types(conn, types: Iterable[JobType], published_by: str) -> dict[str, int]:
+    """Publish these types' policies. Rewrites no job: see `adopt_defaulted`.
+
+    Runs in the caller's transaction (a psycopg connection). Returns how many types were
+    written (a newer version's policy is left alone).
     """
     rows = [policy_row(t, published_by) for t in types]
     if not rows:
-        return {"published": 0, "adopted": 0}
-    names = [r["type"] for r in rows]
+        return {"published": 0}
     published = execute(conn, Q.job_types_publish, {"rows": json.dumps(rows)})[1]
-    adopted = execute(conn, Q.job_types_adopt_defaulted, {"types": names})[1]
-    if adopted:
+    return {"published": len(published)}
+
+
+def adopt_defaulted(conn, names: Iterable[str], *, batch: int = ADOPT_BATCH,
+                    max_batches: int = ADOPT_MAX_BATCHES) -> int:
+    """Give pending jobs of these types that took the documented defaults their published
+    policy, `batch` jobs per transaction, at most `max_batches` transactions; returns how
+    many moved. `conn`: a psycopg connection outside a transaction (commits each batch).
+
+    Claims need none of this (they apply their worker's policy themselves); it is so that
+    what reads a pending job's stored queue (console counts, `jobwarden stats`) soon
+    agrees with what the claims do."""
+    names = sorted(set(names))
+    moved = 0
+    for _ in range(max_batches if names else 0):
+        with conn.transaction():
+            rows = execute(conn, Q.job_types_adopt_defaulted,
+                           {"types": names, "batch": batch})[1]
+        moved += len(rows)
+        if len(rows) < batch:
+            break
+    if moved:
         log.info("%d pending job(s) enqueued before their policy was known now follow it",
-                 len(adopted), extra={"action": "policy_adopted", "count": len(adopted)})
-    return {"published": len(published), "adopted": len(adopted)}
+                 moved, extra={"action": "policy_adopted", "count": moved})
+    return moved
 
 
 def published_policies(conn, names: Iterable[str]) -> dict[str, JobType]:

@@ -139,7 +139,7 @@ class WorkerProcess:
             self._lanes.append(LaneRuntime(lane, wake, JobBuffer(on_low=wake.set)))
         self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
                                    interval=flush_interval, give_up=self._give_up)
-        self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention
+        self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention, policies
 
     # -- lifecycle ---------------------------------------------------------------------
     def request_stop(self) -> None:

@@ -91,7 +91,8 @@ background_jobs = Table(
     Column("cancelled_at", TS),
     Column("skipped_at", TS),
     # Policy fields that took the documented defaults because no policy for the type was
-    # known at enqueue; the first worker of the type applies its own (migration 0004).
+    # known at enqueue; a worker's claim applies its own, its duty the published one in
+    # small batches (migration 0004, docs/architecture.md §5).
     Column("policy_defaults", ARRAY(Text)),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),

@@ -2,8 +2,9 @@
 
 Workers publish the policies of their types to `job_types`; an enqueuing process that
 never imported the handler (modelled by an empty Registry) takes its defaults from
-there, and jobs enqueued before any worker published take the handler's policy when
-the first worker of their type starts, or when a worker of their type claims them.
+there, and jobs enqueued before any worker published take the handler's policy when a
+worker of their type claims them, or when its duty brings them over in small batches:
+never by one statement that rewrites them all when the worker starts.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.helpers import executions, job_row, running_worker, wait_for
-from worker import Registry, enqueue, job
+from tests.helpers import executions, job_row, running_worker, scalar, wait_for
+from worker import JobSpec, Registry, enqueue, enqueue_many, job
 from worker.job_types import publish_job_types
 from worker.operations import pause_queue, resume_queue
 
@@ -99,9 +100,19 @@ def test_a_restarting_older_worker_does_not_undo_a_newer_declaration(conn, clean
     counts = publish_job_types(conn, declare_email(version=1, max_attempts=8),
                                published_by="old")
     conn.commit()
-    assert counts == {"published": 0, "adopted": 0}
+    assert counts == {"published": 0}
     row = published(clean_db)["send_email"]
     assert (row["version"], row["max_attempts"], row["published_by"]) == (2, 4, "new")
+
+
+def enqueue_defaulted(url: str, type_name: str, count: int) -> None:
+    """`count` jobs of a type no policy is known for: each takes the defaults."""
+    with psycopg.connect(url) as conn:
+        for offset in range(0, count, 5_000):
+            enqueue_many(conn, [JobSpec(type_name, {"n": i})
+                                for i in range(offset, min(count, offset + 5_000))],
+                         registry=Registry())
+        conn.commit()
 
 
 def test_jobs_committed_after_the_worker_published_still_follow_its_policy(conn, clean_db):
@@ -139,3 +150,36 @@ def test_a_paused_declared_queue_holds_jobs_that_took_the_default_queue(conn, cl
                  message="the resumed queue's job to run")
     row = job_row(clean_db, late)
     assert (row["queue"], row["max_attempts"]) == ("email", 3)
+
+
+def test_publishing_policies_rewrites_none_of_the_jobs_waiting_for_them(conn, clean_db):
+    enqueue_defaulted(clean_db, "send_email", 20_000)
+    publish_job_types(conn, declare_email(), published_by="w1")
+    (xid,) = conn.execute("SELECT pg_current_xact_id()::xid::text").fetchone()
+    conn.commit()
+    # Every row the publishing transaction wrote carries its transaction id as xmin.
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE xmin::text = %s",
+                  [xid]) == 0
+
+
+def test_a_worker_brings_waiting_jobs_over_in_small_transactions(conn, clean_db, monkeypatch):
+    monkeypatch.setenv("JOBWARDEN_DUTY_INTERVAL", "0.1")
+    enqueue_defaulted(clean_db, "send_email", 20_000)
+    enqueue_defaulted(clean_db, "other_type", 10)
+    # Paused, so that no claim takes them: every one moved is the duty's doing.
+    assert pause_queue(conn, "email", actor="ann", role="operator", reason="hold").ok
+    conn.commit()
+    with running_worker(declare_email(), clean_db):
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                                "WHERE type = 'send_email' AND policy_defaults IS NULL "
+                                "AND queue = 'email' AND max_attempts = 3") == 20_000,
+                 timeout=120, message="every waiting job to take the published policy")
+    # The console's counts and the CLI's read the stored queue: they agree now.
+    assert dict(conn.execute("SELECT queue, count(*) FROM background_jobs "
+                             "WHERE type = 'send_email' GROUP BY queue")) == {"email": 20_000}
+    # A row's xmin is the transaction that last wrote it: no transaction wrote many.
+    largest = scalar(clean_db, "SELECT max(n) FROM (SELECT count(*) AS n FROM background_jobs "
+                     "WHERE type = 'send_email' GROUP BY xmin::text) AS per_transaction")
+    assert largest <= 1_000
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE type = 'other_type' "
+                  "AND policy_defaults IS NOT NULL AND queue = 'default'") == 10

@@ -32,16 +32,28 @@ FROM job_types
 WHERE type = ANY(%(types)s::text[])
 
 -- name: job_types_adopt_defaulted
--- Pending jobs of these types that took documented defaults take the published policy.
--- Only `pending` rows: a claim holding one (FOR UPDATE) makes this wait, then skip it.
+-- At most `batch` pending jobs of these types that took documented defaults take the
+-- published policy, as if enqueued after it: a worker's duty, one short transaction per
+-- batch, so the queue the console, the CLI and pauses read is the declared one without
+-- a statement that rewrites every such job at once (a claim applies the policy by itself).
+-- The partial index background_jobs_policy_defaults_idx holds exactly these jobs. Rows a
+-- claim or another worker's batch holds are skipped; the UPDATE re-checks both states.
+WITH batch AS (
+    SELECT j.id FROM background_jobs j
+    WHERE j.type = ANY(%(types)s::text[])
+      AND j.status = 'pending'
+      AND j.policy_defaults IS NOT NULL
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE background_jobs j
 SET queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN t.queue ELSE j.queue END,
     max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                         THEN t.max_attempts ELSE j.max_attempts END,
     policy_defaults = NULL
-FROM job_types t
-WHERE t.type = j.type
-  AND j.type = ANY(%(types)s::text[])
+FROM batch b, job_types t
+WHERE j.id = b.id
+  AND t.type = j.type
   AND j.status = 'pending'
   AND j.policy_defaults IS NOT NULL
 RETURNING j.id

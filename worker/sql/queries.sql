@@ -44,8 +44,8 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
 -- A job that took the documented defaults (`policy_defaults`) is claimed as the worker's
 -- own policy has it (`type_queues`, `type_max_attempts`, parallel to `types`): its queue
--- is the type's declared one for the lanes and pauses, and the claim stores both
--- (docs/architecture.md §5).
+-- is the type's declared one for the lanes and pauses, and the claim stores both, so no
+-- statement ever rewrites all such jobs at once (docs/architecture.md §5).
 -- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
 -- rows whatever the statistics say (the table may never have been analyzed). So `status` is
 -- the only condition the planner can estimate; every other filter sits in a scalar
