@@ -37,6 +37,14 @@ def with_db(url: str, name: str) -> str:
     return urlunsplit((p.scheme, p.netloc, "/" + name, p.query, p.fragment))
 
 
+def create_database(server: str) -> tuple[str, str]:
+    """A fresh database on `server` for one benchmark run: (its name, its URL)."""
+    name = f"jobwarden_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return name, with_db(server, name)
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -74,10 +82,7 @@ def main() -> int:
     args = ap.parse_args()
 
     server = database_url()
-    name = f"jobwarden_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_db(server, name)
+    name, url = create_database(server)
     results: dict[str, object] = {"jobs": args.jobs, "workers": args.workers,
                                   "concurrency": args.concurrency}
     procs: list[subprocess.Popen] = []

@@ -55,3 +55,16 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
             "fsync"} <= set(report["server"])
     assert report["machine"]["nproc"] >= 1 and report["machine"]["memory_gb"] > 0
     assert "| no-op drain, 1 process, jobs/s |" in report["table"]
+
+
+def test_the_lane_latency_benchmark_times_every_email_it_sends(server_url):
+    done = subprocess.run(
+        [sys.executable, "bench/bench_lane_latency.py", "--backlog", "300", "--emails", "3"],
+        cwd=ROOT, env=dict(os.environ, DATABASE_URL=server_url), capture_output=True,
+        text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["backlog"] == 300
+    assert figures["email_done_ms"]["n"] == 3
+    assert 0 < figures["email_done_ms"]["p50"] < figures["email_done_ms"]["p95"] + 1
+    assert figures["email_claim_ms"]["p50"] > 0
