@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import running_worker, scalar, wait_for
-from worker import PermanentError, RetryableError, RetryPolicy, enqueue, job, registry
+from worker import PermanentError, Registry, RetryableError, RetryPolicy, enqueue, job, registry
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 
@@ -113,3 +113,37 @@ def test_the_real_worker_keeps_the_rollups_exact(reg, conn, clean_db):
     assert rollup_counts(conn) == real_counts(conn)
     assert outcomes(conn) == {("good", "completed"): 5, ("flaky", "retried"): 1,
                               ("flaky", "failed"): 1, ("bad", "failed"): 1}
+
+
+def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clean_db):
+    """Both move a job from running to pending; only the recorded outcome tells them apart."""
+    from worker.producer import claim
+    from worker.queries import Q, batch_params
+    from worker.recovery import recover_stale_running
+
+    reg = Registry()
+
+    @job("deploy", registry=reg, lease=30, backoff=FAST)
+    def deploy(ctx, payload):
+        return None
+
+    for _ in range(3):
+        enqueue(conn, "deploy", {})
+    conn.commit()
+    handed, lost, _ = claim(conn, types=["deploy"], leases=[30.0], queues=None, limit=3,
+                            worker_id="w")
+    conn.commit()
+    back = conn.execute(Q.hand_back_executions, batch_params(
+        [{"job_id": handed.id, "execution_id": str(handed.execution_id), "progress": None,
+          "checkpoint": None}])).fetchall()
+    assert [r[0] for r in back] == [handed.id]
+    conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
+                 "WHERE id = %s", [lost.id])
+    conn.commit()
+    assert recover_stale_running(conn, reg) == {"pending": 1}
+    conn.commit()
+    assert [r[0] for r in conn.execute(
+        "SELECT outcome FROM job_executions WHERE job_id IN (%s, %s) ORDER BY job_id",
+        [handed.id, lost.id])] == ["handed_back", "worker_lost"]
+    assert outcomes(conn) == {("deploy", "retried"): 1}
+    assert rollup_counts(conn) == real_counts(conn)
