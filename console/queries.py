@@ -223,20 +223,26 @@ SPARK_W, SPARK_H, SPARK_MINUTES = 120, 24, 60
 
 
 def failed_groups(reader: Reader, limit: int = 500) -> list[dict]:
-    """Failed jobs by error code, each with `first_seen` (its current streak's start, from
-    the per-minute rollup: a retry does not reset it), `spark` (SVG points of its
-    occurrences per minute over the last hour) and `spark_total`."""
+    """Failed jobs by error code (`jobs` and `types`: the failed jobs now), each with the
+    times of the code's occurrences, failures and retries of any type alike (so that a row
+    never mixes the two): `first_seen`, its current streak's start (a retry does not reset
+    it), `last_seen`, its latest occurrence, and `spark` (SVG points of its occurrences
+    per minute over the last hour) with `spark_total`. Occurrences come from the
+    per-minute rollup; a failure older than the rollup's 8 days counts by its failed_at."""
     groups = reader.all("console_failed_groups", limit=limit)
     codes = [g["error_code"] for g in groups if g["error_code"]]
     streaks, spark = {}, defaultdict(lambda: [0] * SPARK_MINUTES)
     if codes:
-        streaks = {r["error_code"]: r["streak_start"]
+        streaks = {r["error_code"]: r
                    for r in reader.all("console_failed_group_streaks", codes=codes)}
         for r in reader.all("console_failed_group_sparklines", codes=codes):
             if 0 <= r["bucket"] < SPARK_MINUTES:
                 spark[r["error_code"]][SPARK_MINUTES - 1 - r["bucket"]] += r["jobs"]
     for g in groups:
-        g["first_seen"] = streaks.get(g["error_code"]) or g["first_seen"]
+        streak = streaks.get(g["error_code"])
+        if streak is not None:
+            g["first_seen"] = streak["streak_start"]
+            g["last_seen"] = max(g["last_seen"], streak["last_minute"])
         values = spark[g["error_code"]] if g["error_code"] else [0] * SPARK_MINUTES
         top = max(values) or 1
         g["spark_total"] = sum(values)

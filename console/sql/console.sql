@@ -422,7 +422,7 @@ RETURNING action, job_ids;
 -- name: console_failed_group_streaks
 -- Per error code: when its current streak began (the first minute after the last gap of
 -- more than an hour in which the code occurred, failed, retried or unknown), from the
--- per-minute rollup; a retry does not reset it.
+-- per-minute rollup; a retry does not reset it. `last_minute`: its latest occurrence.
 WITH m AS (
     SELECT error_code, minute
     FROM job_minute_counts
@@ -435,7 +435,8 @@ WITH m AS (
     FROM m
 )
 SELECT error_code, max(minute) FILTER (WHERE gap IS NULL OR gap > interval '1 hour')
-           AS streak_start
+           AS streak_start,
+       max(minute) AS last_minute
 FROM gaps
 GROUP BY error_code;
 
