@@ -1,0 +1,120 @@
+"""The figures tier: one dataset written through the runtime's own statements, and an
+independent count over the base tables for each figure the console shows.
+
+The dataset (`seeded`) holds every status in three queues and types: completions,
+retries (one code also retried by jobs that never failed), permanent failures with two
+codes, an old failure of a code that is retried today, unknown outcomes, a graceful
+hand-back, a lost worker recovered, running and pending jobs, and operator actions (a
+skip of an old failure, a retry, a cancel). Each test reads what a page rendered (by
+`data-testid` and row attributes) and compares it with SQL over `background_jobs`,
+`job_executions` and `job_audit` written in the test, never with the page's own query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+
+from worker import Registry, RetryPolicy, enqueue, job
+from worker.completer import Completion, write_batch
+from worker.operations import cancel_job, retry_job, skip_job
+from worker.producer import ClaimedJob, claim
+from worker.queries import Q, batch_params
+from worker.recovery import recover_stale_running
+from worker.states import ExecutionOutcome as O
+from worker.states import JobStatus as S
+
+LEASE = 30.0
+TYPES = {"mail.send": "email", "report.build": "reports", "bill.charge": "billing"}
+LATER = RetryPolicy(base=3600, cap=3600, jitter=0)  # retried jobs stay pending
+
+
+@dataclass
+class Seeded:
+    url: str
+    ids: dict[str, list[int]]
+
+
+def _registry() -> Registry:
+    reg = Registry()
+    for name, queue in TYPES.items():
+        job(name, queue=queue, lease=LEASE, max_attempts=3, backoff=LATER,
+            registry=reg)(lambda ctx, payload: None)
+    return reg
+
+
+def _take(conn, n: int) -> list[ClaimedJob]:
+    jobs = claim(conn, types=list(TYPES), leases=[LEASE] * len(TYPES), queues=None, limit=n,
+                 worker_id="figures-worker")
+    conn.commit()
+    assert len(jobs) == n
+    return jobs
+
+
+def _finish(conn, jobs: list[ClaimedJob], status: S, outcome: O, code: str | None = None,
+            delay: float = 0.0) -> list[int]:
+    written = write_batch(conn, [
+        Completion(j.id, j.execution_id, j.type, j.attempt, LEASE, status, outcome, code,
+                   f"{code or outcome.value} (seeded)", delay=delay, queue=j.queue)
+        for j in jobs])
+    conn.commit()
+    assert len(written) == len(jobs)
+    return [j.id for j in jobs]
+
+
+@pytest.fixture
+def seeded(clean_db) -> Seeded:
+    reg = _registry()
+    ids: dict[str, list[int]] = {}
+    with psycopg.connect(clean_db) as conn:
+        # An old failure, five days ago: its code is retried again today.
+        ids["old_failed"] = [r[0] for r in conn.execute(
+            "INSERT INTO background_jobs (queue, type, payload, status, attempts, "
+            "last_error_code, last_error, failed_at, created_at) "
+            "SELECT 'billing', 'bill.charge', '{}', 'failed', 3, 'PROVIDER_DOWN', "
+            "'provider down (seeded)', now() - interval '5 days', now() - interval '5 days' "
+            "FROM generate_series(1, 3) RETURNING id")]
+        conn.commit()
+        for name in TYPES:
+            for _ in range({"mail.send": 30, "report.build": 12, "bill.charge": 14}[name]):
+                enqueue(conn, name, {"to": "someone"}, registry=reg)
+        conn.commit()
+        ids["completed"] = _finish(conn, _take(conn, 20), S.COMPLETED, O.COMPLETED)
+        ids["retried"] = _finish(conn, _take(conn, 5), S.PENDING, O.RETRY, "SMTP_TIMEOUT",
+                                 delay=3600)
+        ids["retried_down"] = _finish(conn, _take(conn, 2), S.PENDING, O.RETRY,
+                                      "PROVIDER_DOWN", delay=3600)
+        ids["failed_declined"] = _finish(conn, _take(conn, 4), S.FAILED, O.FAILED, "DECLINED")
+        ids["failed_timeout"] = _finish(conn, _take(conn, 2), S.FAILED, O.FAILED,
+                                        "SMTP_TIMEOUT")
+        ids["unknown"] = _finish(conn, _take(conn, 2), S.UNKNOWN, O.UNKNOWN, "AMBIGUOUS")
+        ids["skipped"] = _finish(conn, _take(conn, 1), S.SKIPPED, O.SKIPPED, "USER_GONE")
+        handed = _take(conn, 3)
+        conn.execute(Q.hand_back_executions, batch_params(
+            [{"job_id": j.id, "execution_id": str(j.execution_id), "progress": None,
+              "checkpoint": None} for j in handed]))
+        conn.commit()
+        ids["handed_back"] = [j.id for j in handed]
+        lost = _take(conn, 2)
+        conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
+                     "WHERE id = ANY(%s)", [[j.id for j in lost]])
+        conn.commit()
+        assert recover_stale_running(conn, reg) == {"pending": 2}
+        conn.commit()
+        ids["recovered"] = [j.id for j in lost]
+        ids["running"] = [j.id for j in _take(conn, 4)]
+        who = {"actor": "ann", "role": "operator", "reason": "figures tier"}
+        assert skip_job(conn, ids["old_failed"][0], **who).ok
+        assert retry_job(conn, ids["failed_declined"][0], **who).ok
+        pending = conn.execute("SELECT id FROM background_jobs WHERE status = 'pending' "
+                               "AND attempts = 0 ORDER BY id LIMIT 1").fetchone()[0]
+        assert cancel_job(conn, pending, **who).ok
+        conn.commit()
+    return Seeded(clean_db, ids)
+
+
+def rows(url: str, sql: str, params=None) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql, params).fetchall()

@@ -1,0 +1,92 @@
+"""Every figure these pages show equals an independent count over the base tables."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import pytest
+
+from tests.figures.conftest import rows
+from worker.schema import JOB_STATUSES
+
+
+def counts_by(url: str, *columns: str) -> dict:
+    cols = ", ".join(columns)
+    return {tuple(r[:-1]): r[-1] for r in rows(
+        url, f"SELECT {cols}, count(*) FROM background_jobs GROUP BY {cols}")}
+
+
+def test_the_queues_page_counts_every_status_of_every_queue(operator, seeded):
+    html = operator.get("/queues").get_data(as_text=True)
+    real = counts_by(seeded.url, "queue", "status")
+    table = re.search(r'<table class="counts" data-testid="queues">(.*?)</table>', html, re.S)
+    shown = {}
+    for queue, body in re.findall(r'<tr data-queue="([^"]+)">(.*?)</tr>', table.group(1), re.S):
+        cells = re.findall(r'<td class="num">(\d+)</td>', body)
+        assert len(cells) == len(JOB_STATUSES)
+        for status, n in zip(JOB_STATUSES, cells, strict=True):
+            shown[(queue, status)] = int(n)
+    assert set(q for q, _ in shown) == {q for q, _ in real}
+    assert {k: v for k, v in shown.items() if v} == real
+    assert sum(real.values()) > 40  # the dataset is there, with every status
+    assert {s for _, s in real} == set(JOB_STATUSES)
+
+
+def test_the_overview_tiles_count_every_status(operator, seeded):
+    html = operator.get("/").get_data(as_text=True)
+    real = {s: n for (s,), n in counts_by(seeded.url, "status").items()}
+    for status in JOB_STATUSES:
+        tile = re.search(rf'data-testid="count-{status}">.*?data-count="(\d+)"', html, re.S)
+        assert int(tile.group(1)) == real.get(status, 0), status
+
+
+def test_the_navigation_badges_count_failed_and_unknown_jobs(operator, seeded):
+    html = operator.get("/queues").get_data(as_text=True)
+    real = {s: n for (s,), n in counts_by(seeded.url, "status").items()}
+    for badge, status in (("failed", "failed"), ("review", "unknown")):
+        shown = re.search(rf'data-testid="nav-badge-{badge}">(\d+)<', html)
+        assert int(shown.group(1)) == real[status], badge
+
+
+def test_each_failed_group_shows_its_failed_jobs_and_its_codes_occurrences(operator, seeded):
+    html = operator.get("/failed").get_data(as_text=True)
+    real = {code: (n, sorted(types)) for code, n, types in rows(
+        seeded.url, "SELECT last_error_code, count(*), array_agg(DISTINCT type) "
+                    "FROM background_jobs WHERE status = 'failed' GROUP BY 1")}
+    # The latest occurrence of each code: a failure still on record, or any execution
+    # that failed, retried or ended unknown with it (to the minute, as the rollup keeps it).
+    last_seen = dict(rows(seeded.url, """
+        SELECT code, max(at) FROM (
+            SELECT last_error_code AS code, failed_at AS at FROM background_jobs
+            WHERE status = 'failed'
+            UNION ALL
+            SELECT error_code, date_trunc('minute', finished_at) FROM job_executions
+            WHERE outcome IN ('retry', 'failed', 'unknown')) o GROUP BY code"""))
+    shown = {}
+    for code, body in re.findall(r'<tr data-error-code="([^"]*)">(.*?)</tr>', html, re.S):
+        count = int(re.search(r'data-testid="group-count">(\d+)<', body).group(1))
+        types = re.search(r'data-testid="group-types">([^<]*)<', body).group(1)
+        since = re.search(r'data-testid="first-seen"><time datetime="([^"]+)"', body).group(1)
+        last = re.search(r'data-testid="last-seen"><time datetime="([^"]+)"', body).group(1)
+        shown[code] = (count, sorted(types.split(", ")), since, last)
+    assert {c: v[:2] for c, v in shown.items()} == real
+    for code, (_n, _types, since, last) in shown.items():
+        assert datetime.fromisoformat(last) == last_seen[code], code
+        # One notion of time for the row: its streak cannot have begun after its last
+        # occurrence (it read "since 2 min ago, last seen 5 days ago").
+        assert datetime.fromisoformat(since) <= datetime.fromisoformat(last), code
+
+
+@pytest.mark.parametrize("window", ["1 hour"])
+def test_the_retry_rate_counts_executions_that_ended_in_a_retry(operator, seeded, window):
+    html = operator.get("/").get_data(as_text=True)
+    retried, finished = rows(seeded.url, f"""
+        SELECT count(*) FILTER (WHERE outcome IN ('retry', 'worker_lost')),
+               count(*) FILTER (WHERE outcome <> 'handed_back')
+        FROM job_executions WHERE finished_at > now() - interval '{window}'""")[0]
+    operator_outcomes = rows(seeded.url, f"""
+        SELECT count(*) FROM job_audit WHERE at > now() - interval '{window}'
+          AND to_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')""")[0][0]
+    shown = re.search(r'data-testid="retry-rate">([\d.]+)%<', html).group(1)
+    assert shown == f"{100 * retried / (finished + operator_outcomes):.1f}"
