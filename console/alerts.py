@@ -44,8 +44,16 @@ def _failed_rate(recent) -> Alert:
                                total + row["executions"]]
     over = sorted(f"{t} {f / n:.0%} of {n}" for t, (f, n) in totals.items()
                   if n >= FAILED_MIN_EXECUTIONS and f / n > FAILED_RATE)
-    return Alert("JobwardenFailedRateHigh", "Failed rate", bool(over),
-                 ", ".join(over) or f"no type over {FAILED_RATE:.0%} in the last 5 minutes")
+    # Types under the minimum are not judged (as in the rule): say so, rather than
+    # "no type over 10%" beside a type failing 1 of 2.
+    unjudged = sorted(f"{t} {f} of {n}" for t, (f, n) in totals.items()
+                      if n < FAILED_MIN_EXECUTIONS and f)
+    detail = ", ".join(over) or (f"no type with {FAILED_MIN_EXECUTIONS}+ executions over "
+                                 f"{FAILED_RATE:.0%} in the last 5 minutes")
+    if unjudged:
+        detail += (f"; under {FAILED_MIN_EXECUTIONS} executions, not judged: "
+                   + ", ".join(unjudged) + " failed")
+    return Alert("JobwardenFailedRateHigh", "Failed rate", bool(over), detail)
 
 
 def _pending_over_sla(recent) -> Alert:

@@ -137,3 +137,10 @@ def test_a_job_table_with_more_dead_tuples_than_live_fires_with_postgresqls_coun
     live, dead, _ = row
     assert states(html)["JobwardenDeadTuplesPiling"] == "FIRING"
     assert detail(html, "JobwardenDeadTuplesPiling") == f"job_audit {dead} dead, {live} live"
+
+
+def test_the_alerts_panel_loads_then_polls_with_a_trigger_htmx_can_read(viewer, healthy):
+    html = viewer.get("/").get_data(as_text=True)
+    trigger = re.search(r'id="overview-alerts".*?hx-trigger="([^"]+)"', html, re.S).group(1)
+    # htmx separates triggers with commas: "load every 5s" is one unknown trigger.
+    assert re.fullmatch(r"load, every \d+s", trigger), trigger

@@ -33,3 +33,25 @@ def test_sessions_the_role_cannot_time_are_said_not_to_be_cleared():
     assert not line.firing
     assert line.detail.endswith("; 2 session(s) the console's role may not time "
                                 "(grant pg_monitor)")
+
+
+def failed_rate_line(*executions):
+    recent = Recent(executions=[dict(zip(("type", "outcome", "executions"), e, strict=True))
+                                for e in executions],
+                    runnable=[], stale=[], slas={}, tables=[], horizon=[])
+    (line,) = [a for a in evaluate(recent, [], [], {}) if a.name == "JobwardenFailedRateHigh"]
+    return line
+
+
+def test_a_type_failing_under_the_minimum_is_named_as_not_judged_rather_than_fine():
+    line = failed_rate_line(("send_email", "failed", 1), ("send_email", "completed", 1),
+                            ("report", "completed", 30))
+    assert not line.firing
+    assert line.detail == ("no type with 20+ executions over 10% in the last 5 minutes; "
+                           "under 20 executions, not judged: send_email 1 of 2 failed")
+
+
+def test_a_type_over_the_rate_with_enough_executions_fires():
+    line = failed_rate_line(("send_email", "failed", 5), ("send_email", "completed", 15))
+    assert line.firing
+    assert line.detail == "send_email 25% of 20"
