@@ -26,15 +26,17 @@ class Trend:
     queue: str | None
     buckets: int
     bucket_s: int
-    #: outcome -> jobs per minute, oldest bucket first
+    #: outcome -> jobs per minute, oldest bucket first, up to the last full minute
     series: dict[str, list[float]]
+    #: outcome -> jobs of the current minute so far (not drawn as a rate: it is not over)
+    this_minute: dict[str, int] = field(default_factory=dict)
     #: outcome -> the usual jobs per minute at this hour on the previous 7 days
     usual: dict[str, float] = field(default_factory=dict)
     usual_days: int = 0
 
     @property
     def latest_hour_rate(self) -> dict[str, float]:
-        """Jobs per minute over the last hour (the buckets it covers), per outcome."""
+        """Jobs per minute over the last hour of full minutes, per outcome."""
         n = max(1, 3600 // self.bucket_s)
         return {o: sum(v[-n:]) / n for o, v in self.series.items()}
 
@@ -64,7 +66,9 @@ class Trend:
         ticks = []
         for age in range(0, total + 1, step):
             i = self.buckets - 1 - age // self.bucket_s
-            label = "now" if age == 0 else (f"-{age // 60}m" if age < 3600 else f"-{age // 3600}h")
+            # The last point is the last full minute, not the unfinished one.
+            label = "last min" if age == 0 else (
+                f"-{age // 60}m" if age < 3600 else f"-{age // 3600}h")
             ticks.append((self.x(max(i, 0)), label))
         return ticks
 
@@ -73,9 +77,10 @@ class Trend:
         width = (WIDTH - LEFT - RIGHT) / max(1, self.buckets - 1)
         out = []
         for i in range(self.buckets):
-            age_min = (self.buckets - 1 - i) * self.bucket_s // 60
+            ended = (self.buckets - 1 - i) * self.bucket_s // 60 + 1
             values = ", ".join(f"{o} {self.series[o][i]:.1f}/min" for o in OUTCOMES)
-            out.append((self.x(i) - width / 2, width, f"{age_min} min ago: {values}"))
+            out.append((self.x(i) - width / 2, width,
+                        f"{self.bucket_s // 60} min ending {ended} min ago: {values}"))
         return out
 
 
@@ -105,11 +110,14 @@ def trend(reader: Reader, range_name: str = "1h", queue: str | None = None) -> T
     range_s, bucket_s = RANGES[range_name]
     buckets = range_s // bucket_s
     series = {o: [0.0] * buckets for o in OUTCOMES}
+    this_minute = dict.fromkeys(OUTCOMES, 0)
     per_minute = bucket_s / 60
     for row in reader.all("console_trend", range_s=range_s, bucket_s=bucket_s, queue=queue):
-        if 0 <= row["bucket"] < buckets:
+        if row["bucket"] == -1:
+            this_minute[row["outcome"]] += row["jobs"]
+        elif 0 <= row["bucket"] < buckets:
             series[row["outcome"]][buckets - 1 - row["bucket"]] += row["jobs"] / per_minute
     usual_rows = reader.all("console_usual_rate", queue=queue)
     usual = {r["outcome"]: float(r["per_minute"]) for r in usual_rows}
     days = max((r["days"] for r in usual_rows), default=0)
-    return Trend(range_name, queue, buckets, bucket_s, series, usual, days)
+    return Trend(range_name, queue, buckets, bucket_s, series, this_minute, usual, days)

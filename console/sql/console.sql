@@ -37,18 +37,22 @@ FROM job_minute_counts
 WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
 
 -- name: console_trend
--- Jobs per outcome and time bucket over the last `range_s` seconds (one queue or all).
+-- Jobs per outcome and time bucket over the `range_s` seconds of full minutes before the
+-- current one (one queue or all); the current, unfinished minute comes as bucket -1 (the
+-- chart must not draw it as a full minute: every line would dip toward 0 at "now").
 -- Read one hour at a time (OFFSET 0 keeps each slice a range scan of the primary key):
 -- the rollup holds 8 days, and without statistics a plain range would read all of them.
-SELECT floor(extract(epoch FROM date_trunc('minute', now()) - x.minute)
+SELECT floor(extract(epoch FROM date_trunc('minute', now()) - interval '1 minute' - x.minute)
              / %(bucket_s)s::float8)::int AS bucket,
        x.outcome, sum(x.jobs)::bigint AS jobs
 FROM generate_series(0, ceil(%(range_s)s::float8 / 3600)::int - 1) AS h(hour)
 CROSS JOIN LATERAL (
     SELECT m.minute, m.outcome, m.jobs
     FROM job_minute_counts m
-    WHERE m.minute > date_trunc('minute', now()) - make_interval(hours => h.hour + 1)
-      AND m.minute <= date_trunc('minute', now()) - make_interval(hours => h.hour)
+    WHERE m.minute > date_trunc('minute', now())
+                     - make_interval(hours => h.hour + 1, mins => 1)
+      AND m.minute <= date_trunc('minute', now())
+                      - make_interval(hours => h.hour, mins => least(h.hour, 1))
       AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
       AND m.outcome IN ('completed', 'failed', 'retried')
     OFFSET 0

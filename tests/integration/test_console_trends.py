@@ -31,6 +31,10 @@ def test_usual_rate_sits_beside_the_last_hour(viewer, engine, clean_db):
             FROM generate_series(1, 420)""")
         conn.exec_driver_sql("UPDATE background_jobs SET status = 'completed', "
                              "completed_at = now() WHERE status = 'running'")
+        # ... in the minute that just ended (the clock driven, not waited for): the rates
+        # are over full minutes.
+        conn.exec_driver_sql("UPDATE job_minute_counts SET minute = minute - interval '1 minute' "
+                             "WHERE minute = date_trunc('minute', now())")
     html = viewer.get("/").get_data(as_text=True)
     usual = re.search(r'data-testid="usual-completed">\s*([^<]*)<', html).group(1)
     assert "usually 500.0/min" in usual
@@ -48,7 +52,7 @@ def test_the_chart_draws_three_series_with_axes(viewer, scenario):
             assert points, outcome
         polyline = re.search(r'points="([^"]*)" data-outcome="completed"', html).group(1)
         assert len(polyline.split()) == buckets
-        assert ">now<" in html and f">{last_label}<" in html
+        assert ">last min<" in html and f">{last_label}<" in html
         assert html.count('class="hover"') == buckets
 
 
@@ -71,3 +75,22 @@ def test_the_overview_lists_firing_sla_breaches(viewer, engine, clean_db):
     html = viewer.get("/").get_data(as_text=True)
     assert 'data-testid="sla-breaches"' in html and "send_email" in html
     assert re.search(r'data-testid="nav-badge-sla">1<', html)
+
+
+def test_the_unfinished_minute_is_not_drawn_as_a_full_one(viewer, engine, clean_db):
+    """60 a minute for an hour, and 5 so far in this minute: the line ends at 60/min."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("""
+            INSERT INTO job_minute_counts (minute, queue, type, outcome, jobs)
+            SELECT date_trunc('minute', now()) - make_interval(mins => m), 'email',
+                   'send_email', 'completed', CASE WHEN m = 0 THEN 5 ELSE 60 END
+            FROM generate_series(0, 90) m""")
+    html = viewer.get("/_overview/trends?range=1h").get_data(as_text=True)
+    titles = re.findall(r'<rect class="hover"[^>]*><title>([^<]+)</title>', html)
+    assert len(titles) == 60
+    assert titles[-1] == "1 min ending 1 min ago: completed 60.0/min, failed 0.0/min, retried 0.0/min"
+    assert 'data-value="60.0">60.0/min' in html  # the last hour of full minutes
+    assert re.search(r'data-testid="this-minute">5 completed, 0 failed, 0 retried<', html)
+    day = viewer.get("/_overview/trends?range=24h").get_data(as_text=True)
+    assert re.findall(r'<title>([^<]+)</title>', day)[-1].startswith(
+        "10 min ending 1 min ago: completed 60.0/min")
