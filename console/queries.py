@@ -133,6 +133,8 @@ class Overview:
     runnable_pending: int
     oldest_pending_s: float | None
     finished_last_hour: int
+    #: Jobs completed in the last hour; completed_per_minute is its average per minute.
+    completed_last_hour: int
     completed_per_minute: float
     retry_rate: float | None
     failure_rate: float | None
@@ -162,6 +164,7 @@ def overview(reader: Reader) -> Overview:
         runnable_pending=pending.get("runnable") or 0,
         oldest_pending_s=_float(pending.get("oldest_pending_s")),
         finished_last_hour=finished,
+        completed_last_hour=rates.get("completed") or 0,
         completed_per_minute=(rates.get("completed") or 0) / 60.0,
         retry_rate=(rates["retried"] / finished) if finished else None,
         failure_rate=(rates["failed"] / finished) if finished else None,

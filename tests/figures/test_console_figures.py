@@ -90,3 +90,13 @@ def test_the_retry_rate_counts_executions_that_ended_in_a_retry(operator, seeded
           AND to_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')""")[0][0]
     shown = re.search(r'data-testid="retry-rate">([\d.]+)%<', html).group(1)
     assert shown == f"{100 * retried / (finished + operator_outcomes):.1f}"
+
+
+def test_the_overview_counts_the_last_hours_completions_and_outcomes(operator, seeded):
+    html = operator.get("/").get_data(as_text=True)
+    completed = rows(seeded.url, "SELECT count(*) FROM job_executions WHERE outcome = "
+                                 "'completed' AND finished_at > now() - interval '1 hour'")[0][0]
+    assert completed == len(seeded.ids["completed"])
+    shown = re.search(r'data-testid="completed-last-hour">(\d+)<', html).group(1)
+    assert int(shown) == completed
+    assert f"avg {completed / 60:.1f}/min" in html
