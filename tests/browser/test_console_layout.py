@@ -8,6 +8,8 @@ card, never the page, and the navigation collapses behind a Menu toggle.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -74,3 +76,26 @@ def test_phone_navigation_collapses_behind_a_menu(page, sign_in, scenario):
     expect(nav_link).to_be_visible()
     nav_link.click()
     page.wait_for_url("**/failed")
+
+
+# Every text of each SLA chart lies inside the chart's viewBox (a y-axis label such as
+# "1m 54s" was cut to "m 54s").
+SLA_LABELS = """() => [...document.querySelectorAll('svg.sla-chart')].flatMap(svg => {
+  const box = svg.viewBox.baseVal;
+  return [...svg.querySelectorAll('text')].map(t => {
+    const b = t.getBBox();
+    return {text: t.textContent, inside: b.x >= box.x - 0.5
+            && b.x + b.width <= box.x + box.width + 0.5};
+  });
+})"""
+
+
+def test_every_sla_chart_label_shows_whole(page, sign_in, engine):
+    with engine.begin() as conn:
+        for ago in (114, 30, 5):  # oldest waits of a minute and more: "1m 54s" on the axis
+            sample_data.insert_job(conn, "send_email", "pending", queue="email", ago=ago)
+    sign_in("ada")
+    page.goto("/sla")
+    labels = page.evaluate(SLA_LABELS)
+    assert any(re.fullmatch(r"\d+m \d+s", label["text"]) for label in labels), labels
+    assert [label for label in labels if not label["inside"]] == []

@@ -33,7 +33,7 @@ def test_a_job_waiting_past_its_target_breaches_the_newest_interval(
     assert 'data-testid="sla-breach"' in html
     assert "a job waiting now has passed the target" in html
     assert re.search(r'data-testid="breached-intervals">1 of 12', html)
-    assert 'data-testid="y-max">' in html and "viewBox=\"-26 0" in html
+    assert 'data-testid="y-max">' in html and "viewBox=\"-40 0" in html
 
 
 def test_failure_rate_counts_final_outcomes_and_unknown_apart(viewer, engine, send_email_sla):
