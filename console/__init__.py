@@ -25,6 +25,7 @@ def create_app(config: dict | None = None) -> Flask:
     Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/config.py)."""
     from console import security
     from console.config import load_settings, secret_key, standalone_config
+    from worker.db import database_url
 
     app = Flask(__name__, static_folder=None, template_folder=None)
     app.config.update(standalone_config())
@@ -39,7 +40,10 @@ def create_app(config: dict | None = None) -> Flask:
     if not any(isinstance(f, RedactingFilter) for f in app.logger.filters):
         app.logger.addFilter(RedactingFilter())
     own = {key: value for key, value in (config or {}).items() if key in load_settings()}
-    Console(app, url_prefix="", settings={**own, "OWNS_SESSION": True})
+    # Standalone, the console is the only app: without DATABASE_URL it uses the embedded
+    # PostgreSQL, like every other command (a mounted console must be told its database).
+    url = own.pop("DATABASE_URL", None) or database_url()
+    Console(app, url_prefix="", database_url=url, settings={**own, "OWNS_SESSION": True})
     return app
 
 

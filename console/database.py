@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import current_app
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine
 
 from worker.db import database_url, sqlalchemy_url
@@ -44,6 +45,13 @@ class ConsoleDatabase:
             # with their actual parameters, never with a generic plan.
             connect_args={"prepare_threshold": None, "application_name": "jobwarden-console"},
         )
+
+    def where(self) -> str:
+        """`host:port/dbname` of this database, for messages: never the user or password."""
+        info = conninfo_to_dict(self.url)
+        host = info.get("host") or "localhost"
+        port = f":{info['port']}" if info.get("port") else ""
+        return f"{host}{port}/{info.get('dbname') or info.get('user') or '?'}"
 
     def all(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """Every row of query `name` as dicts (a short read-only transaction)."""

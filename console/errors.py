@@ -8,7 +8,7 @@ from flask import Blueprint, render_template
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from console.database import Q
+from console.database import Q, get_db
 from worker.queries import describe_db_error
 from worker.sanitize import RedactingFilter
 
@@ -21,8 +21,60 @@ if not any(isinstance(f, RedactingFilter) for f in log.filters):
 def page(code: int, title: str, message: str, plain: bool = False):
     """The console's error page; `plain` renders it without the signed-in header, for
     when the database (which the header's user came from) is what failed."""
-    return render_template("jobwarden/error.html", code=code, title=title,
-                           message=message, plain=plain), code
+    try:
+        return render_template("jobwarden/error.html", code=code, title=title,
+                               message=message, plain=plain), code
+    except DBAPIError as error:
+        if plain:
+            raise
+        # The header's counts are read from the database: when it fails too (a 404 on a
+        # database without Jobwarden's tables), that failure is the one to explain.
+        return database_page(error)
+
+
+#: PostgreSQL's undefined_table: a statement named a table this database does not have.
+UNDEFINED_TABLE = "42P01"
+
+
+def database_page(error: DBAPIError):
+    """The plain page for a database error: unreachable, missing tables, or refused."""
+    if isinstance(error, OperationalError):
+        # During an incident the database may be the thing that is down: say so plainly.
+        # htmx leaves a polling panel as it was on an error status, so pages stay readable.
+        log.warning("database unavailable: %s", describe_db_error(error, Q),
+                    extra={"action": "db_unavailable"})
+        return page(503, "Database unavailable",
+                    "The console cannot reach PostgreSQL right now, so nothing was read or "
+                    "changed. Jobs are safe in the database; retry in a moment.", plain=True)
+    # Logged as class, SQLSTATE and statement name only: no message, no traceback,
+    # no parameters (PostgreSQL's DETAIL may quote a password hash or a key).
+    log.error("database error: %s", describe_db_error(error, Q), extra={"action": "db_error"})
+    if getattr(error.orig, "sqlstate", None) == UNDEFINED_TABLE:
+        return _missing_tables_page()
+    # Plain: the header's counts are read from the same database, and would raise
+    # again while the error page renders (a revoked grant).
+    return page(500, "Database error", "PostgreSQL refused the request, so nothing was "
+                                       "changed. The console's log names the statement.",
+                plain=True)
+
+
+def _missing_tables_page():
+    """A console pointed at a database nobody migrated (or at another database than the
+    app's): name the database and the command, since the SQLSTATE alone tells nobody."""
+    db = get_db()
+    try:
+        migrated = bool(db.one("console_schema_present")["present"])
+    except DBAPIError:
+        migrated = False
+    where = db.where()
+    state = (f"The database at {where} has Jobwarden tables older than this console"
+             if migrated else f"The database at {where} has no Jobwarden tables")
+    log.error("%s: run `jobwarden migrate`", state.removeprefix("The "),
+              extra={"action": "db_not_migrated"})
+    return page(500, "Jobwarden tables missing",
+                f"{state}: run `jobwarden migrate` with DATABASE_URL set to it. If your "
+                f"jobs are in another database, give the console that database's URL "
+                f"(Console(app, database_url=...)).", plain=True)
 
 
 def install(bp: Blueprint) -> None:
@@ -53,22 +105,4 @@ def install(bp: Blueprint) -> None:
 
     @bp.errorhandler(DBAPIError)
     def database_error(error):
-        # Logged as class, SQLSTATE and statement name only: no message, no traceback,
-        # no parameters (PostgreSQL's DETAIL may quote a password hash or a key).
-        log.error("database error: %s", describe_db_error(error, Q),
-                  extra={"action": "db_error"})
-        # Plain: the header's counts are read from the same database, and would raise
-        # again while the error page renders (a missing table, a revoked grant).
-        return page(500, "Database error", "PostgreSQL refused the request, so nothing was "
-                                           "changed. The console's log names the statement.",
-                    plain=True)
-
-    @bp.errorhandler(OperationalError)
-    def database_unavailable(error):
-        # During an incident the database may be the thing that is down: say so plainly.
-        # htmx leaves a polling panel as it was on an error status, so pages stay readable.
-        log.warning("database unavailable: %s", describe_db_error(error, Q),
-                    extra={"action": "db_unavailable"})
-        return page(503, "Database unavailable",
-                    "The console cannot reach PostgreSQL right now, so nothing was read or "
-                    "changed. Jobs are safe in the database; retry in a moment.", plain=True)
+        return database_page(error)

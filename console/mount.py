@@ -48,8 +48,9 @@ class Console:
     Without `user_loader` the console signs users in itself (`console_users`, managed
     with `jobwarden user add`), keeping its keys in the host's session under `jobwarden_`.
 
-    `database_url` is where the jobs are (default: DATABASE_URL, else the embedded
-    PostgreSQL); `settings` overrides the console's settings (console/config.py).
+    `database_url` is where the jobs are: the database the host enqueues them in (default:
+    DATABASE_URL; with neither, mounting fails rather than read another database).
+    `settings` overrides the console's settings (console/config.py).
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/jobs",
@@ -76,8 +77,15 @@ class Console:
             raise RuntimeError("the Jobwarden console is already mounted in this app")
         if not app.config.get("SECRET_KEY"):
             raise RuntimeError("the console needs the app's SECRET_KEY (sessions, CSRF)")
-        self.db = ConsoleDatabase(self.settings.get("DATABASE_URL"),
-                                  pool_size=self.settings.get("DB_POOL_SIZE", 5))
+        url = self.settings.get("DATABASE_URL")
+        if not url:
+            # The embedded PostgreSQL would be another database than the host's: its pages
+            # would show no jobs, or fail on missing tables, instead of the host's jobs.
+            raise RuntimeError(
+                "the Jobwarden console mounted in this app has no database: pass "
+                "Console(app, database_url=...) the URL your app enqueues its jobs in "
+                "(the one Flask-SQLAlchemy uses), or set DATABASE_URL")
+        self.db = ConsoleDatabase(url, pool_size=self.settings.get("DB_POOL_SIZE", 5))
         app.extensions["jobwarden_console"] = self
         app.extensions["jobwarden_db"] = self.db
         for key, value in _CSRF_DEFAULTS.items():

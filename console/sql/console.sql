@@ -462,3 +462,8 @@ FROM job_executions
 WHERE finished_at > now() - interval '5 minutes'
   AND worker_id = ANY(%(worker_ids)s::text[])
 GROUP BY worker_id;
+
+-- name: console_schema_present
+-- Whether this database has Jobwarden's tables at all: after a statement named a missing
+-- table, the error page tells "never migrated" from "migrated by an older version".
+SELECT to_regclass('background_jobs') IS NOT NULL AS present;
