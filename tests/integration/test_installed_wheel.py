@@ -5,7 +5,9 @@ virtualenv in a temporary folder (one per test session, pip's cache reused), and
 installed `jobwarden` runs there against a fresh PostgreSQL database: migrate, a job
 enqueued inside the application's own transaction (the README's `shop_jobs.py`), a
 worker that completes it, and the console serving its login page, a static file and a
-signed-in page. The guide's getting-started page runs there too, with its own files.
+signed-in page. The guide's getting-started and Flask pages run there too, with their own
+files: the Flask page's app signs a user in, commits an order with its job, a worker runs
+the job and the console mounted in that app shows it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import http.cookiejar
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.parse
@@ -174,3 +177,125 @@ def _status(url: str, job_id: int) -> str | None:
         row = conn.execute("SELECT status FROM background_jobs WHERE id = %s",
                            [job_id]).fetchone()
     return row[0] if row else None
+
+
+FLASK_PAGE = ROOT / "docs" / "guide" / "flask.md"
+
+
+def flask_guide_files() -> dict[str, str]:
+    """The files docs/guide/flask.md tells a reader to save, by path."""
+    text = FLASK_PAGE.read_text()
+    files = dict(re.findall(r"Save this as `([\w./]+)`:\n\n```python\n(.*?)```", text, re.DOTALL))
+    assert set(files) == {"myapp/__init__.py", "myapp/models.py", "myapp/auth.py",
+                          "myapp/orders.py", "myapp/jobs.py"}, "the Flask page lost a file"
+    return files
+
+
+def flask_guide_packages() -> list[str]:
+    """What the Flask page's install line adds to the wheel."""
+    match = re.search(r'^\.venv/bin/pip install "\$JOBWARDEN_WHEEL" (.+)$',
+                      FLASK_PAGE.read_text(), re.MULTILINE)
+    assert match, "the Flask page lost its install line"
+    return match.group(1).split()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_flask_guide_runs_as_written_on_one_database(installed, empty_database, tmp_path):
+    venv = installed[0]
+    page = FLASK_PAGE.read_text()
+    # The commands below are the page's own: it must keep telling the reader to run them.
+    for command in ("jobwarden migrate", "flask --app myapp add-user ann --console-role operator",
+                    "jobwarden worker --app myapp.jobs", "flask --app myapp run"):
+        assert command in page, f"the Flask page no longer says `{command}`"
+    wheel = next((venv.parent / "dist").glob("jobwarden-*.whl"))
+    pip = run(venv, tmp_path, dict(os.environ), "pip", "install", "--quiet", str(wheel),
+              *flask_guide_packages())
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    for name, code in flask_guide_files().items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(code)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JOBWARDEN_APP")
+           and not k.startswith("FLASK_")}
+    env.update(DATABASE_URL=empty_database, SECRET_KEY="flask-guide-test-secret",
+               JOBWARDEN_HOME=str(tmp_path / ".jobwarden"))
+
+    migrated = run(venv, tmp_path, env, "jobwarden", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    # No terminal (a new session): the password prompt and its confirmation read stdin.
+    added = subprocess.run([str(venv / "bin" / "flask"), "--app", "myapp", "add-user", "ann",
+                            "--console-role", "operator"], cwd=tmp_path, env=env,
+                           input="guide-password\nguide-password\n", capture_output=True,
+                           text=True, timeout=120, start_new_session=True)
+    assert added.returncode == 0, added.stdout + added.stderr
+
+    port = free_port()
+    with open(tmp_path / "worker.log", "w") as worker_log, \
+            open(tmp_path / "app.log", "w") as app_log:
+        worker = subprocess.Popen([str(venv / "bin" / "jobwarden"), "worker",
+                                   "--app", "myapp.jobs", "--poll-interval", "0.2"],
+                                  cwd=tmp_path, env=env, stdout=worker_log,
+                                  stderr=subprocess.STDOUT)
+        app = subprocess.Popen([str(venv / "bin" / "flask"), "--app", "myapp", "run",
+                                "--port", str(port)], cwd=tmp_path, env=env,
+                               stdout=app_log, stderr=subprocess.STDOUT)
+        try:
+            _use_the_flask_guide_app(f"http://127.0.0.1:{port}", empty_database, app,
+                                     tmp_path / "app.log")
+        finally:
+            app.send_signal(signal.SIGINT)
+            worker.send_signal(signal.SIGINT)
+            app.wait(timeout=60)
+            worker.wait(timeout=60)
+    out = (tmp_path / "worker.log").read_text()
+    assert worker.returncode == 0, out[-3000:]
+    assert "receipt for order 1 sent to bea@example.com" in out
+
+
+def _use_the_flask_guide_app(base: str, url: str, app: subprocess.Popen, app_log: Path):
+    browser = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def answers():
+        assert app.poll() is None, f"the app died: {app_log.read_text()[-3000:]}"
+        try:
+            return browser.open(f"{base}/login", timeout=5).status == 200
+        except OSError:
+            return False
+    wait_for(answers, timeout=60, message="the guide's app to answer")
+
+    # The console sends a stranger to the app's own login, which sends her back.
+    asked = browser.open(f"{base}/ops/jobs/jobs", timeout=30)
+    assert urllib.parse.urlsplit(asked.url).path == "/login", asked.url
+    signed_in = browser.open(asked.url, data=urllib.parse.urlencode(
+        {"username": "ann", "password": "guide-password",
+         "csrf_token": _csrf(asked.read().decode())}).encode(), timeout=30)
+    assert signed_in.status == 200 and signed_in.url == f"{base}/ops/jobs/jobs"
+
+    form = browser.open(f"{base}/", timeout=30)
+    placed = browser.open(f"{base}/orders", data=urllib.parse.urlencode(
+        {"email": "bea@example.com", "amount_cents": "1299",
+         "csrf_token": _csrf(form.read().decode())}).encode(), timeout=30)
+    assert placed.status == 200 and placed.url == f"{base}/orders/1", placed.url
+    with psycopg.connect(url) as conn:  # the order and its job, in the app's database
+        assert conn.execute("SELECT email, amount_cents FROM orders").fetchall() == [
+            ("bea@example.com", 1299)]
+        assert conn.execute("SELECT id, type, payload->>'order_id' FROM background_jobs"
+                            ).fetchall() == [(1, "send_receipt", "1")]
+    wait_for(lambda: _status(url, 1) == "completed", timeout=60,
+             message="the guide's job to complete")
+
+    job_page = browser.open(f"{base}/ops/jobs/jobs/1", timeout=30)
+    text = job_page.read().decode()
+    assert job_page.status == 200 and "send_receipt" in text and "completed" in text
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html)
+    assert match, f"no CSRF token in the page: {html[:500]}"
+    return match.group(1)
