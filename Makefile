@@ -34,8 +34,10 @@ pgbouncer:
 	  echo "installing Debian's pgbouncer for the connection-pooler tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer; }
 
+# Always the embedded PostgreSQL: the demo adds an admin login with a published password,
+# which must never land in whatever database a DATABASE_URL in the shell names.
 demo: setup
-	$(VENV)/bin/jobwarden demo --port $(PORT)
+	env -u DATABASE_URL $(VENV)/bin/jobwarden demo --port $(PORT)
 
 # The example shop (examples/shop/README.md) on the embedded PostgreSQL: make shop PORT=5001.
 SHOP_PORT = $(if $(filter command line,$(origin PORT)),$(PORT),5000)

@@ -116,7 +116,8 @@ def cmd_user_add(args) -> int:
 def cmd_demo(args) -> int:
     from console.demo import run_demo
 
-    return run_demo(port=args.port, exit_when_done=args.exit_when_done)
+    return run_demo(port=args.port, exit_when_done=args.exit_when_done,
+                    use_database_url=args.yes_use_this_database)
 
 
 def register(sub) -> None:
@@ -130,6 +131,10 @@ def register(sub) -> None:
     d.add_argument("--port", type=port, default=8000)
     d.add_argument("--exit-when-done", action="store_true",
                    help="exit once the demo jobs have settled instead of serving on")
+    d.add_argument("--yes-use-this-database", action="store_true",
+                   help="run on the database DATABASE_URL names, which then gets the demo "
+                        "jobs and an admin login with a published password (without it the "
+                        "demo refuses DATABASE_URL and runs only on the embedded PostgreSQL)")
     # The demo prints its own story; worker chatter would bury it.
     d.set_defaults(fn=cmd_demo, default_log_level="WARNING")
 

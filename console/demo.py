@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import signal
 import sys
@@ -65,12 +66,8 @@ def _ensure_demo_user() -> None:
         user_add(DEMO_USER, "admin", DEMO_PASSWORD)
 
 
-def _start_console(port: int):
-    """The console on localhost in a thread, without per-request access lines."""
-    server = make_server("127.0.0.1", port, access_log=False)
-    thread = threading.Thread(target=server.serve_forever, name="console", daemon=True)
-    thread.start()
-    return server
+def _serve_in_thread(server) -> None:
+    threading.Thread(target=server.serve_forever, name="console", daemon=True).start()
 
 
 def _print_summary(ids: list[int]) -> None:
@@ -89,22 +86,31 @@ def _print_summary(ids: list[int]) -> None:
     print("\nby status: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
 
 
-def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: float = 90) -> int:
+def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: float = 90,
+             use_database_url: bool = False) -> int:
     from worker import demo_jobs  # noqa: F401  (registers the demo job types)
     from worker.process import WorkerProcess
     from worker.registry import registry
 
+    if os.environ.get("DATABASE_URL") and not use_database_url:
+        # The demo plants an admin login whose password is printed and in the README: on
+        # a real database that is a known password, so it must be asked for by name.
+        print("jobwarden demo: DATABASE_URL is set, and the demo would add demo jobs and the "
+              f"admin login {DEMO_USER} / {DEMO_PASSWORD} to that database; unset it to use "
+              "the embedded PostgreSQL, or pass --yes-use-this-database", file=sys.stderr)
+        return 2
+    try:  # before anything is written: a busy port must change nothing
+        server = make_server("127.0.0.1", port, access_log=False)
+    except OSError as exc:
+        print(f"jobwarden demo: cannot serve the console on 127.0.0.1:{port} ({exc.strerror}); "
+              f"choose another port with --port (make demo PORT={port + 1})", file=sys.stderr)
+        return 2
     url = database_url()
     print(f"database: {url}")
     migrate(url)
     print("migrations applied")
     _ensure_demo_user()
-    try:  # before any job is enqueued: a busy port must change nothing
-        server = _start_console(port)
-    except OSError as exc:
-        print(f"jobwarden demo: cannot serve the console on 127.0.0.1:{port} ({exc.strerror}); "
-              f"choose another port with --port (make demo PORT={port + 1})", file=sys.stderr)
-        return 2
+    _serve_in_thread(server)  # bound above; it answers once the schema is there
     print(f"console: http://127.0.0.1:{server.server_port}/  "
           f"(login {DEMO_USER} / {DEMO_PASSWORD})", flush=True)
     batch = demo_batch()

@@ -82,7 +82,8 @@ def test_an_unmigrated_database_says_to_migrate(empty_database):
 
 def test_demo_runs_every_outcome_and_exits(clean_db):
     # Port 0: a free port, so a concurrent run of this test cannot collide with it.
-    result = jobwarden("demo", "--exit-when-done", "--port", "0", timeout=180)
+    result = jobwarden("demo", "--exit-when-done", "--port", "0", "--yes-use-this-database",
+                       timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "by status: cancelled=1, completed=12, failed=4, skipped=1, unknown=1" in out
@@ -168,7 +169,8 @@ def _busy_port():
 def test_a_busy_port_says_so_names_the_option_and_enqueues_nothing(clean_db):
     holder, port = _busy_port()
     with holder:
-        demo = jobwarden("demo", "--exit-when-done", "--port", str(port))
+        demo = jobwarden("demo", "--exit-when-done", "--port", str(port),
+                         "--yes-use-this-database")
         console = jobwarden("console", "--port", str(port))
     assert demo.returncode == 2 and console.returncode == 2
     for result in (demo, console):
@@ -176,10 +178,23 @@ def test_a_busy_port_says_so_names_the_option_and_enqueues_nothing(clean_db):
         assert "Traceback" not in result.stderr
     assert f"make demo PORT={port + 1}" in demo.stderr
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+    assert scalar(clean_db, "SELECT count(*) FROM console_users") == 0  # nor the demo login
+
+
+def test_demo_refuses_a_database_it_was_not_told_to_use_and_writes_nothing(clean_db):
+    """DATABASE_URL may be a real database: the demo would plant an admin login whose
+    password is in the README there, so it takes only the embedded server unasked."""
+    result = jobwarden("demo", "--exit-when-done", "--port", "0")
+    assert result.returncode == 2, result.stdout[-3000:]
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "DATABASE_URL" in result.stderr and "--yes-use-this-database" in result.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM console_users") == 0
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
 
 
 def test_demo_stops_on_sigterm_like_ctrl_c_and_keeps_requests_off_the_terminal(clean_db):
-    demo = subprocess.Popen([sys.executable, "-m", "worker.cli", "demo", "--port", "0"],
+    demo = subprocess.Popen([sys.executable, "-m", "worker.cli", "demo", "--port", "0",
+                             "--yes-use-this-database"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = ""
