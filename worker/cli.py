@@ -406,11 +406,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a clear one-line error, not a traceback, for operators
         import psycopg
 
-        if isinstance(exc, psycopg.OperationalError):
-            print(f"jobwarden: cannot reach the database: {exc}", file=sys.stderr)
-            return 1
         cause: BaseException | None = exc
-        while cause is not None:  # user_add and friends wrap the driver's error
+        # SQLAlchemy (under `migrate`'s Alembic), user_add and friends wrap the driver's
+        # error: the driver's own is the one that says what happened.
+        while cause is not None:
+            if isinstance(cause, psycopg.OperationalError):
+                # libpq adds a tab-indented hint on a line of its own: one line, for logs.
+                print(f"jobwarden: cannot reach the database: {' '.join(str(cause).split())}",
+                      file=sys.stderr)
+                return 1
             if isinstance(cause, psycopg.errors.UndefinedTable):
                 print("jobwarden: the database has no Jobwarden tables yet: run "
                       "`jobwarden migrate` first", file=sys.stderr)

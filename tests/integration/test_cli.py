@@ -70,6 +70,23 @@ def test_unreachable_database_is_a_one_line_error(clean_db):
     assert "cannot reach the database" in result.stderr and "Traceback" not in result.stderr
 
 
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_migrate_with_the_database_down_is_one_error_line_like_the_other_commands():
+    env = dict(os.environ, DATABASE_URL=f"postgresql://postgres@127.0.0.1:{closed_port()}/x")
+    for command in ("migrate", "stats"):
+        result = subprocess.run([sys.executable, "-m", "worker.cli", command], cwd=ROOT,
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1, (command, result.stderr)
+        assert result.stderr.count("\n") == 1, (command, result.stderr)
+        assert result.stderr.startswith("jobwarden: cannot reach the database:"), result.stderr
+
+
 def test_an_unmigrated_database_says_to_migrate(empty_database):
     env = dict(os.environ, DATABASE_URL=empty_database)
     for args, stdin in ((["stats"], None), (["user", "add", "ann", "--role", "viewer"], "pw12345678\n")):
