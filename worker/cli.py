@@ -179,8 +179,10 @@ def cmd_queue(args) -> int:
                 results = set_all_queues(conn, args.queue_command, actor=_actor(args),
                                          role="admin", reason=args.reason)
             else:
+                new = {"new": True} if getattr(args, "new", False) else {}
                 results = [QUEUE_ACTIONS[args.queue_command](
-                    conn, args.name, actor=_actor(args), role="admin", reason=args.reason)]
+                    conn, args.name, actor=_actor(args), role="admin", reason=args.reason,
+                    **new)]
         except ValueError as exc:
             print(f"jobwarden queue: {printable(exc)}", file=sys.stderr)
             return 2
@@ -331,9 +333,16 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
     for verb, text in (("pause", "stop claiming the queue's jobs (running ones finish)"),
                        ("resume", "claim the queue's jobs again")):
         q = qsub.add_parser(verb, help=text)
-        q.add_argument("name", nargs="?")
+        q.add_argument("name", nargs="?",
+                       help="a queue the database knows: one that a job (of any status), a "
+                            "published job type, a running worker's --queues or an earlier "
+                            "pause names; any other name is refused, as a likely typo")
         q.add_argument("--all", action="store_true",
                        help="every queue the database knows (e.g. after restoring a backup)")
+        if verb == "pause":
+            q.add_argument("--new", action="store_true",
+                           help="pause NAME even though nothing names it yet (e.g. before "
+                                "its job type is first deployed)")
         q.add_argument("--reason", required=True, help="why (goes to the audit log)")
         q.add_argument("--actor", help="who (default: cli:$USER)")
         q.set_defaults(fn=cmd_queue)

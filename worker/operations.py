@@ -205,14 +205,19 @@ SELECTION_PAST = _PAST = {"retry": "retried", "cancel": "cancelled", "skip": "sk
 
 
 def pause_queue(conn, queue: str, *, actor: str, role: str, reason: str,
-                request_id: str | None = None) -> ActionResult:
-    """Stop workers from claiming the queue's jobs (running ones finish). Audited."""
-    return _set_paused(conn, queue, True, actor, role, reason, request_id)
+                request_id: str | None = None, new: bool = False) -> ActionResult:
+    """Stop workers from claiming the queue's jobs (running ones finish). Audited.
+
+    Refused for a queue nothing names (no job, published job type, worker or earlier
+    pause: most likely a typo) unless `new`, e.g. to hold a queue before its first deploy.
+    """
+    return _set_paused(conn, queue, True, actor, role, reason, request_id, new)
 
 
 def resume_queue(conn, queue: str, *, actor: str, role: str, reason: str,
                  request_id: str | None = None) -> ActionResult:
-    """Let workers claim the queue's jobs again, and wake them. Audited."""
+    """Let workers claim the queue's jobs again, and wake them. Audited. Refused for a
+    queue nothing names; a queue never paused is left alone."""
     return _set_paused(conn, queue, False, actor, role, reason, request_id)
 
 
@@ -298,7 +303,8 @@ def _act_on_group(conn, action, error_code, job_type, seen_until, actor, role, r
     return ActionResult(True, action, jobs, f"{verb} {jobs} failed job(s) of group {label}.")
 
 
-def _set_paused(conn, queue, paused, actor, role, reason, request_id) -> ActionResult:
+def _set_paused(conn, queue, paused, actor, role, reason, request_id,
+                new=False) -> ActionResult:
     action = "pause_queue" if paused else "resume_queue"
     reason = _check(actor, role, reason)
     check_name("queue", queue)
@@ -306,7 +312,10 @@ def _set_paused(conn, queue, paused, actor, role, reason, request_id) -> ActionR
         return done
     row = _rows(conn, Q.operator_queue_set_paused, {
         "queue": queue, "paused": paused, "actor": actor, "role": role, "action": action,
-        "reason": reason, "request_id": request_id})[0]
+        "reason": reason, "request_id": request_id, "new": new})[0]
+    if not row["known"]:
+        return ActionResult(False, action, 0, f"Queue {queue!r} is unknown: no job, published "
+                            "job type, worker or earlier pause names it. Nothing was changed.")
     state = "paused" if paused else "active"
     if not row["changed"]:
         return ActionResult(False, action, 0, f"Queue {queue!r} is already {state}.")

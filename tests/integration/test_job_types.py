@@ -130,7 +130,9 @@ def test_jobs_committed_after_the_worker_published_still_follow_its_policy(conn,
 
 
 def test_a_paused_declared_queue_holds_jobs_that_took_the_default_queue(conn, clean_db):
-    assert pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage").ok
+    # No job or worker names "email" yet: it is paused ahead of the type's first deploy.
+    assert pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage",
+                       new=True).ok
     conn.commit()
     late = enqueue(conn, "send_email", {"userId": 4}, registry=Registry())
     # This worker serves every queue, "default" too: only the pause may hold the job.
@@ -166,8 +168,9 @@ def test_a_worker_brings_waiting_jobs_over_in_small_transactions(conn, clean_db,
     monkeypatch.setenv("JOBWARDEN_DUTY_INTERVAL", "0.1")
     enqueue_defaulted(clean_db, "send_email", 20_000)
     enqueue_defaulted(clean_db, "other_type", 10)
-    # Paused, so that no claim takes them: every one moved is the duty's doing.
-    assert pause_queue(conn, "email", actor="ann", role="operator", reason="hold").ok
+    # Paused, so that no claim takes them: every one moved is the duty's doing. (New: the
+    # jobs wait on the default queue, and no worker has declared "email" yet.)
+    assert pause_queue(conn, "email", actor="ann", role="operator", reason="hold", new=True).ok
     conn.commit()
     with running_worker(declare_email(), clean_db):
         wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "

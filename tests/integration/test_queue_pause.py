@@ -21,10 +21,10 @@ def mail_and_pdf() -> Registry:
 
 def test_a_paused_queue_is_not_claimed_until_resumed(conn, clean_db):
     reg = mail_and_pdf()
-    result = pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage")
-    assert result.ok and "paused" in result.message
     mail_id = enqueue(conn, "mail", {}, registry=reg)
     pdf_id = enqueue(conn, "pdf", {}, registry=reg)
+    result = pause_queue(conn, "email", actor="ann", role="operator", reason="SMTP outage")
+    assert result.ok and "paused" in result.message
     conn.commit()
     with running_worker(reg, clean_db):
         wait_for(lambda: job_row(clean_db, pdf_id)["status"] == "completed")
@@ -40,6 +40,7 @@ def test_a_paused_queue_is_not_claimed_until_resumed(conn, clean_db):
 
 
 def test_pausing_twice_acts_once_and_resuming_an_active_queue_changes_nothing(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('t', 'email', '{}')")
     assert not resume_queue(conn, "email", actor="a", role="admin", reason="r").ok
     assert pause_queue(conn, "email", actor="a", role="admin", reason="r").ok
     again = pause_queue(conn, "email", actor="b", role="admin", reason="r")
@@ -63,7 +64,9 @@ def test_a_queue_name_is_validated(conn):
         pause_queue(conn, "<script>", actor="a", role="admin", reason="r")
 
 
-def test_the_cli_pauses_lists_and_resumes(clean_db):
+def test_the_cli_pauses_lists_and_resumes(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('t', 'email', '{}')")
+    conn.commit()
     paused = jobwarden("queue", "pause", "email", "--reason", "provider down", "--actor", "ops")
     assert paused.returncode == 0, paused.stderr
     assert "paused" in jobwarden("queue", "list").stdout
@@ -72,6 +75,33 @@ def test_the_cli_pauses_lists_and_resumes(clean_db):
     with psycopg.connect(clean_db) as c:
         assert c.execute("SELECT paused FROM queue_controls").fetchone()[0] is False
         assert c.execute("SELECT array_agg(actor ORDER BY id) FROM job_audit").fetchone()[0][0] == "ops"
+
+
+def test_pausing_or_resuming_a_queue_nobody_knows_is_refused_and_lists_nothing(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('t', 'email', '{}')")
+    conn.commit()
+    for verb in ("pause", "resume"):
+        typo = jobwarden("queue", verb, "emial", "--reason", "provider down")
+        assert typo.returncode == 1, typo.stderr
+        assert "Queue 'emial' is unknown" in typo.stdout
+    assert jobwarden("queue", "list").stdout == "no queue has been paused\n"
+    assert scalar(clean_db, "SELECT count(*) FROM queue_controls") == 0
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 0
+
+
+def test_resuming_a_known_queue_that_was_never_paused_leaves_no_row(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('t', 'email', '{}')")
+    conn.commit()
+    resumed = jobwarden("queue", "resume", "email", "--reason", "just in case")
+    assert resumed.returncode == 1 and "already active" in resumed.stdout
+    assert scalar(clean_db, "SELECT count(*) FROM queue_controls") == 0
+
+
+def test_a_queue_not_in_use_yet_is_paused_only_when_named_new(clean_db):
+    ahead = jobwarden("queue", "pause", "reports", "--new", "--reason", "before the deploy")
+    assert ahead.returncode == 0, ahead.stderr
+    assert scalar(clean_db, "SELECT array_agg(queue) FROM queue_controls WHERE paused") == [
+        "reports"]
 
 
 def test_pause_all_stops_every_known_queue_and_resume_all_lifts_them(conn, clean_db):

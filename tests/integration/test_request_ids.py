@@ -48,6 +48,7 @@ def test_a_reused_request_id_does_not_suppress_another_action(conn, engine, clea
 
 
 def test_a_reused_request_id_does_not_suppress_another_actor(conn, engine, clean_db):
+    jobs(engine, "pending")  # on the default queue, which it makes a known one
     assert act(conn, operations.pause_queue, "default").ok
     assert act(conn, operations.resume_queue, "default", request_id="r-2").ok
     by_ada = act(conn, operations.pause_queue, "default", actor="ada")

@@ -160,16 +160,32 @@ WHERE status = 'failed'
 -- name: operator_queue_set_paused
 -- Pause or resume a queue (workers stop or start claiming its jobs), audited in the same
 -- statement; a queue already in that state is left alone and nothing is audited.
-WITH changed AS (
+-- Only a known queue is acted on (one a job, a published job type, a worker's queues or an
+-- earlier control names; with `new`, any name): a typo must not pass for a paused queue.
+-- Resuming only lifts a pause and never adds a row, so it cannot put a name in `queue list`.
+-- Jobs are probed per status, so the (status, queue, type) index answers.
+WITH known AS (
+    SELECT %(new)s::boolean
+        OR EXISTS (SELECT 1 FROM background_jobs
+                   WHERE status = ANY('{pending,running,completed,failed,cancelled,skipped,unknown}')
+                     AND queue = %(queue)s::text)
+        OR EXISTS (SELECT 1 FROM job_types WHERE queue = %(queue)s::text)
+        OR EXISTS (SELECT 1 FROM job_workers WHERE %(queue)s::text = ANY(queues))
+        OR EXISTS (SELECT 1 FROM queue_controls WHERE queue = %(queue)s::text) AS known
+), paused AS (
     INSERT INTO queue_controls AS qc (queue, paused, changed_by, changed_at)
-    VALUES (%(queue)s::text, %(paused)s::boolean, %(actor)s::text, now())
+    SELECT %(queue)s::text, true, %(actor)s::text, now()
+    FROM known WHERE known AND %(paused)s::boolean
     ON CONFLICT (queue) DO UPDATE
-        SET paused = EXCLUDED.paused, changed_by = EXCLUDED.changed_by, changed_at = now()
-        WHERE qc.paused <> EXCLUDED.paused
-    RETURNING queue, (xmax = 0) AS inserted
+        SET paused = true, changed_by = EXCLUDED.changed_by, changed_at = now()
+        WHERE NOT qc.paused
+    RETURNING queue
+), resumed AS (
+    UPDATE queue_controls SET paused = false, changed_by = %(actor)s::text, changed_at = now()
+    WHERE queue = %(queue)s::text AND paused AND NOT %(paused)s::boolean
+    RETURNING queue
 ), effective AS (
-    -- A first-ever "resume" inserts an unpaused row: that changed nothing a worker sees.
-    SELECT queue FROM changed WHERE NOT (inserted AND NOT %(paused)s::boolean)
+    SELECT queue FROM paused UNION ALL SELECT queue FROM resumed
 ), audit AS (
     INSERT INTO job_audit (actor, role, action, reason, from_status, to_status, request_id,
                            details)
@@ -180,9 +196,10 @@ WITH changed AS (
     FROM effective
     RETURNING id
 ), woken AS (
-    SELECT pg_notify('jobwarden_jobs', queue) FROM effective WHERE NOT %(paused)s::boolean
+    SELECT pg_notify('jobwarden_jobs', queue) FROM resumed
 )
-SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS woken;
+SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS woken,
+       (SELECT known FROM known) AS known;
 
 -- name: queues_known
 -- Every queue a job, a published job type, a worker or a queue control names (for
