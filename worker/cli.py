@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 from . import cli_args as A
 from .logs import FORMATS, configure
@@ -197,14 +198,44 @@ def cmd_queue(args) -> int:
 
 def cmd_prune(args) -> int:
     from .db import connect
-    from .retention import prune
+    from .retention import count_prunable, prune
 
     statuses = ["completed", "skipped", "cancelled"] + (["failed"] if args.include_failed else [])
+    age = _age_text(args.older_than)
     with connect() as conn:
-        deleted = prune(conn, statuses, args.older_than)
-        print(f"pruned {sum(deleted.values())} job(s) in {statuses} older than "
-              f"{args.older_than:g}s")
+        counted_at = time.monotonic()
+        counts = count_prunable(conn, statuses, args.older_than)
+        conn.rollback()  # no transaction stays open while the operator decides
+        total = sum(counts.values())
+        print(f"finished more than {age} ago: "
+              + ", ".join(f"{status}={n}" for status, n in counts.items()), flush=True)
+        if not total:
+            print("nothing to prune")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print("jobwarden prune: deleting needs confirmation and standard input is "
+                      "not a terminal: pass --yes to delete them", file=sys.stderr)
+                return 2
+            try:
+                answer = input(f"delete these {total} job(s)? [y/N] ")
+            except EOFError:
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing deleted")
+                return 1
+        # The cutoff the operator saw, not one that moved on while they decided.
+        deleted = prune(conn, statuses, args.older_than + time.monotonic() - counted_at)
+        print(f"pruned {sum(deleted.values())} job(s) in {statuses} older than {age}")
     return 0
+
+
+def _age_text(seconds: float) -> str:
+    """7d, 12h, 30m or 90s: an age as an operator would write it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def cmd_stats(args) -> int:
@@ -347,10 +378,15 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
         q.add_argument("--actor", help="who (default: cli:$USER)")
         q.set_defaults(fn=cmd_queue)
 
-    pr = sub.add_parser("prune", help="delete old finished jobs (retention)")
-    pr.add_argument("--older-than", type=A.age, default=7 * 86400.0,
-                    help="e.g. 7d, 12h (default 7d)")
+    pr = sub.add_parser("prune", help="delete old finished jobs (retention), after showing "
+                                      "how many of each status and asking")
+    pr.add_argument("--older-than", type=A.prune_age, default=7 * 86400.0,
+                    help="an age with its unit: 7d, 12h, 30m or 90s (a bare number is "
+                         "refused; default 7d)")
     pr.add_argument("--include-failed", action="store_true")
+    pr.add_argument("--yes", action="store_true",
+                    help="delete without asking (needed when standard input is not a "
+                         "terminal, e.g. in cron)")
     pr.set_defaults(fn=cmd_prune)
 
     s = sub.add_parser("stats", help="counts by status, queue and type; oldest pending age")

@@ -102,6 +102,25 @@ delay = duration()
 age = duration(allow_zero=False)
 
 
+def with_unit(parse: Callable[[str], float]) -> Callable[[str], float]:
+    """`parse`, refusing a bare number: where a mistake deletes data, `3` must not quietly
+    mean 3 seconds to someone who meant 3 days."""
+
+    def checked(text: str) -> float:
+        try:
+            float(text)
+        except ValueError:
+            return parse(text)
+        raise Bad(f"{_shown(text)} needs a unit: e.g. 7d, 12h, 30m or 90s")
+
+    checked.__name__ = "duration"
+    return checked
+
+
+#: The age past which `prune` deletes finished jobs: with a unit.
+prune_age = with_unit(age)
+
+
 def json_object(text: str) -> dict[str, Any]:
     """A JSON object that enqueue would accept (depth, keys and text checked)."""
     try:

@@ -90,6 +90,14 @@ def run_once(conn, policy: RetentionPolicy) -> dict[str, int] | None:
     return deleted
 
 
+def count_prunable(conn, statuses: list[str], older_than: float) -> dict[str, int]:
+    """How many jobs of each of `statuses` `prune` would delete now (0 for none)."""
+    counts = dict.fromkeys(statuses, 0)
+    rows = conn.execute(Q.retention_count, {"statuses": statuses, "older_than": older_than})
+    counts.update(dict(rows.fetchall()))
+    return counts
+
+
 def prune(conn, statuses: list[str], older_than: float, wait: float = 0.5) -> dict[str, int]:
     """Delete every job of `statuses` that reached it more than `older_than` seconds ago,
     in retention's batches (so its done ledger entries go too, and no lock is held long);

@@ -119,13 +119,65 @@ def test_prune_deletes_old_finished_jobs_and_keeps_failed_ones(conn, clean_db):
           ('t', '{}', 'failed', NULL, now() - interval '30 days'),
           ('t', '{}', 'pending', NULL, NULL)""")
     conn.commit()
-    result = jobwarden("prune", "--older-than", "7d")
+    result = jobwarden("prune", "--older-than", "7d", "--yes")
     assert result.returncode == 0, result.stderr
     assert "pruned 1 job(s)" in result.stdout
     assert scalar(clean_db, "SELECT array_agg(status ORDER BY id) FROM background_jobs") == [
         "completed", "failed", "pending"]
     assert "pruned 1 job(s)" in jobwarden("prune", "--older-than", "7d",
-                                          "--include-failed").stdout
+                                          "--include-failed", "--yes").stdout
+
+
+def old_finished_jobs(conn) -> None:
+    conn.execute("""
+        INSERT INTO background_jobs (type, payload, status, completed_at, skipped_at) VALUES
+          ('t', '{}', 'completed', now() - interval '8 days', NULL),
+          ('t', '{}', 'completed', now() - interval '9 days', NULL),
+          ('t', '{}', 'skipped', NULL, now() - interval '8 days')""")
+    conn.commit()
+
+
+@pytest.mark.parametrize("bare", ["3", "3.5", "7"])
+def test_prune_refuses_an_age_without_a_unit(conn, clean_db, bare):
+    old_finished_jobs(conn)
+    result = jobwarden("prune", "--older-than", bare, "--yes")
+    assert result.returncode == 2
+    assert f"argument --older-than: '{bare}' needs a unit" in result.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 3
+
+
+def test_prune_without_a_terminal_says_what_it_would_delete_and_wants_yes(conn, clean_db):
+    old_finished_jobs(conn)
+    refused = jobwarden("prune", "--older-than", "7d", input="y\n")  # stdin: not a terminal
+    assert refused.returncode == 2
+    assert "completed=2, skipped=1, cancelled=0" in refused.stdout
+    assert "--yes" in refused.stderr and "Traceback" not in refused.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 3
+    done = jobwarden("prune", "--older-than", "12h", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "pruned 3 job(s)" in done.stdout
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+
+
+@pytest.mark.parametrize("answer, left", [("n", 3), ("", 3), ("y", 0)])
+def test_prune_on_a_terminal_deletes_only_when_the_operator_says_yes(conn, clean_db, answer,
+                                                                     left):
+    import pty
+
+    old_finished_jobs(conn)
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, f"{answer}\n".encode())  # the terminal holds it until read
+        result = subprocess.run([sys.executable, "-m", "worker.cli", "prune", "--older-than",
+                                 "7d"], cwd=ROOT, stdin=terminal, capture_output=True,
+                                text=True, timeout=60)
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert "completed=2, skipped=1, cancelled=0" in result.stdout
+    assert "delete these 3 job(s)? [y/N]" in result.stdout
+    assert result.returncode == (0 if answer == "y" else 1), result.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == left
 
 
 def test_recover_returns_an_expired_lease_to_pending(conn, clean_db):

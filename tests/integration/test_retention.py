@@ -178,7 +178,7 @@ def test_prune_and_the_retention_duty_judge_a_jobs_age_alike(conn, clean_db):
     seed_finished(conn, "completed", 8, 4)  # old enough for `prune --older-than 7d`
     conn.commit()
     result = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "prune", "--older-than", "7d"],
+        [sys.executable, "-m", "worker.cli", "prune", "--older-than", "7d", "--yes"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": clean_db}, capture_output=True,
         text=True, timeout=60)
     assert result.returncode == 0, result.stderr

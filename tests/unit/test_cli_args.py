@@ -32,3 +32,10 @@ def test_out_of_range_values_say_what_is_accepted(parse, text, message):
     with pytest.raises(argparse.ArgumentTypeError) as refused:
         parse(text)
     assert str(refused.value) == message
+
+
+def test_a_prune_age_takes_a_unit_and_refuses_a_bare_number():
+    assert (A.prune_age("3d"), A.prune_age("12h"), A.prune_age("90s")) == (259_200, 43_200, 90)
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        A.prune_age("3")
+    assert str(refused.value) == "'3' needs a unit: e.g. 7d, 12h, 30m or 90s"

@@ -251,6 +251,16 @@ WITH victims AS (
 )
 SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM effects) AS effects;
 
+-- name: retention_count
+-- How many jobs of each status retention_delete_batch would take, by the same age rule
+-- (for `jobwarden prune` to show before it asks).
+SELECT status, count(*) AS jobs FROM background_jobs
+WHERE status = ANY(%(statuses)s::text[])
+  AND jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at,
+                            created_at)
+      < now() - make_interval(secs => %(older_than)s::float8)
+GROUP BY status;
+
 -- name: reconcile_candidates
 -- Unknown-outcome jobs of the given types (those with a reconciler), oldest first, or the
 -- one job asked for.
