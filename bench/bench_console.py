@@ -148,9 +148,12 @@ def report_counts(url: str) -> None:
 
 def measure(url: str, requests: int) -> list[tuple[str, float, float]]:
     from console import create_app
-    from console.cli_commands import user_add
+    from console.cli_commands import user_add, user_reset
 
-    user_add("bench", "operator", "bench-password", database_url=url)
+    try:
+        user_add("bench", "operator", "bench-password", database_url=url)
+    except ValueError:  # --reuse: an earlier run added it
+        user_reset("bench", "bench-password", role="operator", database_url=url)
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "WTF_CSRF_ENABLED": False})
     client = app.test_client()
     client.post("/login", data={"username": "bench", "password": "bench-password"})

@@ -1,4 +1,4 @@
-"""The console's sub-commands of `jobwarden`: `console`, `user add` and `demo`.
+"""The console's sub-commands of `jobwarden`: `console`, `user add|reset` and `demo`.
 
 worker/cli.py knows nothing of the console: it finds `register` through the
 `jobwarden.commands` entry point (pyproject.toml), so the runtime works without it.
@@ -25,31 +25,57 @@ def read_password(prompt: str = "Password: ", stdin=None) -> str:
     return stream.readline().rstrip("\r\n")
 
 
-def user_add(username: str, role: str, password: str, database_url: str | None = None) -> bool:
-    """Create a console user, or reset an existing one's password and role.
-
-    Returns True if the user was created, False if an existing one was updated.
-    """
-    import psycopg
-
+def user_add(username: str, role: str, password: str, database_url: str | None = None) -> None:
+    """Create a console user. An existing name is refused (ValueError): resetting a
+    password must be asked for by name, with `user_reset`."""
     from console.auth import hash_password
     from console.database import Q
-    from worker.db import connect
 
+    username = _checked(username, role, password)
+    row = _save(Q.console_user_insert, username, database_url, {
+        "username": username, "password_hash": hash_password(password), "role": role})
+    if row is None:
+        raise ValueError(f"{username!r} exists already: `jobwarden user reset {username}` "
+                         "sets a new password (and --role a new role)")
+
+
+def user_reset(username: str, password: str, role: str | None = None,
+               database_url: str | None = None) -> str:
+    """Set an existing user's password, and `role` when given; enables the account and
+    ends its sessions. Returns the role it now has."""
+    from console.auth import hash_password
+    from console.database import Q
+
+    username = _checked(username, role, password)
+    found, new_role = _save(Q.console_user_reset, username, database_url, {
+        "username": username, "password_hash": hash_password(password), "role": role})
+    if not found:
+        raise ValueError(f"no user {username!r}: `jobwarden user add {username} --role ROLE` "
+                         "creates one")
+    if new_role is None:
+        raise ValueError(f"{username!r} is the last admin: add another admin first")
+    return new_role
+
+
+def _checked(username: str, role: str | None, password: str) -> str:
+    """The normalized name, once name, role and password pass the account policy."""
     username = normalize_username(username)
-    if role not in ROLES:
+    if role is not None and role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
     check_password(password, username)
+    return username
+
+
+def _save(sql: str, username: str, database_url: str | None, params: dict):
+    import psycopg
+
+    from worker.db import connect
+
     with connect(database_url) as conn:
         try:
-            row = conn.execute(Q.console_user_upsert, {
-                "username": username, "password_hash": hash_password(password), "role": role,
-            }).fetchone()
+            return conn.execute(sql, params).fetchone()
         except psycopg.Error as exc:
             raise RuntimeError(f"could not save user {username!r}: {exc}") from exc
-    if row is None:
-        raise ValueError(f"{username!r} is the last admin: add another admin first")
-    return bool(row[1])
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None,
@@ -113,6 +139,17 @@ def cmd_user_add(args) -> int:
     return 0
 
 
+def cmd_user_reset(args) -> int:
+    try:
+        role = user_reset(args.name, read_password("New password: "), role=args.role)
+    except ValueError as exc:
+        print(f"jobwarden user reset: {exc}", file=sys.stderr)
+        return 2
+    print(f"password of {normalize_username(args.name)!r} reset (role {role}); "
+          "its sessions are signed out")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from console.demo import run_demo
 
@@ -140,7 +177,14 @@ def register(sub) -> None:
 
     u = sub.add_parser("user", help="console users")
     usub = u.add_subparsers(dest="user_command", required=True)
-    ua = usub.add_parser("add", help="add a console user (password prompted or from stdin)")
+    ua = usub.add_parser("add", help="add a console user (password prompted or from stdin); "
+                                     "an existing name is refused: see `user reset`")
     ua.add_argument("name")
     ua.add_argument("--role", required=True, choices=list(ROLES))
     ua.set_defaults(fn=cmd_user_add)
+    ur = usub.add_parser("reset", help="set an existing user's password (prompted or from "
+                                       "stdin), enable them and sign out their sessions")
+    ur.add_argument("name")
+    ur.add_argument("--role", choices=list(ROLES),
+                    help="a new role too (default: keep it; the last admin stays admin)")
+    ur.set_defaults(fn=cmd_user_reset)

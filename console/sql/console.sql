@@ -337,6 +337,36 @@ WHERE NOT (console_users.role = 'admin' AND NOT console_users.disabled
                              AND other.id <> console_users.id))
 RETURNING id, (xmax = 0) AS created;
 
+-- name: console_user_insert
+-- Create a user; no row back when the name is taken (`jobwarden user add` never
+-- overwrites: `user reset` does that, said out loud).
+INSERT INTO console_users (username, password_hash, role)
+VALUES (%(username)s::text, %(password_hash)s::text, %(role)s::text)
+ON CONFLICT (username) DO NOTHING
+RETURNING id;
+
+-- name: console_user_reset
+-- Set an existing user's password, and role when given (null keeps it); enable them and end
+-- their sessions. `found` 0: no such user; `reset` 0 with `found` 1: that would demote the
+-- last enabled admin.
+WITH target AS (
+    SELECT id, role FROM console_users WHERE username = %(username)s::text FOR UPDATE
+), updated AS (
+    UPDATE console_users u
+    SET password_hash = %(password_hash)s::text,
+        role = coalesce(%(role)s::text, u.role), disabled = false,
+        session_generation = u.session_generation + 1
+    FROM target t
+    WHERE u.id = t.id
+      AND NOT (t.role = 'admin' AND NOT u.disabled
+               AND coalesce(%(role)s::text, t.role) <> 'admin'
+               AND NOT EXISTS (SELECT 1 FROM console_users other
+                               WHERE other.role = 'admin' AND NOT other.disabled
+                                 AND other.id <> t.id))
+    RETURNING u.role
+)
+SELECT (SELECT count(*) FROM target) AS found, (SELECT role FROM updated) AS role;
+
 -- name: console_user_end_sessions
 -- End every session of a user (sign-out): cookies of older generations stop working.
 UPDATE console_users SET session_generation = session_generation + 1

@@ -393,3 +393,43 @@ def test_user_add_applies_the_name_policy_and_says_what_it_stored(clean_db):
                         input="a fine long passphrase\n")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert scalar(clean_db, "SELECT array_agg(username) FROM console_users") == ["nina"]
+
+
+def stored_user(url, name):
+    return scalar(url, "SELECT array[password_hash, role, session_generation::text] "
+                       "FROM console_users WHERE username = %s", [name])
+
+
+def test_user_add_refuses_an_existing_name_and_points_to_user_reset(clean_db):
+    assert jobwarden("user", "add", "nina", "--role", "viewer",
+                     input="a fine long passphrase\n").returncode == 0
+    before = stored_user(clean_db, "nina")
+    again = jobwarden("user", "add", "Nina", "--role", "admin",
+                      input="another long passphrase\n")
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert "'nina' exists already" in again.stderr
+    assert "jobwarden user reset nina" in again.stderr
+    assert stored_user(clean_db, "nina") == before
+
+
+def test_user_reset_sets_a_new_password_keeps_the_role_unless_told_and_ends_sessions(clean_db):
+    assert jobwarden("user", "add", "nina", "--role", "viewer",
+                     input="a fine long passphrase\n").returncode == 0
+    (old_hash, _, generation) = stored_user(clean_db, "nina")
+    reset = jobwarden("user", "reset", "nina", input="another long passphrase\n")
+    assert reset.returncode == 0, reset.stderr
+    assert "password of 'nina' reset (role viewer)" in reset.stdout
+    new_hash, role, new_generation = stored_user(clean_db, "nina")
+    assert (new_hash != old_hash, role, int(new_generation)) == (True, "viewer",
+                                                                  int(generation) + 1)
+    promoted = jobwarden("user", "reset", "nina", "--role", "operator",
+                         input="a third long passphrase\n")
+    assert promoted.returncode == 0, promoted.stderr
+    assert stored_user(clean_db, "nina")[1] == "operator"
+
+
+def test_user_reset_of_a_name_nobody_has_is_refused_and_adds_no_one(clean_db):
+    result = jobwarden("user", "reset", "nobody", input="a fine long passphrase\n")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "no user 'nobody'" in result.stderr and "jobwarden user add" in result.stderr
+    assert scalar(clean_db, "SELECT count(*) FROM console_users") == 0

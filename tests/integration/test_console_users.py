@@ -27,10 +27,10 @@ def test_the_add_or_reset_form_cannot_demote_yourself(admin, post_form, clean_db
 
 
 def test_the_last_admin_cannot_be_demoted_from_the_cli(clean_db, users):
-    from console.cli_commands import user_add
+    from console.cli_commands import user_reset
 
     with pytest.raises(ValueError, match="last admin"):
-        user_add("ada", "operator", "a new long passphrase", database_url=clean_db)
+        user_reset("ada", "a new long passphrase", role="operator", database_url=clean_db)
     assert role_of(clean_db, "ada") == "admin"
 
 
