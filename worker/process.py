@@ -194,7 +194,14 @@ class WorkerProcess:
             interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
             worker_stale_after=self.worker_stale_after, draining=self._stop.is_set,
             on_recovered=self._wake)
-        self._register()
+        if not self._register():
+            # Stopped while still retrying registration: nothing was claimed or started,
+            # so saying "started" (and then "stopped") would tell of a worker that never ran.
+            self.control_pool.close(timeout=5)
+            self.pool.close(timeout=5)
+            log.info("worker %s stopped before it started: it never reached the database",
+                     self.worker_id, extra={"action": "worker_stopped_before_start"})
+            return 0
         completer = threading.Thread(target=self.completer.run, name="completer", daemon=True)
         threads = [threading.Thread(target=listen_for_jobs, name="listener", daemon=True,
                                     args=(self.url, self._wake, self._closing)),
@@ -306,7 +313,8 @@ class WorkerProcess:
     def recover_once(self) -> dict[str, int]:
         return self.heartbeat.recover_once()
 
-    def _register(self) -> None:
+    def _register(self) -> bool:
+        """Register, retrying while the database is unreachable; False if stopped first."""
         backoff = 0.5
         while not self._stop.is_set():
             try:
@@ -318,11 +326,12 @@ class WorkerProcess:
                         "job_types": [t.name for t in self.types],
                         "concurrency": self.concurrency, "version": _version()})
                     publish_job_types(conn, self.types, published_by=self.worker_id)
-                return
+                return True
             except DB_ERRORS as exc:
                 log.warning("cannot register worker (%s); retrying in %.1fs", exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
+        return False
 
     def _set_stopped(self) -> None:
         try:

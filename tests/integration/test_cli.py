@@ -433,3 +433,23 @@ def test_user_reset_of_a_name_nobody_has_is_refused_and_adds_no_one(clean_db):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "no user 'nobody'" in result.stderr and "jobwarden user add" in result.stderr
     assert scalar(clean_db, "SELECT count(*) FROM console_users") == 0
+
+
+def test_a_worker_stopped_before_it_reached_the_database_never_says_it_started():
+    env = dict(os.environ, DATABASE_URL=f"postgresql://postgres@127.0.0.1:{closed_port()}/x")
+    worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "INFO",
+                               "worker", "--app", "worker.demo_jobs"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = []
+        while not seen or "cannot register worker" not in seen[-1]:
+            seen.append(worker.stdout.readline())
+            assert seen[-1], "".join(seen)  # exited before it tried to register
+        worker.send_signal(signal.SIGTERM)
+        out = "".join(seen) + worker.communicate(timeout=60)[0]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert "Traceback" not in out
+    assert not re.search(r"worker \S+ started", out), out
+    assert re.search(r"worker \S+ stopped before it started", out), out
