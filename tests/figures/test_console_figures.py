@@ -100,3 +100,32 @@ def test_the_overview_counts_the_last_hours_completions_and_outcomes(operator, s
     shown = re.search(r'data-testid="completed-last-hour">(\d+)<', html).group(1)
     assert int(shown) == completed
     assert f"avg {completed / 60:.1f}/min" in html
+
+
+def metric_samples(text: str, name: str, *labels: str) -> dict[tuple, float]:
+    """{(the values of `labels`): value} of one family in Prometheus' text format."""
+    out = {}
+    for found, value in re.findall(rf"^{name}\{{([^}}]*)\}} (\S+)$", text, re.M):
+        given = dict(re.findall(r'(\w+)="([^"]*)"', found))
+        out[tuple(given[k] for k in labels)] = float(value)
+    return out
+
+
+def test_metrics_count_the_jobs_by_status_queue_and_type(operator, seeded):
+    text = operator.get("/metrics").get_data(as_text=True)
+    shown = {k: v for k, v in metric_samples(
+        text, "jobwarden_jobs", "status", "queue", "type").items() if v}
+    real = {k: float(n) for k, n in counts_by(seeded.url, "status", "queue", "type").items()}
+    assert shown == real
+
+
+def test_metrics_last_hour_figures_count_the_executions(operator, seeded):
+    text = operator.get("/metrics").get_data(as_text=True)
+    last_hour = {k[0]: v for k, v in metric_samples(
+        text, "jobwarden_executions_last_hour", "outcome").items()}
+    completed, lost = rows(seeded.url, """
+        SELECT count(*) FILTER (WHERE outcome = 'completed'),
+               count(*) FILTER (WHERE outcome = 'worker_lost')
+        FROM job_executions WHERE finished_at > now() - interval '1 hour'""")[0]
+    assert (last_hour["completed"], last_hour["worker_lost"]) == (completed, lost)
+    assert lost == len(seeded.ids["recovered"])
