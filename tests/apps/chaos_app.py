@@ -27,7 +27,8 @@ DROP TABLE IF EXISTS chaos_events, chaos_provider, chaos_orders, chaos_items, ch
 CREATE TABLE chaos_events (
     id bigserial PRIMARY KEY, job_id bigint NOT NULL, execution_id uuid NOT NULL,
     attempt int NOT NULL, pid int NOT NULL, event text NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp());
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    decided_at double precision);  -- when the worker decided to start it (time.monotonic())
 CREATE TABLE chaos_provider (
     object_id bigserial PRIMARY KEY, idempotency_key text NOT NULL UNIQUE,
     job_id bigint NOT NULL, amount int NOT NULL, calls int NOT NULL DEFAULT 1);
@@ -103,12 +104,14 @@ def handover_job(ctx, payload):
 
 @job("chaos.plain", queue="chaos", lease=2, timeout=30, max_attempts=25, backoff=FAST)
 def plain_job(ctx, payload):
-    """A plain handler (no effects ledger, no business transaction): it notes its start
-    and sleeps. Nothing but the worker stops it running twice."""
+    """A plain handler (no effects ledger, no business transaction): it notes its start,
+    with the moment the worker decided to start it (`ctx.started`, set right after the
+    executor's lease check, on the machine's monotonic clock), and sleeps. Nothing but
+    the worker stops it running twice."""
     with ctx._pool.connection() as conn:
-        conn.execute("INSERT INTO chaos_events (job_id, execution_id, attempt, pid, event) "
-                     "VALUES (%s, %s, %s, %s, 'started')",
-                     [ctx.job_id, ctx.execution_id, ctx.attempt, os.getpid()])
+        conn.execute("INSERT INTO chaos_events (job_id, execution_id, attempt, pid, event, "
+                     "decided_at) VALUES (%s, %s, %s, %s, 'started', %s)",
+                     [ctx.job_id, ctx.execution_id, ctx.attempt, os.getpid(), ctx.started])
     time.sleep(payload.get("seconds", 0.05))
 
 

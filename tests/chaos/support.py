@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 
 import psycopg
 
@@ -75,14 +76,16 @@ _WRITING = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_datab
             "AND (backend_xid IS NOT NULL OR state = 'active')")
 
 
-def freeze_between_transactions(worker, url: str, tries: int = 50) -> None:
+def freeze_between_transactions(worker, url: str, tries: int = 50) -> float:
     """SIGSTOP the worker at a moment when none of its connections is inside a writing
     transaction: frozen mid-heartbeat, it would hold its job's row lock, and recovery
-    (SKIP LOCKED) would never reach the job. Call it while the worker is the only client."""
+    (SKIP LOCKED) would never reach the job. Call it while the worker is the only client.
+    Returns when it was frozen, on the machine's monotonic clock (time.monotonic())."""
     for _ in range(tries):
         worker.signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
         if not scalar(url, _WRITING):
-            return
+            return frozen_at
         worker.signal(signal.SIGCONT)
         wait_for(lambda: not scalar(url, _WRITING), message="the worker's transaction to end")
     raise AssertionError(f"could not freeze worker {worker.pid} between transactions")

@@ -2,7 +2,12 @@
 recover`, then woken (SIGCONT): the jobs it had claimed ahead and not started are no longer
 its own, and it must never start them, not even in the moments before its heartbeat learns
 that (docs/faults.md, "Starting buffered work"). A plain handler (no effects ledger, no
-business transaction) notes every start, so a second run of one execution shows."""
+business transaction) notes every start, so a second run of one execution shows.
+
+A slot that had decided to start a job just before the freeze runs its handler after the
+wake: allowed (the rule is about deciding). The handler records when the worker decided
+(`ctx.started`, on the machine's monotonic clock), and only decisions after the freeze
+count against the rule."""
 
 from __future__ import annotations
 
@@ -32,13 +37,13 @@ def _worker_id(url: str, worker) -> str:
 def freeze_with_jobs_buffered(workers, url: str):
     """Start a worker, let it get going, freeze it past its lease and recover its jobs by
     hand. Returns (worker, the executions it claimed and never started, the recovered
-    executions, the database time of the recovery)."""
+    executions, when it was frozen on the monotonic clock)."""
     worker = workers.start(concurrency=2)
     add_many(url, "chaos.plain", [{"seconds": SECONDS}] * JOBS)
     worker_id = _worker_id(url, worker)
     wait_for(lambda: scalar(url, "SELECT count(*) FROM chaos_events") >= 40,
              message="the worker to run its first jobs")
-    freeze_between_transactions(worker, url)
+    frozen_at = freeze_between_transactions(worker, url)
     with psycopg.connect(url) as conn:
         buffered = {r[0] for r in conn.execute(
             "SELECT execution_id FROM background_jobs j WHERE status = 'running' "
@@ -57,20 +62,21 @@ def freeze_with_jobs_buffered(workers, url: str):
             "SELECT execution_id FROM job_executions WHERE outcome = 'worker_lost'")}
         recovered_at = conn.execute("SELECT now()").fetchone()[0]
     assert buffered <= recovered
-    return worker, buffered, recovered, recovered_at
+    return worker, recovered, recovered_at, frozen_at
 
 
-def started_after(url: str, executions: set, at) -> list:
-    """Executions among `executions` whose handler started after `at` (database time)."""
+def decided_after(url: str, executions: set, frozen_at: float) -> list:
+    """Executions among `executions` that the worker decided to start after `frozen_at`:
+    after its freeze, so after they had been recovered."""
     with psycopg.connect(url) as conn:
         return [r[0] for r in conn.execute(
             "SELECT execution_id FROM chaos_events WHERE event = 'started' "
-            "AND execution_id = ANY(%s) AND at > %s", [list(executions), at])]
+            "AND execution_id = ANY(%s) AND decided_at > %s", [list(executions), frozen_at])]
 
 
 def test_a_woken_worker_never_starts_buffered_jobs_recovered_while_it_was_frozen(
         workers, chaos_db):
-    worker, buffered, recovered, recovered_at = freeze_with_jobs_buffered(workers, chaos_db)
+    worker, recovered, recovered_at, frozen_at = freeze_with_jobs_buffered(workers, chaos_db)
     # Its heartbeat is held on a row lock, so nothing but the start itself can find out
     # that the buffered executions are gone.
     with woken_with_its_heartbeat_held(worker, chaos_db):
@@ -79,18 +85,18 @@ def test_a_woken_worker_never_starts_buffered_jobs_recovered_while_it_was_frozen
                       "AND NOT (execution_id = ANY(%s))",
             [worker.pid, recovered_at, list(recovered)]) >= 5,
             message="the woken worker to go on with jobs it claimed after waking")
-        assert started_after(chaos_db, recovered, recovered_at) == []
+        assert decided_after(chaos_db, recovered, frozen_at) == []
     assert worker.logged("lease lost while waiting in the buffer; not started")
 
 
 def test_a_plain_handler_runs_each_execution_at_most_once_across_a_freeze(
         workers, chaos_db):
-    worker, _buffered, recovered, recovered_at = freeze_with_jobs_buffered(workers, chaos_db)
+    worker, recovered, _recovered_at, frozen_at = freeze_with_jobs_buffered(workers, chaos_db)
     worker.signal(signal.SIGCONT)
     wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
                                       "WHERE status = 'completed'") == JOBS,
              timeout=60, message="every job to complete")
-    assert started_after(chaos_db, recovered, recovered_at) == []
+    assert decided_after(chaos_db, recovered, frozen_at) == []
     with psycopg.connect(chaos_db) as conn:
         twice = conn.execute("SELECT execution_id, count(*) FROM chaos_events "
                              "WHERE event = 'started' GROUP BY 1 HAVING count(*) > 1").fetchall()
