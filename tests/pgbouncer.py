@@ -1,9 +1,12 @@
 """A private PgBouncer for tests: Debian's pgbouncer on 127.0.0.1, transaction pooling.
 
 It forwards every database name to the test server and trusts the users of its
-userlist. `make test` installs the package when missing. PgBouncer refuses to run as
-root, so as root it is started as `postgres`, with its files in a directory that user
-can read.
+userlist. `make test` installs the package when missing. The test server is a TCP host
+(DATABASE_URL's server) or a socket directory in the URL's `?host=` (the embedded
+server's). PgBouncer refuses to run as root, so as root it is started as a user who can
+reach the server: the owner of the socket directory (the embedded server keeps its
+socket in its 0700 data directory), else `postgres`; its files go in a directory that
+user can read.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from psycopg.conninfo import conninfo_to_dict
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -31,21 +36,40 @@ def via(url: str, port: int) -> str:
     """The same database URL, through the bouncer's port."""
     parts = urlsplit(url)
     netloc = f"{parts.username or 'postgres'}@127.0.0.1:{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    # A host or port in the query (the embedded server's socket directory) would win over
+    # the netloc and bypass the bouncer.
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in ("host", "port")])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def server_address(url: str) -> tuple[str, int]:
+    """(host, port) of the server `url` names: a TCP host or a socket directory, wherever
+    the URL puts it (netloc or `?host=`), with libpq's defaults."""
+    params = conninfo_to_dict(url)
+    host = params.get("host") or "/var/run/postgresql"
+    assert "," not in host, f"one server, not several: {host}"
+    return host, int(params.get("port") or 5432)
+
+
+def run_as(host: str) -> str:
+    """The OS user PgBouncer runs as when we are root: one who can reach `host`."""
+    if host.startswith("/"):
+        return Path(host).owner()
+    return "postgres"
 
 
 @contextmanager
 def pgbouncer(server_url: str, *, pool_size: int = 4):
     """Run PgBouncer in front of `server_url`'s server; yields its port."""
     assert os.path.exists(PGBOUNCER), "pgbouncer is missing: `make pgbouncer` installs it"
-    server = urlsplit(server_url)
+    host, server_port = server_address(server_url)
     port = free_port()
     home = Path(tempfile.mkdtemp(prefix="jobwarden-pgbouncer-"))
-    user = server.username or "postgres"
+    user = urlsplit(server_url).username or "postgres"
     (home / "userlist.txt").write_text(f'"{user}" ""\n')
     (home / "pgbouncer.ini").write_text(f"""\
 [databases]
-* = host={server.hostname} port={server.port or 5432}
+* = host={host} port={server_port}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -62,10 +86,11 @@ ignore_startup_parameters = extra_float_digits,options,application_name
 """)
     as_root = os.geteuid() == 0
     if as_root:
-        shutil.chown(home, "postgres")
+        owner = run_as(host)
+        shutil.chown(home, owner)
         for f in home.iterdir():
-            shutil.chown(f, "postgres")
-    proc = subprocess.Popen([PGBOUNCER, *(["-u", "postgres"] if as_root else []),
+            shutil.chown(f, owner)
+    proc = subprocess.Popen([PGBOUNCER, *(["-u", owner] if as_root else []),
                              str(home / "pgbouncer.ini")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -83,7 +108,11 @@ ignore_startup_parameters = extra_float_digits,options,application_name
         yield port
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # never leave a bouncer behind the suite
+            proc.kill()
+            proc.wait()
         shutil.rmtree(home, ignore_errors=True)
 
 
