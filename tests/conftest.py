@@ -2,7 +2,8 @@
 
 The server is DATABASE_URL's when set (CI uses the machine's PostgreSQL), or else the
 embedded one. Each test session creates its own database, so parallel runs on one
-server never see each other's jobs; each test starts from empty tables.
+server never see each other's jobs; each test starts from empty tables, and without the
+tables that earlier tests made for themselves (race_log, invoices, ...).
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ TABLES = (
 )
 
 
+#: The tables the migrations made in each session database, by URL: clean_db drops the rest.
+_MIGRATED: dict[str, frozenset[str]] = {}
+
+
+def _public_tables(conn) -> frozenset[str]:
+    return frozenset(r[0] for r in conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))
+
+
 def _with_dbname(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
@@ -46,6 +56,8 @@ def database_url(server_url):
         admin.execute(f'CREATE DATABASE "{name}"')
     url = _with_dbname(server_url, name)
     dbmod.migrate(url)
+    with psycopg.connect(url) as conn:  # now, before any test has added a table of its own
+        _MIGRATED[url] = _public_tables(conn)
     old = os.environ.get("DATABASE_URL")
     os.environ["DATABASE_URL"] = url  # subprocesses (workers, CLI) inherit it
     yield url
@@ -70,8 +82,13 @@ def empty_database(server_url):
 
 @pytest.fixture
 def clean_db(database_url):
-    """The test database with every table emptied."""
+    """The test database with every table emptied, and none but the migrated ones."""
     with psycopg.connect(database_url, autocommit=True) as conn:
+        # A test's own tables would otherwise meet the next test that creates one of the
+        # same name (several create race_log), which then fails or depends on the order.
+        extra = sorted(_public_tables(conn) - _MIGRATED[database_url])
+        if extra:
+            conn.execute("DROP TABLE " + ", ".join(f'"{t}"' for t in extra) + " CASCADE")
         conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
         # background_jobs' TRUNCATE trigger empties the rollup deltas but keeps their ids
         # going; the rollup folds when its ids cross a multiple of 2000, so a test must
