@@ -7,6 +7,7 @@ worker/cli.py knows nothing of the console: it finds `register` through the
 from __future__ import annotations
 
 import getpass
+import signal
 import sys
 
 from console.account_policy import check_password, normalize_username
@@ -115,6 +116,12 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> int:
         print(f"jobwarden console: cannot listen on {host}:{port} ({exc.strerror}); "
               "choose another port with --port", file=sys.stderr)
         return 2
+    # Ctrl-C stops it even when it was started with SIGINT ignored, as a non-interactive
+    # shell starts a background command (a script's `jobwarden console &`, a test run in the
+    # background): otherwise it would keep serving. SIGTERM (a process manager, `kill`)
+    # stops it the same way. The worker installs its handlers for the same reason.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     print(f"Jobwarden console on http://{host}:{server.server_port}/", flush=True)
     try:
         server.serve_forever()
@@ -123,6 +130,10 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def cmd_console(args) -> int:
