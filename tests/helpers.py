@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -71,3 +75,34 @@ def running_worker(registry: Registry, url: str, **options):
         worker.request_stop()
         thread.join(timeout=30)
         assert not thread.is_alive(), "worker did not stop within 30s"
+
+
+def start_process(args: list[str], **popen) -> subprocess.Popen:
+    """Popen in a process group of its own, so that stop_process can kill whatever it
+    started too."""
+    return subprocess.Popen(args, process_group=0, **popen)
+
+
+def stop_process(proc: subprocess.Popen, signum: int = signal.SIGTERM,
+                 grace: float = 60.0) -> tuple[Any, Any]:
+    """Send `signum` to a start_process process, reap it and return (stdout, stderr).
+
+    One still running after `grace` seconds is killed with its whole process group, and
+    then the test fails: the process is gone either way, never left behind the suite.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signum)
+    try:
+        return proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"{proc.args[0]} did not stop within {grace}s of "
+                             f"{signal.Signals(signum).name}: killed") from None
+
+
+def first_line(proc: subprocess.Popen, timeout: float = 60.0) -> str:
+    """The first line `proc` prints on stdout; '' if it exits or says nothing in time
+    (readline alone would wait forever on a process that hangs before printing)."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return proc.stdout.readline() if ready else ""

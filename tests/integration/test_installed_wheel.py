@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import first_line, start_process, stop_process, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,10 +86,10 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
     assert placed.returncode == 0, placed.stderr
     job_id = int(placed.stdout)
 
-    worker = subprocess.Popen([str(venv / "bin" / "jobwarden"), "worker", "--app", "shop_jobs",
-                               "--poll-interval", "0.2"],
-                              cwd=app_dir, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    worker = start_process([str(venv / "bin" / "jobwarden"), "worker", "--app", "shop_jobs",
+                            "--poll-interval", "0.2"],
+                           cwd=app_dir, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
     try:
         def status():
             with psycopg.connect(fresh_database) as conn:
@@ -97,22 +97,21 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
                                     [job_id]).fetchone()[0]
         wait_for(lambda: status() == "completed", timeout=60, message="the job to complete")
     finally:
-        worker.send_signal(signal.SIGTERM)
-        out, _ = worker.communicate(timeout=60)
+        out, _ = stop_process(worker, signal.SIGTERM)
     assert worker.returncode == 0, out[-3000:]
     assert "receipt for order 1842 sent" in out
 
     added = run(venv, app_dir, env, "jobwarden", "user", "add", "ops", "--role", "viewer",
                 input="smoke-password\n")
     assert added.returncode == 0, added.stderr
-    console = subprocess.Popen([str(venv / "bin" / "jobwarden"), "console", "--port", "0"],
-                               cwd=app_dir, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    console = start_process([str(venv / "bin" / "jobwarden"), "console", "--port", "0"],
+                            cwd=app_dir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        first_line = console.stdout.readline()  # empty if the console died on start
-        match = re.search(r"http://127\.0\.0\.1:(\d+)/", first_line)
+        # empty if the console died or hung on start
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", first_line(console))
         if not match:
-            console.kill()
+            os.killpg(console.pid, signal.SIGKILL)
             pytest.fail(f"the console did not start: {console.communicate()[1][-3000:]}")
         base = f"http://127.0.0.1:{match.group(1)}"
         browser = urllib.request.build_opener(
@@ -131,8 +130,8 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
         assert jobs.status == 200
         assert "send_receipt" in jobs.read().decode()
     finally:
-        console.send_signal(signal.SIGINT)
-        console.communicate(timeout=60)
+        _, err = stop_process(console, signal.SIGINT)  # Ctrl-C, as the README says
+    assert console.returncode == 0, err[-3000:]
 
 
 def guide_files() -> dict[str, str]:
@@ -156,16 +155,15 @@ def test_the_getting_started_guide_runs_as_written(installed, empty_database, tm
     assert signed_up.stdout.strip() == "user 1, job 1", signed_up.stderr
     again = run(venv, tmp_path, env, "python", "signup.py", "ann@example.com")
     assert again.returncode != 0 and "already exists" in again.stderr  # no user, no job
-    worker = subprocess.Popen([str(venv / "bin" / "jobwarden"), "worker", "--app", "jobs",
-                               "--poll-interval", "0.2"],
-                              cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    worker = start_process([str(venv / "bin" / "jobwarden"), "worker", "--app", "jobs",
+                            "--poll-interval", "0.2"],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: _status(empty_database, 1) == "completed", timeout=60,
                  message="the guide's job to complete")
     finally:
-        worker.send_signal(signal.SIGINT)  # the guide says Ctrl-C
-        out, _ = worker.communicate(timeout=60)
+        out, _ = stop_process(worker, signal.SIGINT)  # the guide says Ctrl-C
     assert worker.returncode == 0, out[-3000:]
     assert "welcome mail to user 1 (attempt 1)" in out
     with psycopg.connect(empty_database) as conn:
