@@ -83,22 +83,37 @@ def start_process(args: list[str], **popen) -> subprocess.Popen:
     return subprocess.Popen(args, process_group=0, **popen)
 
 
+def stop_processes(procs: list[subprocess.Popen], signum: int = signal.SIGTERM,
+                   grace: float = 60.0) -> list[tuple[Any, Any]]:
+    """Send `signum` to each start_process process (all first, so that they drain at the
+    same time), reap them and return their (stdout, stderr).
+
+    One still running `grace` seconds later is killed with its whole process group, and
+    then the test fails: the processes are gone either way, never left behind the suite.
+    """
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    deadline = time.monotonic() + grace
+    outputs, stuck = [], []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=max(0.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # not started by start_process: no group of its own
+                proc.kill()
+            outputs.append(proc.communicate())
+            stuck.append(proc.args[0])
+    assert not stuck, f"{stuck} did not stop within {grace}s of {signal.Signals(signum).name}: killed"
+    return outputs
+
+
 def stop_process(proc: subprocess.Popen, signum: int = signal.SIGTERM,
                  grace: float = 60.0) -> tuple[Any, Any]:
-    """Send `signum` to a start_process process, reap it and return (stdout, stderr).
-
-    One still running after `grace` seconds is killed with its whole process group, and
-    then the test fails: the process is gone either way, never left behind the suite.
-    """
-    if proc.poll() is None:
-        proc.send_signal(signum)
-    try:
-        return proc.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise AssertionError(f"{proc.args[0]} did not stop within {grace}s of "
-                             f"{signal.Signals(signum).name}: killed") from None
+    """stop_processes for one process."""
+    return stop_processes([proc], signum, grace)[0]
 
 
 def first_line(proc: subprocess.Popen, timeout: float = 60.0) -> str:

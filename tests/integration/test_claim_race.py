@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tests.helpers import scalar, status_counts, wait_for
+from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from worker import JobSpec, enqueue_many
 
 JOBS = 1500
@@ -15,7 +15,7 @@ WORKERS = 3
 
 
 def start_worker(app: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    return start_process(
         [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app", app,
          "--poll-interval", "0.2", *args],
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
@@ -31,10 +31,8 @@ def test_racing_workers_claim_each_job_exactly_once(conn, clean_db):
         wait_for(lambda: status_counts(clean_db).get("completed") == JOBS, timeout=120,
                  interval=0.2, message=f"{JOBS} jobs to complete")
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            assert p.wait(timeout=30) == 0, p.stderr.read().decode()[-2000:]
+        errors = [err.decode()[-2000:] for _, err in stop_processes(procs, signal.SIGTERM)]
+    assert [p.returncode for p in procs] == [0] * WORKERS, errors
     assert scalar(clean_db, "SELECT count(*) FROM race_log") == JOBS
     assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM race_log") == JOBS
     assert scalar(clean_db, "SELECT count(*) FROM job_executions") == JOBS

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import job_row, scalar, wait_for
+from tests.helpers import job_row, scalar, start_process, stop_process, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -262,9 +262,9 @@ def test_demo_refuses_a_database_it_was_not_told_to_use_and_writes_nothing(clean
 
 
 def test_demo_stops_on_sigterm_like_ctrl_c_and_keeps_requests_off_the_terminal(clean_db):
-    demo = subprocess.Popen([sys.executable, "-m", "worker.cli", "demo", "--port", "0",
-                             "--yes-use-this-database"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    demo = start_process([sys.executable, "-m", "worker.cli", "demo", "--port", "0",
+                          "--yes-use-this-database"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = ""
         while "console: http://" not in line:
@@ -275,11 +275,8 @@ def test_demo_stops_on_sigterm_like_ctrl_c_and_keeps_requests_off_the_terminal(c
             assert urllib.request.urlopen(f"{base}/login", timeout=30).status == 200
         wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_workers") == 1,
                  message="the demo's worker to register")
-        demo.send_signal(signal.SIGTERM)
-        out, err = demo.communicate(timeout=60)
     finally:
-        if demo.poll() is None:
-            demo.kill()
+        out, err = stop_process(demo, signal.SIGTERM)
     assert demo.returncode == 0, err[-3000:]
     assert "stopping…" in out and "Traceback" not in err
     assert "GET /login" not in out + err  # no access log line per request

@@ -11,7 +11,7 @@ import sys
 import psycopg
 
 from tests.apps.lifecycle_app import PAUSE
-from tests.helpers import job_row, wait_for
+from tests.helpers import job_row, start_process, stop_process, wait_for
 from worker import JobSpec, enqueue_many
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -25,15 +25,15 @@ def test_a_worker_logs_each_lifecycle_event_as_one_json_object(conn, clean_db, t
     log = tmp_path / "worker.log"
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "json"}
     # claims and completions log at DEBUG: at thousands a second INFO would drown the rest
-    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
+    proc = start_process([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
                              "worker", "--app",
                              "tests.apps.race_app", "--poll-interval", "0.2"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
     try:
         wait_for(lambda: job_row(clean_db, job_id)["status"] == "completed", timeout=60)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        stop_process(proc, signal.SIGTERM)
+    assert proc.returncode == 0
     records = [json.loads(line) for line in log.read_text().splitlines()]  # every line parses
     by_action = {r.get("action"): r for r in records}
     assert {"worker_started", "job_claimed", "job_completed", "worker_stopped"} <= set(by_action)
@@ -55,16 +55,16 @@ def test_each_outcome_line_carries_the_execution_its_queue_and_its_duration(clea
                    ["lc.ok", "lc.flaky", "lc.declined", "lc.gone", "lc.slow"]]), strict=True))
     log = tmp_path / "worker.log"
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
+    proc = start_process([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
                              "worker", "--app", "tests.apps.lifecycle_app",
                              "--poll-interval", "0.2"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
     try:
         wait_for(lambda: all(job_row(clean_db, i)["status"] in ("completed", "failed", "skipped")
                              for i in ids.values()), timeout=60)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        stop_process(proc, signal.SIGTERM)
+    assert proc.returncode == 0
     written = [r for r in map(json.loads, log.read_text().splitlines())
                if r["logger"] == "jobwarden.completer"]
     by_job = {(r["job_id"], r["action"]): r for r in written}

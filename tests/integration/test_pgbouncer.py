@@ -18,7 +18,7 @@ import pytest
 
 from console import create_app
 from tests.console_support import login
-from tests.helpers import scalar, status_counts, wait_for
+from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from tests.pgbouncer import pgbouncer, via
 from worker import JobSpec, enqueue, enqueue_many
 from worker.db import connect, listen_url
@@ -122,7 +122,7 @@ def test_worker_processes_drain_a_backlog_through_the_pooler(pooled_url, clean_d
     env = {**os.environ, "DATABASE_URL": pooled_url}
     if listen == "direct LISTEN":
         env["JOBWARDEN_LISTEN_URL"] = clean_db
-    procs = [subprocess.Popen(
+    procs = [start_process(
         [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app",
          "tests.apps.race_app", "--poll-interval", "0.2", "--concurrency", "4"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
@@ -130,11 +130,8 @@ def test_worker_processes_drain_a_backlog_through_the_pooler(pooled_url, clean_d
         wait_for(lambda: status_counts(clean_db).get("completed") == jobs, timeout=120,
                  interval=0.2, message=f"{jobs} jobs to complete through the pooler")
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        codes = [p.wait(timeout=30) for p in procs]
-    errors = [p.stderr.read().decode() for p in procs]
-    assert codes == [0, 0], errors
+        errors = [err.decode() for _, err in stop_processes(procs, signal.SIGTERM)]
+    assert [p.returncode for p in procs] == [0, 0], errors
     assert not any("prepared statement" in e or "Traceback" in e for e in errors), errors
     assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM race_log") == jobs
     assert scalar(clean_db, "SELECT count(*) FROM job_workers WHERE state = 'stopped'") == 2

@@ -10,7 +10,7 @@ import sys
 import psycopg
 import pytest
 
-from tests.helpers import scalar, status_counts, wait_for
+from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from worker import JobSpec, enqueue_many
 from worker.operations import skip_job
 from worker.retention import DAY, DEFAULT_AGES, RetentionPolicy, run_once
@@ -115,7 +115,7 @@ def test_workers_prune_while_they_drain_a_backlog(conn, clean_db, tmp_path):
     conn.commit()
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.5"}
     logs = [tmp_path / f"worker{i}.log" for i in range(2)]
-    procs = [subprocess.Popen(
+    procs = [start_process(
         [sys.executable, "-m", "worker.cli", "worker", "--app", "tests.apps.race_app",
          "--poll-interval", "0.2", "--concurrency", "4"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w")) for log in logs]
@@ -125,10 +125,8 @@ def test_workers_prune_while_they_drain_a_backlog(conn, clean_db, tmp_path):
                                       "WHERE type = 'old' AND status = 'completed'") == 0,
                  timeout=120, interval=0.2, message="the backlog drained and the old jobs pruned")
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            assert p.wait(timeout=30) == 0
+        stop_processes(procs, signal.SIGTERM)
+    assert [p.returncode for p in procs] == [0] * len(procs)
     assert status_counts(clean_db) == {"completed": backlog, "failed": 50}
     assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM race_log") == backlog
     assert scalar(clean_db, "SELECT count(*) FROM job_executions") == backlog + 50

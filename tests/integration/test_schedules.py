@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from tests.helpers import scalar, wait_for
+from tests.helpers import scalar, start_process, stop_processes, wait_for
 from worker import Registry, job
 from worker.job_types import publish_job_types
 from worker.scheduler import publish, run_once, set_paused
@@ -181,7 +181,7 @@ def test_a_bad_schedule_is_refused_when_declared(options, error):
 
 def test_several_worker_processes_run_a_due_tick_once(conn, clean_db):
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.2"}
-    procs = [subprocess.Popen(
+    procs = [start_process(
         [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app",
          "tests.apps.schedule_app", "--poll-interval", "0.2"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -199,8 +199,6 @@ def test_several_worker_processes_run_a_due_tick_once(conn, clean_db):
         # one more look, as a fourth worker would: the tick is taken, nothing is due
         assert run_once(conn, Registry()) == {}
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            assert p.wait(timeout=30) == 0, p.stderr.read().decode()[-2000:]
+        errors = [err.decode()[-2000:] for _, err in stop_processes(procs, signal.SIGTERM)]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 1

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from tests.helpers import job_row, wait_for
+from tests.helpers import job_row, start_process, stop_process, wait_for
 from worker import enqueue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -19,7 +19,7 @@ SECRETS = ("hunter2secret", "q1w2e3r4t5", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "s
 def test_secrets_logged_by_a_handler_are_redacted_in_the_worker_log(conn, clean_db):
     job_id = enqueue(conn, "leaky_log", {})
     conn.commit()
-    worker = subprocess.Popen(
+    worker = start_process(
         [sys.executable, "-m", "worker.cli", "worker", "--app", "tests.apps.secret_log_app",
          "--concurrency", "1", "--poll-interval", "0.1", "--grace", "5"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -27,8 +27,7 @@ def test_secrets_logged_by_a_handler_are_redacted_in_the_worker_log(conn, clean_
         wait_for(lambda: job_row(clean_db, job_id)["status"] == "failed",
                  message="the job to fail")
     finally:
-        worker.send_signal(signal.SIGTERM)
-        output, _ = worker.communicate(timeout=30)
+        output, _ = stop_process(worker, signal.SIGTERM)
     assert "upstream failed" in output and "Traceback" in output  # the lines are there…
     assert "[REDACTED]" in output
     leaked = [s for s in SECRETS if s in output]
