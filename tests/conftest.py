@@ -43,6 +43,15 @@ def _with_dbname(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    # pytest-randomly prints its seed in the header, which -q hides: say it again by the
+    # result, where a failure that depends on the order is read.
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"random order: replay it with "
+                                    f"--randomly-seed={seed}")
+
+
 @pytest.fixture(scope="session")
 def server_url() -> str:
     return dbmod.database_url()
