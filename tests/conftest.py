@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from worker import db as dbmod
+from worker.embedded import embedded_datadir, stop_embedded
 
 # The console's fixtures (app, client, signed-in users…), for the integration and browser
 # tiers. Declared here: pytest accepts pytest_plugins only in the top-level conftest.
@@ -52,9 +53,28 @@ def pytest_terminal_summary(terminalreporter, config):
                                     f"--randomly-seed={seed}")
 
 
+def _embedded_running(home) -> bool:
+    pidfile = embedded_datadir(home) / "postmaster.pid"
+    try:
+        os.kill(int(pidfile.read_text().split()[0]), 0)
+    except (OSError, ValueError, IndexError):
+        return False  # no pid file, or a stale one
+    return True
+
+
 @pytest.fixture(scope="session")
-def server_url() -> str:
-    return dbmod.database_url()
+def server_url():
+    if os.environ.get("DATABASE_URL"):
+        yield dbmod.database_url()
+        return
+    # The embedded server of this checkout (./.jobwarden). One that was running already
+    # (`make demo` leaves it running) stays as it was; one the suite started is stopped
+    # afterwards, so a test run leaves no process behind.
+    home = dbmod.jobwarden_home()
+    was_running = _embedded_running(home)
+    yield dbmod.database_url()
+    if not was_running:
+        stop_embedded(home)
 
 
 @pytest.fixture(scope="session")
