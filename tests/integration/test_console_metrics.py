@@ -258,7 +258,10 @@ def console_role(clean_db):
         admin.execute(f'CREATE ROLE "{name}" LOGIN')
         admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{name}"')
     parts = urlsplit(clean_db)
-    yield name, urlunsplit(parts._replace(netloc=f"{name}@{parts.hostname}:{parts.port}"))
+    # Only the user changes: the host stays as the URL has it, a TCP host:port or nothing
+    # (the embedded server's socket directory is in the query).
+    where = parts.netloc.rpartition("@")[2]
+    yield name, urlunsplit(parts._replace(netloc=f"{name}@{where}"))
     with psycopg.connect(clean_db, autocommit=True) as admin:
         admin.execute(f'DROP OWNED BY "{name}"')
         admin.execute(f'DROP ROLE "{name}"')
