@@ -311,6 +311,24 @@ def wait_for_stats(probe, table: str, done) -> tuple:
     return row
 
 
+def scrape_with_stats(scraper, probe, table: str) -> tuple[dict, tuple]:
+    """A scrape, and the table's statistics as they stood all through it.
+
+    Other sessions' counts reach the shared statistics when they flush them, at the
+    latest as they exit: an earlier test's connections may still be adding theirs. Read
+    before and after the scrape, again until nothing changed in between.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        before = table_stats(probe, table)
+        found = scrape(scraper)
+        after = table_stats(probe, table)
+        # all but the vacuum's age, which grows by itself: the scrape's is at least before's
+        if before[:4] == after[:4]:
+            return found, before
+        assert time.monotonic() < deadline, f"{table}'s statistics never held still"
+
+
 def test_dead_tuples_stay_while_a_snapshot_is_held_and_vacuum_removes_them_after(
         scraper, clean_db):
     def tuples(found, kind):
@@ -326,20 +344,21 @@ def test_dead_tuples_stay_while_a_snapshot_is_held_and_vacuum_removes_them_after
             probe.execute("UPDATE background_jobs SET priority = 1 WHERE id = ANY(%s)", [ids[:7]])
             probe.execute("DELETE FROM background_jobs WHERE id = ANY(%s)", [ids[7:]])
             probe.execute("SELECT pg_stat_force_next_flush()")
-            live, dead, _, _, _ = wait_for_stats(
+            wait_for_stats(
                 probe, "background_jobs", lambda r: r[2] - upd0 >= 7 and r[3] - del0 >= 3)
-            found = scrape(scraper)
+            found, (live, dead, _, _, _) = scrape_with_stats(scraper, probe, "background_jobs")
             assert (tuples(found, "live"), tuples(found, "dead")) == (live, dead)
             assert dead - dead0 >= 10  # one old version per update and per delete
 
             # the held snapshot may still see those versions: VACUUM must keep them all
             probe.execute("VACUUM background_jobs")
-            _, kept, _, _, vacuum_age_s = table_stats(probe, "background_jobs")
-            found = scrape(scraper)
+            found, (_, kept, _, _, vacuum_age_s) = scrape_with_stats(
+                scraper, probe, "background_jobs")
             assert tuples(found, "dead") == kept >= 10
             assert found[("jobwarden_table_last_vacuum_age_seconds",
                           (("table", "background_jobs"),))] >= vacuum_age_s
         finally:
             holder.close()
         probe.execute("VACUUM background_jobs")
-        assert tuples(scrape(scraper), "dead") == table_stats(probe, "background_jobs")[1] == 0
+        found, stats = scrape_with_stats(scraper, probe, "background_jobs")
+        assert tuples(found, "dead") == stats[1] == 0
