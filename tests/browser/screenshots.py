@@ -52,7 +52,7 @@ def main() -> int:
     server_url = dbmod.normalize_url(os.environ.get("DATABASE_URL") or dbmod.database_url())
     name = f"jobwarden_screens_{uuid.uuid4().hex[:6]}"
     parts = urlsplit(server_url)
-    url = urlunsplit((parts.scheme, parts.netloc, "/" + name, "", ""))
+    url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))  # ?host= too
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
