@@ -486,11 +486,13 @@ WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
 GROUP BY 1, 2;
 
 -- name: console_worker_rates
--- Executions each of the given workers finished in the last 5 minutes.
+-- Executions each of the given workers brought to an outcome in the last 5 minutes: not
+-- those it handed back at shutdown, nor those recovered from it (recovery ended them).
 SELECT worker_id, count(*) AS finished
 FROM job_executions
 WHERE finished_at > now() - interval '5 minutes'
   AND worker_id = ANY(%(worker_ids)s::text[])
+  AND outcome NOT IN ('handed_back', 'worker_lost')
 GROUP BY worker_id;
 
 -- name: console_schema_present

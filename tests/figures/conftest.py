@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from worker import Registry, RetryPolicy, enqueue, job
 from worker.completer import Completion, write_batch
@@ -28,6 +29,7 @@ from worker.states import JobStatus as S
 
 LEASE = 30.0
 TYPES = {"mail.send": "email", "report.build": "reports", "bill.charge": "billing"}
+WORKER = "figures-host:4242:abcdef"
 LATER = RetryPolicy(base=3600, cap=3600, jitter=0)  # retried jobs stay pending
 
 
@@ -47,7 +49,7 @@ def _registry() -> Registry:
 
 def _take(conn, n: int) -> list[ClaimedJob]:
     jobs = claim(conn, types=list(TYPES), leases=[LEASE] * len(TYPES), queues=None, limit=n,
-                 worker_id="figures-worker")
+                 worker_id=WORKER)
     conn.commit()
     assert len(jobs) == n
     return jobs
@@ -69,6 +71,11 @@ def seeded(clean_db) -> Seeded:
     reg = _registry()
     ids: dict[str, list[int]] = {}
     with psycopg.connect(clean_db) as conn:
+        conn.execute(Q.register_worker, {
+            "worker_id": WORKER, "host": "figures-host", "pid": 4242,
+            "queues": sorted(TYPES.values()),
+            "lanes": Jsonb([{"queues": sorted(TYPES.values()), "slots": 8, "shared": True}]),
+            "job_types": list(TYPES), "concurrency": 8, "version": "test"})
         # An old failure, five days ago: its code is retried again today.
         ids["old_failed"] = [r[0] for r in conn.execute(
             "INSERT INTO background_jobs (queue, type, payload, status, attempts, "

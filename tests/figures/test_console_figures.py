@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.figures.conftest import rows
+from tests.figures.conftest import WORKER, rows
 from worker.schema import JOB_STATUSES
 
 
@@ -129,3 +129,22 @@ def test_metrics_last_hour_figures_count_the_executions(operator, seeded):
         FROM job_executions WHERE finished_at > now() - interval '1 hour'""")[0]
     assert (last_hour["completed"], last_hour["worker_lost"]) == (completed, lost)
     assert lost == len(seeded.ids["recovered"])
+
+
+def test_the_workers_page_shows_what_each_worker_runs_and_finished(operator, seeded):
+    html = operator.get("/workers").get_data(as_text=True)
+    card = html.split(f'id="{WORKER}"')[1].split("</article>")[0]
+    # Jobs a worker finished itself: not the ones it handed back, nor those recovered
+    # from it (recovery ended them), in the last 5 minutes.
+    done = rows(seeded.url, """
+        SELECT count(*) FROM job_executions WHERE worker_id = %s
+          AND finished_at > now() - interval '5 minutes'
+          AND outcome NOT IN ('handed_back', 'worker_lost')""", [WORKER])[0][0]
+    rate = re.search(r'data-testid="worker-rate">([\d.]+) ', card).group(1)
+    assert rate == f"{done / 5:.1f}"
+    running = dict(rows(seeded.url, "SELECT queue, count(*) FROM background_jobs WHERE "
+                                    "status = 'running' AND worker_id = %s GROUP BY 1",
+                        [WORKER]))
+    shown = dict((q, int(n)) for q, n in re.findall(r">(\w+)</a> \((\d+)\)", card))
+    assert {q: n for q, n in shown.items() if n} == running
+    assert sum(running.values()) == len(seeded.ids["running"])
