@@ -156,8 +156,9 @@ class Executor:
         try:
             with self.pool.connection() as conn:
                 sent = lease.now()
-                row = conn.execute(Q.confirm_lease, {"job_id": job.id,
-                                                     "execution_id": job.execution_id}).fetchone()
+                row = conn.execute(Q.save_progress, {  # progress None: a renewal only
+                    "job_id": job.id, "execution_id": job.execution_id, "progress": None,
+                    "checkpoint": None}).fetchone()
         except DB_ERRORS as exc:
             log.warning("job %s: cannot confirm its lease before starting it (%s); asking "
                         "again in %.1fs", job.id, exc, CONFIRM_RETRY_SECONDS,

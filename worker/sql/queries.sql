@@ -245,18 +245,11 @@ ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total, update
 SELECT execution_id, outcome FROM job_executions
 WHERE execution_id = ANY(%(execution_ids)s::uuid[])
 
--- name: confirm_lease
--- Renew one claimed job's lease just before its handler starts, when the worker can no
--- longer vouch for it by its own clock (worker/lease.py): no row back means the execution
--- was recovered (or taken over) while this process was frozen or cut off, and must not start.
-UPDATE background_jobs
-SET heartbeat_at = now(),
-    lease_expires_at = now() + make_interval(secs => lease_seconds)
-WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
-RETURNING cancel_requested_at IS NOT NULL AS cancel_requested
-
 -- name: save_progress
--- Write one execution's progress and checkpoint now (guarded like a heartbeat).
+-- Write one execution's progress and checkpoint now (guarded like a heartbeat). With both
+-- NULL it only renews the lease: the executor's check before starting a claimed job its
+-- own clock can no longer vouch for (worker/lease.py); no row back means the execution
+-- was recovered or taken over while the process was frozen or cut off.
 UPDATE background_jobs
 SET progress = COALESCE(%(progress)s::jsonb, progress),
     checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
