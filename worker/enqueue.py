@@ -20,7 +20,7 @@ from .errors import EnqueueError
 from .job_spec import JobSpec, check_payload
 from .job_types import defaulted_fields, with_published_policies
 from .queries import Q, execute
-from .registry import Registry, check_name, registry
+from .registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name, registry
 from .sanitize import describe_validation
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
@@ -78,7 +78,7 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
             except ValidationError as exc:
                 raise EnqueueError(f"payload does not fit {job_type.payload_model.__name__}: "
                                    f"{describe_validation(exc)}", "payload") from None
-        queues.append(spec.queue or (job_type.queue if job_type else "default"))
+        queues.append(spec.queue or (job_type.queue if job_type else DEFAULT_QUEUE))
         types.append(spec.type)
         versions.append(version)
         payloads.append(text)
@@ -86,7 +86,7 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
         run_ats.append(spec.run_at.isoformat() if spec.run_at else None)
         delays.append(spec.delay)
         max_attempts.append(spec.max_attempts if spec.max_attempts is not None
-                            else job_type.max_attempts if job_type else 5)
+                            else job_type.max_attempts if job_type else DEFAULT_MAX_ATTEMPTS)
         idem_keys.append(spec.idempotency_key)
         conc_keys.append(spec.concurrency_key)
         # The policy fields that took the documented defaults, for the type's first

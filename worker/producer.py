@@ -28,6 +28,7 @@ from . import lease
 from .db import DedicatedConnection
 from .logs import waiting_event
 from .queries import Q
+from .registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 
 log = logging.getLogger("jobwarden.producer")
 
@@ -71,8 +72,8 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
     cur = conn.cursor(row_factory=args_row(ClaimedJob))
     cur.execute(Q.claim_jobs, {
         "types": types, "leases": leases, "limits": limits or [1] * n,
-        "type_queues": type_queues or ["default"] * n,
-        "type_max_attempts": type_max_attempts or [5] * n,
+        "type_queues": type_queues or [DEFAULT_QUEUE] * n,
+        "type_max_attempts": type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n,
         "queues": queues, "skip_queues": skip_queues, "limit": limit,
         "worker_id": worker_id})
     return cur.fetchall()

@@ -21,6 +21,11 @@ NAME_PATTERN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
 #: key it considers, so a limit is a small number, not a way to switch limits off.
 MAX_CONCURRENCY_LIMIT = 1000
 
+#: A type's queue and attempts when its declaration (or, at enqueue, any known policy)
+#: says nothing: the documented defaults.
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 5
+
 Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
 Upgrader = Callable[[dict], dict]
 
@@ -39,8 +44,8 @@ class JobType:
 
     name: str
     handler: Handler
-    queue: str = "default"
-    max_attempts: int = 5
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     timeout: float | None = 300.0  # maximum duration of one execution (None: no limit)
     lease: float = 60.0  # how long a claim stays valid without a heartbeat
     backoff: RetryPolicy = field(default_factory=RetryPolicy)
@@ -143,8 +148,8 @@ registry = Registry()
 def job(
     name: str,
     *,
-    queue: str = "default",
-    max_attempts: int = 5,
+    queue: str = DEFAULT_QUEUE,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     timeout: float | str | None = 300,
     lease: float | str = 60,
     backoff: RetryPolicy | float | str | None = None,
