@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import time
 
 import psycopg
 import pytest
 
 from console import sample_data
+from tests.helpers import wait_for
 
 
 def states(html: str) -> dict[str, str]:
@@ -126,13 +126,11 @@ def test_a_job_table_with_more_dead_tuples_than_live_fires_with_postgresqls_coun
                    "SELECT 'ada', 'admin', 'retry', 'bulk' FROM generate_series(1, 100001)")
         db.execute("DELETE FROM job_audit WHERE id > (SELECT min(id) FROM job_audit)")
         db.execute("SELECT pg_stat_force_next_flush()")
-        deadline = time.monotonic() + 60
         # statistics arrive asynchronously: wait for this session's deletes to show
-        while (row := db.execute("SELECT n_live_tup, n_dead_tup, n_tup_del FROM "
-                                 "pg_stat_user_tables WHERE relname = 'job_audit'")
-               .fetchone())[2] < 100000:
-            assert time.monotonic() < deadline, row
-            time.sleep(0.1)
+        row = wait_for(lambda: r if (r := db.execute(
+            "SELECT n_live_tup, n_dead_tup, n_tup_del FROM pg_stat_user_tables "
+            "WHERE relname = 'job_audit'").fetchone())[2] >= 100000 else None,
+            timeout=60, interval=0.1, message="job_audit's deletes in the statistics")
         html = viewer.get("/_overview/alerts").get_data(as_text=True)
     live, dead, _ = row
     assert states(html)["JobwardenDeadTuplesPiling"] == "FIRING"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -14,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from console import create_app, sample_data
+from tests.helpers import wait_for
 from worker import Registry, enqueue, job
 from worker.completer import Completer, Completion
 from worker.db import DedicatedConnection
@@ -304,11 +304,8 @@ def table_stats(probe, table: str) -> dict:
 
 def wait_for_stats(probe, table: str, done) -> tuple:
     """Statistics reach the shared counters asynchronously: wait until `done(row)`."""
-    deadline = time.monotonic() + 60
-    while not done(row := table_stats(probe, table)):
-        assert time.monotonic() < deadline, f"{table}'s statistics never showed {row}"
-        time.sleep(0.1)
-    return row
+    return wait_for(lambda: row if done(row := table_stats(probe, table)) else None,
+                    timeout=60, interval=0.1, message=f"{table}'s statistics")
 
 
 def scrape_with_stats(scraper, probe, table: str) -> tuple[dict, tuple]:
@@ -318,15 +315,15 @@ def scrape_with_stats(scraper, probe, table: str) -> tuple[dict, tuple]:
     latest as they exit: an earlier test's connections may still be adding theirs. Read
     before and after the scrape, again until nothing changed in between.
     """
-    deadline = time.monotonic() + 60
-    while True:
+    def attempt():
         before = table_stats(probe, table)
         found = scrape(scraper)
         after = table_stats(probe, table)
         # all but the vacuum's age, which grows by itself: the scrape's is at least before's
-        if before[:4] == after[:4]:
-            return found, before
-        assert time.monotonic() < deadline, f"{table}'s statistics never held still"
+        return (found, before) if before[:4] == after[:4] else None
+
+    return wait_for(attempt, timeout=60, interval=0,
+                    message=f"{table}'s statistics to hold still through a scrape")
 
 
 def test_dead_tuples_stay_while_a_snapshot_is_held_and_vacuum_removes_them_after(
