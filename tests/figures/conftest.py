@@ -39,7 +39,7 @@ class Seeded:
     ids: dict[str, list[int]]
 
 
-def _registry() -> Registry:
+def registry() -> Registry:
     reg = Registry()
     for name, queue in TYPES.items():
         job(name, queue=queue, lease=LEASE, max_attempts=3, backoff=LATER,
@@ -47,7 +47,7 @@ def _registry() -> Registry:
     return reg
 
 
-def _take(conn, n: int) -> list[ClaimedJob]:
+def take(conn, n: int) -> list[ClaimedJob]:
     jobs = claim(conn, types=list(TYPES), leases=[LEASE] * len(TYPES), queues=None, limit=n,
                  worker_id=WORKER)
     conn.commit()
@@ -68,7 +68,7 @@ def _finish(conn, jobs: list[ClaimedJob], status: S, outcome: O, code: str | Non
 
 @pytest.fixture
 def seeded(clean_db) -> Seeded:
-    reg = _registry()
+    reg = registry()
     ids: dict[str, list[int]] = {}
     with psycopg.connect(clean_db) as conn:
         conn.execute(Q.register_worker, {
@@ -88,30 +88,30 @@ def seeded(clean_db) -> Seeded:
             for _ in range({"mail.send": 30, "report.build": 12, "bill.charge": 14}[name]):
                 enqueue(conn, name, {"to": "someone"}, registry=reg)
         conn.commit()
-        ids["completed"] = _finish(conn, _take(conn, 20), S.COMPLETED, O.COMPLETED)
-        ids["retried"] = _finish(conn, _take(conn, 5), S.PENDING, O.RETRY, "SMTP_TIMEOUT",
+        ids["completed"] = _finish(conn, take(conn, 20), S.COMPLETED, O.COMPLETED)
+        ids["retried"] = _finish(conn, take(conn, 5), S.PENDING, O.RETRY, "SMTP_TIMEOUT",
                                  delay=3600)
-        ids["retried_down"] = _finish(conn, _take(conn, 2), S.PENDING, O.RETRY,
+        ids["retried_down"] = _finish(conn, take(conn, 2), S.PENDING, O.RETRY,
                                       "PROVIDER_DOWN", delay=3600)
-        ids["failed_declined"] = _finish(conn, _take(conn, 4), S.FAILED, O.FAILED, "DECLINED")
-        ids["failed_timeout"] = _finish(conn, _take(conn, 2), S.FAILED, O.FAILED,
+        ids["failed_declined"] = _finish(conn, take(conn, 4), S.FAILED, O.FAILED, "DECLINED")
+        ids["failed_timeout"] = _finish(conn, take(conn, 2), S.FAILED, O.FAILED,
                                         "SMTP_TIMEOUT")
-        ids["unknown"] = _finish(conn, _take(conn, 2), S.UNKNOWN, O.UNKNOWN, "AMBIGUOUS")
-        ids["skipped"] = _finish(conn, _take(conn, 1), S.SKIPPED, O.SKIPPED, "USER_GONE")
-        handed = _take(conn, 3)
+        ids["unknown"] = _finish(conn, take(conn, 2), S.UNKNOWN, O.UNKNOWN, "AMBIGUOUS")
+        ids["skipped"] = _finish(conn, take(conn, 1), S.SKIPPED, O.SKIPPED, "USER_GONE")
+        handed = take(conn, 3)
         conn.execute(Q.hand_back_executions, batch_params(
             [{"job_id": j.id, "execution_id": str(j.execution_id), "progress": None,
               "checkpoint": None} for j in handed]))
         conn.commit()
         ids["handed_back"] = [j.id for j in handed]
-        lost = _take(conn, 2)
+        lost = take(conn, 2)
         conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
                      "WHERE id = ANY(%s)", [[j.id for j in lost]])
         conn.commit()
         assert recover_stale_running(conn, reg) == {"pending": 2}
         conn.commit()
         ids["recovered"] = [j.id for j in lost]
-        ids["running"] = [j.id for j in _take(conn, 4)]
+        ids["running"] = [j.id for j in take(conn, 4)]
         who = {"actor": "ann", "role": "operator", "reason": "figures tier"}
         assert skip_job(conn, ids["old_failed"][0], **who).ok
         assert retry_job(conn, ids["failed_declined"][0], **who).ok
