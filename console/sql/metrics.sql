@@ -65,7 +65,10 @@ GROUP BY queue, type;
 
 -- name: alerts_queue_flow
 -- Per queue over the last 15 minutes: jobs that became runnable and executions started;
--- more arriving than starting, with a deep queue, is the Alerts panel's "growing".
+-- more arriving than starting, with a deep queue, is the Alerts panel's "growing". A job
+-- that became runnable in the window arrived whether it still waits or an execution
+-- started it since (counting only the waiting ones hid every arrival a worker took:
+-- arrived - started is how much the backlog grew, tests/figures/test_metrics_and_alerts.py).
 SELECT queue, sum(arrived) AS arrived, sum(started) AS started FROM (
     SELECT queue, count(*) AS arrived, 0 AS started
     FROM background_jobs
@@ -73,7 +76,8 @@ SELECT queue, sum(arrived) AS arrived, sum(started) AS started FROM (
       AND available_at <= now()
     GROUP BY queue
     UNION ALL
-    SELECT queue, 0, count(*)
+    SELECT queue, count(*) FILTER (WHERE scheduled_at > now() - interval '15 minutes'),
+           count(*)
     FROM job_executions
     WHERE started_at > now() - interval '15 minutes'
     GROUP BY queue

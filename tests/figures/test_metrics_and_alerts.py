@@ -1,0 +1,348 @@
+"""Every /metrics family and every Alerts-panel condition, against the base tables.
+
+The `incident` dataset extends the seeded one with what makes the alerts' conditions
+true: a job type with an SLA whose oldest job waited past it, running jobs whose
+heartbeat stopped, a worker gone and one stopped, a queue nobody serves whose backlog grew
+in the last 15 minutes although a worker drained part of it, and the usual completions of
+the same hour a day and a week ago. Times are written relative to the database clock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from console.config import load_settings
+from console.views.metrics import BUCKETS
+from tests.figures.conftest import LATER, LEASE, registry, rows
+from worker import Registry, enqueue, job
+from worker.completer import Completion, write_batch
+from worker.job_types import publish_job_types
+from worker.producer import claim
+from worker.queries import Q
+from worker.states import ExecutionOutcome as O
+from worker.states import JobStatus as S
+
+SLA_S = 120
+STALE_S = load_settings()["STALE_HEARTBEAT_SECONDS"]
+GONE_S = load_settings()["WORKER_GONE_SECONDS"]
+
+
+def scalar(url: str, sql: str, params=None):
+    return rows(url, sql, params)[0][0]
+
+
+@pytest.fixture
+def incident(seeded):
+    url = seeded.url
+    exports = Registry()
+    job("export.csv", queue="exports", lease=LEASE, backoff=LATER, registry=exports)(
+        lambda ctx, payload: None)
+    with psycopg.connect(url) as conn:
+        sla_reg = Registry()
+        for spec in registry():
+            job(spec.name, queue=spec.queue, lease=LEASE, max_attempts=3, backoff=LATER,
+                sla=SLA_S if spec.name == "mail.send" else None, registry=sla_reg)(
+                lambda ctx, payload: None)
+        publish_job_types(conn, list(sla_reg), "figures")
+        # The oldest runnable mail.send job has waited 10 minutes (SLA 2 minutes).
+        conn.execute("""UPDATE background_jobs SET available_at = now() - interval '10 min'
+                        WHERE id = (SELECT min(id) FROM background_jobs WHERE type = 'mail.send'
+                                    AND status = 'pending' AND available_at <= now())""")
+        # Two running jobs' heartbeats stopped 10 minutes ago.
+        conn.execute("UPDATE background_jobs SET heartbeat_at = now() - interval '10 min' "
+                     "WHERE id = ANY(%s)", [seeded.ids["running"][:2]])
+        for worker_id, state, ago in (("gone-host:1:aa", "running", 3600),
+                                      ("stopped-host:2:bb", "stopped", 30)):
+            conn.execute(Q.register_worker, {
+                "worker_id": worker_id, "host": worker_id.split(":")[0], "pid": 1,
+                "queues": ["email"], "lanes": Jsonb([]), "job_types": ["mail.send"],
+                "concurrency": 1, "version": "test"})
+            conn.execute("UPDATE job_workers SET state = %s, "
+                         "heartbeat_at = now() - make_interval(secs => %s) "
+                         "WHERE worker_id = %s", [state, ago, worker_id])
+        # `exports`, served by no worker: 50 jobs became runnable 5 minutes ago and an
+        # exporter ran 25 of them; 30 more have waited 20 minutes. The backlog grew by
+        # 25 in the last 15 minutes (30 then, 55 now).
+        for _ in range(50):
+            enqueue(conn, "export.csv", {}, registry=exports)
+        conn.execute("UPDATE background_jobs SET available_at = now() - interval '5 min' "
+                     "WHERE type = 'export.csv'")
+        conn.commit()
+        ran = claim(conn, types=["export.csv"], leases=[LEASE], queues=["exports"], limit=25,
+                    worker_id="exporter:3:cc")
+        conn.commit()
+        write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, LEASE,
+                                      S.COMPLETED, O.COMPLETED, None, None, queue=j.queue)
+                           for j in ran])
+        for _ in range(30):
+            enqueue(conn, "export.csv", {}, registry=exports)
+        conn.execute("UPDATE background_jobs SET available_at = now() - interval '20 min' "
+                     "WHERE type = 'export.csv' AND status = 'pending' "
+                     "AND available_at > now() - interval '1 min'")
+        # 100 completions in the same hour a day ago and a week ago.
+        conn.execute("""
+            WITH j AS (
+                INSERT INTO background_jobs (queue, type, payload, status, completed_at,
+                                             created_at)
+                SELECT 'email', 'mail.send', '{}', 'completed', now() - h * interval '1 hour',
+                       now() - h * interval '1 hour'
+                FROM unnest(ARRAY[24.5, 168.5]) AS h, generate_series(1, 100)
+                RETURNING id, created_at)
+            INSERT INTO job_executions (job_id, execution_id, attempt, queue, type,
+                                        worker_id, scheduled_at, started_at, finished_at,
+                                        outcome, duration_ms)
+            SELECT id, gen_random_uuid(), 1, 'email', 'mail.send', 'old-host:9:dd',
+                   created_at, created_at, created_at, 'completed', 5 FROM j""")
+        conn.commit()
+    return seeded
+
+
+def metric(text: str, name: str, *labels: str) -> dict[tuple, float]:
+    """{(values of `labels`): value} of one family in the text format."""
+    out = {}
+    for found, value in re.findall(rf"^{name}(?:\{{([^}}]*)\}})? (\S+)$", text, re.M):
+        given = dict(re.findall(r'(\w+)="([^"]*)"', found or ""))
+        out[tuple(given[k] for k in labels)] = float(value)
+    return out
+
+
+@pytest.fixture
+def scrape(operator, incident):
+    return operator.get("/metrics").get_data(as_text=True)
+
+
+def test_runnable_pending_and_the_oldest_wait(scrape, incident):
+    url = incident.url
+    runnable = scalar(url, "SELECT count(*) FROM background_jobs "
+                           "WHERE status = 'pending' AND available_at <= now()")
+    assert metric(scrape, "jobwarden_runnable_pending_jobs")[()] == runnable
+    oldest = scalar(url, "SELECT extract(epoch FROM now() - min(available_at))::float8 "
+                         "FROM background_jobs WHERE status = 'pending' AND available_at <= now()")
+    # The scrape read the clock a moment before this query did.
+    shown = metric(scrape, "jobwarden_oldest_pending_age_seconds")[()]
+    assert 1200 <= shown <= oldest < shown + 60
+    by_type = metric(scrape, "jobwarden_oldest_pending_age_by_type_seconds", "queue", "type")
+    real = {(q, t): float(s) for q, t, s in rows(url, """
+        SELECT queue, type, extract(epoch FROM now() - min(available_at)) FROM background_jobs
+        WHERE status = 'pending' AND available_at <= now() GROUP BY 1, 2""")}
+    assert set(by_type) == set(real)
+    for key, seconds in real.items():
+        assert by_type[key] <= seconds < by_type[key] + 60, key
+    per_queue = metric(scrape, "jobwarden_queue_runnable_jobs", "queue")
+    assert per_queue == {(q,): float(n) for q, n in rows(url, """
+        SELECT queue, count(*) FROM background_jobs
+        WHERE status = 'pending' AND available_at <= now() GROUP BY 1""")}
+
+
+def test_last_hour_executions_and_rates(scrape, incident):
+    url = incident.url
+    outcomes = Counter(o for (o,) in rows(url, "SELECT outcome FROM job_executions WHERE "
+                                               "finished_at > now() - interval '1 hour'"))
+    # Operator moves to an outcome are outcomes too; hand-backs are none.
+    moves = Counter(s for (s,) in rows(url, """
+        SELECT to_status FROM job_audit WHERE at > now() - interval '1 hour'
+          AND from_status IS DISTINCT FROM to_status
+          AND to_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')"""))
+    ended = sum(outcomes.values()) - outcomes["handed_back"] + sum(moves.values())
+    last_hour = metric(scrape, "jobwarden_executions_last_hour", "outcome")
+    assert last_hour[("all",)] == ended
+    assert last_hour[("completed",)] == outcomes["completed"] + moves["completed"]
+    assert last_hour[("worker_lost",)] == outcomes["worker_lost"]
+    retried = outcomes["retry"] + outcomes["worker_lost"]
+    failed = outcomes["failed"] + moves["failed"]
+    assert math.isclose(metric(scrape, "jobwarden_retry_rate_last_hour")[()], retried / ended)
+    assert math.isclose(metric(scrape, "jobwarden_failure_rate_last_hour")[()], failed / ended)
+
+
+def test_workers_by_state(scrape, incident):
+    states = Counter()
+    for state, age_s in rows(incident.url, "SELECT state, extract(epoch FROM now() - "
+                                           "heartbeat_at) FROM job_workers"):
+        states["gone" if state == "running" and age_s > GONE_S else state] += 1
+    shown = metric(scrape, "jobwarden_workers", "state")
+    assert {k[0]: v for k, v in shown.items() if v} == dict(states)
+    assert states == {"running": 1, "gone": 1, "stopped": 1}
+
+
+def test_executions_of_the_last_five_minutes(scrape, incident):
+    real = Counter((q, t, o, c or "") for q, t, o, c in rows(incident.url, """
+        SELECT queue, type, outcome, error_code FROM job_executions
+        WHERE finished_at > now() - interval '5 minutes'"""))
+    shown = metric(scrape, "jobwarden_executions_last_5m", "queue", "type", "outcome",
+                   "error_code")
+    assert shown == {k: float(n) for k, n in real.items()}
+
+
+def histogram(text: str, name: str) -> dict[str, tuple[dict[str, float], float, float]]:
+    """{type: ({le: cumulative count}, count, sum)} of a gauge histogram."""
+    out: dict[str, tuple[dict, float, float]] = {}
+    for (le, type_), n in metric(text, f"{name}_bucket", "le", "type").items():
+        out.setdefault(type_, ({}, 0.0, 0.0))[0][le] = n
+    for (type_,), n in metric(text, f"{name}_gcount", "type").items():
+        out[type_] = (out[type_][0], n, out[type_][2])
+    for (type_,), s in metric(text, f"{name}_gsum", "type").items():
+        out[type_] = (out[type_][0], out[type_][1], s)
+    return out
+
+
+def expected_histogram(values: dict[str, list[float]]):
+    out = {}
+    for type_, seen in values.items():
+        buckets = {str(b): float(sum(v <= b for v in seen)) for b in BUCKETS}
+        buckets["+Inf"] = float(len(seen))
+        out[type_] = (buckets, float(len(seen)), sum(max(v, 0.0) for v in seen))
+    return out
+
+
+@pytest.mark.parametrize("family, sql", [
+    ("jobwarden_execution_duration_seconds",
+     "SELECT type, duration_ms / 1000.0 FROM job_executions "
+     "WHERE finished_at > now() - interval '5 minutes' AND duration_ms IS NOT NULL"),
+    ("jobwarden_time_to_start_seconds",
+     "SELECT type, extract(epoch FROM started_at - scheduled_at)::float8 FROM job_executions "
+     "WHERE started_at > now() - interval '5 minutes'"),
+])
+def test_histograms_bucket_every_execution(scrape, incident, family, sql):
+    values: dict[str, list[float]] = {}
+    for type_, v in rows(incident.url, sql):
+        values.setdefault(type_, []).append(float(v))
+    shown, real = histogram(scrape, family), expected_histogram(values)
+    assert set(shown) == set(real)
+    for type_, (buckets, count, total) in real.items():
+        assert shown[type_][0] == buckets and shown[type_][1] == count, type_
+        assert math.isclose(shown[type_][2], total, abs_tol=1e-6), type_
+    assert sum(c for _, c, _ in real.values()) > 40
+
+
+def test_stale_heartbeats_live_workers_and_sla_targets(scrape, incident):
+    url = incident.url
+    stale = metric(scrape, "jobwarden_stale_running_jobs", "queue", "type")
+    assert stale == {(q, t): float(n) for q, t, n in rows(url, """
+        SELECT queue, type, count(*) FROM background_jobs WHERE status = 'running'
+          AND (heartbeat_at IS NULL OR heartbeat_at < now() - make_interval(secs => %s))
+        GROUP BY 1, 2""", [STALE_S])}
+    assert sum(stale.values()) == 2
+    live = {r[0]: r[1] for r in rows(url, """
+        SELECT q, count(*) FROM job_workers, unnest(queues) q
+        WHERE state = 'running' AND heartbeat_at > now() - make_interval(secs => %s)
+        GROUP BY 1""", [GONE_S])}
+    shown = metric(scrape, "jobwarden_queue_live_workers", "queue")
+    assert {q: n for (q,), n in shown.items()} == {
+        q: float(live.get(q, 0)) for q in {"email", "reports", "billing", "exports"}}
+    assert metric(scrape, "jobwarden_job_type_sla_seconds", "type") == {
+        (t,): float(s) for t, s in rows(url, "SELECT type, sla_seconds FROM job_types "
+                                             "WHERE sla_seconds IS NOT NULL")}
+
+
+def test_recovered_and_zombie_counters(scrape, incident):
+    recovered = metric(scrape, "jobwarden_recovered_total", "type")
+    lost = Counter(t for (t,) in rows(incident.url, "SELECT type FROM job_executions "
+                                                    "WHERE outcome = 'worker_lost'"))
+    assert {k: v for k, v in recovered.items() if v} == {(t,): float(n)
+                                                         for t, n in lost.items()}
+    zombies = metric(scrape, "jobwarden_zombie_rejected_total", "type", "learned_by")
+    published = {t for (t,) in rows(incident.url, "SELECT type FROM job_types")}
+    assert set(zombies) == {(t, k) for t in published for k in ("outcome", "lease")}
+    assert set(zombies.values()) == {0.0}
+
+
+def alert_rows(html: str) -> dict[str, tuple[str, str]]:
+    return {name: (state, re.sub(r"\s+", " ", detail).strip()) for name, state, detail in
+            re.findall(r'data-alert="(\w+)".*?data-testid="alert-state">(\w+)<.*?'
+                       r'</td>\s*<td>(.*?)</td>', html, re.S)}
+
+
+@pytest.fixture
+def alerts(operator, incident):
+    return alert_rows(operator.get("/_overview/alerts").get_data(as_text=True))
+
+
+def test_the_failed_rate_alert_judges_each_type_by_its_executions(alerts, incident):
+    state, detail = alerts["JobwardenFailedRateHigh"]
+    per_type = {t: (bad, n) for t, bad, n in rows(incident.url, """
+        SELECT type, count(*) FILTER (WHERE outcome IN ('failed', 'unknown', 'timeout')),
+               count(*)
+        FROM job_executions WHERE finished_at > now() - interval '5 minutes' GROUP BY 1""")}
+    over = {t for t, (bad, n) in per_type.items() if n >= 20 and bad / n > 0.10}
+    unjudged = {t: (bad, n) for t, (bad, n) in per_type.items() if n < 20 and bad}
+    assert (state == "FIRING") == bool(over)
+    for t in over:
+        bad, n = per_type[t]
+        assert f"{t} {bad / n:.0%} of {n}" in detail
+    for t, (bad, n) in unjudged.items():
+        assert f"{t} {bad} of {n}" in detail
+    assert unjudged  # report.build and bill.charge failed under the minimum
+
+
+def test_the_sla_alert_names_each_type_waiting_past_its_target(alerts, incident):
+    state, detail = alerts["JobwardenPendingOverSLA"]
+    over = rows(incident.url, """
+        SELECT j.type, extract(epoch FROM now() - min(j.available_at)), t.sla_seconds
+        FROM background_jobs j JOIN job_types t USING (type)
+        WHERE j.status = 'pending' AND j.available_at <= now()
+        GROUP BY j.type, t.sla_seconds
+        HAVING extract(epoch FROM now() - min(j.available_at)) > t.sla_seconds""")
+    assert state == "FIRING" and [t for t, _, _ in over] == ["mail.send"]
+    waited = int(re.search(r"mail\.send waited (\d+)s \(SLA (\d+)s\)", detail).group(1))
+    assert waited <= float(over[0][1]) < waited + 60
+    assert f"(SLA {SLA_S}s)" in detail
+
+
+def test_the_heartbeat_and_worker_alerts(alerts, incident):
+    stale = scalar(incident.url, "SELECT count(*) FROM background_jobs WHERE status = "
+                                 "'running' AND heartbeat_at < now() - make_interval(secs => %s)",
+                   [STALE_S])
+    assert alerts["JobwardenStaleHeartbeats"] == (
+        "FIRING", f"{stale} running job(s) without a fresh heartbeat")
+    orphaned = [q for (q,) in rows(incident.url, """
+        SELECT DISTINCT j.queue FROM background_jobs j
+        WHERE j.status = 'pending' AND j.available_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM job_workers w
+                          WHERE w.state = 'running'
+                            AND w.heartbeat_at > now() - make_interval(secs => %s)
+                            AND (j.queue = ANY(w.queues) OR '*' = ANY(w.queues)))
+        ORDER BY 1""", [GONE_S])]
+    assert orphaned == ["exports"]
+    assert alerts["JobwardenNoLiveWorker"] == ("FIRING", "no live worker for exports")
+
+
+def test_a_queue_growing_is_judged_by_how_much_its_backlog_grew(alerts, incident):
+    """Growth over 15 minutes = runnable now − runnable then, where a job was runnable
+    then if it is pending since before, or an execution started it only later."""
+    url = incident.url
+    now_depth = dict(rows(url, "SELECT queue, count(*) FROM background_jobs WHERE status = "
+                               "'pending' AND available_at <= now() GROUP BY 1"))
+    then_depth = Counter(dict(rows(url, """
+        SELECT queue, count(*) FROM (
+            SELECT queue FROM background_jobs WHERE status = 'pending'
+              AND available_at <= now() - interval '15 minutes'
+            UNION ALL
+            SELECT queue FROM job_executions
+            WHERE scheduled_at <= now() - interval '15 minutes'
+              AND started_at > now() - interval '15 minutes') w GROUP BY 1""")))
+    growth = {q: n - then_depth[q] for q, n in now_depth.items()}
+    assert (growth["exports"], now_depth["exports"]) == (25, 55)
+    state, detail = alerts["JobwardenQueueGrowing"]
+    assert state == "FIRING"
+    assert detail == ", ".join(f"{q} (+{growth[q]} in 15 min, {now_depth[q]} waiting)"
+                               for q in sorted(growth) if growth[q] > 0 and now_depth[q] >= 50)
+
+
+def test_the_completions_alert_compares_the_same_hour_a_day_and_a_week_ago(alerts, incident):
+    last, day, week = rows(incident.url, """
+        SELECT count(*) FILTER (WHERE finished_at > now() - interval '1 hour'),
+               count(*) FILTER (WHERE finished_at BETWEEN now() - interval '25 hours'
+                                                      AND now() - interval '24 hours'),
+               count(*) FILTER (WHERE finished_at BETWEEN now() - interval '169 hours'
+                                                      AND now() - interval '168 hours')
+        FROM job_executions WHERE outcome = 'completed'""")[0]
+    usual = (day + week) / 2
+    assert (day, week) == (100, 100) and last < usual / 2
+    assert alerts["JobwardenCompletionsDropped"] == (
+        "FIRING", f"{last} in the last hour, usually {usual:.0f}")
