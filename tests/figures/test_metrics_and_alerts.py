@@ -1,11 +1,5 @@
-"""Every /metrics family and every Alerts-panel condition, against the base tables.
-
-The `incident` dataset extends the seeded one with what makes the alerts' conditions
-true: a job type with an SLA whose oldest job waited past it, running jobs whose
-heartbeat stopped, a worker gone and one stopped, a queue nobody serves whose backlog grew
-in the last 15 minutes although a worker drained part of it, and the usual completions of
-the same hour a day and a week ago. Times are written relative to the database clock.
-"""
+"""Every /metrics family and every Alerts-panel condition, against the base tables
+(the `incident` dataset, tests/figures/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,94 +7,18 @@ import math
 import re
 from collections import Counter
 
-import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 
 from console.config import load_settings
 from console.views.metrics import BUCKETS
-from tests.figures.conftest import LATER, LEASE, registry, rows
-from worker import Registry, enqueue, job
-from worker.completer import Completion, write_batch
-from worker.job_types import publish_job_types
-from worker.producer import claim
-from worker.queries import Q
-from worker.states import ExecutionOutcome as O
-from worker.states import JobStatus as S
+from tests.figures.conftest import SLA_S, rows
 
-SLA_S = 120
 STALE_S = load_settings()["STALE_HEARTBEAT_SECONDS"]
 GONE_S = load_settings()["WORKER_GONE_SECONDS"]
 
 
 def scalar(url: str, sql: str, params=None):
     return rows(url, sql, params)[0][0]
-
-
-@pytest.fixture
-def incident(seeded):
-    url = seeded.url
-    exports = Registry()
-    job("export.csv", queue="exports", lease=LEASE, backoff=LATER, registry=exports)(
-        lambda ctx, payload: None)
-    with psycopg.connect(url) as conn:
-        sla_reg = Registry()
-        for spec in registry():
-            job(spec.name, queue=spec.queue, lease=LEASE, max_attempts=3, backoff=LATER,
-                sla=SLA_S if spec.name == "mail.send" else None, registry=sla_reg)(
-                lambda ctx, payload: None)
-        publish_job_types(conn, list(sla_reg), "figures")
-        # The oldest runnable mail.send job has waited 10 minutes (SLA 2 minutes).
-        conn.execute("""UPDATE background_jobs SET available_at = now() - interval '10 min'
-                        WHERE id = (SELECT min(id) FROM background_jobs WHERE type = 'mail.send'
-                                    AND status = 'pending' AND available_at <= now())""")
-        # Two running jobs' heartbeats stopped 10 minutes ago.
-        conn.execute("UPDATE background_jobs SET heartbeat_at = now() - interval '10 min' "
-                     "WHERE id = ANY(%s)", [seeded.ids["running"][:2]])
-        for worker_id, state, ago in (("gone-host:1:aa", "running", 3600),
-                                      ("stopped-host:2:bb", "stopped", 30)):
-            conn.execute(Q.register_worker, {
-                "worker_id": worker_id, "host": worker_id.split(":")[0], "pid": 1,
-                "queues": ["email"], "lanes": Jsonb([]), "job_types": ["mail.send"],
-                "concurrency": 1, "version": "test"})
-            conn.execute("UPDATE job_workers SET state = %s, "
-                         "heartbeat_at = now() - make_interval(secs => %s) "
-                         "WHERE worker_id = %s", [state, ago, worker_id])
-        # `exports`, served by no worker: 50 jobs became runnable 5 minutes ago and an
-        # exporter ran 25 of them; 30 more have waited 20 minutes. The backlog grew by
-        # 25 in the last 15 minutes (30 then, 55 now).
-        for _ in range(50):
-            enqueue(conn, "export.csv", {}, registry=exports)
-        conn.execute("UPDATE background_jobs SET available_at = now() - interval '5 min' "
-                     "WHERE type = 'export.csv'")
-        conn.commit()
-        ran = claim(conn, types=["export.csv"], leases=[LEASE], queues=["exports"], limit=25,
-                    worker_id="exporter:3:cc")
-        conn.commit()
-        write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, LEASE,
-                                      S.COMPLETED, O.COMPLETED, None, None, queue=j.queue)
-                           for j in ran])
-        for _ in range(30):
-            enqueue(conn, "export.csv", {}, registry=exports)
-        conn.execute("UPDATE background_jobs SET available_at = now() - interval '20 min' "
-                     "WHERE type = 'export.csv' AND status = 'pending' "
-                     "AND available_at > now() - interval '1 min'")
-        # 100 completions in the same hour a day ago and a week ago.
-        conn.execute("""
-            WITH j AS (
-                INSERT INTO background_jobs (queue, type, payload, status, completed_at,
-                                             created_at)
-                SELECT 'email', 'mail.send', '{}', 'completed', now() - h * interval '1 hour',
-                       now() - h * interval '1 hour'
-                FROM unnest(ARRAY[24.5, 168.5]) AS h, generate_series(1, 100)
-                RETURNING id, created_at)
-            INSERT INTO job_executions (job_id, execution_id, attempt, queue, type,
-                                        worker_id, scheduled_at, started_at, finished_at,
-                                        outcome, duration_ms)
-            SELECT id, gen_random_uuid(), 1, 'email', 'mail.send', 'old-host:9:dd',
-                   created_at, created_at, created_at, 'completed', 5 FROM j""")
-        conn.commit()
-    return seeded
 
 
 def metric(text: str, name: str, *labels: str) -> dict[tuple, float]:
