@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000
@@ -28,73 +28,117 @@ _SECRET_KEY = re.compile(
 # Keys that contain a secret-looking word but are not secrets.
 _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "tokens_used"}
 
-#: Words that name a secret in `key=value`, `"key": "value"` and `key value` forms.
-_SECRET_WORDS = (r"pass(?:word|wd|phrase)?|pwd|secret|token|api[-_]?key|apikey|access[-_]?key|"
-                 r"private[-_]?key|signature|session[-_]?id|credential|card[-_]?number|cvv|"
-                 r"otp|sig|ssn|auth|iban")
+# The rule set follows the two maintained references, adapted to text that is read by
+# people (a secret is replaced in place, its key and the text around it are kept):
+#   gitleaks v8.30.0-27-gb58d3f10, config/gitleaks.toml (token shapes: github-pat,
+#     github-fine-grained-pat, gitlab-pat, slack-*, slack-webhook-url, stripe-access-token,
+#     aws-access-token, gcp-api-key, openai-api-key, anthropic-api-key, npm-access-token,
+#     huggingface-access-token, jwt, private-key; generic-api-key's separators);
+#   Yelp/detect-secrets v1.5.0-50-g5e14193, detect_secrets/plugins/ (keyword.py's
+#     DENYLIST of key names, azure_storage_key.py, slack.py, discord.py).
+# Lengths are the references' lower bounds, kept open-ended so that a token cut short (or
+# a longer new generation of it) is still caught. Shapes in neither set are marked "ours".
+# tests/unit/test_sanitize.py holds the table of what must and must not be redacted.
 
-_RULES: list[tuple[re.Pattern[str], str]] = [
+#: Names of secrets, in `key=value`, `"key": "value"`, `key => value`, `key%3Dvalue` forms.
+#: Long names also match at the end of a longer one (`db_password`, `clientSecret`,
+#: `AccountKey`); short ones only as a word of their own or after `_`, `-` or `.`
+#: (`card_cvv`, `x-auth`), so that `compass:`, `bypass:` or `oauth:` is no password.
+_LONG_WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|apikey|access[-_]?key|"
+               r"account[-_]?key|auth[-_]?key|client[-_]?key|service[-_]?key|private[-_]?key|"
+               r"priv[-_]?key|signature|session[-_]?id|credential|card[-_]?number")
+_SHORT_WORDS = r"pass|pwd|cvv|otp|sig|ssn|auth|iban"
+_SECRET_NAME = (r"(?:[\w.-]*(?:" + _LONG_WORDS + r")|(?:[\w.-]*[_.-])?(?:" + _SHORT_WORDS
+                + r"))s?\b")
+#: What separates a name from its value (gitleaks' generic-api-key: `=`, `:`, `=>`, `:=`;
+#: and the percent-encoded `%3D` / `%3A` of a URL inside a URL).
+_SEPARATOR = r"(?:=>|:=|==?|:|%3[aAdD])(?![=>])"  # never half of `=>` (idempotence)
+#: A value: JSON-escaped quotes, quotes, or a bare run that stops at a separator of its
+#: own (`&`, `%26`, `,`, `;`, space) and never ends with the `)` or `]` closing around it.
+_BARE = r"(?:(?!%26)[^\s&,;\"'}])"
+_VALUE = (r'(\\"(?:(?!\\").)*\\"|"[^"]*"|\'[^\']*\'|' + _BARE + r"*(?:(?!%26)[^\s&,;\"'})\]]))")
+_NOT_DONE = r"(?!\s*\[REDACTED\])"  # redacting twice changes nothing more
+
+
+class _Rule(NamedTuple):
+    pattern: re.Pattern[str]
+    replacement: str
+    #: Lower-case substrings at least one of which a match must contain: a rule whose
+    #: triggers are all absent is skipped (most text on a page holds none, and this keeps
+    #: rendering a 200-row page cheap). None: always applied (cheap, anchored rules).
+    triggers: tuple[str, ...] | None
+
+
+def _token(regex: str, *triggers: str) -> _Rule:
+    """A token with a recognisable shape, redacted whole; also when glued to a word by
+    `_` (an error code like DECLINED_ghp_…)."""
+    return _Rule(re.compile(r"(?<![A-Za-z0-9])" + regex), REDACTED, triggers)
+
+
+_RULES: list[_Rule] = [
     # PEM private keys, whole block (or up to the end of the text when cut short).
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?"
-                r"(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL), REDACTED),
+    _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                     r"(?:-----END [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
+          REDACTED, ("-----begin",)),
     # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
-    (re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
-                r"(\s*[:=]\s*)(?!\s*\[REDACTED\])[^\r\n,;]+"), rf"\1\2{REDACTED}"),
+    _Rule(re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
+                     r"(\s*[:=]\s*)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
+          ("authorization", "cookie", "x-api-key")),
     # Bearer credentials of any length; Basic and "token" ones long enough to be one.
-    (re.compile(r"(?i)\b(bearer)\s+(?!\s*\[REDACTED\])[A-Za-z0-9._~+/=-]+"), rf"\1 {REDACTED}"),
-    (re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}"),
-    # user:password@ in URLs; the password may itself contain '@' (the last one ends it).
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s]*):[^/\s]*@"), rf"\1:{REDACTED}@"),
-    # key=value or "key": "value" where the key names a secret (query strings, JSON, logs).
-    (re.compile(
-        r"(?i)([\"']?\b[\w-]*(?:" + _SECRET_WORDS + r")s?\b[\"']?"
-        r"\s*[:=]\s*)(?!\s*\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}]+)"),
-     rf"\1{REDACTED}"),
-    # "password hunter2": a password word followed by a value that is not an ordinary word.
-    (re.compile(r"(?i)\b(pass(?:word|wd|phrase)?|pwd)\s+(?=\S*[^A-Za-z\s])(?!\s*\[REDACTED\])"
-                r"[^\s,;]+"), rf"\1 {REDACTED}"),
+    _Rule(re.compile(r"(?i)\b(bearer)\s+" + _NOT_DONE + r"[A-Za-z0-9._~+/=-]+"),
+          rf"\1 {REDACTED}", ("bearer",)),
+    _Rule(re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}",
+          ("basic", "token")),
+    # user:password@ in URLs (also glued to a code: E_https://…). The password may hold
+    # '@' and '/': it ends at the first '@' that a host follows; a port (`:8443/`) is none.
+    _Rule(re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?!\d+(?:[/?#\s]|$))\S*?@"
+                     r"(?=[^\s/?#@]*(?:[/?#\s]|$))"), rf"\1:{REDACTED}@", ("://",)),
+    # Webhook URLs whose path is the credential: keep the host, drop the path.
+    _Rule(re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
+                     r"[A-Za-z0-9+/_-]{20,}"), rf"\1{REDACTED}", ("hooks.slack.com",)),
+    _Rule(re.compile(r"(?i)(discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/)[\w-]{20,}"),
+          rf"\1{REDACTED}", ("discord",)),  # ours
+    # name=value or "name": "value" where the name is a secret's (query strings, JSON,
+    # JSON inside a string, config dumps, logs).
+    _Rule(re.compile(r"(?i)((?<![\w.-])" + _SECRET_NAME + r'(?:\\?["\'])?\s*' + _SEPARATOR
+                     + r"\s*)" + _NOT_DONE + _VALUE),
+          rf"\1{REDACTED}",
+          ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
+           "card", "cvv", "otp", "sig", "ssn", "auth", "iban")),
+    # "password hunter2": a password word followed by a value that is not an ordinary
+    # word (one with a digit or a symbol beyond trailing punctuation).
+    _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|pwd)\s+" + _NOT_DONE
+                     + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\]]"),
+          rf"\1 {REDACTED}", ("pass", "pwd")),
     # JSON Web Tokens.
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),
-    # Well-known API key shapes: Stripe, GitHub, GitLab, Slack, Google, AWS key ids; also
-    # when glued to a word by '_' (an error code like DECLINED_ghp_…).
-    (re.compile(r"(?<![A-Za-z0-9])(sk|rk|pk)_(live|test)_[A-Za-z0-9]{8,}"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), REDACTED),
+    _Rule(re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED,
+          ("eyj",)),
+    _token(r"(?:sk|rk|pk)_(?:live|test|prod)_[A-Za-z0-9]{8,}", "_live_", "_test_", "_prod_"),
+    _token(r"gh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _token(r"github_pat_\w{22,}", "github_pat_"),
+    _token(r"glpat-[\w-]{20,}", "glpat-"),
+    _token(r"xox[abeoprs]-[A-Za-z0-9-]{10,}", "xox"),
+    _token(r"xapp-\d-[A-Za-z0-9-]{10,}", "xapp-"),
+    _token(r"AIza[\w-]{35}(?![\w-])", "aiza"),
+    _token(r"ya29\.[\w-]{20,}", "ya29."),  # ours: Google OAuth access tokens
+    _token(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+           "a3t", "akia", "asia", "abia", "acca"),
+    _token(r"sk-(?:proj|svcacct|admin|ant-[a-z]+\d*)-[\w-]{20,}", "sk-"),
+    _token(r"sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", "t3blbkfj"),
+    _token(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", "npm_"),
+    _token(r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", "hf_"),
+    # Discord bot tokens (detect-secrets' discord.py): no prefix to trigger on.
+    _Rule(re.compile(r"(?<![\w-])[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27}(?![\w-])"), REDACTED,
+          None),
     # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
     # '+' (which hex digests, UUIDs and base64url tokens never have).
-    (re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
-                r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
-                r"(?![A-Za-z0-9/+=])"), REDACTED),
+    _Rule(re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
+                     r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
+                     r"(?![A-Za-z0-9/+=])"), REDACTED, None),
 ]
-
-
-#: For each rule, lower-case substrings at least one of which a match must contain: a
-#: rule whose triggers are all absent is skipped (most text on a page holds none, and this
-#: keeps rendering a 200-row page cheap). None: always applied (cheap, anchored rules).
-_TRIGGERS: list[tuple[str, ...] | None] = [
-    ("-----begin",),
-    ("authorization", "cookie", "x-api-key"),
-    ("bearer",),
-    ("basic", "token"),
-    ("://",),
-    ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential", "card",
-     "cvv", "otp", "sig", "ssn", "auth", "iban"),
-    ("pass", "pwd"),
-    ("eyj",),
-    ("_live_", "_test_"),
-    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    ("glpat-",),
-    ("xox",),
-    ("aiza",),
-    ("akia", "asia"),
-    None,
-]
-_PATTERNS = list(zip(_RULES, _TRIGGERS, strict=True))
-_ANY_TRIGGER = re.compile("|".join(re.escape(t) for ts in _TRIGGERS if ts for t in ts))
-_UNTRIGGERED = [rule for rule, triggers in _PATTERNS if triggers is None]
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for r in _RULES if r.triggers
+                                   for t in r.triggers))
+_UNTRIGGERED = [r for r in _RULES if r.triggers is None]
 
 
 def is_secret_key(key: str) -> bool:
@@ -109,13 +153,10 @@ def redact(text: str) -> str:
     through it. Idempotent: redacting twice changes nothing more."""
     text = str(text)
     lowered = text.lower()
-    if not _ANY_TRIGGER.search(lowered):  # the common case: one scan, then the cheap rules
-        for pattern, replacement in _UNTRIGGERED:
-            text = pattern.sub(replacement, text)
-        return text
-    for (pattern, replacement), triggers in _PATTERNS:
-        if triggers is None or any(t in lowered for t in triggers):
-            text = pattern.sub(replacement, text)
+    rules = _RULES if _ANY_TRIGGER.search(lowered) else _UNTRIGGERED  # the common case: none
+    for rule in rules:
+        if rule.triggers is None or any(t in lowered for t in rule.triggers):
+            text = rule.pattern.sub(rule.replacement, text)
     return text
 
 

@@ -3,10 +3,13 @@ and concurrency keys, error codes, errors, payload keys, audit reasons, flash me
 
 from __future__ import annotations
 
+import html
+
 import psycopg
 import pytest
 
 from console.sample_data import insert_job
+from tests.unit.test_sanitize import MUST_REDACT
 
 STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 GITHUB = "ghp_1234567890abcdefghijABCDEFGHIJ"
@@ -63,3 +66,25 @@ def test_metrics_labels_are_redacted(operator, secret_jobs):
     body = operator.get("/metrics").get_data(as_text=True)
     assert "jobwarden_jobs{" in body
     assert_clean(body, "/metrics")
+
+
+@pytest.fixture
+def shaped_jobs(engine):
+    """One job awaiting review per secret shape of the redaction table, the shape in its
+    error, its error code and its payload."""
+    with engine.begin() as conn:
+        return [(insert_job(conn, "charge", "unknown", error=f"provider said: {text}",
+                            last_error_code=f"E_{text[:60]}", payload={"note": text}), secret)
+                for text, secret in MUST_REDACT]
+
+
+def test_the_job_and_review_pages_redact_every_shape_of_the_table(operator, shaped_jobs):
+    review = operator.get(f"/review?limit={len(shaped_jobs)}").get_data(as_text=True)
+    for job_id, secret in shaped_jobs:
+        assert f"#{job_id}" in review  # each job is on the review page…
+        page = operator.get(f"/jobs/{job_id}")
+        assert page.status_code == 200
+        body = page.get_data(as_text=True)
+        assert "[REDACTED]" in body
+        assert html.escape(secret, quote=False) not in body, (job_id, secret)  # …redacted
+        assert html.escape(secret, quote=False) not in review, (job_id, secret)

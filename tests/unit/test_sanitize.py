@@ -60,6 +60,11 @@ PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lg
        "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
        "-----END RSA PRIVATE KEY-----")
 
+GITHUB_PAT = ("github_pat_11ABCDEFG0123456789abcd_"
+              "EXAMPLEexampleEXAMPLEexampleEXAMPLEexampleEXAMPLEexample123")
+AZURE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
+             "KBHBeksoGMGw==")
+
 #: (text, the part that must disappear)
 MUST_REDACT = [
     (f"loaded key:\n{PEM}\ndone", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"),
@@ -71,7 +76,7 @@ MUST_REDACT = [
     ("temporary creds ASIAIOSFODNN7EXAMPLE expired", "ASIAIOSFODNN7EXAMPLE"),
     ("AWS_SECRET_ACCESS_KEY=je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY", "je7MtGbClwBF"),
     ("charge failed card_number=4242424242424242 exp=12/30", "4242424242424242"),
-    ("verify otp=123456 rejected", "123456"),
+    ("verify otp=551199 rejected", "551199"),
     ("GET /download?file=a.pdf&sig=9f8e7d6c5b4a", "9f8e7d6c5b4a"),
     ("lookup ssn=078-05-1120 failed", "078-05-1120"),
     ("callback auth=s3cr3tv4lue refused", "s3cr3tv4lue"),
@@ -85,6 +90,30 @@ MUST_REDACT = [
     ('{"otp": "987654"}', "987654"),
     ("DECLINED_ghp_1234567890abcdefghijABCDEFGHIJ", "ghp_1234567890abcdefghijABCDEFGHIJ"),
     ("key_AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    # Shapes from gitleaks' and detect-secrets' rule sets (see worker/sanitize.py).
+    (f"clone with {GITHUB_PAT} failed", GITHUB_PAT[11:]),
+    ("post to https://hooks.slack.com/services/T024BE7LD/B01ABCDEF12/4q8YtEXAMPLEabcdEFGH1234"
+     " failed", "4q8YtEXAMPLEabcdEFGH1234"),
+    ("post to https://discord.com/api/webhooks/123456789012345678/AbCdEf-gHiJkLmNoPqRs_TuVwXyZ"
+     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH: 404", "AbCdEf-gHiJkLmNoPqRs_TuVwXyZ"),
+    (f"DefaultEndpointsProtocol=https;AccountName=shop;AccountKey={AZURE_KEY};"
+     "EndpointSuffix=core.windows.net", AZURE_KEY[:20]),
+    ("openai said 401 for sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcdEFGH",
+     "AbCdEfGhIjKlMnOpQrStUvWxYz"),
+    ("google answered 401 for ya29.a0AfH6SMBx3EXAMPLEtoken-abc_def123 expired", "a0AfH6SMBx3EXAMPLE"),
+    ("publish with npm_abcdefghijklmnopqrstuvwxyz0123456789 refused",
+     "npm_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("hub refused hf_abcdefghijklmnopqrstuvwxyzABCDEFGH invalid", "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"),
+    ("connect postgresql://u:pa/ss@host:5432/db failed", "pa/ss"),
+    ('body {\\"password\\": \\"swordfish\\", \\"user\\": \\"bob\\"}', "swordfish"),
+    ("config api_key => 'abc123xyz' rejected", "abc123xyz"),
+    ("GET /login?next=%2Fhome%3Fpassword%3Dhunter2%26user%3Dbob", "hunter2"),
+    ("DECLINED_sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
+    ("E_password=hunter2", "hunter2"),
+    ("E_AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    ("AccountKey: Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50u", "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50u"),
+    ("pass: hunter2", "hunter2"),
+    ("E_https://bob:hunter2@api.example.com/x", "hunter2"),
 ]
 
 #: Text that looks a little like a secret but is not one: it must come back unchanged.
@@ -101,6 +130,26 @@ MUST_NOT_REDACT = [
     "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----",
     "token expired at 2026-11-30T12:00:00Z",
     "ENTITY_NOT_FOUND: project 1842 was deleted",
+    "pass failed: 3 of 5 checks",
+    "compass: north",
+    "bypass: enabled for admins",
+    "signed in via oauth: google",
+    "password failed: too short",
+    "see https://example.com:8443/users/@ada for details",
+    "https://hooks.slack.com/services is the endpoint",
+    "hf_status=ok npm_version=10",
+    "api.example.com returned 404",
+]
+
+#: (text, exactly what redaction makes of it): where the redaction starts and ends.
+EXACTLY = [
+    ("retry (password=hunter2) failed", f"retry (password={REDACTED}) failed"),
+    ("[token=abc123] rejected", f"[token={REDACTED}] rejected"),
+    ("GET /x?password%3Dhunter2%26user%3Dbob", f"GET /x?password%3D{REDACTED}%26user%3Dbob"),
+    ("api_key => 'abc123xyz'", f"api_key => {REDACTED}"),
+    ("connect postgresql://u:pa/ss@host:5432/db", f"connect postgresql://u:{REDACTED}@host:5432/db"),
+    ("https://hooks.slack.com/services/T024BE7LD/B01ABCDEF12/4q8YtEXAMPLEabcdEFGH1234 (404)",
+     f"https://hooks.slack.com/services/{REDACTED} (404)"),
 ]
 
 
@@ -114,6 +163,11 @@ def test_secret_shapes_are_redacted(text, secret):
 @pytest.mark.parametrize("text", MUST_NOT_REDACT)
 def test_look_alikes_are_not_redacted(text):
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("text, expected", EXACTLY)
+def test_redaction_covers_the_secret_and_nothing_around_it(text, expected):
+    assert redact(text) == expected
 
 
 @pytest.mark.parametrize("text, _secret", MUST_REDACT)
