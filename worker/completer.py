@@ -32,8 +32,9 @@ from .errors import OUTCOME_UNSTORABLE
 from .event_totals import ZOMBIE_OUTCOME, count
 from .logs import execution_event
 from .queries import Q
-from .sanitize import sanitize_text
+from .sanitize import sanitize_error_code, sanitize_text
 from .states import ExecutionOutcome, JobStatus
+from .storable import storable_text
 
 log = logging.getLogger("jobwarden.completer")
 
@@ -63,11 +64,17 @@ class Completion:
     queue: str = ""
     duration_ms: float | None = None  # how long the handler ran (None: it never started)
 
+    def __post_init__(self) -> None:
+        # Every outcome reaches the database and the log through a Completion: redact and
+        # cap what the handler raised here, once, for both.
+        self.error_code = storable_text(sanitize_error_code(self.error_code))
+        self.error = sanitize_text(self.error)
+
     def row(self) -> dict[str, Any]:
         """The outcome as one row of finish_executions (see finish_params)."""
         return {"job_id": self.job_id, "execution_id": self.execution_id,
                 "status": self.status.value, "outcome": self.outcome.value,
-                "error_code": self.error_code, "error": sanitize_text(self.error),
+                "error_code": self.error_code, "error": self.error,
                 "delay": self.delay, "progress": self.progress,
                 "checkpoint": self.checkpoint, "traceback": self.traceback}
 

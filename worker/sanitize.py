@@ -10,6 +10,7 @@ keeps the table of shapes that must, and must not, be redacted.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import traceback
@@ -17,14 +18,10 @@ from typing import Any, NamedTuple
 
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000
+#: An error code names a group of failures, not one of them (docs/security.md).
+MAX_ERROR_CODE_CHARS = 100
 MAX_TRACEBACK_CHARS = 8000
 
-_SECRET_KEY = re.compile(
-    r"(pass(word|wd|phrase)?|pwd|secret|token|api[-_]?key|apikey|auth(orization)?|cookie|"
-    r"credential|private[-_]?key|access[-_]?key|session[-_]?(id|key)|signature|sig|otp|"
-    r"card[-_]?number|cvv|iban|ssn)",
-    re.IGNORECASE,
-)
 # Keys that contain a secret-looking word but are not secrets.
 _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "tokens_used"}
 
@@ -48,6 +45,10 @@ _LONG_WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|apikey|acce
                r"account[-_]?key|auth[-_]?key|client[-_]?key|service[-_]?key|private[-_]?key|"
                r"priv[-_]?key|signature|session[-_]?id|credential|card[-_]?number")
 _SHORT_WORDS = r"pass|pwd|cvv|otp|sig|ssn|auth|iban"
+#: A dict key or log field that names a secret: a long name anywhere in it, a short one
+#: as a segment of its own (`card_cvv`, `x-auth`, `otpCode`; not `signal`, `compass`).
+_SECRET_KEY = re.compile(r"(?i)(?:" + _LONG_WORDS + r"|authorization|cookie|session[-_]?key)"
+                         r"|(?:^|[_.-])(?:" + _SHORT_WORDS + r")s?(?-i:(?![a-z]))")
 _SECRET_NAME = (r"(?:[\w.-]*(?:" + _LONG_WORDS + r")|(?:[\w.-]*[_.-])?(?:" + _SHORT_WORDS
                 + r"))s?\b")
 #: What separates a name from its value (gitleaks' generic-api-key: `=`, `:`, `=>`, `:=`;
@@ -170,6 +171,23 @@ def sanitize_text(text: str | None, max_chars: int = MAX_ERROR_CHARS) -> str | N
     return text
 
 
+def sanitize_error_code(code: str | None) -> str | None:
+    """An error code as it is stored and logged: secrets redacted (DECLINED_sk_live_… →
+    DECLINED_[REDACTED]), at most MAX_ERROR_CODE_CHARS characters.
+
+    A longer code keeps its start and ends in `…#` and 8 hex digits of a digest of the
+    whole redacted code: one long code always becomes the same stored code, so its
+    failures still group on /failed, two different ones stay apart, and none can make
+    that page megabytes long. Never refused: the failure is recorded whatever its code."""
+    if code is None:
+        return None
+    code = redact(code)
+    if len(code) <= MAX_ERROR_CODE_CHARS:
+        return code
+    digest = hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{code[:MAX_ERROR_CODE_CHARS - 10]}…#{digest}"
+
+
 def sanitize_payload(value: Any, _depth: int = 0) -> Any:
     """A copy of a JSON value with secret keys' values and secret-looking strings redacted."""
     if _depth > 50:
@@ -225,8 +243,22 @@ def describe_validation(exc) -> str:
     return sanitize_text("; ".join(parts)) or "invalid payload"
 
 
+#: The attributes every LogRecord has; anything else on a record came from `extra`.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "taskName"}
+
+
+def redact_value(value: Any, _depth: int = 0) -> Any:
+    """A copy of any value with secrets redacted: strings, and the keys and values of
+    dicts, lists, tuples and sets (by key as sanitize_payload does); others as they are."""
+    if isinstance(value, tuple | set | frozenset):
+        return [redact_value(v, _depth + 1) for v in value]
+    return sanitize_payload(value, _depth)
+
+
 class RedactingFilter(logging.Filter):
-    """A logging filter that passes each record's message and traceback through redact().
+    """A logging filter that passes each record's message, traceback, stack and every
+    field its `extra` added (nested values too) through redact().
 
     `jobwarden worker` and `jobwarden console` install it on their log handlers; an
     application embedding the worker adds it to its own: `handler.addFilter(
@@ -239,6 +271,14 @@ class RedactingFilter(logging.Filter):
             record.msg, record.args = redacted, ()
         if record.exc_info and not record.exc_text:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        for name, value in list(vars(record).items()):
+            if name not in _RECORD_ATTRIBUTES and value is not None \
+                    and not isinstance(value, bool | int | float):
+                # A field named like a secret (`token=…`) is redacted whole, as in payloads.
+                setattr(record, name, REDACTED if is_secret_key(name) and value != ""
+                        else redact_value(value))
         return True
 
 

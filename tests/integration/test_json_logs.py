@@ -9,12 +9,30 @@ import subprocess
 import sys
 
 import psycopg
+import psycopg.sql
 
 from tests.apps.lifecycle_app import PAUSE
+from tests.apps.secret_log_app import FIELD_SECRETS, SECRET_CODES
 from tests.helpers import job_row, start_process, stop_process, wait_for
 from worker import JobSpec, enqueue_many
+from worker.sanitize import MAX_ERROR_CODE_CHARS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def run_json_worker(url: str, app: str, log, until) -> subprocess.Popen:
+    """Run `jobwarden worker --app app` logging JSON lines at DEBUG into `log` until
+    `until()` holds, then stop it with SIGTERM (claims and completions log at DEBUG: at
+    thousands a second INFO would drown the rest)."""
+    env = {**os.environ, "DATABASE_URL": url, "JOBWARDEN_LOG_FORMAT": "json"}
+    proc = start_process([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
+                          "worker", "--app", app, "--poll-interval", "0.2"],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        wait_for(until, timeout=60)
+    finally:
+        stop_process(proc, signal.SIGTERM)
+    return proc
 
 
 def test_a_worker_logs_each_lifecycle_event_as_one_json_object(conn, clean_db, tmp_path):
@@ -23,16 +41,8 @@ def test_a_worker_logs_each_lifecycle_event_as_one_json_object(conn, clean_db, t
     [job_id] = enqueue_many(conn, [JobSpec("race", {"n": 1})])
     conn.commit()
     log = tmp_path / "worker.log"
-    env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "json"}
-    # claims and completions log at DEBUG: at thousands a second INFO would drown the rest
-    proc = start_process([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
-                             "worker", "--app",
-                             "tests.apps.race_app", "--poll-interval", "0.2"],
-                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    try:
-        wait_for(lambda: job_row(clean_db, job_id)["status"] == "completed", timeout=60)
-    finally:
-        stop_process(proc, signal.SIGTERM)
+    proc = run_json_worker(clean_db, "tests.apps.race_app", log,
+                           lambda: job_row(clean_db, job_id)["status"] == "completed")
     assert proc.returncode == 0
     records = [json.loads(line) for line in log.read_text().splitlines()]  # every line parses
     by_action = {r.get("action"): r for r in records}
@@ -54,16 +64,9 @@ def test_each_outcome_line_carries_the_execution_its_queue_and_its_duration(clea
             conn, [JobSpec(t, {}, queue="lifecycle") for t in
                    ["lc.ok", "lc.flaky", "lc.declined", "lc.gone", "lc.slow"]]), strict=True))
     log = tmp_path / "worker.log"
-    env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "json"}
-    proc = start_process([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
-                             "worker", "--app", "tests.apps.lifecycle_app",
-                             "--poll-interval", "0.2"],
-                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    try:
-        wait_for(lambda: all(job_row(clean_db, i)["status"] in ("completed", "failed", "skipped")
-                             for i in ids.values()), timeout=60)
-    finally:
-        stop_process(proc, signal.SIGTERM)
+    proc = run_json_worker(clean_db, "tests.apps.lifecycle_app", log, lambda: all(
+        job_row(clean_db, i)["status"] in ("completed", "failed", "skipped")
+        for i in ids.values()))
     assert proc.returncode == 0
     written = [r for r in map(json.loads, log.read_text().splitlines())
                if r["logger"] == "jobwarden.completer"]
@@ -91,3 +94,42 @@ def test_an_unknown_log_format_is_refused_by_name(clean_db):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown log format 'xml'" in result.stderr
+
+
+def database_text(url: str) -> str:
+    """Every row of every table of the database, as text: where a secret could be kept."""
+    with psycopg.connect(url) as conn:
+        tables = [t for (t,) in conn.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")]
+        return "\n".join(str(row[0]) for t in tables for row in conn.execute(
+            psycopg.sql.SQL("SELECT t::text FROM {} t").format(psycopg.sql.Identifier(t))))
+
+
+def test_secrets_in_error_codes_and_log_fields_reach_neither_the_json_log_nor_a_column(
+        clean_db, tmp_path):
+    shapes = list(SECRET_CODES)
+    with psycopg.connect(clean_db) as conn:
+        ids = enqueue_many(conn, [JobSpec("leaky_code", {"shape": s}) for s in shapes]
+                           + [JobSpec("long_code", {"n": n}) for n in (1, 2)])
+    log = tmp_path / "worker.log"
+    run_json_worker(clean_db, "tests.apps.secret_log_app", log,
+                    lambda: all(job_row(clean_db, i)["status"] == "failed" for i in ids))
+    text = log.read_text()
+    records = [json.loads(line) for line in text.splitlines()]
+    assert {"provider_declined", "job_retry", "job_failed"} <= {r.get("action") for r in records}
+    secrets = ["sk_live_4eC39HqLyjWDarjtT1zdp7dc", "swordfish42", "AKIAIOSFODNN7EXAMPLE",
+               *FIELD_SECRETS]
+    stored = database_text(clean_db)
+    for where, body in (("the JSON log", text), ("the database", stored)):
+        leaked = [s for s in secrets if s in body]
+        assert not leaked, f"{where} holds {leaked}"
+    # Codes are capped, and stay groupable: one code per job, a stable one per long code.
+    with psycopg.connect(clean_db) as conn:
+        codes = dict(conn.execute("SELECT id, last_error_code FROM background_jobs"))
+        executed = conn.execute("SELECT job_id, error_code FROM job_executions").fetchall()
+    assert all(len(code) <= MAX_ERROR_CODE_CHARS for code in codes.values()), codes
+    assert all(codes[job_id] == code for job_id, code in executed if code), executed
+    long_1, long_2 = (codes[i] for i in ids[-2:])
+    assert long_1.startswith("E_1_UPSTREAM_SAID_") and long_2.startswith("E_2_UPSTREAM_SAID_")
+    assert codes[ids[0]] == "DECLINED_[REDACTED]"

@@ -1,8 +1,20 @@
 """Secrets never survive sanitizing, and ordinary text does."""
 
+import logging
+
 import pytest
 
-from worker.sanitize import REDACTED, describe_exception, redact, sanitize_payload, sanitize_text
+from worker.sanitize import (
+    MAX_ERROR_CODE_CHARS,
+    REDACTED,
+    RedactingFilter,
+    describe_exception,
+    is_secret_key,
+    redact,
+    sanitize_error_code,
+    sanitize_payload,
+    sanitize_text,
+)
 
 
 @pytest.mark.parametrize("text, secret", [
@@ -179,3 +191,39 @@ def test_redaction_is_idempotent(text, _secret):
 def test_payload_keys_are_redacted_too():
     clean = sanitize_payload({"sk_live_4eC39HqLyjWDarjtT1zdp7dc": 1, "plain": {"Bearer abc123": 2}})
     assert "sk_live_4eC39HqLyjWDarjtT1zdp7dc" not in str(clean) and "abc123" not in str(clean)
+
+
+def test_a_log_records_every_field_is_redacted_nested_values_too():
+    record = logging.LogRecord("shop", logging.WARNING, __file__, 1, "declined %s", ("ok",), None)
+    record.__dict__.update({
+        "provider_code": "DECLINED_sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "card": {"token": "tok_visa_4242abcd", "last4": "4242"},
+        "headers": ("Authorization: Bearer q1w2e3r4t5",), "api_key": "k-123",
+        "attempt": 2, "signal": "SIGTERM", "compass": "north"})
+    assert RedactingFilter().filter(record)
+    assert record.provider_code == f"DECLINED_{REDACTED}"
+    assert record.card == {"token": REDACTED, "last4": "4242"}
+    assert record.headers == [f"Authorization: {REDACTED}"]
+    assert record.api_key == REDACTED
+    assert (record.attempt, record.signal, record.compass) == (2, "SIGTERM", "north")
+    assert record.getMessage() == "declined ok"
+
+
+def test_error_codes_are_redacted_and_capped_but_stay_groupable():
+    assert sanitize_error_code("E_AKIAIOSFODNN7EXAMPLE") == f"E_{REDACTED}"
+    assert sanitize_error_code("NETWORK_TIMEOUT") == "NETWORK_TIMEOUT"
+    long_a, long_b = "E_" + "A" * 3000, "E_" + "A" * 2999 + "B"
+    capped = sanitize_error_code(long_a)
+    assert len(capped) == MAX_ERROR_CODE_CHARS and capped.startswith("E_AAAA")
+    assert sanitize_error_code(long_a) == capped != sanitize_error_code(long_b)  # stable, apart
+    assert sanitize_error_code(capped) == capped  # idempotent
+
+
+@pytest.mark.parametrize("key, secret", [
+    ("password", True), ("refresh_token", True), ("apiKey", True), ("AccountKey", True),
+    ("Authorization", True), ("card_cvv", True), ("x-auth", True), ("session_key", True),
+    ("signal", False), ("compass", False), ("design", False), ("oauth", False),
+    ("author", False), ("auth_method", False), ("passenger", False),
+])
+def test_secret_keys_are_told_from_look_alikes(key, secret):
+    assert is_secret_key(key) is secret
