@@ -16,6 +16,7 @@ from psycopg_pool import PoolTimeout
 from .errors import AmbiguousOutcome, JobCancelled
 from .event_totals import ZOMBIE_LEASE, count_on
 from .queries import Q
+from .sanitize import sanitize_payload
 from .storable import storable_json, storable_text
 
 log = logging.getLogger("jobwarden.job")
@@ -115,8 +116,10 @@ class JobContext:
     def take_pending(self) -> tuple[str | None, str | None]:
         """Progress and checkpoint not yet written, as JSON (for the heartbeat to flush)."""
         with self._lock:
+            # Progress is for people to read: stored redacted. The checkpoint is the
+            # handler's own resume state and is kept as given (redacted on display).
             progress = (None if self._pending_progress is None
-                        else json.dumps(storable_json(self._pending_progress)))
+                        else json.dumps(sanitize_payload(storable_json(self._pending_progress))))
             checkpoint = (json.dumps(storable_json(self._pending_checkpoint))
                           if self._has_pending_checkpoint else None)
             self._pending_progress = None

@@ -23,6 +23,7 @@ from typing import Any
 
 from worker.queries import Q, execute
 from worker.registry import check_name
+from worker.sanitize import redact
 from worker.states import JobStatus
 from worker.storable import storable_text
 
@@ -333,7 +334,9 @@ def _check(actor: str, role: str, reason: str) -> str:
     reason = (storable_text(reason) or "").strip()
     if not reason:
         raise ValueError("an action needs a reason")
-    return reason[:REASON_MAX]
+    # Redacted before it is stored (a pasted ticket may carry a password), then capped:
+    # cutting first could leave half a secret the redactor no longer recognises.
+    return redact(reason)[:REASON_MAX]
 
 
 def _params(action, actor, role, reason, request_id, **selection) -> dict[str, Any]:

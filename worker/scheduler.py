@@ -41,6 +41,7 @@ from cronsim import CronSim, CronSimError
 from .enqueue import enqueue
 from .queries import Q, execute
 from .registry import Registry
+from .sanitize import redact
 
 log = logging.getLogger("jobwarden.scheduler")
 
@@ -217,5 +218,5 @@ def set_paused(conn, job_type: str, paused: bool, *, actor: str, role: str,
     s = dict(zip(columns, rows[0], strict=True))
     return bool(execute(conn, Q.schedule_set_paused, {
         "type": job_type, "paused": paused, "actor": actor, "role": role,
-        "reason": reason.strip(),
+        "reason": redact(reason.strip()),  # stored redacted, like every audit reason
         "next_run_at": next_tick(s["cron"], s["timezone"], now)})[1][0][0])
