@@ -173,7 +173,7 @@ def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role:
     if action not in SELECTION_FROM:
         raise ValueError(f"no bulk action {action!r}")
     reason = _check(actor, role, reason)
-    if request_id and (done := _already_done(conn, action, request_id, actor)):
+    if request_id and (done := _already_done(conn, action, request_id, actor, bulk_id=bulk_id)):
         return done
     params = _params(action, actor, role, reason, request_id,
                      job_ids=[int(i) for i in job_ids], bulk_id=bulk_id,
@@ -195,10 +195,11 @@ def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role:
                         f"job(s){note}.")
 
 
-def already_done(conn, action: str, request_id: str, actor: str) -> ActionResult | None:
-    """The earlier result of a bulk form `actor` submitted twice (its audit rows carry
-    `request_id`)."""
-    return _already_done(conn, action, request_id, actor) if request_id else None
+def already_done(conn, action: str, request_id: str, actor: str,
+                 bulk_id: str) -> ActionResult | None:
+    """The earlier result of the bulk form for selection `bulk_id` that `actor` submitted
+    twice (its audit rows carry `request_id` and `bulk_id`)."""
+    return _already_done(conn, action, request_id, actor, bulk_id=bulk_id) if request_id else None
 
 
 SELECTION_PAST = _PAST = {"retry": "retried", "cancel": "cancelled", "skip": "skipped",
@@ -352,12 +353,15 @@ def _params(action, actor, role, reason, request_id, **selection) -> dict[str, A
 
 def _already_done(conn, action: str, request_id: str, actor: str, *, job_id: int | None = None,
                   error_code: str | None = None, job_type: str | None = None,
-                  queue: str | None = None) -> ActionResult | None:
-    """The earlier result if this very form (same request id, action, actor and target)
-    was already submitted; a request id reused for anything else suppresses nothing."""
+                  queue: str | None = None, bulk_id: str | None = None,
+                  schedule: str | None = None) -> ActionResult | None:
+    """The earlier result if this very form (same request id, action, actor and target:
+    one job, a group, a selection's `bulk_id`, a queue or a schedule) was already
+    submitted; a request id reused for anything else suppresses nothing."""
     rows = _rows(conn, Q.operator_audit_by_request, {
         "request_id": request_id, "action": action, "actor": actor, "job_id": job_id,
-        "error_code": error_code, "job_type": job_type, "queue": queue})
+        "error_code": error_code, "job_type": job_type, "queue": queue, "bulk_id": bulk_id,
+        "schedule": schedule})
     if not rows:
         return None
     prior = rows[0]

@@ -110,7 +110,7 @@ def apply(selection_id):
         if not used:
             done = held and operations.already_done(conn, held[0]["action"],
                                                     form.request_id.data,
-                                                    current_user.username)
+                                                    current_user.username, str(selection_id))
             message = done.message if done else (
                 "This selection was already used or has expired: select again. "
                 "Nothing was changed.")

@@ -109,3 +109,21 @@ def test_the_jobs_list_and_failed_group_offer_selection_to_operators_only(
         assert 'data-testid="select-bar"' in html
         assert html.count('name="job_id"') == 5
     assert 'data-testid="select-bar"' not in viewer.get("/jobs").get_data(as_text=True)
+
+
+def test_a_request_id_reused_from_a_single_job_action_does_not_burn_a_selection(
+        operator, post_form, engine, clean_db):
+    with engine.begin() as conn:
+        one, other = (sample_data.insert_job(conn, "send_email", "pending") for _ in range(2))
+    post_form(operator, f"/jobs/{one}/cancel", {"reason": "dup", "request_id": "same-id"})
+    assert job_row(clean_db, one)["status"] == "cancelled"
+    sel = selection_id(select(post_form, operator, {"action": "cancel", "job_id": str(other)}))
+    page = post_form(operator, f"/bulk/{sel}", {"reason": "bulk", "request_id": "same-id"},
+                     follow_redirects=True).get_data(as_text=True)
+    assert "Already done" not in page
+    assert job_row(clean_db, other)["status"] == "cancelled"
+    # and the selection's own resubmission is still recognised as done
+    page = post_form(operator, f"/bulk/{sel}", {"reason": "bulk", "request_id": "same-id"},
+                     follow_redirects=True).get_data(as_text=True)
+    assert "Already done" in page
+

@@ -121,17 +121,24 @@ SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
 
 -- name: operator_audit_by_request
 -- The audit row an earlier submission of the same form wrote (double-click detection):
--- the same request id for the same action, actor and target (job, group or queue).
+-- the same request id for the same action, actor and target. The target is exactly one
+-- of a selection (bulk_id), a job acted on alone (no bulk_id), a failed group, a queue
+-- or a schedule; a look-up naming none matches nothing.
 SELECT job_id, action, actor, at, to_status
 FROM job_audit
 WHERE request_id = %(request_id)s::text
   AND action = %(action)s::text
   AND actor = %(actor)s::text
-  AND (%(job_id)s::bigint IS NULL OR job_id = %(job_id)s::bigint)
-  AND (%(error_code)s::text IS NULL
-       OR (details->>'error_code' = %(error_code)s::text
-           AND details->>'job_type' IS NOT DISTINCT FROM %(job_type)s::text))
-  AND (%(queue)s::text IS NULL OR details->>'queue' = %(queue)s::text)
+  AND CASE
+        WHEN %(bulk_id)s::uuid IS NOT NULL THEN bulk_id = %(bulk_id)s::uuid
+        WHEN %(job_id)s::bigint IS NOT NULL THEN job_id = %(job_id)s::bigint AND bulk_id IS NULL
+        WHEN %(error_code)s::text IS NOT NULL
+          THEN details->>'error_code' = %(error_code)s::text
+               AND details->>'job_type' IS NOT DISTINCT FROM %(job_type)s::text
+        WHEN %(queue)s::text IS NOT NULL THEN details->>'queue' = %(queue)s::text
+        WHEN %(schedule)s::text IS NOT NULL THEN details->>'schedule' = %(schedule)s::text
+        ELSE false
+      END
 ORDER BY id
 LIMIT 1;
 
