@@ -24,6 +24,7 @@ from typing import Any
 from worker.queries import Q, execute
 from worker.registry import check_name
 from worker.sanitize import redact
+from worker.scheduler import next_tick, schedule_problem
 from worker.states import JobStatus
 from worker.storable import storable_text
 
@@ -226,6 +227,22 @@ def resume_queue(conn, queue: str, *, actor: str, role: str, reason: str,
 QUEUE_ACTIONS = {"pause": pause_queue, "resume": resume_queue}
 
 
+def pause_schedule(conn, job_type: str, *, actor: str, role: str, reason: str,
+                   request_id: str | None = None) -> ActionResult:
+    """Stop a schedule enqueueing its ticks (jobs already enqueued stay). Audited."""
+    return _set_schedule_paused(conn, job_type, True, actor, role, reason, request_id)
+
+
+def resume_schedule(conn, job_type: str, *, actor: str, role: str, reason: str,
+                    request_id: str | None = None) -> ActionResult:
+    """Let a schedule enqueue again from its next tick after now (none of the ticks it
+    was paused through). Audited."""
+    return _set_schedule_paused(conn, job_type, False, actor, role, reason, request_id)
+
+
+SCHEDULE_ACTIONS = {"pause": pause_schedule, "resume": resume_schedule}
+
+
 def set_all_queues(conn, verb: str, *, actor: str, role: str, reason: str
                    ) -> list[ActionResult]:
     """Pause (`verb="pause"`) or resume every queue the database knows, each audited.
@@ -325,6 +342,33 @@ def _set_paused(conn, queue, paused, actor, role, reason, request_id,
         return ActionResult(True, action, 0, f"Queue {queue!r} is paused: workers claim none "
                                              "of its jobs until it is resumed.")
     return ActionResult(True, action, 0, f"Queue {queue!r} is active again.")
+
+
+def _set_schedule_paused(conn, job_type, paused, actor, role, reason,
+                         request_id) -> ActionResult:
+    action = "pause_schedule" if paused else "resume_schedule"
+    reason = _check(actor, role, reason)
+    check_name("schedule", job_type)
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             schedule=job_type)):
+        return done
+    found = _rows(conn, Q.schedules_get, {"type": job_type})
+    if not found:
+        return ActionResult(False, action, 0, f"Schedule {job_type!r} does not exist. "
+                                              "Nothing was changed.")
+    s = found[0]
+    # A row this process cannot read is still paused and resumed (it keeps next_run_at):
+    # the operator must be able to stop and start it whatever its state.
+    problem = schedule_problem(job_type, s["cron"], s["timezone"])
+    following = None if problem else next_tick(s["cron"], s["timezone"], s["db_now"])
+    row = _rows(conn, Q.schedule_set_paused, {
+        "type": job_type, "paused": paused, "actor": actor, "role": role, "reason": reason,
+        "request_id": request_id, "next_run_at": following})[0]
+    state = "paused" if paused else "active"
+    if not row["changed"]:
+        return ActionResult(False, action, 0, f"Schedule {job_type!r} is already {state}.")
+    note = f" It is broken and stays skipped until fixed: {problem}." if problem else ""
+    return ActionResult(True, action, 0, f"Schedule {job_type!r} is {state}.{note}")
 
 
 def _check(actor: str, role: str, reason: str) -> str:

@@ -162,18 +162,60 @@ def run_once(conn, registry: Registry, now: datetime | None = None) -> dict[str,
     """Enqueue the jobs of every schedule whose tick has come; one transaction.
 
     `conn` is a psycopg connection; `now` defaults to the database clock. Returns the
-    enqueued job ids per type.
+    enqueued job ids per type. Each schedule stands on its own: one this worker cannot
+    read (a zone its tzdata lacks, a cron cronsim refuses) is skipped, left as it is,
+    and named in one warning per pass; the others run.
     """
     enqueued: dict[str, list[int]] = {}
+    broken: dict[str, str] = {}
     with conn.transaction():
         now = now or _db_now(conn)
-        columns, rows = execute(conn, Q.schedules_due, {"now": now, "limit": DUE_LIMIT})
-        for row in rows:
-            s = dict(zip(columns, row, strict=True))
+        seen: list[str] = []
+        while True:
+            columns, rows = execute(conn, Q.schedules_due,
+                                    {"now": now, "limit": DUE_LIMIT, "seen": seen})
+            before = len(broken)
+            for row in rows:
+                s = dict(zip(columns, row, strict=True))
+                seen.append(s["type"])
+                problem = schedule_problem(s["type"], s["cron"], s["timezone"])
+                if problem is None:
+                    problem = _run_schedule(conn, registry, s, now, enqueued)
+                if problem is not None:
+                    broken[s["type"]] = problem
+            # Skipped rows stay due and first in line: a batch they filled is read again
+            # past them, so however many are broken the good ones are reached.
+            if len(rows) < DUE_LIMIT or len(broken) == before:
+                break
+    if broken:
+        log.warning("%d schedule(s) skipped, this worker cannot read them: %s", len(broken),
+                    "; ".join(broken[t] for t in sorted(broken)),
+                    extra={"action": "schedules_broken", "count": len(broken),
+                           "schedules": sorted(broken)})
+    return enqueued
+
+
+def schedule_problem(job_type: str, cron: str, tz: str) -> str | None:
+    """Why a stored schedule cannot be run here (its zone or cron expression), or None.
+
+    A row is checked where it is read: the worker that published it may have had another
+    tzdata or cronsim than this process."""
+    try:
+        check_schedule(job_type, cron, tz)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _run_schedule(conn, registry: Registry, s: dict, now: datetime,
+                  enqueued: dict[str, list[int]]) -> str | None:
+    """Enqueue one due schedule's ticks and advance it, in a savepoint of its own; the
+    reason when its row cannot be run (its enqueues are then undone, the others kept)."""
+    try:
+        with conn.transaction():
             ticks = _ticks(s, now)
             ids = [enqueue(conn, s["type"], s["payload"], run_at=tick,
-                           idempotency_key=tick_key(s["type"], tick),
-                           registry=registry)
+                           idempotency_key=tick_key(s["type"], tick), registry=registry)
                    for tick in ticks]
             advanced = execute(conn, Q.schedule_advance, {
                 "type": s["type"], "expected": s["next_run_at"],
@@ -183,12 +225,15 @@ def run_once(conn, registry: Registry, now: datetime | None = None) -> dict[str,
             # exception rolls the enqueues back with it.
             if not advanced:
                 raise RuntimeError(f"schedule {s['type']} moved while locked")
-            enqueued[s["type"]] = ids
-            log.info("schedule %s: enqueued %d job(s) for %s", s["type"], len(ids),
-                     ticks[-1].astimezone(UTC).isoformat(),
-                     extra={"action": "schedule_enqueued", "job_type": s["type"],
-                            "job_id": ids[-1]})
-    return enqueued
+    except (ValueError, TypeError, StopIteration) as exc:
+        # What a row can hold that the declaration checks missed: a payload the handler
+        # refuses, a cron that never matches (cronsim stops after 50 years)
+        return f"{s['type']}: {type(exc).__name__}: {exc}"
+    enqueued[s["type"]] = ids
+    log.info("schedule %s: enqueued %d job(s) for %s", s["type"], len(ids),
+             ticks[-1].astimezone(UTC).isoformat(),
+             extra={"action": "schedule_enqueued", "job_type": s["type"], "job_id": ids[-1]})
+    return None
 
 
 def _ticks(schedule: dict, now: datetime) -> list[datetime]:
@@ -203,20 +248,3 @@ def _ticks(schedule: dict, now: datetime) -> list[datetime]:
             break
         ticks.append(following)
     return ticks
-
-
-def set_paused(conn, job_type: str, paused: bool, *, actor: str, role: str,
-               reason: str) -> bool:
-    """Pause or resume a schedule, with its audit row; False when it already is so (or
-    does not exist). Resuming skips the ticks it was paused through."""
-    if not actor or not (reason or "").strip():
-        raise ValueError("pausing or resuming a schedule needs an actor and a reason")
-    now = _db_now(conn)
-    columns, rows = execute(conn, Q.schedules_get, {"type": job_type})
-    if not rows:
-        return False
-    s = dict(zip(columns, rows[0], strict=True))
-    return bool(execute(conn, Q.schedule_set_paused, {
-        "type": job_type, "paused": paused, "actor": actor, "role": role,
-        "reason": redact(reason.strip()),  # stored redacted, like every audit reason
-        "next_run_at": next_tick(s["cron"], s["timezone"], now)})[1][0][0])

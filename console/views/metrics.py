@@ -31,6 +31,7 @@ from console import live_workers, queries, sla
 from console.database import get_db
 from console.identity import current_user
 from console.mount import settings
+from worker import scheduler
 from worker.sanitize import redact
 
 bp = Blueprint("metrics", __name__)
@@ -138,6 +139,7 @@ class Recent:
             events=reader.all("metrics_event_totals"),
             horizon=reader.all("metrics_xmin_horizon"),
             tables=reader.all("metrics_table_tuples"),
+            schedules=reader.all("schedules_list"),
         )
 
     def families(self, workers: list[dict]):
@@ -202,6 +204,25 @@ class Recent:
         yield targets
         yield from self.event_counters()
         yield from self.database_health()
+        yield from self.broken_schedules()
+
+    def broken_schedules(self):
+        """Schedules whose zone or cron this console cannot read: workers with the same
+        tzdata skip them (docs/operations.md, "A broken schedule"). Every schedule gets a
+        series, at 0 while readable, so an alert's series exists before it breaks."""
+        per_type = GaugeMetricFamily(
+            "jobwarden_schedule_broken",
+            "1 for a schedule whose time zone or cron expression cannot be read here.",
+            labels=["type"])
+        broken = 0
+        for row in self.schedules:
+            problem = scheduler.schedule_problem(row["type"], row["cron"], row["timezone"])
+            broken += problem is not None
+            per_type.add_metric(_labels(row["type"]), int(problem is not None))
+        yield per_type
+        yield GaugeMetricFamily("jobwarden_schedules_broken",
+                                "Schedules whose time zone or cron cannot be read here.",
+                                value=broken)
 
     def event_counters(self):
         recovered = CounterMetricFamily(

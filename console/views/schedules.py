@@ -8,7 +8,7 @@ from console.auth import role_required
 from console.database import get_db
 from console.forms import ActionForm
 from console.identity import current_user
-from worker import scheduler
+from worker import operations, scheduler
 from worker.registry import NAME_PATTERN
 
 bp = Blueprint("schedules", __name__)
@@ -16,9 +16,12 @@ bp = Blueprint("schedules", __name__)
 
 @bp.get("/schedules")
 def index():
-    """Every published schedule with its next tick and its last job's status."""
+    """Every published schedule with its next tick and its last job's status; one this
+    console cannot read is shown broken, with why."""
     with get_db().reading() as reader:
-        rows = reader.all("schedules_list")
+        rows = [{**row, "problem": scheduler.schedule_problem(row["type"], row["cron"],
+                                                              row["timezone"])}
+                for row in reader.all("schedules_list")]
     forms = {}
     if current_user.has_role("operator"):
         forms = {row["type"]: ActionForm.fresh() for row in rows}
@@ -29,18 +32,15 @@ def index():
 @role_required("operator")
 def schedule_action(job_type: str, action: str):
     """Pause or resume a schedule with the operator's reason (audited); 303 back."""
-    if action not in ("pause", "resume") or not NAME_PATTERN.match(job_type):
+    act = operations.SCHEDULE_ACTIONS.get(action)
+    if act is None or not NAME_PATTERN.match(job_type):
         abort(404)
     form = ActionForm()
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.schedules.index"), code=303)
     with get_db().transaction() as conn:
-        changed = scheduler.set_paused(conn, job_type, action == "pause",
-                                       actor=current_user.username, role=current_user.role,
-                                       reason=form.reason.data)
-    state = "paused" if action == "pause" else "active"
-    flash(f"Schedule {job_type!r} is {state}." if changed
-          else f"Schedule {job_type!r} was already {state} (or does not exist).",
-          "ok" if changed else "error")
+        result = act(conn, job_type, actor=current_user.username, role=current_user.role,
+                     reason=form.reason.data, request_id=form.request_id.data)
+    flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.schedules.index"), code=303)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 from datetime import UTC, datetime
 
 import psycopg
+import pytest
 
 from tests.helpers import scalar
-from worker import Registry, job
+from worker import Registry, job, operations
 from worker.job_types import publish_job_types
 from worker.scheduler import publish, run_once
 
@@ -61,3 +63,94 @@ def test_a_viewer_cannot_pause_a_schedule(viewer, post_form, clean_db):
                          {"reason": "x", "request_id": "v-1"}, token_from="/schedules")
     assert response.status_code == 403
     assert scalar(clean_db, "SELECT paused FROM job_schedules") is False
+
+
+def break_schedule(url: str, job_type: str, *, cron: str = "0 3 * * *", tz: str = "UTC"):
+    """A row this console and its workers cannot read (another tzdata, a newer cron)."""
+    with psycopg.connect(url) as conn:
+        conn.execute("INSERT INTO job_schedules (type, cron, timezone, next_run_at, "
+                     "published_by) VALUES (%s, %s, %s, now() - interval '1 day', 'w0')",
+                     (job_type, cron, tz))
+
+
+def test_a_broken_schedule_is_shown_broken_with_its_reason_beside_the_good_ones(
+        operator, post_form, clean_db):
+    publish_report_schedule(clean_db)
+    break_schedule(clean_db, "on_mars", tz="Mars/Olympus")
+    break_schedule(clean_db, "bad_cron", cron="61 * * * *")
+    response = operator.get("/schedules")
+    assert response.status_code == 200
+    page = html.unescape(response.get_data(as_text=True))
+    assert 'data-schedule="nightly_report"' in page and "2026-12-01 03:00:00 CET" in page
+    for broken, reason in (("on_mars", "unknown schedule_tz 'Mars/Olympus'"),
+                           ("bad_cron", "invalid schedule '61 * * * *'")):
+        row = page.split(f'data-schedule="{broken}"')[1].split("</tr>")[0]
+        assert 'data-testid="schedule-broken"' in row and reason in row, row
+    # the pause action works for a broken schedule and for a good one
+    for job_type in ("on_mars", "nightly_report"):
+        response = post_form(operator, f"/schedules/{job_type}/pause",
+                             {"reason": "tzdata mismatch", "request_id": f"p-{job_type}"},
+                             token_from="/schedules")
+        assert response.status_code == 303
+    assert scalar(clean_db, "SELECT array_agg(type ORDER BY type) FROM job_schedules "
+                            "WHERE paused") == ["nightly_report", "on_mars"]
+    response = post_form(operator, "/schedules/on_mars/resume",
+                         {"reason": "tzdata updated", "request_id": "r-mars"},
+                         token_from="/schedules")
+    assert response.status_code == 303
+    assert scalar(clean_db, "SELECT paused FROM job_schedules WHERE type = 'on_mars'") is False
+
+
+def test_broken_schedules_are_counted_on_metrics(viewer, clean_db):
+    publish_report_schedule(clean_db)
+    break_schedule(clean_db, "on_mars", tz="Mars/Olympus")
+    text = viewer.get("/metrics").get_data(as_text=True)
+    assert 'jobwarden_schedule_broken{type="on_mars"} 1.0' in text, text[-1500:]
+    assert 'jobwarden_schedule_broken{type="nightly_report"} 0.0' in text
+    assert "jobwarden_schedules_broken 1.0" in text
+
+
+def audit_rows(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT action, actor, role, reason, request_id FROM job_audit "
+                            "ORDER BY id").fetchall()
+
+
+def test_pausing_a_schedule_records_the_request_id_and_a_resubmission_acts_once(
+        operator, post_form, clean_db):
+    publish_report_schedule(clean_db)
+    form = {"reason": "provider migration", "request_id": "s-pause-1"}
+    post_form(operator, "/schedules/nightly_report/pause", form, token_from="/schedules")
+    # resumed by someone else meanwhile; the same form submitted again must not pause again
+    with psycopg.connect(clean_db) as conn:
+        conn.execute("UPDATE job_schedules SET paused = false")
+    page = post_form(operator, "/schedules/nightly_report/pause", form, token_from="/schedules",
+                     follow_redirects=True).get_data(as_text=True)
+    assert "Already done" in page
+    assert scalar(clean_db, "SELECT paused FROM job_schedules") is False
+    assert audit_rows(clean_db) == [
+        ("pause_schedule", "otto", "operator", "provider migration", "s-pause-1")]
+
+
+def test_schedule_pause_checks_role_reason_and_text_like_every_other_action(clean_db):
+    publish_report_schedule(clean_db)
+    with psycopg.connect(clean_db) as conn:
+        with pytest.raises(PermissionError, match="viewer"):
+            operations.pause_schedule(conn, "nightly_report", actor="vera", role="viewer",
+                                      reason="x", request_id="v-1")
+        for bad in ("nightly\x00report", "nightly\nreport"):
+            with pytest.raises(ValueError, match="invalid schedule name"):
+                operations.pause_schedule(conn, bad, actor="otto", role="operator",
+                                          reason="x", request_id="o-1")
+        with pytest.raises(ValueError, match="needs a reason"):
+            operations.pause_schedule(conn, "nightly_report", actor="otto", role="operator",
+                                      reason="  ", request_id="o-1")
+        result = operations.pause_schedule(conn, "nightly_report", actor="otto",
+                                           role="operator", reason="a\x00b" + "y" * 900,
+                                           request_id="o-2")
+        conn.commit()
+    assert result.ok
+    ((_, _, _, reason, request_id),) = audit_rows(clean_db)
+    # a NUL is stored visibly escaped, as in every action's reason (worker/storable.py)
+    assert reason.startswith("a\\x00b") and len(reason) == operations.REASON_MAX
+    assert request_id == "o-2"

@@ -32,9 +32,11 @@ RETURNING s.type;
 
 -- name: schedules_due
 -- Schedules whose next tick has come, locked; SKIP LOCKED lets other workers take others.
+-- `seen` are those this pass already read (run, or skipped as broken and still due).
 SELECT type, cron, timezone, catch_up, payload, next_run_at
 FROM job_schedules
 WHERE NOT paused AND next_run_at <= %(now)s::timestamptz
+  AND type <> ALL(%(seen)s::text[])
 ORDER BY next_run_at
 LIMIT %(limit)s::int
 FOR UPDATE SKIP LOCKED;
@@ -49,8 +51,9 @@ WHERE type = %(type)s::text AND next_run_at = %(expected)s::timestamptz
 RETURNING type;
 
 -- name: schedule_set_paused
--- Pause or resume a schedule, audited in the same statement; a resumed schedule starts
--- again from its next tick after now (no burst for the ticks it was paused through).
+-- Pause or resume a schedule, audited in the same statement (worker/operations.py); a
+-- resumed schedule starts again from its next tick after now (no burst for the ticks it
+-- was paused through). A schedule whose next tick cannot be computed keeps next_run_at.
 WITH changed AS (
     UPDATE job_schedules
     SET paused = %(paused)s::boolean,
@@ -59,21 +62,23 @@ WITH changed AS (
     WHERE type = %(type)s::text AND paused <> %(paused)s::boolean
     RETURNING type
 ), audit AS (
-    INSERT INTO job_audit (actor, role, action, reason, from_status, to_status, details)
+    INSERT INTO job_audit (actor, role, action, reason, from_status, to_status, request_id,
+                           details)
     SELECT %(actor)s::text, %(role)s::text,
            CASE WHEN %(paused)s::boolean THEN 'pause_schedule' ELSE 'resume_schedule' END,
            %(reason)s::text,
            CASE WHEN %(paused)s::boolean THEN 'active' ELSE 'paused' END,
            CASE WHEN %(paused)s::boolean THEN 'paused' ELSE 'active' END,
-           jsonb_build_object('schedule', type)
+           %(request_id)s::text, jsonb_build_object('schedule', type)
     FROM changed
     RETURNING id
 )
 SELECT count(*) AS changed FROM audit;
 
 -- name: schedules_get
--- One schedule's row.
-SELECT type, cron, timezone, catch_up, payload, paused, next_run_at, last_run_at, last_job_id
+-- One schedule's row, with the database's clock (a resume's next tick is after it).
+SELECT type, cron, timezone, catch_up, payload, paused, next_run_at, last_run_at, last_job_id,
+       now() AS db_now
 FROM job_schedules WHERE type = %(type)s::text;
 
 -- name: schedules_list
