@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from worker.queries import Q, execute
@@ -101,23 +101,45 @@ def mark_failed(conn, job_id: int, *, actor: str, role: str, reason: str,
     return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None)
 
 
+#: How far a reschedule may move a job, from the database's now: a time before it is
+#: most likely a typo (year 0001 makes every age alert fire), one beyond it a wrong year.
+RESCHEDULE_EARLIEST = timedelta(days=1)
+RESCHEDULE_LATEST = timedelta(days=365)
+
+
 def reschedule_job(conn, job_id: int, *, actor: str, role: str, reason: str,
                    run_at: datetime | None = None,
                    request_id: str | None = None) -> ActionResult:
-    """Run a pending job now (run_at None) or move it to `run_at`, with its audit row."""
+    """Run a pending job now (run_at None) or move it to `run_at` (aware, at most
+    RESCHEDULE_EARLIEST before now and RESCHEDULE_LATEST after), with its audit row."""
     action = "run_now" if run_at is None else "reschedule"
     reason = _check(actor, role, reason)
+    if run_at is not None and run_at.utcoffset() is None:
+        raise ValueError("run_at needs a time zone (a naive time is ambiguous)")
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              job_id=int(job_id))):
         return done
     row = _rows(conn, Q.operator_job_reschedule, {
         "job_id": int(job_id), "run_at": run_at, "actor": actor, "role": role,
-        "action": action, "reason": reason, "request_id": request_id})[0]
+        "action": action, "reason": reason, "request_id": request_id,
+        "earliest": RESCHEDULE_EARLIEST, "latest": RESCHEDULE_LATEST})[0]
+    if not row["in_window"]:
+        return ActionResult(False, action, 0,
+                            f"Job #{job_id} was not moved: choose a time not before one day "
+                            f"ago nor after one year from now (not {_utc(run_at)}). "
+                            "Nothing was changed.")
     if not row["jobs"]:
         return ActionResult(False, action, 0,
                             f"Job #{job_id} is no longer pending: nothing was changed.")
-    when = "now" if run_at is None else f"at {run_at:%Y-%m-%d %H:%M} UTC"
+    when = "now" if run_at is None else f"at {_utc(run_at)}"
     return ActionResult(True, action, 1, f"Job #{job_id} will run {when}.")
+
+
+def _utc(moment: datetime) -> str:
+    try:
+        return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    except OverflowError:  # year 1 with a positive offset lies before datetime.min in UTC
+        return moment.isoformat()
 
 
 JOB_ACTIONS = {

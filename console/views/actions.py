@@ -42,7 +42,8 @@ def job_action(job_id: int, action: str):
 @bp.post("/jobs/<int:job_id>/schedule")
 @role_required("operator")
 def schedule(job_id: int):
-    """Run a pending job now, or move it to the operator's time (UTC); audited."""
+    """Run a pending job now, or move it to the operator's time (its offset if it gives
+    one, else UTC: the zone the console shows times in); audited."""
     back = url_for("jobwarden.jobs.detail", job_id=job_id)
     form = ActionForm()
     if not form.validate():
@@ -51,10 +52,13 @@ def schedule(job_id: int):
     run_at = None
     if request.form.get("when") == "at":
         try:
-            run_at = datetime.fromisoformat(request.form.get("run_at", "")).replace(tzinfo=UTC)
+            run_at = datetime.fromisoformat(request.form.get("run_at", "").strip())
         except ValueError:
-            flash("Give the new time as YYYY-MM-DDTHH:MM (UTC). Nothing was changed.", "error")
+            flash("Give the new time as YYYY-MM-DDTHH:MM (UTC), or with an offset "
+                  "(YYYY-MM-DDTHH:MM+05:00). Nothing was changed.", "error")
             return redirect(back, code=303)
+        if run_at.utcoffset() is None:
+            run_at = run_at.replace(tzinfo=UTC)
     with get_db().transaction() as conn:
         result = operations.reschedule_job(
             conn, job_id, actor=current_user.username, role=current_user.role,

@@ -14,12 +14,14 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 
 from console.auth import role_required
 from console.database import get_db, rows
+from console.errors import page
 from console.forms import ActionForm
 from console.identity import current_user
 from console.queries import JobFilter, positive_int
 from console.schema import SELECTION_ACTIONS
 from console.security import safe_next_url
 from worker import operations
+from worker.schema import JOB_STATUSES
 
 bp = Blueprint("bulk", __name__)
 
@@ -38,6 +40,12 @@ def select():
               "Nothing was changed.", "error")
         return redirect(back, code=303)
     if request.form.get("all_matching"):
+        status = request.form.get("status") or ""
+        if status and status not in JOB_STATUSES:
+            # JobFilter drops an unknown status (a list page shows every job): here that
+            # would widen the selection to every status, so refuse instead.
+            return page(400, "Unknown status", f"Unknown status {status!r}: choose one of "
+                        f"{', '.join(JOB_STATUSES)}. Nothing was selected.")
         flt = JobFilter.from_args({**request.form.to_dict(), "before": None, "after": None})
         found = get_db().all("console_jobs_page", **{**flt.params(), "limit": SELECTION_MAX + 1})
         if len(found) > SELECTION_MAX:

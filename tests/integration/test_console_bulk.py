@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import psycopg
@@ -127,3 +128,13 @@ def test_a_request_id_reused_from_a_single_job_action_does_not_burn_a_selection(
                      follow_redirects=True).get_data(as_text=True)
     assert "Already done" in page
 
+
+def test_all_matching_with_an_unknown_status_is_refused_and_selects_nothing(
+        operator, post_form, failed_jobs, clean_db):
+    response = post_form(operator, "/bulk/select", {"action": "skip", "all_matching": "1",
+                                                    "status": "faild"})
+    assert response.status_code == 400
+    assert "Unknown status 'faild'" in html.unescape(response.get_data(as_text=True))
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT count(*) FROM console_selections").fetchone()[0] == 0
+    assert {job_row(clean_db, i)["status"] for i in failed_jobs} == {"failed"}

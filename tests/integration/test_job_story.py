@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
@@ -46,10 +47,11 @@ def test_a_future_job_runs_now_or_moves_with_an_audit_row(operator, post_form, m
     post_form(operator, f"/jobs/{job_id}/schedule",
               {"when": "now", "reason": "customer waiting", "request_id": "s1"})
     assert not job_row(clean_db, job_id)["in_future"]
+    later = (datetime.now(UTC) + timedelta(days=30)).replace(second=0, microsecond=0)
     post_form(operator, f"/jobs/{job_id}/schedule",
-              {"when": "at", "run_at": "2099-01-02T03:04", "reason": "after the freeze",
-               "request_id": "s2"})
-    assert job_row(clean_db, job_id)["available_at"].year == 2099
+              {"when": "at", "run_at": later.strftime("%Y-%m-%dT%H:%M"),
+               "reason": "after the freeze", "request_id": "s2"})
+    assert job_row(clean_db, job_id)["available_at"] == later
     page = post_form(operator, f"/jobs/{job_id}/schedule",
                      {"when": "at", "run_at": "soon", "reason": "x", "request_id": "s3"},
                      follow_redirects=True).get_data(as_text=True)
@@ -62,3 +64,36 @@ def test_a_future_job_runs_now_or_moves_with_an_audit_row(operator, post_form, m
     post_form(operator, f"/jobs/{done}/schedule",
               {"when": "now", "reason": "nope", "request_id": "s4"})
     assert job_row(clean_db, done)["status"] == "completed"
+
+
+def reschedule(operator, post_form, job_id: int, run_at: str, request_id: str) -> str:
+    return post_form(operator, f"/jobs/{job_id}/schedule",
+                     {"when": "at", "run_at": run_at, "reason": "move it",
+                      "request_id": request_id},
+                     follow_redirects=True).get_data(as_text=True)
+
+
+def test_a_reschedule_outside_the_window_is_refused_and_changes_nothing(
+        operator, post_form, make_job, clean_db):
+    job_id = make_job("pending")
+    before = job_row(clean_db, job_id)["available_at"]
+    now = datetime.now(UTC)
+    for n, run_at in enumerate(["0001-01-01T00:00", (now - timedelta(days=2)).isoformat(),
+                                (now + timedelta(days=400)).isoformat(), "9999-12-31T23:59"]):
+        page = reschedule(operator, post_form, job_id, run_at, f"w{n}")
+        assert "not before one day ago nor after one year from now" in page, run_at
+    assert job_row(clean_db, job_id)["available_at"] == before
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT count(*) FROM job_audit").fetchone()[0] == 0
+
+
+def test_a_reschedule_honours_an_explicit_offset_and_reads_a_naive_time_as_utc(
+        operator, post_form, make_job, clean_db):
+    job_id = make_job("pending")
+    day = (datetime.now(UTC) + timedelta(days=3)).date().isoformat()
+    reschedule(operator, post_form, job_id, f"{day}T09:30+05:00", "o1")
+    assert job_row(clean_db, job_id)["available_at"] == \
+        datetime.fromisoformat(f"{day}T04:30+00:00")
+    reschedule(operator, post_form, job_id, f"{day}T09:30", "o2")
+    assert job_row(clean_db, job_id)["available_at"] == \
+        datetime.fromisoformat(f"{day}T09:30+00:00")

@@ -280,10 +280,15 @@ LIMIT %(limit)s::int;
 
 -- name: operator_job_reschedule
 -- Move a pending job's available_at (run now, or at the operator's time), audited in the
--- same statement; a job that left pending meanwhile is not selected.
-WITH target AS (
+-- same statement; a job that left pending meanwhile is not selected, nor one asked to move
+-- outside the window from now - earliest to now + latest (by the database's clock).
+WITH bounds AS (
+    SELECT %(run_at)s::timestamptz IS NULL
+           OR %(run_at)s::timestamptz BETWEEN now() - %(earliest)s::interval
+                                          AND now() + %(latest)s::interval AS in_window
+), target AS (
     SELECT id, status, available_at FROM background_jobs
-    WHERE id = %(job_id)s::bigint AND status = 'pending'
+    WHERE id = %(job_id)s::bigint AND status = 'pending' AND (SELECT in_window FROM bounds)
     FOR UPDATE
 ), updated AS (
     UPDATE background_jobs j SET available_at = coalesce(%(run_at)s::timestamptz, now())
@@ -301,4 +306,5 @@ WITH target AS (
 ), woken AS (
     SELECT pg_notify('jobwarden_jobs', queue) FROM updated
 )
-SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues;
+SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues,
+       (SELECT in_window FROM bounds) AS in_window;
