@@ -1,4 +1,5 @@
-"""Operator actions on jobs: retry, cancel, skip, reconcile — one job or a failed group.
+"""Operator actions on jobs: retry, cancel, skip, reconcile — one job or a failed group —
+and on queues and schedules: pause and resume.
 
 Every action is a compare-and-set (docs/architecture.md §2): it changes only jobs still
 in a state the action allows, and writes one `job_audit` row per changed job in the same
