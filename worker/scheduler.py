@@ -41,7 +41,6 @@ from cronsim import CronSim, CronSimError
 from .enqueue import enqueue
 from .queries import Q, execute
 from .registry import Registry
-from .sanitize import redact
 
 log = logging.getLogger("jobwarden.scheduler")
 
