@@ -11,17 +11,23 @@ request: the page's `now` lies between the two.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
 
-from tests.figures.conftest import _registry, rows
+from tests.figures.conftest import WORKER, _registry, rows
 from tests.figures.html_tree import Element, page
-from worker import enqueue
+from worker import Registry, enqueue, job, scheduler
+from worker.completer import Completion, write_batch
+from worker.job_types import publish_job_types
 from worker.operations import mark_completed
+from worker.producer import claim
+from worker.scheduler import publish, run_once
 from worker.schema import JOB_STATUSES
+from worker.states import ExecutionOutcome, JobStatus
 
 CURRENT_ERROR = ("failed", "unknown")  # statuses whose error code is the current state
 ALL = 200  # a page size that holds the whole dataset: every matching row on one page
@@ -458,3 +464,118 @@ def test_needs_review_says_nothing_needs_review_when_no_job_is_unknown(operator,
     doc = page(operator, "/review")
     assert review_cards_shown(doc) == review_cards_real(seeded.url) == []
     assert doc.one("review-empty") is not None
+
+
+# -- Schedules ------------------------------------------------------------------------------
+
+SCHEDULER = "figures-scheduler"
+#: type -> (cron, zone, catch_up); published a day ago, so the first two have run since.
+SCHEDULES = {"digest.daily": ("0 3 * * *", "Europe/Berlin", False),
+             "cache.warm": ("*/5 * * * *", "UTC", True),
+             "tidy.hourly": ("0 * * * *", "UTC", False)}
+#: published now, with a tick months away: never run.
+YEARLY = {"report.yearly": ("0 0 1 1 *", "America/New_York", False)}
+
+
+def _schedule_registry(schedules: dict) -> Registry:
+    reg = Registry()
+    for name, (cron, zone, catch_up) in schedules.items():
+        job(name, queue="scheduled", schedule=cron, schedule_tz=zone, catch_up=catch_up,
+            registry=reg)(lambda ctx, payload: None)
+    return reg
+
+
+@pytest.fixture
+def scheduled(seeded):
+    """The seeded dataset plus four schedules, through the scheduler's own API: one ran, its
+    job failed and it is paused; one catches up and is still behind (a pass enqueues at most
+    CATCH_UP_LIMIT ticks); one ran and its job was pruned; one never ran."""
+    reg, yearly = _schedule_registry(SCHEDULES), _schedule_registry(YEARLY)
+    with psycopg.connect(seeded.url) as conn:
+        now = conn.execute("SELECT now()").fetchone()[0]
+        publish_job_types(conn, [*reg, *yearly], published_by=SCHEDULER)
+        publish(conn, reg, SCHEDULER, now=now - timedelta(days=1))
+        publish(conn, yearly, SCHEDULER, now=now)
+        conn.commit()
+        ran = run_once(conn, reg, now=now)
+        assert set(ran) == set(SCHEDULES) and len(ran["cache.warm"]) > 1
+        digest = claim(conn, types=["digest.daily"], leases=[30.0], queues=None, limit=1,
+                       worker_id=WORKER)
+        conn.commit()
+        write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, 30.0,
+                                      JobStatus.FAILED, ExecutionOutcome.FAILED,
+                                      "PROVIDER_5XX", "provider 503", queue=j.queue)
+                           for j in digest])
+        conn.commit()
+        assert set(ran["digest.daily"]) == {j.id for j in digest}
+        assert scheduler.set_paused(conn, "digest.daily", True, actor="carol",
+                                    role="operator", reason="provider migration")
+        # what `jobwarden prune` does to an old job: the schedule keeps its id
+        conn.execute("DELETE FROM background_jobs WHERE id = ANY(%s)", [ran["tidy.hourly"]])
+        conn.commit()
+    return seeded
+
+
+def schedules_real(url: str) -> dict[str, dict]:
+    out = {}
+    for (type_, cron, zone, catch_up, paused, next_run, last_run, last_id, status,
+         code) in rows(url, """
+            SELECT s.type, s.cron, s.timezone, s.catch_up, s.paused, s.next_run_at,
+                   s.last_run_at, s.last_job_id, j.status, j.last_error_code
+            FROM job_schedules s LEFT JOIN background_jobs j ON j.id = s.last_job_id"""):
+        outcome = ("no run yet" if last_id is None else f"job #{last_id} pruned"
+                   if status is None else " ".join(filter(None, (status, code))))
+        out[type_] = {"cron": cron, "zone": zone + (", catches up" if catch_up else ""),
+                      "state": "paused" if paused else "active",
+                      # paused, it runs at no time: resumed, from its next tick then
+                      "next": "none while paused" if paused
+                      else (iso_of(next_run), local_time(next_run, zone)),
+                      "last": (iso_of(last_run), local_time(last_run, zone)) if last_run
+                      else "never", "outcome": outcome}
+    return out
+
+
+def local_time(value: datetime, zone: str) -> str:
+    local = value.astimezone(ZoneInfo(zone))
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+
+
+def shown_time(cell: Element) -> tuple[str, str] | str:
+    time = cell.maybe(lambda e: e.tag == "time")
+    return cell.text() if time is None else (time["datetime"], time.text())
+
+
+def test_the_schedules_page_shows_each_schedules_state_next_and_last_run_and_outcome(
+        operator, scheduled):
+    doc = page(operator, "/schedules")
+    shown = {tr["data-schedule"]: {
+        "cron": tr.one("schedule-cron").text(), "zone": tr.one("schedule-zone").text(),
+        "state": tr.one("schedule-state").text(), "next": shown_time(tr.one("next-run")),
+        "last": shown_time(tr.one("last-run")), "outcome": tr.one("last-outcome").text(),
+    } for tr in doc.having("data-schedule")}
+    real = schedules_real(scheduled.url)
+    assert shown == real
+    assert {s["state"] for s in real.values()} == {"active", "paused"}
+    assert {s["outcome"].split()[0] for s in real.values()} >= {"failed", "no", "job"}
+
+
+def test_a_schedules_next_run_says_how_far_off_or_how_late_it_is(operator, scheduled):
+    def left():
+        return dict(rows(scheduled.url, "SELECT type, extract(epoch FROM next_run_at - now()) "
+                                        "FROM job_schedules WHERE NOT paused"))
+    before = left()
+    doc = page(operator, "/schedules")
+    after = left()
+    for tr in doc.having("data-schedule"):
+        type_ = tr["data-schedule"]
+        if type_ not in before:
+            continue  # paused
+        relative = tr.one("next-run").one(lambda e: e.tag == "span").text()
+        if before[type_] > 0:
+            assert relative.startswith("in "), (type_, relative)
+            assert_age(relative.removeprefix("in "), float(after[type_]), float(before[type_]))
+        else:  # behind: a catch-up schedule's pass enqueues at most CATCH_UP_LIMIT ticks
+            assert relative.endswith(" ago"), (type_, relative)
+            assert_age(relative.removesuffix(" ago"), -float(before[type_]),
+                       -float(after[type_]))
+    assert min(before.values()) < 0 < max(before.values())
