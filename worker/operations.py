@@ -41,6 +41,12 @@ ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
     "mark_completed": (JobStatus.UNKNOWN,),
     "mark_failed": (JobStatus.UNKNOWN,),
 }
+#: Every action a job_audit row can name, in the order the audit log's filter offers them:
+#: the job actions above, a cancel asked of a running job, run now / reschedule, and the
+#: queue and schedule (worker/sql/schedules.sql) controls.
+AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed",
+                   "mark_failed", "run_now", "reschedule", "pause_queue", "resume_queue",
+                   "pause_schedule", "resume_schedule")
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}

@@ -236,7 +236,8 @@ LIMIT %(limit)s::int;
 -- name: console_audit_page
 -- One keyset page of the audit log, newest first, filtered by actor, action and job.
 SELECT a.id, a.job_id, a.bulk_id, a.actor, a.role, a.action, a.reason,
-       a.from_status, a.to_status, a.at, a.request_id, a.details->>'queue' AS queue
+       a.from_status, a.to_status, a.at, a.request_id, a.details->>'queue' AS queue,
+       a.details->>'schedule' AS schedule
 FROM job_audit a
 WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
   AND (%(action)s::text IS NULL OR a.action = %(action)s::text)

@@ -10,6 +10,7 @@ from flask import Blueprint, render_template, request
 from console.database import get_db
 from console.mount import settings
 from console.queries import clamp_limit, positive_int, text_filter
+from worker.operations import AUDITED_ACTIONS
 
 bp = Blueprint("audit", __name__)
 
@@ -36,7 +37,7 @@ def index():
     bulk = (get_db().all("console_audit_bulk_summary", bulk_id=filters["bulk_id"])
             if filters["bulk_id"] else [])
     return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
-                           bulk=bulk)
+                           bulk=bulk, actions=AUDITED_ACTIONS)
 
 
 def uuid_filter(value) -> str | None:

@@ -11,7 +11,7 @@ request: the page's `now` lies between the two.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
@@ -20,7 +20,7 @@ import pytest
 
 from tests.figures.conftest import WORKER, _registry, rows
 from tests.figures.html_tree import Element, page
-from worker import Registry, enqueue, job, scheduler
+from worker import Registry, enqueue, job, operations, scheduler
 from worker.completer import Completion, write_batch
 from worker.job_types import publish_job_types
 from worker.operations import mark_completed
@@ -579,3 +579,107 @@ def test_a_schedules_next_run_says_how_far_off_or_how_late_it_is(operator, sched
             assert_age(relative.removesuffix(" ago"), -float(before[type_]),
                        -float(after[type_]))
     assert min(before.values()) < 0 < max(before.values())
+
+
+# -- the audit log --------------------------------------------------------------------------
+
+BULK = "6f1d2c3b-0a4e-4b8f-9c7d-5e6f7a8b9c0d"
+
+
+@pytest.fixture
+def audited(scheduled):
+    """The scheduled dataset plus the other kinds of operator action, by other actors: a
+    queue paused, a job run now and one moved, a cancel requested of a running job, and a
+    bulk retry of a reviewed selection (the schedule pause and ann's actions are there)."""
+    bob = {"actor": "bob", "role": "operator"}
+    with psycopg.connect(scheduled.url) as conn:
+        pending = [r[0] for r in conn.execute(
+            "SELECT id FROM background_jobs WHERE status = 'pending' AND attempts = 0 "
+            "ORDER BY id DESC LIMIT 2")]
+        assert operations.pause_queue(conn, "email", **bob, reason="smtp relay swap").ok
+        assert operations.reschedule_job(conn, pending[0], **bob, reason="customer waiting",
+                                         request_id="req-7").ok
+        assert operations.reschedule_job(conn, pending[1], **bob, reason="after the window",
+                                         run_at=datetime.now(UTC) + timedelta(hours=3)).ok
+        assert operations.cancel_job(conn, scheduled.ids["running"][2], **bob,
+                                     reason="wrong recipient").ok
+        failed = [r[0] for r in conn.execute(
+            "SELECT id FROM background_jobs WHERE status = 'failed' "
+            "AND last_error_code = 'SMTP_TIMEOUT'")]
+        assert operations.act_on_selection(conn, "retry", failed, actor="carol",
+                                           role="admin", reason="relay is back",
+                                           bulk_id=BULK).jobs == len(failed) > 1
+        conn.commit()
+    return scheduled
+
+
+def audit_rows_shown(doc: Element) -> list[tuple]:
+    return [(int(tr["data-audit-id"]), tr.one("audit-at").time(), tr.one("audit-actor").text(),
+             tr.one("audit-role").text(), tr.one("audit-action").text(),
+             tr.one("audit-subject").text(), tr.one("audit-transition").text(),
+             tr.one("audit-reason").text(), tr.one("audit-request").text())
+            for tr in doc.one("audit-log").having("data-audit-id")]
+
+
+def audit_rows_real(url: str, where: str = "true", params=None) -> list[tuple]:
+    """job_audit, newest first, each row's subject as a reader names it: the job, the queue
+    or the schedule acted on."""
+    return [(id_, iso_of(at), actor, role, action,
+             f"#{job_id}" if job_id else f"queue {queue}" if queue
+             else f"schedule {schedule}" if schedule else "—",
+             f"{from_status or '—'} → {to_status or '—'}", reason, request or "")
+            for (id_, at, actor, role, action, job_id, queue, schedule, from_status,
+                 to_status, reason, request) in rows(url, f"""
+        SELECT id, at, actor, role, action, job_id, details->>'queue', details->>'schedule',
+               from_status, to_status, reason, request_id
+        FROM job_audit WHERE {where} ORDER BY id DESC""", params)]
+
+
+def test_the_audit_log_shows_every_operator_action_with_who_what_and_why(operator, audited):
+    real = audit_rows_real(audited.url)
+    assert len({r[4] for r in real}) >= 7 and len({r[2] for r in real}) == 3
+    assert audit_rows_shown(page(operator, f"/audit?limit={ALL}")) == real
+
+
+@pytest.mark.parametrize(("arg", "column"), [("actor", "actor"), ("action", "action"),
+                                             ("job", "job_id"), ("bulk", "bulk_id")])
+def test_each_filter_of_the_audit_log_shows_exactly_the_matching_actions(operator, audited,
+                                                                         arg, column):
+    values = [r[0] for r in rows(audited.url, f"SELECT DISTINCT {column}::text FROM job_audit "
+                                              f"WHERE {column} IS NOT NULL")]
+    assert values
+    absent = {"job": "999999", "bulk": "00000000-0000-4000-8000-000000000000"}
+    for value in [*values, absent.get(arg, "nobody")]:
+        doc = page(operator, "/audit?" + urlencode({arg: value, "limit": ALL}))
+        real = audit_rows_real(audited.url, f"{column}::text = %s", [value])
+        assert audit_rows_shown(doc) == real, (arg, value)
+
+
+def test_the_audit_logs_action_filter_offers_every_action_on_record(operator, audited):
+    doc = page(operator, "/audit")
+    offered = {o["value"] for o in doc.one("audit-action-filter").all(lambda e: e.tag == "option")}
+    recorded = {r[0] for r in rows(audited.url, "SELECT DISTINCT action FROM job_audit")}
+    assert recorded - offered == set()
+
+
+def test_a_bulk_actions_summary_counts_the_jobs_it_changed(operator, audited):
+    doc = page(operator, "/audit?" + urlencode({"bulk": BULK}))
+    (actor, reason, jobs), = rows(audited.url, "SELECT actor, reason, count(*) FROM job_audit "
+                                               "WHERE bulk_id = %s GROUP BY 1, 2", [BULK])
+    summary = doc.one("bulk-summary")
+    assert (summary.one("bulk-count").text(), summary.one("bulk-actor").text(),
+            summary.one("bulk-reason").text()) == (str(jobs), actor, reason)
+
+
+def test_the_audit_log_pages_through_every_action_once_keeping_its_filter(operator, audited):
+    for filters in ({}, {"actor": "bob"}):
+        shown, url = [], "/audit?" + urlencode({**filters, "limit": 2})
+        while url:
+            doc = page(operator, url)
+            found = audit_rows_shown(doc)
+            assert 1 <= len(found) <= 2
+            shown += found
+            older = doc.maybe("older")
+            url = older["href"] if older is not None else None
+        where = " AND ".join(f"{k} = %s" for k in filters) or "true"
+        assert shown == audit_rows_real(audited.url, where, list(filters.values()))
