@@ -110,10 +110,11 @@ def distinct(url: str, column: str) -> list[str]:
                                     f"WHERE {column} IS NOT NULL ORDER BY 1")]
 
 
-def test_the_jobs_list_shows_every_job_newest_first_with_its_figures(operator, seeded):
+def test_the_jobs_list_shows_every_job_newest_first_with_its_figures(operator, audited):
     doc = page(operator, f"/jobs?limit={ALL}")
-    real = job_rows_real(seeded.url)
+    real = job_rows_real(audited.url)
     assert len(real) > 50  # more than one default page
+    assert any(r["cancel_requested"] for r in real) and any(r["key"] for r in real)
     assert job_rows_shown(doc) == real
     assert doc.maybe("older") is None and doc.maybe("newer") is None
 
@@ -228,14 +229,17 @@ def job_clock(url: str, job_id: int) -> dict:
 
 
 def check_job_head(doc: Element, url: str, job_id: int, before: dict, after: dict) -> None:
-    (status, attempts, max_attempts, worker, code, error, available) = rows(url, """
+    (status, attempts, max_attempts, worker, code, error, available, cancel) = rows(url, """
         SELECT status, attempts, max_attempts, worker_id, last_error_code, last_error,
-               available_at FROM background_jobs WHERE id = %s""", [job_id])[0]
+               available_at, cancel_requested_at FROM background_jobs WHERE id = %s""",
+        [job_id])[0]
     live = doc.one(lambda e: e.attrs.get("id") == "job-live")
     assert live.one("job-status").one(lambda e: "data-status" in e.attrs)["data-status"] == status
     assert live.one("attempts").text() == f"{attempts}/{max_attempts}"
     assert live.one("job-worker").text() == (worker or "—")
     assert live.one("available-at").time() == iso_of(available)
+    asked = live.maybe("cancel-requested")
+    assert (asked.time() if asked is not None else None) == iso_of(cancel)
     heartbeat = live.one("heartbeat-age")
     if status == "running":
         assert_age(heartbeat.text().replace("lease expired", "").strip(),
@@ -299,29 +303,63 @@ def check_audit_trail(doc: Element, url: str, job_id: int) -> None:
     assert shown == [(id_, iso_of(at), *rest) for id_, at, *rest in real]
 
 
+def check_job_page(client, url: str, job_id: int) -> Element:
+    """Every figure of the job's page against its rows, the clock read either side."""
+    before = job_clock(url, job_id)
+    doc = page(client, f"/jobs/{job_id}")
+    after = job_clock(url, job_id)
+    check_job_head(doc, url, job_id, before, after)
+    check_executions(doc, url, job_id, before, after)
+    check_audit_trail(doc, url, job_id)
+    return doc
+
+
 @pytest.mark.parametrize(("kind", "index"), JOBS)
 def test_a_jobs_page_shows_its_state_attempts_executions_and_audit_trail(operator, seeded,
                                                                           kind, index):
     job_id = seeded.ids[kind][index]
     if kind == "running":
         stale_running(seeded.url, job_id)
-    before = job_clock(seeded.url, job_id)
-    doc = page(operator, f"/jobs/{job_id}")
-    after = job_clock(seeded.url, job_id)
-    check_job_head(doc, seeded.url, job_id, before, after)
-    check_executions(doc, seeded.url, job_id, before, after)
-    check_audit_trail(doc, seeded.url, job_id)
+    check_job_page(operator, seeded.url, job_id)
+
+
+def run_attempts(url: str, outcomes: list[tuple[JobStatus, ExecutionOutcome, str]]) -> int:
+    """A new job of its own type, executed once per outcome through the runtime's claim and
+    completer (each retry due at once); returns its id."""
+    reg = Registry()
+    job("mail.resend", queue="email", lease=30.0, max_attempts=len(outcomes),
+        registry=reg)(lambda ctx, payload: None)
+    with psycopg.connect(url) as conn:
+        job_id = enqueue(conn, "mail.resend", {"to": "someone"}, registry=reg)
+        conn.commit()
+        for status, outcome, code in outcomes:
+            taken = claim(conn, types=["mail.resend"], leases=[30.0], queues=None, limit=1,
+                          worker_id=WORKER)
+            conn.commit()
+            assert [j.id for j in taken] == [job_id]
+            j = taken[0]
+            write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, 30.0, status,
+                                          outcome, code, f"{code} (seeded)", queue=j.queue)])
+            conn.commit()
+    return job_id
+
+
+def test_a_job_retried_twice_then_failed_shows_each_execution_in_order(operator, seeded):
+    job_id = run_attempts(seeded.url, [
+        (JobStatus.PENDING, ExecutionOutcome.RETRY, "SMTP_TIMEOUT"),
+        (JobStatus.PENDING, ExecutionOutcome.RETRY, "SMTP_421"),
+        (JobStatus.FAILED, ExecutionOutcome.FAILED, "MAILBOX_FULL")])
+    doc = check_job_page(operator, seeded.url, job_id)
+    assert [tr.one("execution-error-code").text() for tr in doc.having("data-execution-id")] \
+        == ["SMTP_TIMEOUT", "SMTP_421", "MAILBOX_FULL"]
 
 
 def test_a_fresh_running_job_shows_its_heartbeat_and_time_so_far_without_a_lease_warning(
         operator, seeded):
     job_id = seeded.ids["running"][1]
-    before = job_clock(seeded.url, job_id)
-    doc = page(operator, f"/jobs/{job_id}")
-    after = job_clock(seeded.url, job_id)
-    assert before["lease_left"] > 0
-    check_job_head(doc, seeded.url, job_id, before, after)
-    check_executions(doc, seeded.url, job_id, before, after)
+    assert job_clock(seeded.url, job_id)["lease_left"] > 0
+    doc = check_job_page(operator, seeded.url, job_id)
+    assert doc.maybe("lease-expired") is None
 
 
 def test_the_seeded_histories_are_the_ones_the_job_pages_are_checked_on(seeded):
@@ -593,13 +631,13 @@ def audited(scheduled):
     bulk retry of a reviewed selection (the schedule pause and ann's actions are there)."""
     bob = {"actor": "bob", "role": "operator"}
     with psycopg.connect(scheduled.url) as conn:
-        pending = [r[0] for r in conn.execute(
-            "SELECT id FROM background_jobs WHERE status = 'pending' AND attempts = 0 "
-            "ORDER BY id DESC LIMIT 2")]
+        pending = conn.execute("SELECT max(id) FROM background_jobs WHERE status = 'pending' "
+                               "AND attempts = 0").fetchone()[0]
         assert operations.pause_queue(conn, "email", **bob, reason="smtp relay swap").ok
-        assert operations.reschedule_job(conn, pending[0], **bob, reason="customer waiting",
-                                         request_id="req-7").ok
-        assert operations.reschedule_job(conn, pending[1], **bob, reason="after the window",
+        # ann retried this one: its page shows two actions, newest first
+        assert operations.reschedule_job(conn, scheduled.ids["failed_declined"][0], **bob,
+                                         reason="customer waiting", request_id="req-7").ok
+        assert operations.reschedule_job(conn, pending, **bob, reason="after the window",
                                          run_at=datetime.now(UTC) + timedelta(hours=3)).ok
         assert operations.cancel_job(conn, scheduled.ids["running"][2], **bob,
                                      reason="wrong recipient").ok
@@ -683,3 +721,15 @@ def test_the_audit_log_pages_through_every_action_once_keeping_its_filter(operat
             url = older["href"] if older is not None else None
         where = " AND ".join(f"{k} = %s" for k in filters) or "true"
         assert shown == audit_rows_real(audited.url, where, list(filters.values()))
+
+
+def test_the_page_of_every_job_an_operator_acted_on_shows_its_figures(operator, audited):
+    """Bulk-retried, run now, moved, asked to cancel, skipped, cancelled, retried: each
+    job's page against its rows."""
+    acted = [r[0] for r in rows(audited.url, "SELECT DISTINCT job_id FROM job_audit "
+                                             "WHERE job_id IS NOT NULL ORDER BY 1")]
+    assert len(acted) >= 7
+    assert rows(audited.url, "SELECT max(n) FROM (SELECT count(*) AS n FROM job_audit "
+                             "GROUP BY job_id) c")[0][0] >= 2
+    for job_id in acted:
+        check_job_page(operator, audited.url, job_id)
