@@ -18,12 +18,12 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from tests.figures.conftest import WORKER, _registry, rows
+from tests.figures.conftest import WORKER, registry, rows
 from tests.figures.html_tree import Element, page
-from worker import Registry, enqueue, job, operations, scheduler
+from worker import Registry, enqueue, job, operations
 from worker.completer import Completion, write_batch
 from worker.job_types import publish_job_types
-from worker.operations import mark_completed
+from worker.operations import mark_completed, pause_schedule
 from worker.producer import claim
 from worker.scheduler import publish, run_once
 from worker.schema import JOB_STATUSES
@@ -154,7 +154,7 @@ def test_the_jobs_list_combines_its_filters(operator, seeded):
 def test_the_jobs_search_finds_a_job_by_id_or_by_idempotency_key(operator, seeded):
     with psycopg.connect(seeded.url) as conn:
         keyed = enqueue(conn, "mail.send", {}, idempotency_key="order-77",
-                        registry=_registry())
+                        registry=registry())
         conn.commit()
     for q, where, params in [("order-77", "idempotency_key = %s", ["order-77"]),
                              (str(seeded.ids["running"][0]), "id = %s",
@@ -546,8 +546,8 @@ def scheduled(seeded):
                            for j in digest])
         conn.commit()
         assert set(ran["digest.daily"]) == {j.id for j in digest}
-        assert scheduler.set_paused(conn, "digest.daily", True, actor="carol",
-                                    role="operator", reason="provider migration")
+        assert pause_schedule(conn, "digest.daily", actor="carol", role="operator",
+                              reason="provider migration").ok
         # what `jobwarden prune` does to an old job: the schedule keeps its id
         conn.execute("DELETE FROM background_jobs WHERE id = ANY(%s)", [ran["tidy.hourly"]])
         conn.commit()
