@@ -183,16 +183,15 @@ def login():
         except ValueError:
             username = ""  # no such user can exist: counted and refused like a wrong one
         subjects = login_throttle.Subjects.of(username, request.remote_addr)
-        wait = login_throttle.seconds_locked(subjects)
-        if wait:
-            flash(f"Too many failed sign-ins: try again in {wait} s.", "error")
+        try:
+            attempt = login_throttle.admit(subjects)
+        except login_throttle.Locked as locked:
+            flash(f"Too many failed sign-ins: try again in {locked.seconds} s.", "error")
             return render_template("jobwarden/login.html", form=form, next_url=next_url), 429, {
-                "Retry-After": str(wait)}
+                "Retry-After": str(locked.seconds)}
         row = verify_login(username, form.password.data)
-        if row is None:
-            login_throttle.record_failure(subjects)
-        else:
-            login_throttle.record_success(subjects)
+        if row is not None:
+            login_throttle.record_success(attempt)
             _end_console_session()  # a fresh session on sign-in: no fixation
             session[SESSION_USER] = row["id"]
             session[SESSION_GENERATION] = row["session_generation"]

@@ -4,11 +4,14 @@ Each failed sign-in counts against two subjects: `account:<name>` and `address:<
 After a subject's free failures, every further failure locks it for a delay that doubles
 (1 s, 2 s, 4 s…) up to a cap. While a subject is locked, sign-ins are answered 429 with
 Retry-After and no password is checked, so a locked subject gives an attacker nothing.
+Each attempt is counted before its password is checked (`admit`), so attempts sent in
+parallel cannot all slip through before the first of them is counted.
 
 The account cap is short (a minute by default): an attacker hammering someone's name
 can slow them down but never lock them out for long. The address cap is long (15
 minutes): one address spraying many names is the attacker. A successful sign-in forgets
-the account's failures; counts restart after a quiet window.
+the account's failures and is taken back from the address's; counts restart after a
+quiet window.
 """
 
 from __future__ import annotations
@@ -53,30 +56,58 @@ def seconds_locked(subjects: Subjects) -> int:
     return max(1, math.ceil(max(row["seconds_left"] for row in locks)))
 
 
-def record_failure(subjects: Subjects) -> None:
-    """Count a failed sign-in against both subjects, locking those past their free tries."""
+@dataclass(frozen=True)
+class Attempt:
+    """An attempt counted against both subjects, before its password is checked."""
+
+    subjects: Subjects
+    #: Whether counting it locked the address (lifted again if the password is right).
+    locked_address: bool
+
+
+class Locked(Exception):
+    """A subject is locked: the attempt was refused, nothing was counted or checked."""
+
+    def __init__(self, seconds: int):
+        super().__init__(f"locked for {seconds} s")
+        self.seconds = seconds
+
+
+def admit(subjects: Subjects) -> Attempt:
+    """Count a sign-in attempt against both subjects, or raise Locked if either is locked.
+
+    Counted first, checked after: parallel attempts wait for each other's count (a row
+    lock), so at most the free attempts of a subject ever reach the password check. A
+    refused attempt counts against neither subject (its transaction is rolled back).
+    """
     cfg = settings()
     window = cfg["LOGIN_FAILURE_WINDOW_SECONDS"]
+    try:
+        with get_db().transaction() as conn:
+            locked = {}
+            # Always the account's row, then the address's: the same order in every
+            # transaction, so two attempts never wait for each other in a cycle.
+            for subject, free, cap in (
+                    (subjects.account, cfg["LOGIN_ACCOUNT_FREE_FAILURES"],
+                     cfg["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]),
+                    (subjects.address, cfg["LOGIN_ADDRESS_FREE_FAILURES"],
+                     cfg["LOGIN_ADDRESS_LOCK_MAX_SECONDS"])):
+                row = conn.exec_driver_sql(Q.console_login_attempt, {
+                    "subject": subject, "free": free, "cap": cap,
+                    "window": window}).mappings().first()
+                if row is None:  # locked: roll back what this attempt counted so far
+                    raise Locked(0)
+                locked[subject] = row["locked"]
+            conn.exec_driver_sql(Q.console_login_prune, {"older_than": window})
+    except Locked:
+        raise Locked(max(1, seconds_locked(subjects))) from None
+    return Attempt(subjects, locked_address=locked[subjects.address])
+
+
+def record_success(attempt: Attempt) -> None:
+    """Forget the account's failures (its owner is back), and take the attempt back from
+    the address: a right password is no failure of the address's."""
     with get_db().transaction() as conn:
-        for subject, free, cap in (
-                (subjects.account, cfg["LOGIN_ACCOUNT_FREE_FAILURES"],
-                 cfg["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]),
-                (subjects.address, cfg["LOGIN_ADDRESS_FREE_FAILURES"],
-                 cfg["LOGIN_ADDRESS_LOCK_MAX_SECONDS"])):
-            failures = conn.exec_driver_sql(Q.console_login_failed, {
-                "subject": subject, "window": window}).scalar_one()
-            if failures >= free:
-                conn.exec_driver_sql(Q.console_login_lock, {
-                    "subject": subject, "seconds": lock_seconds(failures - free, cap)})
-        conn.exec_driver_sql(Q.console_login_prune, {"older_than": window})
-
-
-def record_success(subjects: Subjects) -> None:
-    """Forget the account's failures: its owner is back."""
-    with get_db().transaction() as conn:
-        conn.exec_driver_sql(Q.console_login_forget, {"subject": subjects.account})
-
-
-def lock_seconds(excess: int, cap: float) -> float:
-    """1 s for the first failure past the free ones, doubling each time, at most `cap`."""
-    return float(min(cap, 2 ** min(excess, 30)))
+        conn.exec_driver_sql(Q.console_login_forget, {"subject": attempt.subjects.account})
+        conn.exec_driver_sql(Q.console_login_refund, {
+            "subject": attempt.subjects.address, "unlock": attempt.locked_address})

@@ -385,20 +385,35 @@ SELECT subject, extract(epoch FROM locked_until - now())::float8 AS seconds_left
 FROM console_login_throttle
 WHERE subject = ANY(%(subjects)s::text[]) AND locked_until > now();
 
--- name: console_login_failed
--- Count a failed sign-in for a subject; the count restarts after a quiet window.
-INSERT INTO console_login_throttle AS t (subject, failures, last_failure_at)
-VALUES (%(subject)s::text, 1, now())
+-- name: console_login_attempt
+-- Count a sign-in attempt against a subject before its password is checked, and lock the
+-- subject once it is past its free attempts (1 s, doubling, at most `cap`); no row back
+-- when the subject is locked already (the attempt is refused, not counted). One statement
+-- under the row's lock: parallel attempts are counted one after the other, so no more of
+-- them than the free ones reach the password check. The count restarts after a quiet
+-- window.
+INSERT INTO console_login_throttle AS t (subject, failures, last_failure_at, locked_until)
+VALUES (%(subject)s::text, 1, now(),
+        CASE WHEN 1 >= %(free)s::int THEN now() + make_interval(
+            secs => least(%(cap)s::float8, 2 ^ least(1 - %(free)s::int, 30))) END)
 ON CONFLICT (subject) DO UPDATE
-SET failures = CASE WHEN t.last_failure_at < now() - make_interval(secs => %(window)s::float8)
-                    THEN 1 ELSE t.failures + 1 END,
-    last_failure_at = now()
-RETURNING failures;
+SET (failures, last_failure_at, locked_until) = (
+    SELECT n, now(),
+           CASE WHEN n >= %(free)s::int THEN now() + make_interval(
+               secs => least(%(cap)s::float8, 2 ^ least(n - %(free)s::int, 30)))
+           END
+    FROM (SELECT CASE WHEN t.last_failure_at
+                           < now() - make_interval(secs => %(window)s::float8)
+                      THEN 1 ELSE t.failures + 1 END AS n) counted)
+WHERE t.locked_until IS NULL OR t.locked_until <= now()
+RETURNING failures, locked_until IS NOT NULL AS locked;
 
--- name: console_login_lock
--- Refuse sign-ins for a subject for the given number of seconds.
+-- name: console_login_refund
+-- Take back an attempt that turned out to be a successful sign-in from this subject (an
+-- address): it counts as no failure, and the lock it set, if any, is lifted.
 UPDATE console_login_throttle
-SET locked_until = now() + make_interval(secs => %(seconds)s::float8)
+SET failures = greatest(failures - 1, 0),
+    locked_until = CASE WHEN %(unlock)s::boolean THEN NULL ELSE locked_until END
 WHERE subject = %(subject)s::text;
 
 -- name: console_login_forget

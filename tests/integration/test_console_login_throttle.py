@@ -4,12 +4,23 @@ so guessing is slow and a real user is never locked out for long."""
 
 from __future__ import annotations
 
+import re
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
 import psycopg
+from argon2 import PasswordHasher
+from werkzeug.serving import make_server
 
 from tests.console_support import PASSWORD, csrf_token
 
 ATTACKER = {"REMOTE_ADDR": "198.51.100.66"}
 ELSEWHERE = {"REMOTE_ADDR": "203.0.113.9"}
+_CSRF_FIELD = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 
 
 def attempt(client, username, password, environ=ATTACKER):
@@ -78,3 +89,67 @@ def test_a_successful_sign_in_forgets_earlier_failures(app):
     other = app.test_client()
     for _ in range(account_failures_allowed(app)):
         assert attempt(other, "otto", "guess").status_code == 401
+
+
+@contextmanager
+def serving(app):
+    """`app` on a real threaded WSGI server on a free port, for truly parallel requests."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+def signed_out_session(base: str) -> tuple[str, str]:
+    """A session cookie and its CSRF token, read from the login form over HTTP."""
+    with urllib.request.urlopen(base + "/login") as response:
+        cookie = response.headers["Set-Cookie"].split(";", 1)[0]
+        return cookie, _CSRF_FIELD.search(response.read().decode()).group(1)
+
+
+def parallel_attempts(base: str, username: str, password: str, count: int) -> list[int]:
+    """`count` sign-ins POSTed at the same instant (a barrier), their status codes."""
+    cookie, token = signed_out_session(base)
+    body = urllib.parse.urlencode({"username": username, "password": password,
+                                   "csrf_token": token}).encode()
+    barrier = threading.Barrier(count)
+
+    def post(_):
+        request = urllib.request.Request(base + "/login", data=body, headers={"Cookie": cookie})
+        barrier.wait()
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(post, range(count)))
+
+
+def test_parallel_wrong_passwords_are_counted_before_any_is_checked(app, clean_db):
+    # A hash that takes a while to verify, as production's does: the attempts overlap.
+    slow = PasswordHasher(time_cost=2, memory_cost=32 * 1024, parallelism=1)
+    with psycopg.connect(clean_db) as conn:
+        conn.execute("UPDATE console_users SET password_hash = %s WHERE username = 'otto'",
+                     [slow.hash(PASSWORD)])
+    with serving(app) as base:
+        codes = parallel_attempts(base, "otto", "guess", 40)
+    checked = codes.count(401)
+    assert 1 <= checked <= account_failures_allowed(app), codes
+    assert codes.count(429) == 40 - checked, codes
+
+
+def test_a_successful_sign_in_is_no_failure_of_its_address(app):
+    client = app.test_client()
+    allowed = app.extensions["jobwarden_console"].settings["LOGIN_ADDRESS_FREE_FAILURES"]
+    for i in range(allowed - 1):
+        assert attempt(client, f"user{i}", "guess").status_code == 401
+    assert attempt(app.test_client(), "vera", PASSWORD).status_code == 303
+    # The address still has its last free failure, and only then is it locked.
+    assert attempt(client, "nobody", "guess").status_code == 401
+    assert attempt(client, "nobody2", "guess").status_code == 429
