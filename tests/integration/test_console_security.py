@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from werkzeug.routing import IntegerConverter
 
 
@@ -47,6 +48,17 @@ def test_sign_in_redirects_only_within_the_site(client, post_form):
                          {"username": "otto", "password": "correct horse battery"},
                          token_from="/login")
     assert response.status_code == 303 and response.headers["Location"] == "/"
+
+
+@pytest.mark.parametrize("next_url", ["/%09/evil.example/x", "/%2509/evil.example/x",
+                                      "///evil.example/x", "/%5Cevil.example", "https:evil.example",
+                                      "/%252F%252Fevil.example"])
+def test_sign_in_never_redirects_to_a_hostile_next_address(app, post_form, next_url):
+    client = app.test_client()
+    response = post_form(client, f"/login?next={next_url}",
+                         {"username": "otto", "password": "correct horse battery"},
+                         token_from="/login")
+    assert response.status_code == 303 and response.headers["Location"] == "/", next_url
 
 
 def test_the_session_cookie_is_httponly_and_samesite(client, login):
