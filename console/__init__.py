@@ -5,6 +5,8 @@ login, every POST a CSRF token, every action the operator role and a reason.
 
 - `Console(app, url_prefix="/ops/jobs", user_loader=...)` mounts it in a host Flask app
   (console.mount).
+- `safe_next_url(target, default)` is its rule for `next` addresses, for a host's own login
+  to reuse (no open redirects).
 - `create_app()` is the standalone console: a tiny app that mounts it at `/` with its own
   login (`jobwarden console`, gunicorn `console:create_app()`).
 """
@@ -16,8 +18,9 @@ from pathlib import Path
 from flask import Flask
 
 from console.mount import Console
+from console.security import safe_next_url
 
-__all__ = ["Console", "create_app", "resource_dir"]
+__all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 
 
 def create_app(config: dict | None = None) -> Flask:
