@@ -46,6 +46,9 @@ def create_app(config: dict | None = None) -> Flask:
     # Standalone, the console is the only app: without DATABASE_URL it uses the embedded
     # PostgreSQL, like every other command (a mounted console must be told its database).
     url = own.pop("DATABASE_URL", None) or database_url()
+    # Standalone, the app's Flask-WTF switch is the console's: its only views are the
+    # console's (tests and benchmarks turn CSRF off with it).
+    own.setdefault("CSRF_ENABLED", bool(app.config.get("WTF_CSRF_ENABLED", True)))
     Console(app, url_prefix="", database_url=url, settings={**own, "OWNS_SESSION": True})
     return app
 

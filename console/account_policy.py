@@ -3,8 +3,9 @@ add` and sign-in all call these, so they never disagree on what is allowed.
 
 User names are normalized so that look-alike accounts cannot be created: NFKC (fullwidth
 and compatibility forms fold to their plain letters), case-folded, and refused when they
-hold invisible, bidirectional or control characters, whitespace, or letters from more
-than one script (a Cyrillic "а" posing in "ada").
+hold invisible, bidirectional or control characters, whitespace, a colon (reserved for
+the host's users, `host:<name>`), or letters from more than one script (a Cyrillic "а"
+posing in "ada").
 
 Passwords: at least MIN_PASSWORD characters, not whitespace only, at least five distinct
 characters, not mostly the user name, not digits only, not a well-known password with a
@@ -30,7 +31,7 @@ COMMON_PASSWORDS = frozenset((
 #: Unicode categories never allowed in a user name: controls, format characters (the
 #: zero-width and bidi controls among them), surrogates, private use, unassigned,
 #: line and paragraph separators, and spaces.
-_REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}
+REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}
 
 
 def normalize_username(raw: str | None) -> str:
@@ -39,9 +40,13 @@ def normalize_username(raw: str | None) -> str:
     name = unicodedata.normalize("NFKC", name)  # casefold can un-normalize (ß → ss is fine)
     if not name or len(name) > USERNAME_MAX:
         raise ValueError(f"a user name needs 1-{USERNAME_MAX} characters")
-    if any(unicodedata.category(c) in _REFUSED_CATEGORIES or c.isspace() for c in name):
+    if any(unicodedata.category(c) in REFUSED_CATEGORIES or c.isspace() for c in name):
         raise ValueError("a user name cannot hold spaces, invisible, direction-changing or "
                          "control characters")
+    if ":" in name:
+        # Reserved: the console names users its host vouches for "host:<name>"
+        # (console.identity), and a console user must never pass for one of them.
+        raise ValueError("a user name cannot hold a colon")
     scripts = {_script(c) for c in name if c.isalpha()}
     if len(scripts) > 1:
         raise ValueError("a user name cannot mix letters of different scripts "

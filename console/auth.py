@@ -11,6 +11,7 @@ its own. Its part here is small — one session key, one user lookup per request
 
 from __future__ import annotations
 
+import logging
 from functools import wraps
 
 from argon2 import PasswordHasher
@@ -31,11 +32,18 @@ from console import login_throttle
 from console.account_policy import normalize_username
 from console.database import Q, get_db
 from console.forms import LoginForm, LogoutForm
-from console.identity import ANONYMOUS, ConsoleUser, current_user, host_user
+from console.identity import (
+    ANONYMOUS,
+    ConsoleUser,
+    HostIdentityError,
+    current_user,
+    host_user,
+)
 from console.mount import console, settings
-from console.security import is_htmx, safe_next_url, this_page
+from console.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
 
 bp = Blueprint("auth", __name__)
+log = logging.getLogger("jobwarden.console")
 hasher = PasswordHasher()
 #: Compared against when the user does not exist, so timing does not reveal names.
 _DUMMY_HASH = hasher.hash("jobwarden-no-such-user")
@@ -72,7 +80,14 @@ def identify() -> None:
         return  # files for everyone: no user lookup per stylesheet
     mount = console()
     if mount.user_loader is not None:
-        g.jobwarden_user = host_user(mount.user_loader())
+        try:
+            g.jobwarden_user = host_user(mount.user_loader())
+        except HostIdentityError as exc:
+            # The host vouches for someone the console cannot name or give a role: refuse
+            # them (403) and say why in the log, rather than a 500 for a host's typo.
+            log.warning("console request refused: %s", exc,
+                        extra={"action": "console_host_identity_refused"})
+            abort(403)
     else:
         g.jobwarden_user = _session_user()
 
@@ -160,12 +175,14 @@ def _verify(password_hash: str, password: str) -> bool:
 
 def _end_console_session() -> None:
     """Forget the console's sign-in: the whole session when the console owns it, only its
-    own keys when it shares the host's (whose user stays signed in)."""
+    own keys and the CSRF secret when it shares the host's (whose user stays signed in).
+    A CSRF token handed out before sign-in, to whoever planted the session, stops working."""
     if settings()["OWNS_SESSION"]:
         session.clear()
     else:
         for key in [k for k in session if k.startswith("jobwarden_")]:
             session.pop(key)
+        forget_csrf_secret()
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -195,7 +212,9 @@ def login():
             _end_console_session()  # a fresh session on sign-in: no fixation
             session[SESSION_USER] = row["id"]
             session[SESSION_GENERATION] = row["session_generation"]
-            session.permanent = settings()["OWNS_SESSION"]
+            if settings()["OWNS_SESSION"]:
+                session.permanent = True
+            # Sharing the host's session, whether it is permanent stays the host's choice.
             return redirect(next_url, code=303)
         flash("Unknown user name or wrong password.", "error")
     return render_template("jobwarden/login.html", form=form, next_url=next_url), (

@@ -90,6 +90,9 @@ def load_settings() -> dict:
         "JOB_POLL_SECONDS": 2,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
+        # The CSRF check on the console's POSTs (console.security): off only for tests;
+        # a host's WTF_CSRF_* settings never change it.
+        "CSRF_ENABLED": True,
         **login_throttle_settings(),
     }
 

@@ -8,21 +8,34 @@ from flask_wtf import FlaskForm
 from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAreaField
 from wtforms.validators import AnyOf, DataRequired, Length, Optional
 
+from console.mount import settings
 from console.schema import ROLES
 from worker.operations import REASON_MAX
 from worker.schema import JOB_STATUSES
 
 
-class LoginForm(FlaskForm):
+class ConsoleForm(FlaskForm):
+    """A console form: it carries the console's CSRF token whatever the host's Flask-WTF
+    settings are (console.security checks it on every POST)."""
+
+    class Meta:
+        csrf_field_name = "csrf_token"  # console.security.CSRF_FIELD
+
+        @property
+        def csrf(self) -> bool:
+            return settings()["CSRF_ENABLED"]
+
+
+class LoginForm(ConsoleForm):
     username = StringField("User name", validators=[DataRequired(), Length(max=100)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])
 
 
-class LogoutForm(FlaskForm):
+class LogoutForm(ConsoleForm):
     """Only its CSRF token: signing out is a POST."""
 
 
-class ActionForm(FlaskForm):
+class ActionForm(ConsoleForm):
     """An operator action on one job: the reason is required and goes to the audit log.
 
     `request_id` is minted when the form is rendered, so a double-click or a resubmitted
@@ -42,7 +55,7 @@ class ActionForm(FlaskForm):
         return form
 
 
-class UserForm(FlaskForm):
+class UserForm(ConsoleForm):
     """Add or reset a user; names and passwords are checked by console.account_policy,
     the same functions `jobwarden user add` calls."""
 
@@ -51,6 +64,6 @@ class UserForm(FlaskForm):
     role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
 
 
-class UserAccessForm(FlaskForm):
+class UserAccessForm(ConsoleForm):
     role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
     access = SelectField("Access", choices=["enabled", "disabled"])

@@ -24,15 +24,6 @@ from console.database import ConsoleDatabase
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"
 
-#: What Flask-WTF's CSRFProtect sets on an app it protects; the console checks its own
-#: POSTs with it without protecting the host's (which may be an API without tokens).
-_CSRF_DEFAULTS = {
-    "WTF_CSRF_ENABLED": True,
-    "WTF_CSRF_METHODS": {"POST", "PUT", "PATCH", "DELETE"},
-    "WTF_CSRF_FIELD_NAME": "csrf_token",
-    "WTF_CSRF_HEADERS": ["X-CSRFToken", "X-CSRF-Token"],
-}
-
 UserLoader = Callable[[], "tuple[str, str] | None"]
 
 
@@ -88,8 +79,6 @@ class Console:
         self.db = ConsoleDatabase(url, pool_size=self.settings.get("DB_POOL_SIZE", 5))
         app.extensions["jobwarden_console"] = self
         app.extensions["jobwarden_db"] = self.db
-        for key, value in _CSRF_DEFAULTS.items():
-            app.config.setdefault(key, value)
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix or None)
 
 

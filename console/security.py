@@ -6,10 +6,13 @@ import re
 import uuid
 from urllib.parse import unquote, urlsplit
 
-from flask import Blueprint, Flask, abort, current_app, g, request
+from flask import Blueprint, Flask, abort, current_app, g, request, session
 from flask.sessions import SecureCookieSessionInterface
 from flask_htmx import HTMX
-from flask_wtf.csrf import CSRFProtect, generate_csrf
+from flask_wtf.csrf import CSRFError, generate_csrf, same_origin, validate_csrf
+from wtforms import ValidationError
+
+from console.mount import settings
 
 #: No inline scripts or styles anywhere: htmx and console.js come from static/.
 CONTENT_SECURITY_POLICY = "; ".join((
@@ -27,8 +30,11 @@ CONTENT_SECURITY_POLICY = "; ".join((
 #: Not init_app'ed on the host: the console reads htmx's request headers through it, and
 #: adds nothing to the host's templates.
 htmx = HTMX()
-#: Checks the console's own POSTs only: init_app would guard every route of the host.
-_csrf = CSRFProtect()
+#: The console's CSRF token: its form field, its headers (htmx sends X-CSRFToken) and its
+#: key in the session. The console's own, not read from the host's WTF_CSRF_* settings.
+CSRF_FIELD = "csrf_token"
+CSRF_HEADERS = ("X-CSRFToken", "X-CSRF-Token")
+_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 #: PostgreSQL's bigint: ids in routes beyond it are a 404, not an out-of-range error.
 BIGINT_MAX = 2**63 - 1
@@ -80,7 +86,7 @@ def install(bp: Blueprint) -> None:
     bp.before_request(check_csrf)
     bp.after_request(security_headers)
     # The pages send it as htmx's X-CSRFToken header; forms carry their own field.
-    bp.context_processor(lambda: {"csrf_token": generate_csrf})
+    bp.context_processor(lambda: {"csrf_token": console_csrf_token})
     # Forms that come back to the page they are on carry its address as `next`.
     bp.context_processor(lambda: {"this_page": this_page})
 
@@ -93,10 +99,38 @@ def assign_request_id() -> None:
 
 
 def check_csrf() -> None:
-    """Every POST to the console needs the session's CSRF token (form field or header)."""
-    config = current_app.config
-    if config.get("WTF_CSRF_ENABLED", True) and config.get("WTF_CSRF_CHECK_DEFAULT", True):
-        _csrf.protect()
+    """Every POST to the console needs the session's CSRF token (form field or header).
+
+    Checked here rather than by Flask-WTF's CSRFProtect, whose switches belong to the
+    host: a host's WTF_CSRF_CHECK_DEFAULT, WTF_CSRF_ENABLED or WTF_CSRF_METHODS say how
+    its own views are guarded, and never turn off the console's check. Only the console's
+    setting CSRF_ENABLED does (a test's console)."""
+    if request.method not in _UNSAFE_METHODS or not settings()["CSRF_ENABLED"]:
+        return
+    token = request.form.get(CSRF_FIELD) or next(
+        (request.headers[h] for h in CSRF_HEADERS if request.headers.get(h)), None)
+    try:
+        validate_csrf(token, token_key=CSRF_FIELD)
+    except ValidationError as exc:
+        raise CSRFError(exc.args[0]) from None
+    # Over HTTPS the form must also come from this host (as CSRFProtect does; a host
+    # behind a proxy that rewrites Host may turn this part off with WTF_CSRF_SSL_STRICT).
+    if request.is_secure and current_app.config.get("WTF_CSRF_SSL_STRICT", True):
+        if not request.referrer:
+            raise CSRFError("The referrer header is missing.")
+        if not same_origin(request.referrer, f"https://{request.host}/"):
+            raise CSRFError("The referrer does not match the host.")
+
+
+def console_csrf_token() -> str:
+    """The session's CSRF token, signed, for a form field or htmx's header."""
+    return generate_csrf(token_key=CSRF_FIELD)
+
+
+def forget_csrf_secret() -> None:
+    """Drop the session's CSRF secret (at sign-in): the next page gets a new token."""
+    session.pop(CSRF_FIELD, None)
+    g.pop(CSRF_FIELD, None)
 
 
 def security_headers(response):

@@ -28,7 +28,7 @@ def job_action(job_id: int, action: str):
     if not form.validate():
         flash(_form_problem(form), "error")
         return redirect(back, code=303)
-    kwargs = {"actor": current_user.username, "role": current_user.role,
+    kwargs = {"actor": current_user.actor, "role": current_user.role,
               "reason": form.reason.data, "request_id": form.request_id.data}
     if action in ("retry", "cancel", "skip"):
         kwargs["expected_status"] = form.expected_status.data or None
@@ -61,7 +61,7 @@ def schedule(job_id: int):
             run_at = run_at.replace(tzinfo=UTC)
     with get_db().transaction() as conn:
         result = operations.reschedule_job(
-            conn, job_id, actor=current_user.username, role=current_user.role,
+            conn, job_id, actor=current_user.actor, role=current_user.role,
             reason=form.reason.data, run_at=run_at, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(back, code=303)

@@ -64,7 +64,7 @@ def select():
     selection_id = str(uuid.uuid4())
     with get_db().transaction() as conn:
         rows(conn, "console_selection_create", {
-            "id": selection_id, "actor": current_user.username, "action": action,
+            "id": selection_id, "actor": current_user.actor, "action": action,
             "job_ids": job_ids, "description": description})
     return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id, next=back),
                     code=303)
@@ -86,7 +86,7 @@ def review(selection_id):
     selection_id = _selection_id(selection_id)
     with get_db().reading() as reader:
         sel = reader.one("console_selection_get", id=str(selection_id),
-                         actor=current_user.username)
+                         actor=current_user.actor)
         if sel is None:
             abort(404)
         statuses = reader.all("console_selection_statuses", job_ids=sel["job_ids"])
@@ -112,20 +112,20 @@ def apply(selection_id):
         return redirect(back, code=303)
     with get_db().transaction() as conn:
         held = rows(conn, "console_selection_get",
-                    {"id": str(selection_id), "actor": current_user.username})
+                    {"id": str(selection_id), "actor": current_user.actor})
         used = rows(conn, "console_selection_consume",
-                    {"id": str(selection_id), "actor": current_user.username})
+                    {"id": str(selection_id), "actor": current_user.actor})
         if not used:
             done = held and operations.already_done(conn, held[0]["action"],
                                                     form.request_id.data,
-                                                    current_user.username, str(selection_id))
+                                                    current_user.actor, str(selection_id))
             message = done.message if done else (
                 "This selection was already used or has expired: select again. "
                 "Nothing was changed.")
             flash(message, "ok" if done else "error")
             return redirect(url_for("jobwarden.jobs.index"), code=303)
         result = operations.act_on_selection(
-            conn, used[0]["action"], used[0]["job_ids"], actor=current_user.username,
+            conn, used[0]["action"], used[0]["job_ids"], actor=current_user.actor,
             role=current_user.role, reason=form.reason.data, bulk_id=str(selection_id),
             request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")

@@ -55,7 +55,7 @@ def run_reconcilers():
         return redirect(url_for("jobwarden.review.index"), code=303)
     with get_db().transaction() as conn:
         job_id = enqueue(conn, RECONCILE_TYPE,
-                         {"actor": current_user.username, "role": current_user.role,
+                         {"actor": current_user.actor, "role": current_user.role,
                           "reason": form.reason.data},
                          idempotency_key="reconcile:console")
     flash(f"Reconcilers requested (job #{job_id}): a worker with the handlers runs them; "

@@ -40,7 +40,7 @@ def schedule_action(job_type: str, action: str):
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.schedules.index"), code=303)
     with get_db().transaction() as conn:
-        result = act(conn, job_type, actor=current_user.username, role=current_user.role,
+        result = act(conn, job_type, actor=current_user.actor, role=current_user.role,
                      reason=form.reason.data, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.schedules.index"), code=303)

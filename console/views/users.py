@@ -10,8 +10,17 @@ from console.auth import hash_password, role_required
 from console.database import get_db, rows
 from console.forms import UserAccessForm, UserForm
 from console.identity import current_user
+from console.mount import console
 
 bp = Blueprint("users", __name__)
+
+
+@bp.before_request
+def only_with_the_consoles_own_login():
+    """Under a host's user_loader the host manages who may do what: console users made
+    here would sign in to a standalone console on the same database, past the host."""
+    if not console().own_login:
+        abort(404)
 
 
 @bp.get("/users")

@@ -135,4 +135,4 @@ def test_an_order_a_crm_outage_and_its_repair_from_the_mounted_console(shop_page
     audit = page.get_by_test_id("audit-log")
     expect(audit).to_contain_text("olga")
     expect(audit).to_contain_text("CRM back after maintenance")
-    assert scalar(clean_db, "SELECT actor FROM job_audit") == "olga"
+    assert scalar(clean_db, "SELECT actor FROM job_audit") == "host:olga"

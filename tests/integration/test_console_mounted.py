@@ -13,6 +13,7 @@ from flask import (
     render_template,
     render_template_string,
     request,
+    session,
     template_rendered,
 )
 from flask_login import LoginManager, UserMixin, current_user, login_user
@@ -24,7 +25,9 @@ from tests.helpers import job_row, scalar
 #: The session's CSRF token as every console page carries it (htmx sends it as a header).
 _CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
 #: The host's own accounts: name -> console role (None: staff without console access).
-HOST_USERS = {"hannah": "operator", "viv": "viewer", "sam": None}
+HOST_USERS = {"hannah": "operator", "viv": "viewer", "sam": None, "root": "admin",
+              "sop": "operator", "odd": "superuser", "\u202egnp.exe": "operator",
+              "x" * 500: "viewer"}
 
 
 class HostUser(UserMixin):
@@ -40,14 +43,15 @@ def host_identity():
     return None
 
 
-def make_host(tmp_path, database_url: str, **console_options) -> Flask:
+def make_host(tmp_path, database_url: str, host_config: dict | None = None,
+              **console_options) -> Flask:
     templates = tmp_path / "templates"
     templates.mkdir(exist_ok=True)
     # Names the console's own templates also have: neither may shadow the other.
     (templates / "base.html").write_text("HOST BASE {% block content %}{% endblock %}")
     (templates / "error.html").write_text("HOST ERROR")
     app = Flask("host", template_folder=str(templates))
-    app.config.update(SECRET_KEY="host-secret", TESTING=True)
+    app.config.update(SECRET_KEY="host-secret", TESTING=True, **(host_config or {}))
     logins = LoginManager(app)
     logins.user_loader(lambda name: HostUser(name) if name in HOST_USERS else None)
     auth = Blueprint("auth", __name__)  # the console has an `auth` area too
@@ -58,6 +62,11 @@ def make_host(tmp_path, database_url: str, **console_options) -> Flask:
         return "signed in"
 
     app.register_blueprint(auth)
+
+    @app.get("/remember")
+    def remember():  # the host's "keep me signed in": a permanent session
+        session.permanent = True
+        return "remembered"
 
     @app.get("/")
     def home():
@@ -95,7 +104,7 @@ def failed_job(engine):
 
 def signed_in(app, name: str):
     client = app.test_client()
-    assert client.get(f"/login?as={name}").status_code == 200
+    assert client.get("/login", query_string={"as": name}).status_code == 200
     return client
 
 
@@ -141,7 +150,7 @@ def test_an_operators_retry_is_audited_under_the_hosts_user_name(host, failed_jo
     assert response.headers["Location"] == f"/ops/jobs/jobs/{failed_job}"
     assert job_row(clean_db, failed_job)["status"] == "pending"
     assert scalar(clean_db, "SELECT actor || '/' || role || '/' || reason FROM job_audit") == (
-        "hannah/operator/CRM is back")
+        "host:hannah/operator/CRM is back")
 
 
 def test_a_viewer_sees_no_actions_and_a_posted_action_gets_403(host, failed_job, clean_db):
@@ -300,3 +309,109 @@ def test_a_host_can_restyle_the_console_by_overriding_its_templates(tmp_path, cl
         app.extensions["jobwarden_db"].dispose()
     assert missing == "SHOP-STYLED 404: There is nothing at this address."
     assert 'href="/ops/jobs/static/console.css"' in page  # the rest is the console's own
+
+
+def test_users_are_the_hosts_to_manage_so_the_users_page_is_not_there(host, clean_db):
+    admin = signed_in(host, "root")
+    assert admin.get("/ops/jobs/users").status_code == 404
+    assert 'href="/ops/jobs/users"' not in admin.get("/ops/jobs/").get_data(as_text=True)
+    csrf = token(admin, "/ops/jobs/")
+    added = admin.post("/ops/jobs/users", data={"csrf_token": csrf, "username": "backdoor",
+                                                "password": "a long new password",
+                                                "role": "admin"})
+    assert added.status_code == 404
+    assert admin.post("/ops/jobs/users/1/access", data={
+        "csrf_token": csrf, "role": "admin", "access": "enabled"}).status_code == 404
+    assert scalar(clean_db, "SELECT count(*) FROM console_users") == 0
+
+
+def test_a_host_user_and_a_console_user_of_the_same_name_are_different_actors(
+        host, failed_job, clean_db, users):
+    from console import create_app
+    from console.cli_commands import user_add
+    from tests.console_support import PASSWORD, csrf_token, login
+
+    user_add("sop", "operator", PASSWORD, database_url=clean_db)
+    standalone = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db})
+    try:
+        console_sop = standalone.test_client()
+        assert login(console_sop, "sop").status_code == 303
+        made = console_sop.post("/bulk/select", data={
+            "action": "retry", "job_id": str(failed_job),
+            "csrf_token": csrf_token(console_sop, "/jobs")})
+        review = made.headers["Location"].split("?")[0]
+        assert console_sop.get(review).status_code == 200
+    finally:
+        standalone.extensions["jobwarden_db"].dispose()
+    host_sop = signed_in(host, "sop")
+    assert host_sop.get("/ops/jobs" + review).status_code == 404
+    applied = host_sop.post("/ops/jobs" + review, data={
+        "csrf_token": token(host_sop, "/ops/jobs/"), "reason": "not mine",
+        "request_id": "r-sop"})
+    assert "already used or has expired" in host_sop.get(
+        applied.headers["Location"]).get_data(as_text=True)
+    assert job_row(clean_db, failed_job)["status"] == "failed"
+    assert scalar(clean_db, "SELECT array_agg(actor) FROM console_selections") == ["sop"]
+
+
+@pytest.mark.parametrize("name", ["odd", "\u202egnp.exe", "x" * 500])
+def test_a_host_user_with_an_unknown_role_or_an_unusable_name_gets_403(host, name):
+    response = signed_in(host, name).get("/ops/jobs/")
+    assert response.status_code == 403
+    assert "Not allowed" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("host_config", [
+    {"WTF_CSRF_CHECK_DEFAULT": False}, {"WTF_CSRF_ENABLED": False},
+    {"WTF_CSRF_METHODS": set()}, {"WTF_CSRF_METHODS": ["GET"]},
+])
+def test_the_hosts_csrf_settings_never_switch_off_the_consoles_check(
+        tmp_path, clean_db, failed_job, host_config):
+    app = make_host(tmp_path, clean_db, host_config, user_loader=host_identity,
+                    login_view="auth.login")
+    try:
+        client = signed_in(app, "hannah")
+        page = client.get(f"/ops/jobs/jobs/{failed_job}").get_data(as_text=True)
+        assert 'name="csrf_token"' in page  # the console's forms still carry the token
+        selected = client.post("/ops/jobs/bulk/select", data={
+            "action": "retry", "job_id": str(failed_job)})
+        assert selected.status_code == 400
+        assert retry(client, failed_job, None).status_code == 400
+        assert scalar(clean_db, "SELECT count(*) FROM console_selections") == 0
+        assert job_row(clean_db, failed_job)["status"] == "failed"
+        # and with the token, the console works under such a host
+        assert retry(client, failed_job, token(client, "/ops/jobs/")).status_code == 303
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+
+
+def test_the_consoles_own_login_keeps_the_hosts_permanent_session(tmp_path, clean_db, users):
+    app = make_host(tmp_path, clean_db)  # the console's own users, in the host's session
+    try:
+        client = app.test_client()
+        client.get("/remember")
+        signed = client.post("/ops/jobs/login", data={
+            "username": "otto", "password": "correct horse battery",
+            "csrf_token": token(client, "/ops/jobs/login")})
+        assert signed.status_code == 303
+        assert "Expires=" in signed.headers["Set-Cookie"]
+        with client.session_transaction() as kept:
+            assert kept.permanent
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+
+
+def test_the_consoles_own_login_issues_a_new_csrf_token_at_sign_in(tmp_path, clean_db, users,
+                                                                   failed_job):
+    app = make_host(tmp_path, clean_db)
+    try:
+        client = app.test_client()
+        before = token(client, "/ops/jobs/login")  # known to whoever planted the session
+        assert client.post("/ops/jobs/login", data={
+            "username": "otto", "password": "correct horse battery",
+            "csrf_token": before}).status_code == 303
+        assert retry(client, failed_job, before).status_code == 400
+        assert job_row(clean_db, failed_job)["status"] == "failed"
+        assert retry(client, failed_job, token(client, "/ops/jobs/")).status_code == 303
+    finally:
+        app.extensions["jobwarden_db"].dispose()

@@ -44,3 +44,9 @@ def test_weak_passwords_are_refused(password):
 @pytest.mark.parametrize("password", ["correct horse battery", "Tr0ub4dor&3x", "jobwarden-demo"])
 def test_reasonable_passwords_pass(password):
     check_password(password, "ada")
+
+
+@pytest.mark.parametrize("name", ["host:sop", "ｈｏｓｔ：sop", "a:b"])
+def test_a_console_user_name_cannot_pass_for_a_host_users_actor_name(name):
+    with pytest.raises(ValueError, match="colon"):
+        normalize_username(name)
