@@ -47,6 +47,7 @@ def add():
     try:
         username = normalize_username(form.username.data)
         check_password(form.password.data, username)
+        _not_a_look_alike(form.username.data, username)
     except ValueError as exc:
         flash(f"Not saved: {exc}.", "error")
         return redirect(url_for("jobwarden.users.index"), code=303)
@@ -68,6 +69,15 @@ def add():
         return redirect(url_for("jobwarden.users.index"), code=303)
     flash(f"User {username} saved with role {form.role.data}.", "ok")
     return redirect(url_for("jobwarden.users.index"), code=303)
+
+
+def _not_a_look_alike(typed: str, username: str) -> None:
+    """ValueError when `typed` is not `username` as written but folds to an existing user's
+    name ("ｏｐ１" or "OP1" for op1): this form resets an existing user, and a reset must
+    be asked for by the user's exact name, never reached by normalization."""
+    if typed.strip() != username and get_db().one("console_user_by_name", username=username):
+        raise ValueError(f"{typed.strip()!r} is written differently from the existing user "
+                         f"{username!r}: type {username!r} to reset them")
 
 
 @bp.post("/users/<int:user_id>/access")

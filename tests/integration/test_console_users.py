@@ -75,3 +75,29 @@ def test_names_are_stored_normalized_and_sign_in_normalizes_too(admin, post_form
                                 "role": "viewer"}, token_from="/users")
     assert role_of(clean_db, "nina") == "viewer"
     assert login(app.test_client(), " Nina ", "a fine long passphrase").status_code == 303
+
+
+@pytest.mark.parametrize("typed", ["ｏｐ１", "OP1", "Op1"])
+def test_a_name_written_differently_from_an_existing_user_is_refused_not_a_reset(
+        admin, post_form, clean_db, typed):
+    from console.cli_commands import user_add
+
+    user_add("op1", "operator", "op1 long passphrase", database_url=clean_db)
+    before = scalar(clean_db, "SELECT password_hash || role || session_generation "
+                              "FROM console_users WHERE username = 'op1'")
+    page = post_form(admin, "/users", {"username": typed, "role": "admin",
+                                       "password": "attacker passphrase"},
+                     token_from="/users", follow_redirects=True).get_data(as_text=True)
+    assert "Not saved" in page and "op1" in page
+    assert scalar(clean_db, "SELECT password_hash || role || session_generation "
+                            "FROM console_users WHERE username = 'op1'") == before
+    assert scalar(clean_db, "SELECT count(*) FROM console_users") == 4
+
+
+def test_the_exact_name_of_an_existing_user_still_resets_them(admin, post_form, clean_db):
+    from console.cli_commands import user_add
+
+    user_add("op1", "operator", "op1 long passphrase", database_url=clean_db)
+    post_form(admin, "/users", {"username": "op1", "role": "viewer",
+                                "password": "a new long passphrase"}, token_from="/users")
+    assert role_of(clean_db, "op1") == "viewer"
