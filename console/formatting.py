@@ -11,6 +11,8 @@ from zoneinfo import ZoneInfo
 from flask import Blueprint, has_request_context, request
 from markupsafe import Markup
 
+from worker.terminal import visible_controls
+
 
 def age(seconds: float | None) -> str:
     """A compact duration: 850ms, 42s, 3m 12s, 5h 02m, 2d 4h."""
@@ -84,11 +86,13 @@ def sanitized_text(value: str | None, max_chars: int = 2000) -> str:
 def redact_output(value: Any) -> Any:
     """Jinja's finalize hook: every `{{ value }}` on every page, fragment and flash message
     goes through worker.sanitize.redact, whichever field it came from (keys, codes,
-    reasons, names). Markup is HTML the console built itself (form widgets), not data."""
+    reasons, names), and shows control and bidi characters as escapes (`\\u202e`, as the
+    CLI does), so stored text cannot reorder what the operator reads. Markup is HTML the
+    console built itself (form widgets), not data."""
     from worker.sanitize import redact
 
     if isinstance(value, str) and not isinstance(value, Markup):
-        return redact(value)
+        return visible_controls(redact(value))
     return value
 
 

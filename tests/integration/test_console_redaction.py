@@ -88,3 +88,24 @@ def test_the_job_and_review_pages_redact_every_shape_of_the_table(operator, shap
         assert "[REDACTED]" in body
         assert html.escape(secret, quote=False) not in body, (job_id, secret)  # …redacted
         assert html.escape(secret, quote=False) not in review, (job_id, secret)
+
+
+BIDI = "\u202e\u2066\u200f"
+
+
+def test_bidi_controls_in_stored_text_are_shown_escaped_on_every_page(viewer, make_job, engine):
+    """An actor, a reason, an error code, a payload key and an error holding a right-to-left
+    override would reorder what the operator reads: the page shows them as escapes."""
+    from sqlalchemy import text
+
+    job_id = make_job("failed", payload={f"key{BIDI}": f"value{BIDI}"},
+                      error_code=f"CODE{BIDI}X", error=f"error {BIDI}gnp.exe")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO job_audit (job_id, actor, role, action, reason) "
+                          "VALUES (:job, :actor, 'operator', 'retry', :reason)"),
+                     {"job": job_id, "actor": f"mallory{BIDI}", "reason": f"because{BIDI}"})
+    for path in (f"/jobs/{job_id}", "/audit", "/failed", "/jobs?status=failed",
+                 f"/failed/group?code=CODE{BIDI}X"):
+        page = viewer.get(path).get_data(as_text=True)
+        assert not set(BIDI) & set(page), path
+        assert "\\u202e\\u2066\\u200f" in page, path
