@@ -78,9 +78,9 @@ def test_phone_navigation_collapses_behind_a_menu(page, sign_in, scenario):
     page.wait_for_url("**/failed")
 
 
-# Every text of each SLA chart lies inside the chart's viewBox (a y-axis label such as
-# "1m 54s" was cut to "m 54s").
-SLA_LABELS = """() => [...document.querySelectorAll('svg.sla-chart')].flatMap(svg => {
+# Every text of each chart lies inside the chart's viewBox (an SLA y-axis label such as
+# "1m 54s" was cut to "m 54s", the trend chart's "last min" to "last m").
+CHART_LABELS = """(selector) => [...document.querySelectorAll(selector)].flatMap(svg => {
   const box = svg.viewBox.baseVal;
   return [...svg.querySelectorAll('text')].map(t => {
     const b = t.getBBox();
@@ -96,6 +96,16 @@ def test_every_sla_chart_label_shows_whole(page, sign_in, engine):
             sample_data.insert_job(conn, "send_email", "pending", queue="email", ago=ago)
     sign_in("ada")
     page.goto("/sla")
-    labels = page.evaluate(SLA_LABELS)
+    labels = page.evaluate(CHART_LABELS, "svg.sla-chart")
     assert any(re.fullmatch(r"\d+m \d+s", label["text"]) for label in labels), labels
+    assert [label for label in labels if not label["inside"]] == []
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_every_trend_chart_label_shows_whole(page, sign_in, scenario, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in("ada")
+    page.goto("/")
+    labels = page.evaluate(CHART_LABELS, "svg.trend-chart")
+    assert {"last min", "-1h"} <= {label["text"] for label in labels}, labels
     assert [label for label in labels if not label["inside"]] == []
