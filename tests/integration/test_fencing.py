@@ -177,6 +177,16 @@ def a_skips(t: Takeover) -> list:
     return _finish(t, "skipped", "skipped")
 
 
+def a_acknowledges_a_cancel(t: Takeover) -> list:
+    """A's handler saw a cancel request (or raised JobCancelled) and stopped."""
+    return _finish(t, "cancelled", "cancelled", "CANCELLED", "cancelled at operator request")
+
+
+def a_reports_an_unknown_outcome(t: Takeover) -> list:
+    """A's provider call timed out after sending: A cannot tell whether it happened."""
+    return _finish(t, "unknown", "unknown", "PROVIDER_TIMEOUT", "A sent, no answer")
+
+
 def a_heartbeats(t: Takeover) -> list:
     return t.db.execute(Q.heartbeat_executions, batch_params([
         {"id": t.job_id, "execution_id": str(t.a), "progress": None, "checkpoint": None},
@@ -243,6 +253,7 @@ def recovery_decides_about_b_on_a_stale_read(t: Takeover) -> list:
 
 LATE_STATEMENTS = [
     a_completes, a_fails, a_schedules_a_retry, a_skips,
+    a_acknowledges_a_cancel, a_reports_an_unknown_outcome,
     a_heartbeats, a_heartbeats_with_progress_and_checkpoint,
     a_saves_progress, a_saves_a_checkpoint,
     a_hands_the_job_back_at_shutdown,
@@ -282,6 +293,16 @@ def a_handler_fails(t: Takeover):
 def a_handler_schedules_a_retry(t: Takeover):
     return _through_the_completer(t, Outcome(S.PENDING, O.RETRY, "PROVIDER_5XX",
                                              "A saw a 503", delay=0.0))
+
+
+def a_handler_acknowledges_a_cancel(t: Takeover):
+    return _through_the_completer(t, Outcome(S.CANCELLED, O.CANCELLED, "CANCELLED",
+                                             "cancelled at operator request"))
+
+
+def a_handler_reports_an_unknown_outcome(t: Takeover):
+    return _through_the_completer(t, Outcome(S.UNKNOWN, O.UNKNOWN, "PROVIDER_TIMEOUT",
+                                             "A sent, no answer"))
 
 
 def a_handler_heartbeats(t: Takeover):
@@ -328,6 +349,8 @@ LATE_HANDLER_WRITES = [
         (a_handler_completes, False),
         (a_handler_fails, False),
         (a_handler_schedules_a_retry, False),
+        (a_handler_acknowledges_a_cancel, False),
+        (a_handler_reports_an_unknown_outcome, False),
         (a_handler_heartbeats, "lease lost"),
         (a_handler_reports_progress, "lease lost"),
         (a_handler_saves_a_checkpoint, "lease lost"),
