@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from tests.helpers import job_row, running_worker, scalar, status_counts, wait_for
 from worker import EnqueueError, JobSpec, Registry, enqueue, enqueue_many, job
 from worker.db import sqlalchemy_url
+from worker.producer import claim
 
 
 def test_rolled_back_transaction_leaves_no_job(conn, clean_db):
@@ -54,6 +55,25 @@ def test_idempotency_key_returns_the_live_job(conn, clean_db):
         other.commit()
     assert first == again == third
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 1
+
+
+def test_idempotency_key_returns_the_job_while_a_worker_runs_it(conn, clean_db):
+    holder = enqueue(conn, "welcome", {"userId": 52}, idempotency_key="welcome:user:52")
+    conn.commit()
+    (claimed,) = claim(conn, types=["welcome"], leases=[60.0], queues=None, limit=1,
+                       worker_id="w1")
+    conn.commit()
+    assert claimed.id == holder
+    with psycopg.connect(clean_db) as other:
+        again = enqueue(other, "welcome", {"userId": 52}, idempotency_key="welcome:user:52")
+        batch = enqueue_many(other, [
+            JobSpec("welcome", {"userId": 52}, idempotency_key="welcome:user:52"),
+            JobSpec("welcome", {"userId": 53}, idempotency_key="welcome:user:53")])
+        other.commit()
+    assert again == batch[0] == holder and batch[1] != holder
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                            "WHERE idempotency_key = 'welcome:user:52'") == 1
+    assert job_row(clean_db, holder)["status"] == "running"
 
 
 def test_idempotency_key_is_free_again_once_the_job_finished(conn, clean_db):
