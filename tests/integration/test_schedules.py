@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -87,6 +88,64 @@ def test_workers_racing_for_a_tick_enqueue_it_once(conn, clean_db):
     assert [k[-14:-6] for _, k in jobs(clean_db)] == ["22:05:00", "22:10:00", "22:15:00"]
 
 
+#: Holds back one session's inserts into background_jobs (by application_name) until the
+#: test lets go of an advisory lock: a scheduler stalled between reading a due schedule
+#: and enqueueing its tick, as a preempted or paused process would be.
+STALL = """
+CREATE FUNCTION test_stall_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('application_name') = 'stalled-scheduler' THEN
+        PERFORM pg_advisory_xact_lock_shared(1919);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER test_stall_insert BEFORE INSERT ON background_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION test_stall_insert();
+"""
+
+
+def complete_every_job(url: str) -> None:
+    """The tick's job runs and completes, freeing its idempotency key."""
+    with psycopg.connect(url) as c:
+        c.execute("UPDATE background_jobs SET status = 'completed', completed_at = now()")
+
+
+def test_a_tick_stays_one_job_when_a_stalled_scheduler_wakes_after_it_completed(
+        conn, clean_db):
+    # The key dedupes only while its job is live: once the tick's job completed, only the
+    # schedule's row lock and its compare-and-set keep a late scheduler from a second job.
+    reg = scheduled()
+    published(conn, reg)
+    now = T0 + timedelta(minutes=3)
+    conn.execute(STALL)
+    conn.execute("SELECT pg_advisory_lock(1919)")
+    conn.commit()
+    try:
+        with psycopg.connect(clean_db, application_name="stalled-scheduler") as late, \
+                ThreadPoolExecutor(max_workers=1) as thread:
+            stalled = thread.submit(run_once, late, reg, now=now)
+            wait_for(lambda: scalar(clean_db, "SELECT 1 FROM pg_stat_activity WHERE "
+                                    "application_name = 'stalled-scheduler' AND "
+                                    "wait_event = 'advisory'"),
+                     message="the late scheduler to stall before its enqueue")
+            with psycopg.connect(clean_db) as first:
+                run_once(first, reg, now=now)
+            complete_every_job(clean_db)
+            conn.execute("SELECT pg_advisory_unlock(1919)")
+            conn.commit()
+            outcome = stalled.exception(timeout=30) or stalled.result()
+    finally:
+        conn.rollback()
+        conn.execute("DROP TRIGGER test_stall_insert ON background_jobs; "
+                     "DROP FUNCTION test_stall_insert()")
+        conn.commit()
+    tick = datetime(2026, 3, 28, 22, 5, tzinfo=UTC)
+    assert jobs(clean_db) == [(tick, f"schedule:report:{tick.isoformat()}")], outcome
+    with psycopg.connect(clean_db) as c:
+        assert c.execute("SELECT next_run_at FROM job_schedules").fetchone() == (
+            tick + timedelta(minutes=5),)
+
+
 def test_cron_ticks_follow_the_schedule_time_zone_across_dst(conn, clean_db):
     # 02:30 Berlin does not exist on 2026-03-29: the 01:30 tick is followed by 03:30 local
     reg = scheduled(cron="30 * * * *", tz="Europe/Berlin", catch_up=True)
@@ -152,6 +211,26 @@ def test_a_ticks_idempotency_key_is_spelled_in_utc_whatever_the_zone(conn, clean
     assert [k for _, k in jobs(clean_db)] == [
         f"schedule:report:2026-03-{day}T{hour}:00:00+00:00"
         for day, hour in (("28", "23"), ("29", "00"), ("29", "01"), ("29", "02"))]
+
+
+def test_a_tick_enqueued_twice_is_one_job_whatever_zone_each_session_reads_it_in(
+        conn, clean_db):
+    # The key is the last guard of a tick (behind the row lock and the compare-and-set):
+    # the tick read back from next_run_at by sessions in two time zones must dedupe.
+    reg = scheduled(catch_up=True)  # catch-up's first tick is next_run_at as read
+    published(conn, reg)
+    now = T0 + timedelta(minutes=3)
+    conn.execute("SET TIME ZONE 'America/New_York'")
+    conn.commit()
+    first = run_once(conn, reg, now=now)["report"]
+    # As if the advance had been lost: the schedule is back at the tick just enqueued.
+    conn.execute("UPDATE job_schedules SET next_run_at = %s",
+                 [datetime(2026, 3, 28, 22, 5, tzinfo=UTC)])
+    conn.commit()
+    with psycopg.connect(clean_db) as tokyo:
+        tokyo.execute("SET TIME ZONE 'Asia/Tokyo'")
+        again = run_once(tokyo, reg, now=now)["report"]
+    assert again == first and len(jobs(clean_db)) == 1
 
 
 def test_a_paused_schedule_enqueues_nothing_and_resumes_without_a_burst(conn, clean_db):
