@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from worker import JobSpec, enqueue_many
 from worker.operations import skip_job
-from worker.retention import DAY, DEFAULT_AGES, RetentionPolicy, run_once
+from worker.retention import DAY, DEFAULT_AGES, RetentionPolicy, prune, run_once
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -72,6 +72,51 @@ def test_each_status_goes_after_its_own_age_with_executions_and_done_effects(con
     assert scalar(clean_db, "SELECT count(*) FROM processed_effects WHERE state = 'reserved'") == 50
 
 
+def seed_unfinished(conn, status: str, days_ago: int, n: int) -> None:
+    """`n` jobs created `days_ago` and still `status` (pending: never claimed, or waiting
+    out a long backoff; unknown: waiting for reconciliation, its execution's outcome and
+    reserved ledger entry the evidence)."""
+    conn.execute("""
+        WITH jobs AS (
+            INSERT INTO background_jobs (type, payload, status, attempts, created_at,
+                                         available_at, last_error_code)
+            SELECT 'old', jsonb_build_object('n', g), %(status)s,
+                   CASE WHEN %(status)s = 'pending' THEN 0 ELSE 1 END,
+                   now() - make_interval(days => %(days)s::int),
+                   now() - make_interval(days => %(days)s::int),
+                   CASE WHEN %(status)s = 'unknown' THEN 'PROVIDER_TIMEOUT' END
+            FROM generate_series(1, %(n)s) g
+            RETURNING id, status
+        ), ex AS (
+            INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                                        scheduled_at, outcome)
+            SELECT id, gen_random_uuid(), 1, 'default', 'old', 'w', now(), 'unknown'
+            FROM jobs WHERE status = 'unknown'
+        )
+        INSERT INTO processed_effects (key, job_id, state)
+        SELECT 'reserved:' || id, id, 'reserved' FROM jobs WHERE status = 'unknown'
+    """, {"status": status, "days": days_ago, "n": n})
+
+
+def test_old_pending_and_unknown_jobs_outlive_every_retention_age(conn, clean_db):
+    # Older than any age: retention deletes finished jobs only, whatever it is set to.
+    seed_unfinished(conn, "pending", 400, 3)
+    seed_unfinished(conn, "unknown", 400, 2)
+    for status in DEFAULT_AGES:
+        seed_finished(conn, status, 400, 1)  # these go, so the passes really ran
+    conn.commit()
+    shortest = RetentionPolicy(ages=dict.fromkeys(DEFAULT_AGES, 1.0))
+    passes = [run_once(conn, RetentionPolicy()), run_once(conn, shortest),
+              prune(conn, list(DEFAULT_AGES), 1.0)]
+    assert status_counts(clean_db) == {"pending": 3, "unknown": 2}
+    assert passes == [dict.fromkeys(DEFAULT_AGES, 1)] + [dict.fromkeys(DEFAULT_AGES, 0)] * 2
+    # the unknown jobs' evidence for reconciliation stays with them
+    assert scalar(clean_db, "SELECT count(*) FROM job_executions e JOIN background_jobs j "
+                            "ON j.id = e.job_id WHERE j.status = 'unknown'") == 2
+    assert scalar(clean_db, "SELECT count(*) FROM processed_effects e JOIN background_jobs j "
+                            "ON j.id = e.job_id WHERE j.status = 'unknown'") == 2
+
+
 def test_a_pass_deletes_in_batches_and_leaves_the_rest_for_the_next(conn, clean_db):
     seed_finished(conn, "completed", 20, 25)
     conn.commit()
@@ -92,6 +137,9 @@ def test_only_one_worker_prunes_at_a_time(conn, clean_db):
 
 @pytest.mark.parametrize("text, error", [("completed=soon", "positive age"),
                                          ("finished=14d", "unknown status"),
+                                         ("pending=30d", "unknown status"),
+                                         ("unknown=90d", "unknown status"),
+                                         ("running=1d", "unknown status"),
                                          ("failed=0d", "positive age")])
 def test_a_retention_setting_it_cannot_read_is_refused_by_name(text, error):
     with pytest.raises(ValueError, match=error):
