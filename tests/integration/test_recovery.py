@@ -1,0 +1,76 @@
+"""Recovery takes only expired leases: the boundary, on the database's clock.
+
+Each job is claimed for real, then its lease is set relative to `now()` inside one
+transaction, and recovery runs in that same transaction: `now()` is the transaction's
+start time, so the lease ending exactly now, a microsecond either side and half a second
+either side are all judged against one fixed instant, with no sleeping and no race
+against the wall clock. A lease that has not yet ended, even by a microsecond, belongs to
+a live execution.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from worker import Registry, RetryPolicy, enqueue, job
+from worker.producer import claim
+from worker.queries import Q
+from worker.recovery import recover_stale_running
+
+#: The lease's end relative to the database's now(), and whether recovery may take it.
+LEASE_ENDS = {"in half a second": ("0.5 seconds", False),
+              "in a microsecond": ("1 microsecond", False),
+              "exactly now": ("0 seconds", False),
+              "a microsecond ago": ("-1 microsecond", True),
+              "half a second ago": ("-0.5 seconds", True)}
+
+
+@pytest.fixture
+def leases(conn):
+    """{description: (job id, execution id)} of running jobs whose leases end as named,
+    set in the transaction left open on `conn`; and the registry their type is in."""
+    reg = Registry()
+    job("lease.boundary", lease=30, backoff=RetryPolicy(base=0, cap=0, jitter=0),
+        registry=reg)(lambda ctx, payload: None)
+    for _ in LEASE_ENDS:
+        enqueue(conn, "lease.boundary", {}, registry=reg)
+    claimed = claim(conn, types=["lease.boundary"], leases=[30.0], queues=None,
+                    limit=len(LEASE_ENDS), worker_id="w-boundary")
+    conn.commit()
+    jobs = {name: (c.id, c.execution_id) for name, c in zip(LEASE_ENDS, claimed, strict=True)}
+    for name, (offset, _) in LEASE_ENDS.items():
+        conn.execute("UPDATE background_jobs SET lease_expires_at = now() + %s::interval "
+                     "WHERE id = %s", [offset, jobs[name][0]])
+    return jobs, reg
+
+
+def expired(jobs: dict) -> set[int]:
+    return {jobs[name][0] for name, (_, gone) in LEASE_ENDS.items() if gone}
+
+
+def test_recovery_takes_a_lease_only_once_it_has_ended(conn, leases):
+    jobs, reg = leases
+    assert recover_stale_running(conn, reg) == {"pending": 2}
+    rows = dict(conn.execute("SELECT id, status FROM background_jobs").fetchall())
+    assert {i for i, status in rows.items() if status == "pending"} == expired(jobs)
+    assert {i for i, status in rows.items() if status == "running"} == (
+        {i for i, _ in jobs.values()} - expired(jobs))
+
+
+def test_the_stale_lock_selects_only_ended_leases(conn, leases):
+    jobs, _ = leases
+    locked = {r[0] for r in conn.execute(Q.lock_stale_running, {"limit": 100})}
+    assert locked == expired(jobs)
+
+
+def test_a_recovery_decision_about_a_live_lease_is_refused(conn, leases):
+    # Decided on a stale read (or by a lock step that took too much): the update itself
+    # re-checks the lease, so only the ended ones move.
+    jobs, _ = leases
+    decided = [{"id": i, "execution_id": str(e), "status": "pending", "delay": 0}
+               for i, e in jobs.values()]
+    moved = {r[0] for r in conn.execute(Q.recover_executions,
+                                        {"rows": json.dumps(decided)})}
+    assert moved == expired(jobs)
