@@ -107,6 +107,27 @@ def test_cancelling_a_pending_job_and_requesting_cancel_of_a_running_one(
     assert "already requested" in page
 
 
+def test_cancelling_a_pending_job_writes_exactly_one_audit_row_saying_who_and_why(
+    operator, post_form, make_job, clean_db
+):
+    job_id = make_job("pending")
+    response = post_form(
+        operator,
+        f"/jobs/{job_id}/cancel",
+        {"reason": "duplicate order", "request_id": "pc1", "expected_status": "pending"},
+    )
+    assert response.status_code == 303
+    assert job_row(clean_db, job_id)["status"] == "cancelled"
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT job_id, action, actor, role, reason, from_status, to_status, request_id "
+            "FROM job_audit"
+        ).fetchall()
+    assert rows == [
+        (job_id, "cancel", "otto", "operator", "duplicate order", "pending", "cancelled", "pc1")
+    ]
+
+
 def test_skipping_and_reconciling_an_unknown_job(operator, post_form, make_job, clean_db):
     unknown, other = make_job("unknown"), make_job("unknown")
     post_form(
