@@ -88,10 +88,15 @@ def test_permanent_error_fails_without_retrying(reg, conn, clean_db):
 
     job_id = add(conn, "strict")
     with running_worker(reg, clean_db):
-        row = settle(clean_db, job_id)
+        # Judged on the first execution's end, not on waiting for `failed`: a permanent
+        # error treated as retryable shows here as a retry, at once.
+        (first,) = wait_for(lambda: (e := executions(clean_db, job_id))
+                            and e[0]["finished_at"] and e, message="the first attempt to end")
+        row = job_row(clean_db, job_id)
+    assert (first["outcome"], first["error_code"]) == ("failed", "PAYLOAD_INVALID")
     assert (row["status"], row["attempts"], row["last_error_code"]) == ("failed", 1, "PAYLOAD_INVALID")
     assert row["failed_at"] is not None
-    assert len(calls) == 1
+    assert len(executions(clean_db, job_id)) == 1 and len(calls) == 1
 
 
 def test_exhausted_retries_end_failed_after_max_attempts(reg, conn, clean_db):
