@@ -102,6 +102,11 @@ background_jobs = Table(
         "status <> 'running' OR execution_id IS NOT NULL",
         name="background_jobs_running_owner_check",
     ),
+    # Only a running job holds a lease: recovery and the console rely on it (migration 0019).
+    CheckConstraint(
+        "lease_expires_at IS NULL OR status = 'running'",
+        name="background_jobs_lease_only_while_running_check",
+    ),
 )
 # The claim path: pending jobs by aged priority, i.e. by available_at moved earlier by
 # 10 seconds per priority level (the function, migration 0016), lowest rank first. It

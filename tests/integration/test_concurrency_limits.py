@@ -111,8 +111,9 @@ def slot_of(conn, job_id: int) -> int:
 
 
 def finish(conn, *job_ids: int) -> None:
-    conn.execute("UPDATE background_jobs SET status = 'completed', completed_at = now() "
-                 "WHERE id = ANY(%s) AND status = 'running'", [list(job_ids)])
+    conn.execute("UPDATE background_jobs SET status = 'completed', completed_at = now(), "
+                 "lease_expires_at = NULL WHERE id = ANY(%s) AND status = 'running'",
+                 [list(job_ids)])
     conn.commit()
 
 

@@ -90,6 +90,50 @@ def test_status_check_constraint_rejects_unknown_states(empty_database):
                      "VALUES ('t', '{}', 'exploded')")
 
 
+LEASE_CHECK = "background_jobs_lease_only_while_running_check"
+
+
+@pytest.mark.parametrize("status", ["pending", "completed", "failed", "cancelled", "skipped",
+                                    "unknown"])
+def test_a_lease_on_a_job_that_is_not_running_is_refused(empty_database, status):
+    migrate(empty_database)
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        job_id = conn.execute(
+            "INSERT INTO background_jobs (type, payload, status, execution_id, "
+            "lease_expires_at) VALUES ('t', '{}', 'running', gen_random_uuid(), "
+            "now() + interval '30 seconds') RETURNING id").fetchone()[0]
+        # a move out of running that forgets the lease
+        with pytest.raises(psycopg.errors.CheckViolation, match=LEASE_CHECK):
+            conn.execute("UPDATE background_jobs SET status = %s WHERE id = %s",
+                         [status, job_id])
+        conn.execute("UPDATE background_jobs SET status = %s, lease_expires_at = NULL "
+                     "WHERE id = %s", [status, job_id])
+        with pytest.raises(psycopg.errors.CheckViolation, match=LEASE_CHECK):
+            conn.execute("UPDATE background_jobs SET lease_expires_at = now() WHERE id = %s",
+                         [job_id])
+
+
+def test_the_lease_check_is_validated_and_clears_leases_left_on_rows_not_running(
+        empty_database):
+    migrate(empty_database, "0018")
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("INSERT INTO background_jobs (type, payload, status, execution_id, "
+                     "lease_expires_at) VALUES "
+                     "('t', '{}', 'completed', gen_random_uuid(), now() - interval '1 hour'), "
+                     "('t', '{}', 'running', gen_random_uuid(), now() + interval '1 minute')")
+    migrate(empty_database)
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT convalidated FROM pg_constraint WHERE conname = %s",
+                            [LEASE_CHECK]).fetchone() == (True,)
+        assert conn.execute("SELECT status, lease_expires_at IS NOT NULL FROM background_jobs "
+                            "ORDER BY id").fetchall() == [("completed", False),
+                                                          ("running", True)]
+    downgrade(empty_database, "0018")
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = %s",
+                            [LEASE_CHECK]).fetchone() == (0,)
+
+
 def test_names_stored_with_capitals_are_lower_cased_so_their_users_can_sign_in(empty_database):
     migrate(empty_database, "0004")
     with psycopg.connect(empty_database) as conn:

@@ -45,7 +45,8 @@ def test_failure_rate_counts_final_outcomes_and_unknown_apart(viewer, engine, se
                            "unknown": "unknown"}[status]
                 sample_data.insert_execution(conn, job_id, outcome=outcome, started_ago=120)
                 conn.exec_driver_sql(
-                    f"UPDATE background_jobs SET status = '{status}' WHERE id = {job_id}")
+                    f"UPDATE background_jobs SET status = '{status}', lease_expires_at = NULL "
+                    f"WHERE id = {job_id}")
     html = card(viewer.get("/sla").get_data(as_text=True), "send_email")
     assert re.search(r'data-testid="failure-rate">25\.0%', html)  # 2 of 8 final
     assert "2 unknown, awaiting review" in html
