@@ -102,7 +102,7 @@ background_jobs = Table(
         "status <> 'running' OR execution_id IS NOT NULL",
         name="background_jobs_running_owner_check",
     ),
-    # Only a running job holds a lease: recovery and the console rely on it (migration 0019).
+    # Only a running job holds a lease: recovery and the console rely on it (migration 0020).
     CheckConstraint(
         "lease_expires_at IS NULL OR status = 'running'",
         name="background_jobs_lease_only_while_running_check",

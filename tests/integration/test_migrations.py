@@ -115,7 +115,7 @@ def test_a_lease_on_a_job_that_is_not_running_is_refused(empty_database, status)
 
 def test_the_lease_check_is_validated_and_clears_leases_left_on_rows_not_running(
         empty_database):
-    migrate(empty_database, "0018")
+    migrate(empty_database, "0019")
     with psycopg.connect(empty_database, autocommit=True) as conn:
         conn.execute("INSERT INTO background_jobs (type, payload, status, execution_id, "
                      "lease_expires_at) VALUES "
@@ -128,7 +128,7 @@ def test_the_lease_check_is_validated_and_clears_leases_left_on_rows_not_running
         assert conn.execute("SELECT status, lease_expires_at IS NOT NULL FROM background_jobs "
                             "ORDER BY id").fetchall() == [("completed", False),
                                                           ("running", True)]
-    downgrade(empty_database, "0018")
+    downgrade(empty_database, "0019")
     with psycopg.connect(empty_database) as conn:
         assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = %s",
                             [LEASE_CHECK]).fetchone() == (0,)

@@ -124,15 +124,20 @@ def test_a_tick_stays_one_job_when_a_stalled_scheduler_wakes_after_it_completed(
         with psycopg.connect(clean_db, application_name="stalled-scheduler") as late, \
                 ThreadPoolExecutor(max_workers=1) as thread:
             stalled = thread.submit(run_once, late, reg, now=now)
-            wait_for(lambda: scalar(clean_db, "SELECT 1 FROM pg_stat_activity WHERE "
-                                    "application_name = 'stalled-scheduler' AND "
-                                    "wait_event = 'advisory'"),
-                     message="the late scheduler to stall before its enqueue")
-            with psycopg.connect(clean_db) as first:
-                run_once(first, reg, now=now)
-            complete_every_job(clean_db)
-            conn.execute("SELECT pg_advisory_unlock(1919)")
-            conn.commit()
+            try:
+                wait_for(lambda: scalar(clean_db, "SELECT 1 FROM pg_stat_activity WHERE "
+                                        "application_name = 'stalled-scheduler' AND "
+                                        "wait_event = 'advisory'"),
+                         message="the late scheduler to stall before its enqueue")
+                with psycopg.connect(clean_db) as first:
+                    run_once(first, reg, now=now)
+                complete_every_job(clean_db)
+            finally:
+                # Let the late scheduler go whatever happened above: leaving the `with`
+                # waits for its thread, which waits for this lock.
+                conn.rollback()
+                conn.execute("SELECT pg_advisory_unlock(1919)")
+                conn.commit()
             outcome = stalled.exception(timeout=30) or stalled.result()
     finally:
         conn.rollback()

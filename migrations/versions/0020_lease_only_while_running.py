@@ -1,7 +1,7 @@
 """Only a running job holds a lease: the schema says so.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-01
 
 Recovery takes a job whose lease ran out (`status = 'running' AND lease_expires_at <
@@ -22,8 +22,8 @@ validation would otherwise refuse the upgrade.
 
 from alembic import op
 
-revision = "0019"
-down_revision = "0018"
+revision = "0020"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
