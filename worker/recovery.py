@@ -3,9 +3,9 @@
 A job whose lease ran out without a heartbeat lost its worker (killed, OOM, frozen,
 cut off). It goes back to `pending` with backoff (WORKER_LOST, the attempt counted),
 to `failed` when its attempts are used up, or to `unknown` when its type declared
-itself unsafe to repeat. Any number of workers may run this at once: rows are locked
-with SKIP LOCKED and the UPDATE re-checks staleness and the execution it saw, so a job
-that completed meanwhile is never overwritten.
+itself unsafe to repeat (worker/transitions.py decides). Any number of workers may run
+this at once: rows are locked with SKIP LOCKED and the UPDATE re-checks staleness and
+the execution it saw, so a job that completed meanwhile is never overwritten.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from .errors import WORKER_LOST
 from .queries import Q
 from .registry import Registry
 from .runner import DEFAULT_POLICY
+from .states import JobStatus
+from .transitions import lost
 
 log = logging.getLogger("jobwarden.recovery")
 
@@ -31,13 +33,10 @@ def recover_stale_running(conn, registry: Registry, limit: int = 500) -> dict[st
         decided = []
         for job_id, execution_id, type_name, attempts, max_attempts in stale:
             job_type = registry.get(type_name)
-            if attempts >= max_attempts:
-                status, delay = "failed", 0.0
-            elif job_type is not None and not job_type.repeat_safe:
-                status, delay = "unknown", 0.0
-            else:
-                status = "pending"
-                delay = (job_type.backoff if job_type else DEFAULT_POLICY).delay_for(attempts)
+            status = lost(attempts, max_attempts,
+                          repeat_safe=job_type is None or job_type.repeat_safe)
+            delay = ((job_type.backoff if job_type else DEFAULT_POLICY).delay_for(attempts)
+                     if status is JobStatus.PENDING else 0.0)
             decided.append({"id": job_id, "execution_id": str(execution_id),
                             "status": status, "delay": delay})
         for _job_id, status in conn.execute(

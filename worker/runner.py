@@ -29,6 +29,7 @@ from .registry import JobType
 from .sanitize import describe_exception, describe_traceback, describe_validation, sanitize_text
 from .states import ExecutionOutcome, JobStatus
 from .storable import storable_text
+from .transitions import TRANSITIONS, next_status
 
 log = logging.getLogger("jobwarden.runner")
 #: Backoff for jobs whose type this worker does not know (recovery of foreign types).
@@ -61,16 +62,24 @@ class Outcome:
 def retry_or_fail(job_type: JobType | None, attempt: int, max_attempts: int, code: str,
                   message: str, outcome: ExecutionOutcome = ExecutionOutcome.RETRY,
                   delay: float | None = None) -> Outcome:
-    """Back to pending after a backoff, or failed when the attempts are used up."""
-    if attempt >= max_attempts:
-        if outcome is ExecutionOutcome.RETRY:
-            outcome = ExecutionOutcome.FAILED
-        return Outcome(JobStatus.FAILED, outcome, code,
+    """Back to pending after a backoff, or failed when the attempts are used up (the
+    transitions table decides, worker/transitions.py)."""
+    status, recorded = next_status(outcome, attempt, max_attempts)
+    if status is JobStatus.FAILED:
+        return Outcome(status, recorded, code,
                        f"{message} (attempt {attempt} of {max_attempts}: giving up)")
     if delay is None:
         policy = job_type.backoff if job_type else DEFAULT_POLICY
         delay = policy.delay_for(attempt)
-    return Outcome(JobStatus.PENDING, outcome, code, message, delay)
+    return Outcome(status, recorded, code, message, delay)
+
+
+def ended(outcome: ExecutionOutcome, code: str | None, message: str | None) -> Outcome:
+    """An outcome whose next status is fixed (TRANSITIONS), with the table's code unless
+    the handler gave one."""
+    t = TRANSITIONS[outcome]
+    assert t.to is not None, outcome
+    return Outcome(t.to, outcome, code or t.error_code, message)
 
 
 def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
@@ -89,18 +98,16 @@ def _classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> 
                              f"execution exceeded its {job_type.timeout:g}s timeout",
                              outcome=ExecutionOutcome.TIMEOUT)
     if exc is None:
-        return Outcome(JobStatus.COMPLETED, ExecutionOutcome.COMPLETED)
+        return ended(ExecutionOutcome.COMPLETED, None, None)
     message = describe_exception(exc)
     if isinstance(exc, E.SkipJob):
-        return Outcome(JobStatus.SKIPPED, ExecutionOutcome.SKIPPED, "SKIPPED",
-                       sanitize_text(exc.reason) or None)
+        return ended(ExecutionOutcome.SKIPPED, None, sanitize_text(exc.reason) or None)
     if isinstance(exc, E.JobCancelled) or ctx.operator_cancelled:
-        return Outcome(JobStatus.CANCELLED, ExecutionOutcome.CANCELLED, E.CANCELLED,
-                       "cancelled at operator request")
+        return ended(ExecutionOutcome.CANCELLED, None, "cancelled at operator request")
     if isinstance(exc, E.AmbiguousOutcome):
-        return Outcome(JobStatus.UNKNOWN, ExecutionOutcome.UNKNOWN, exc.code, message)
+        return ended(ExecutionOutcome.UNKNOWN, exc.code, message)
     if isinstance(exc, E.PermanentError):
-        return Outcome(JobStatus.FAILED, ExecutionOutcome.FAILED, exc.code, message)
+        return ended(ExecutionOutcome.FAILED, exc.code, message)
     if isinstance(exc, E.RateLimited):
         return retry_or_fail(job_type, attempt, max_attempts, exc.code, message,
                              delay=exc.retry_after)

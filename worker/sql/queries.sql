@@ -283,7 +283,10 @@ WITH decided AS (
         failed_at = CASE WHEN d.status = 'failed' THEN now() END,
         cancelled_at = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
                             THEN now() END,
-        last_error_code = 'WORKER_LOST',
+        -- A cancel requested meanwhile ends the job cancelled, with the code every way
+        -- out of running gives it (worker/transitions.py).
+        last_error_code = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                               THEN 'CANCELLED' ELSE 'WORKER_LOST' END,
         last_error = 'lease expired: no heartbeat from worker ' || coalesce(j.worker_id, '?')
                      || ' since ' || coalesce(j.heartbeat_at::text, '?'),
         lease_expires_at = NULL
@@ -437,17 +440,22 @@ WITH x AS (
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         cancelled_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         available_at = now(), attempts = greatest(j.attempts - 1, 0),
+        last_error_code = CASE WHEN j.cancel_requested_at IS NULL THEN j.last_error_code
+                               ELSE 'CANCELLED' END,
         lease_expires_at = NULL,
         checkpoint = COALESCE(x.checkpoint, j.checkpoint),
         progress = COALESCE(x.progress, j.progress)
     FROM x JOIN locked l ON l.id = x.job_id
     WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
-    RETURNING j.id, j.execution_id, j.queue
+    RETURNING j.id, j.execution_id, j.queue, j.status
 ), notified AS (
     SELECT pg_notify('jobwarden_jobs', queue) FROM (SELECT DISTINCT queue FROM job) AS q
 ), closed AS (
+    -- Handed back, or cancelled: the job will not run again, and its execution's record
+    -- says so (the rollup rebuild counts the cancellation from it).
     UPDATE job_executions e
-    SET finished_at = now(), outcome = 'handed_back',
+    SET finished_at = now(),
+        outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE 'handed_back' END,
         duration_ms = extract(epoch FROM now() - e.started_at) * 1000
     FROM job
     WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = job.execution_id

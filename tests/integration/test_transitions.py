@@ -1,0 +1,177 @@
+"""Every row of the transitions table, driven through the statements that end executions.
+
+For each way an execution ends — a handler's outcome written by finish_executions, a
+graceful hand-back, a lost worker's recovery — with attempts left and without, and with
+a cancel requested: the job's status, attempts and code, the execution's recorded
+outcome, and the rollups' count are what worker/transitions.py says. A rebuild of the
+rollups from those records then gives what the trigger counted live.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from worker import Registry, RetryPolicy, enqueue, job
+from worker.completer import Completion, write_batch
+from worker.producer import ClaimedJob, claim
+from worker.queries import Q, batch_params
+from worker.recovery import recover_stale_running
+from worker.runner import Outcome, ended, retry_or_fail
+from worker.states import ExecutionOutcome as O
+from worker.states import JobStatus as S
+from worker.transitions import TRANSITIONS, lost, next_status, rollup_outcome
+
+LATER = RetryPolicy(base=3600, cap=3600, jitter=0)
+
+
+def registry(repeat_safe: bool = True) -> Registry:
+    reg = Registry()
+    job("t", queue="q", lease=30, max_attempts=2, backoff=LATER, repeat_safe=repeat_safe,
+        registry=reg)(lambda ctx, payload: None)
+    return reg
+
+
+def start(conn, reg: Registry, *, last_attempt: bool, cancel: bool = False) -> ClaimedJob:
+    """One job claimed on its first or its last (second) attempt, as a worker claims it."""
+    job_id = enqueue(conn, "t", {}, registry=reg)
+    if last_attempt:
+        conn.execute("UPDATE background_jobs SET attempts = 1 WHERE id = %s", [job_id])
+    # Only this job is runnable (an earlier one handed back would be claimed first).
+    conn.execute("UPDATE background_jobs SET available_at = now() + interval '1 day' "
+                 "WHERE status = 'pending' AND id <> %s", [job_id])
+    conn.commit()
+    (claimed,) = claim(conn, types=["t"], leases=[30.0], queues=None, limit=1, worker_id="w")
+    assert claimed.id == job_id
+    if cancel:
+        conn.execute("UPDATE background_jobs SET cancel_requested_at = now() WHERE id = %s",
+                     [job_id])
+    conn.commit()
+    return claimed
+
+
+def finish(conn, j: ClaimedJob, outcome: Outcome) -> None:
+    assert write_batch(conn, [Completion(
+        job_id=j.id, execution_id=j.execution_id, type=j.type, attempt=j.attempt, lease=30,
+        status=outcome.status, outcome=outcome.outcome, error_code=outcome.error_code,
+        error=outcome.error, delay=outcome.delay, queue=j.queue)])
+    conn.commit()
+
+
+def hand_back(conn, j: ClaimedJob) -> None:
+    assert conn.execute(Q.hand_back_executions, batch_params(
+        [{"job_id": j.id, "execution_id": str(j.execution_id), "progress": None,
+          "checkpoint": None}])).fetchall()
+    conn.commit()
+
+
+def lose(conn, j: ClaimedJob, reg: Registry) -> None:
+    conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
+                 "WHERE id = %s", [j.id])
+    conn.commit()
+    assert sum(recover_stale_running(conn, reg).values()) == 1
+    conn.commit()
+
+
+def handler_ends(outcome: O, last_attempt: bool) -> Outcome:
+    """The Outcome the runner builds for a handler ending with `outcome`."""
+    if TRANSITIONS[outcome].to is None:
+        return retry_or_fail(None, 2 if last_attempt else 1, 2, "E_HANDLER", "it raised",
+                             outcome=outcome)
+    return ended(outcome, "E_HANDLER" if outcome in (O.FAILED, O.UNKNOWN) else None, "ended")
+
+
+def record(conn, j: ClaimedJob) -> tuple:
+    return conn.execute("""
+        SELECT b.status, b.attempts, b.last_error_code, e.outcome
+        FROM background_jobs b JOIN job_executions e ON e.execution_id = %s
+        WHERE b.id = %s""", [j.execution_id, j.id]).fetchone()
+
+
+def minute_counts(conn) -> dict[tuple, int]:
+    return {(o, c): n for o, c, n in conn.execute(
+        "SELECT outcome, error_code, sum(jobs)::int FROM job_minute_counts "
+        "GROUP BY 1, 2 HAVING sum(jobs) <> 0")}
+
+
+HANDLER_ENDS = [(o, last) for o in (O.COMPLETED, O.RETRY, O.FAILED, O.SKIPPED, O.CANCELLED,
+                                    O.UNKNOWN, O.TIMEOUT) for last in (False, True)]
+
+
+@pytest.mark.parametrize("outcome, last_attempt", HANDLER_ENDS)
+def test_a_handlers_end_moves_the_job_as_the_table_says(conn, clean_db, outcome, last_attempt):
+    reg = registry()
+    j = start(conn, reg, last_attempt=last_attempt)
+    given = handler_ends(outcome, last_attempt)
+    finish(conn, j, given)
+    status, recorded = next_status(outcome, j.attempt, 2)
+    assert (given.status, given.outcome) == (status, recorded)
+    # The code: the table's (SKIPPED, CANCELLED) or the handler's.
+    code = TRANSITIONS[outcome].error_code if TRANSITIONS[outcome].to else None
+    assert given.error_code == (code or ("E_HANDLER" if outcome not in (
+        O.COMPLETED, O.SKIPPED, O.CANCELLED) else None))
+    assert record(conn, j) == (status, j.attempt, given.error_code, recorded)
+    category = rollup_outcome(recorded, status)
+    counted_code = given.error_code or "" if category in ("failed", "unknown", "retried") \
+        else ""
+    assert minute_counts(conn) == {(category, counted_code): 1}
+
+
+def test_a_hand_back_gives_the_attempt_back_and_is_no_outcome(conn, clean_db):
+    reg = registry()
+    j = start(conn, reg, last_attempt=True)
+    hand_back(conn, j)
+    assert TRANSITIONS[O.HANDED_BACK].attempt_spent is False
+    assert record(conn, j) == (S.PENDING, j.attempt - 1, None, O.HANDED_BACK)
+    assert rollup_outcome(O.HANDED_BACK, S.PENDING) is None
+    assert minute_counts(conn) == {}
+
+
+@pytest.mark.parametrize("last_attempt, repeat_safe", [(False, True), (True, True),
+                                                       (False, False)])
+def test_a_lost_workers_job_moves_as_the_table_says(conn, clean_db, last_attempt, repeat_safe):
+    reg = registry(repeat_safe)
+    j = start(conn, reg, last_attempt=last_attempt)
+    lose(conn, j, reg)
+    status = lost(j.attempt, 2, repeat_safe)
+    assert status == {(False, True): S.PENDING, (True, True): S.FAILED,
+                      (False, False): S.UNKNOWN}[(last_attempt, repeat_safe)]
+    assert record(conn, j) == (status, j.attempt, "WORKER_LOST", O.WORKER_LOST)
+    assert minute_counts(conn) == {(rollup_outcome(O.WORKER_LOST, status), "WORKER_LOST"): 1}
+
+
+@pytest.mark.parametrize("way", ["retry", "hand_back", "lost"])
+def test_a_requested_cancel_ends_the_job_cancelled_with_one_code_whichever_the_way(
+        conn, clean_db, way):
+    """A job whose cancellation was requested never goes back to pending: every way out
+    of running ends it cancelled, with the code CANCELLED, counted once as cancelled."""
+    reg = registry()
+    j = start(conn, reg, last_attempt=False, cancel=True)
+    if way == "retry":
+        finish(conn, j, handler_ends(O.RETRY, last_attempt=False))
+    elif way == "hand_back":
+        hand_back(conn, j)
+    else:
+        lose(conn, j, reg)
+    status, _attempts, code, recorded = record(conn, j)
+    assert (status, code) == (S.CANCELLED, "CANCELLED")
+    # How the execution ended: a handler's retry and a hand-back became the cancellation;
+    # a lost worker stays what it was.
+    assert recorded == (O.WORKER_LOST if way == "lost" else O.CANCELLED)
+    assert minute_counts(conn) == {("cancelled", ""): 1}
+
+
+def test_a_rebuild_counts_every_transition_as_the_trigger_did(conn, clean_db):
+    reg, unsafe = registry(), registry(repeat_safe=False)
+    for outcome, last_attempt in HANDLER_ENDS:
+        finish(conn, start(conn, reg, last_attempt=last_attempt),
+               handler_ends(outcome, last_attempt))
+    hand_back(conn, start(conn, reg, last_attempt=False))
+    hand_back(conn, start(conn, reg, last_attempt=False, cancel=True))
+    for last_attempt in (False, True):
+        lose(conn, start(conn, reg, last_attempt=last_attempt), reg)
+    lose(conn, start(conn, unsafe, last_attempt=False), unsafe)
+    live = minute_counts(conn)
+    assert sum(live.values()) == len(HANDLER_ENDS) + 1 + 3
+    conn.execute("SELECT jobwarden_rollup_rebuild()")
+    conn.commit()
+    assert minute_counts(conn) == live
