@@ -229,32 +229,41 @@ class Completer:
                 backoff = min(backoff * 2, 5)
         self.written += len(owned)
         refused = [c for c in batch if c.execution_id not in owned]
-        for c in batch:
-            if c.execution_id in owned:
-                _log_written(c, owned[c.execution_id])
+        recorded: dict[UUID, str] = {}
         if refused:
             self.refused += len(refused)
-            self._log_refused(refused)
+            try:
+                recorded = count_refused(self._conn.get(), refused)
+            except DB_ERRORS:
+                self._conn.drop()
+        log_outcomes(batch, owned, recorded)
 
-    def _log_refused(self, refused: list[Completion]) -> None:
-        """Count the refused outcomes (zombie executions, for /metrics) and say why each
-        was discarded: how its execution was recorded."""
-        try:
-            conn = self._conn.get()
-            count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])
-            recorded = dict(conn.execute(Q.execution_outcomes, {
-                "execution_ids": [c.execution_id for c in refused]}).fetchall())
-        except DB_ERRORS:
-            self._conn.drop()
-            recorded = {}
-        for c in refused:
+
+def count_refused(conn, refused: list[Completion]) -> dict[UUID, str]:
+    """Count outcomes the guard refused (zombie executions, for /metrics) and read how
+    each of their executions was recorded instead (worker_lost, or an earlier write)."""
+    count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])
+    return dict(conn.execute(Q.execution_outcomes, {
+        "execution_ids": [c.execution_id for c in refused]}).fetchall())
+
+
+def log_outcomes(batch: list[Completion], owned: dict[UUID, str],
+                 recorded: dict[UUID, str]) -> None:
+    """One line per outcome: written (with the status it gave its job), or discarded
+    because its execution no longer owned the job (with how that execution was recorded).
+    Every writer of outcomes — this thread's batches, a handler's own transaction —
+    says it the same way."""
+    for c in batch:
+        if c.execution_id in owned:
+            log_written(c, owned[c.execution_id])
+        else:
             log.warning("job %s: execution %s no longer owns the job (recorded as %s); its "
                         "%s result is discarded", c.job_id, c.execution_id,
                         recorded.get(c.execution_id) or "unfinished", c.outcome.value,
                         extra=c.event("result_discarded"))
 
 
-def _log_written(c: Completion, status: str) -> None:
+def log_written(c: Completion, status: str) -> None:
     """One line per outcome written; completions only at DEBUG (thousands a second)."""
     level = logging.DEBUG if status == JobStatus.COMPLETED else logging.INFO
     if not log.isEnabledFor(level):

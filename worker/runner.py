@@ -19,12 +19,18 @@ import psycopg
 from pydantic import ValidationError
 
 from . import errors as E
-from .completer import STORE_REFUSED, Completion, _log_written, unstorable, write_batch
+from .completer import (
+    STORE_REFUSED,
+    Completion,
+    count_refused,
+    log_outcomes,
+    unstorable,
+    write_batch,
+)
 from .context import JobContext, LeaseLost
-from .event_totals import DB_ERRORS, ZOMBIE_OUTCOME, count
+from .event_totals import DB_ERRORS
 from .logs import ms_since
 from .policy import RetryPolicy
-from .queries import Q
 from .registry import JobType
 from .sanitize import describe_exception, describe_traceback, describe_validation, sanitize_text
 from .states import ExecutionOutcome, JobStatus
@@ -209,25 +215,12 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
                                                "job_id": ctx.job_id})
         with ctx._pool.connection() as fallback:
             return ctx.execution_id in write_batch(fallback, [unstorable(c, exc)])
-    if owned:
-        _log_written(c, outcome.status)
-    else:
-        log.warning("job %s: execution %s no longer owns the job (recorded as %s); its %s "
-                    "result is discarded", ctx.job_id, ctx.execution_id,
-                    _refused(ctx), outcome.outcome.value,
-                    extra=c.event("result_discarded"))
+    recorded: dict = {}
+    if not owned:
+        try:
+            with ctx._pool.connection() as conn:
+                recorded = count_refused(conn, [c])
+        except DB_ERRORS:
+            recorded = {c.execution_id: "unknown"}
+    log_outcomes([c], {c.execution_id: outcome.status} if owned else {}, recorded)
     return owned
-
-
-def _refused(ctx: JobContext) -> str:
-    """Count the refused outcome (a zombie execution, for /metrics) and say how this
-    execution ended in job_executions: worker_lost (recovered while it was frozen or cut
-    off), or its own earlier write that committed before a connection dropped."""
-    try:
-        with ctx._pool.connection() as conn:
-            count(conn, ZOMBIE_OUTCOME, [ctx.type])
-            row = conn.execute(Q.execution_outcomes,
-                               {"execution_ids": [ctx.execution_id]}).fetchone()
-        return (row[1] if row else None) or "unfinished"
-    except DB_ERRORS:
-        return "unknown"
