@@ -125,7 +125,7 @@ def test_a_tick_stays_one_job_when_a_stalled_scheduler_wakes_after_it_completed(
                 ThreadPoolExecutor(max_workers=1) as thread:
             stalled = thread.submit(run_once, late, reg, now=now)
             try:
-                wait_for(lambda: scalar(clean_db, "SELECT 1 FROM pg_stat_activity WHERE "
+                wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM pg_stat_activity WHERE "
                                         "application_name = 'stalled-scheduler' AND "
                                         "wait_event = 'advisory'"),
                          message="the late scheduler to stall before its enqueue")
