@@ -139,6 +139,8 @@ class Overview:
     retry_rate: float | None
     failure_rate: float | None
     recovered_last_hour: int
+    #: Executions that snoozed their job in the last hour (no outcome: not in finished).
+    snoozed_last_hour: int = 0
     #: The raw (status, queue, type, jobs) rows the tables above were summed from.
     count_rows: list[dict] = field(default_factory=list)
 
@@ -169,6 +171,7 @@ def overview(reader: Reader) -> Overview:
         retry_rate=(rates["retried"] / finished) if finished else None,
         failure_rate=(rates["failed"] / finished) if finished else None,
         recovered_last_hour=rates.get("recovered") or 0,
+        snoozed_last_hour=rates.get("snoozed") or 0,
         count_rows=count_rows,
     )
 

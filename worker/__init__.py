@@ -13,6 +13,7 @@ from .errors import (
     RateLimited,
     RetryableError,
     SkipJob,
+    Snooze,
 )
 from .policy import RetryPolicy
 from .registry import JobType, Registry, job, registry
@@ -20,5 +21,5 @@ from .registry import JobType, Registry, job, registry
 __all__ = [
     "AmbiguousOutcome", "Effect", "EnqueueError", "JobCancelled", "JobContext", "JobSpec",
     "JobType", "LeaseLost", "PermanentError", "RateLimited", "Registry", "RetryPolicy",
-    "RetryableError", "SkipJob", "enqueue", "enqueue_many", "job", "registry",
+    "RetryableError", "SkipJob", "Snooze", "enqueue", "enqueue_many", "job", "registry",
 ]

@@ -7,13 +7,13 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID
 
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from .errors import AmbiguousOutcome, JobCancelled
+from .errors import AmbiguousOutcome, JobCancelled, Snooze
 from .event_totals import ZOMBIE_LEASE, count_on
 from .queries import Q
 from .sanitize import sanitize_payload
@@ -36,7 +36,8 @@ class JobContext:
 
     def __init__(self, *, pool, job_id: int, execution_id: UUID, attempt: int, max_attempts: int,
                  type: str, queue: str, version: int, checkpoint: Any = None,
-                 job_idempotency_key: str | None = None, timeout: float | None = None):
+                 job_idempotency_key: str | None = None, timeout: float | None = None,
+                 snoozes: int = 0):
         self._pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -47,6 +48,8 @@ class JobContext:
         self.version = version
         self.checkpoint = checkpoint
         self.job_idempotency_key = job_idempotency_key
+        #: How often earlier executions of this job snoozed it.
+        self.snoozes = snoozes
         self.started = time.monotonic()
         self.deadline = None if timeout is None else self.started + timeout
         self.log = logging.LoggerAdapter(log, {"job_id": job_id, "execution_id": str(execution_id)})
@@ -66,6 +69,11 @@ class JobContext:
     def cancel_requested(self) -> bool:
         """True once an operator asked to cancel, the timeout passed, or the lease was lost."""
         return self._cancel.is_set()
+
+    def snooze(self, seconds: float) -> NoReturn:
+        """Put the job off for `seconds` without spending an attempt: ends this execution
+        (raises Snooze; see worker/errors.py)."""
+        raise Snooze(seconds)
 
     def raise_if_cancelled(self) -> None:
         if self._cancel.is_set():

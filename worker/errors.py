@@ -24,6 +24,7 @@ AMBIGUOUS_OUTCOME = "AMBIGUOUS_OUTCOME"
 UNKNOWN = "UNKNOWN"
 #: PostgreSQL refused the outcome as built; this failure was recorded in its place.
 OUTCOME_UNSTORABLE = "OUTCOME_UNSTORABLE"
+SNOOZE_LIMIT = "SNOOZE_LIMIT"
 
 
 class JobError(Exception):
@@ -69,6 +70,23 @@ class SkipJob(JobError):
     def __init__(self, reason: str = ""):
         self.reason = reason
         super().__init__("SKIPPED", reason)
+
+
+class Snooze(Exception):
+    """Put the job off for `seconds` without spending an attempt (the provider said "not
+    yet", the data is not there yet): it runs again then, as if this run had not happened.
+    A type's `max_snoozes` bounds how often one job may do so (then it fails,
+    SNOOZE_LIMIT). Not a JobError: it records no error."""
+
+    #: The longest a job may be put off in one snooze.
+    MAX_SECONDS = 366 * 86400.0
+
+    def __init__(self, seconds: float):
+        seconds = float(seconds)
+        if not 0 <= seconds <= self.MAX_SECONDS:  # NaN is refused too
+            raise ValueError(f"Snooze takes 0 to {self.MAX_SECONDS:g} seconds, not {seconds}")
+        self.seconds = seconds
+        super().__init__(f"snoozed for {seconds:g}s")
 
 
 class AmbiguousOutcome(JobError):

@@ -144,7 +144,8 @@ class Executor:
         ctx = JobContext(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
                          attempt=job.attempt, max_attempts=job.max_attempts, type=job.type,
                          queue=job.queue, version=job.version, checkpoint=job.checkpoint,
-                         job_idempotency_key=job.idempotency_key, timeout=job_type.timeout)
+                         job_idempotency_key=job.idempotency_key, timeout=job_type.timeout,
+                         snoozes=job.snoozes)
         ex = Execution(job, job_type, ctx, threading.current_thread())
         with self._lock:
             self._running[job.execution_id] = ex

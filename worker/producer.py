@@ -48,6 +48,8 @@ class ClaimedJob:
     execution_id: UUID
     checkpoint: Any
     idempotency_key: str | None
+    #: How often earlier executions snoozed the job (a type's max_snoozes bounds it).
+    snoozes: int
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.

@@ -25,6 +25,8 @@ MAX_CONCURRENCY_LIMIT = 1000
 #: says nothing: the documented defaults.
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 5
+#: How often one job may snooze before the next snooze fails it (`max_snoozes`).
+DEFAULT_MAX_SNOOZES = 100
 
 Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
 Upgrader = Callable[[dict], dict]
@@ -71,6 +73,10 @@ class JobType:
     # How many jobs of one concurrency_key may run at once when this type's job starts,
     # across all workers (claim_jobs; jobs without a key are not limited).
     concurrency_limit: int = 1
+    # How often one job of this type may put itself off (`raise Snooze(...)`) before the
+    # next snooze fails it (SNOOZE_LIMIT): a job waiting on something that never comes
+    # must end where a person sees it.
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def __call__(self, ctx, payload):
         return self.handler(ctx, payload)
@@ -163,6 +169,7 @@ def job(
     catch_up: bool = False,
     reconciler: Callable[[Any], str] | None = None,
     concurrency_limit: int = 1,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
@@ -172,6 +179,7 @@ def job(
     makes the workers enqueue one job of the type per tick (worker/scheduler.py).
     `reconciler=fn` settles the type's unknown outcomes (worker/reconcile.py).
     `concurrency_limit=N` lets up to N jobs of one `concurrency_key` run at once (default 1).
+    `max_snoozes=N` bounds how often one job may `raise Snooze(seconds)` (default 100).
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -183,6 +191,8 @@ def job(
             or not 1 <= concurrency_limit <= MAX_CONCURRENCY_LIMIT):
         raise ValueError(f"{name}: concurrency_limit must be an integer from 1 to "
                          f"{MAX_CONCURRENCY_LIMIT}")
+    if not isinstance(max_snoozes, int) or isinstance(max_snoozes, bool) or max_snoozes < 0:
+        raise ValueError(f"{name}: max_snoozes must be an integer >= 0")
     if payload is not None and not hasattr(payload, "model_validate"):
         raise ValueError(f"{name}: payload must be a pydantic model class")
     lease_s = parse_duration(lease)
@@ -206,6 +216,7 @@ def job(
             schedule=schedule, schedule_tz=schedule_tz,
             schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
             reconciler=reconciler, concurrency_limit=concurrency_limit,
+            max_snoozes=max_snoozes,
         ))
 
     return decorate

@@ -80,19 +80,21 @@ def retry_or_fail(job_type: JobType | None, attempt: int, max_attempts: int, cod
     return Outcome(status, recorded, code, message, delay)
 
 
-def ended(outcome: ExecutionOutcome, code: str | None, message: str | None) -> Outcome:
+def ended(outcome: ExecutionOutcome, code: str | None, message: str | None,
+          delay: float = 0.0) -> Outcome:
     """An outcome whose next status is fixed (TRANSITIONS), with the table's code unless
     the handler gave one."""
     t = TRANSITIONS[outcome]
     assert t.to is not None, outcome
-    return Outcome(t.to, outcome, code or t.error_code, message)
+    return Outcome(t.to, outcome, code or t.error_code, message, delay)
 
 
 def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
     """Map how the handler ended to the job's next state (the retry policy), carrying the
     handler's traceback when it raised an error (docs/architecture.md §3, job_executions)."""
     outcome = _classify(exc, ctx, job_type)
-    if exc is not None and outcome.status not in ("completed", "skipped", "cancelled"):
+    if exc is not None and outcome.status not in ("completed", "skipped", "cancelled") \
+            and outcome.outcome is not ExecutionOutcome.SNOOZED:  # a snooze is no error
         outcome.traceback = storable_text(describe_traceback(exc))  # NULs, lone surrogates
     return outcome
 
@@ -105,6 +107,12 @@ def _classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> 
                              outcome=ExecutionOutcome.TIMEOUT)
     if exc is None:
         return ended(ExecutionOutcome.COMPLETED, None, None)
+    if isinstance(exc, E.Snooze):
+        if ctx.snoozes >= job_type.max_snoozes:
+            return ended(ExecutionOutcome.FAILED, E.SNOOZE_LIMIT,
+                         f"snoozed {ctx.snoozes} times, {job_type.name}'s max_snoozes: "
+                         f"giving up")
+        return ended(ExecutionOutcome.SNOOZED, None, None, delay=exc.seconds)
     message = describe_exception(exc)
     if isinstance(exc, E.SkipJob):
         return ended(ExecutionOutcome.SKIPPED, None, sanitize_text(exc.reason) or None)

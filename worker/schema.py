@@ -65,6 +65,8 @@ background_jobs = Table(
     Column("priority", Integer, nullable=False, server_default="0"),
     Column("available_at", TS, nullable=False, server_default=text("now()")),
     Column("attempts", Integer, nullable=False, server_default="0"),
+    # Executions that snoozed the job (migration 0021): bounded by a type's max_snoozes.
+    Column("snoozes", Integer, nullable=False, server_default="0"),
     Column("max_attempts", Integer, nullable=False, server_default="5"),
     Column("worker_id", Text),
     Column("execution_id", UUID(as_uuid=True)),

@@ -34,6 +34,7 @@ class ExecutionOutcome(StrEnum):
     WORKER_LOST = "worker_lost"
     TIMEOUT = "timeout"
     HANDED_BACK = "handed_back"
+    SNOOZED = "snoozed"
 
 
 class WorkerState(StrEnum):

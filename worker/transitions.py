@@ -33,6 +33,8 @@ class Transition:
     #: The error code the runtime records for it; None: the handler's (or none).
     error_code: str | None = None
     final: O | None = None
+    #: How the rollups count a move back to `pending` (None: not at all, no outcome).
+    counted_as: str | None = "retried"
 
 
 TRANSITIONS: dict[O, Transition] = {t.outcome: t for t in (
@@ -46,12 +48,11 @@ TRANSITIONS: dict[O, Transition] = {t.outcome: t for t in (
     # A lost worker's job is retried like a timeout, except a type that declared itself
     # unsafe to repeat: nobody knows whether its side effect happened (see `lost`).
     Transition(O.WORKER_LOST, None, error_code=E.WORKER_LOST, final=O.WORKER_LOST),
-    Transition(O.HANDED_BACK, S.PENDING, attempt_spent=False),
+    Transition(O.HANDED_BACK, S.PENDING, attempt_spent=False, counted_as=None),
+    # Put off by the handler (`raise Snooze(seconds)`): runs again then, the attempt given
+    # back; a type's max_snoozes bounds how often (then SNOOZE_LIMIT fails it).
+    Transition(O.SNOOZED, S.PENDING, attempt_spent=False, counted_as="snoozed"),
 )}
-
-#: The rollups' name for a move back to `pending` that spent an attempt.
-RETRIED = "retried"
-
 
 def next_status(outcome: O, attempt: int, max_attempts: int) -> tuple[S, O]:
     """The job's next status after `outcome` on attempt `attempt` of `max_attempts`, and
@@ -74,8 +75,8 @@ def lost(attempt: int, max_attempts: int, repeat_safe: bool) -> S:
 
 def rollup_outcome(outcome: O, status: S) -> str | None:
     """How job_minute_counts counts an execution that ended with `outcome` and moved its
-    job to `status`: the status reached, `retried` for a spent attempt back to pending,
-    None for a hand-back (no outcome: the job runs again as if never started)."""
+    job to `status`: the status reached, or for a move back to pending the row's
+    `counted_as` (`retried`, `snoozed`; None for a hand-back, which is no outcome)."""
     if status is S.PENDING:
-        return RETRIED if TRANSITIONS[outcome].attempt_spent else None
+        return TRANSITIONS[outcome].counted_as
     return status.value

@@ -26,8 +26,10 @@ WHERE status = 'pending' AND available_at <= now();
 
 -- name: console_last_hour_rates
 -- Jobs that reached each outcome in the last hour (the per-minute rollup), and the
--- executions recovered from lost workers.
-SELECT coalesce(sum(jobs), 0)::bigint AS finished,
+-- executions recovered from lost workers. A snooze puts a job off and is no outcome: it
+-- is counted beside them, never in `finished` (the rates' denominator).
+SELECT coalesce(sum(jobs) FILTER (WHERE outcome <> 'snoozed'), 0)::bigint AS finished,
+       coalesce(sum(jobs) FILTER (WHERE outcome = 'snoozed'), 0)::bigint AS snoozed,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'completed'), 0)::bigint AS completed,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'retried'), 0)::bigint AS retried,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'failed'), 0)::bigint AS failed,

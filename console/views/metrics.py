@@ -77,6 +77,7 @@ class _Snapshot:
         last_hour.add_metric(["all"], ov.finished_last_hour)
         last_hour.add_metric(["completed"], ov.completed_per_minute * 60)
         last_hour.add_metric(["worker_lost"], ov.recovered_last_hour)
+        last_hour.add_metric(["snoozed"], ov.snoozed_last_hour)
         yield last_hour
         yield GaugeMetricFamily("jobwarden_retry_rate_last_hour",
                                 "Share of last hour's executions that ended in a retry.",

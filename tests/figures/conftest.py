@@ -99,6 +99,7 @@ def seeded(clean_db) -> Seeded:
                                         "SMTP_TIMEOUT")
         ids["unknown"] = _finish(conn, take(conn, 2), S.UNKNOWN, O.UNKNOWN, "AMBIGUOUS")
         ids["skipped"] = _finish(conn, take(conn, 1), S.SKIPPED, O.SKIPPED, "USER_GONE")
+        ids["snoozed"] = _finish(conn, take(conn, 1), S.PENDING, O.SNOOZED, delay=3600)
         handed = take(conn, 3)
         conn.execute(Q.hand_back_executions, batch_params(
             [{"job_id": j.id, "execution_id": str(j.execution_id), "progress": None,

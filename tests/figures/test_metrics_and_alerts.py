@@ -62,16 +62,18 @@ def test_last_hour_executions_and_rates(scrape, incident):
     url = incident.url
     outcomes = Counter(o for (o,) in rows(url, "SELECT outcome FROM job_executions WHERE "
                                                "finished_at > now() - interval '1 hour'"))
-    # Operator moves to an outcome are outcomes too; hand-backs are none.
+    # Operator moves to an outcome are outcomes too; hand-backs and snoozes are none.
     moves = Counter(s for (s,) in rows(url, """
         SELECT to_status FROM job_audit WHERE at > now() - interval '1 hour'
           AND from_status IS DISTINCT FROM to_status
           AND to_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')"""))
-    ended = sum(outcomes.values()) - outcomes["handed_back"] + sum(moves.values())
+    ended = (sum(outcomes.values()) - outcomes["handed_back"] - outcomes["snoozed"]
+             + sum(moves.values()))
     last_hour = metric(scrape, "jobwarden_executions_last_hour", "outcome")
     assert last_hour[("all",)] == ended
     assert last_hour[("completed",)] == outcomes["completed"] + moves["completed"]
     assert last_hour[("worker_lost",)] == outcomes["worker_lost"]
+    assert last_hour[("snoozed",)] == outcomes["snoozed"] == 1
     retried = outcomes["retry"] + outcomes["worker_lost"]
     failed = outcomes["failed"] + moves["failed"]
     assert math.isclose(metric(scrape, "jobwarden_retry_rate_last_hour")[()], retried / ended)

@@ -55,7 +55,7 @@ def test_the_hours_outcomes_failure_rate_and_recoveries(overview, incident):
                    ELSE outcome END AS outcome
             FROM job_executions WHERE finished_at > date_trunc('minute', now())
                                                     - interval '59 minutes'
-              AND outcome <> 'handed_back'
+              AND outcome NOT IN ('handed_back', 'snoozed')
             UNION ALL
             SELECT to_status FROM job_audit WHERE at > date_trunc('minute', now())
                                                        - interval '59 minutes'
@@ -64,6 +64,9 @@ def test_the_hours_outcomes_failure_rate_and_recoveries(overview, incident):
         ) o GROUP BY 1"""))
     ended = sum(outcomes.values())
     assert int(by_testid(overview, "outcomes-last-hour")) == ended
+    snoozed = rows(url, "SELECT count(*) FROM job_executions WHERE outcome = 'snoozed' "
+                        "AND finished_at > now() - interval '1 hour'")[0][0]
+    assert int(by_testid(overview, "snoozed-last-hour")) == snoozed == 1
     assert by_testid(overview, "failure-rate") == percent(outcomes["failed"] / ended)
     lost = rows(url, "SELECT count(*) FROM job_executions WHERE outcome = 'worker_lost' "
                      "AND finished_at > now() - interval '1 hour'")[0][0]

@@ -25,7 +25,8 @@ def test_a_rebuild_counts_each_outcome_as_the_trigger_did(seeded):
     # The live counts hold retries, a recovery, a hand-back left out, unknown outcomes
     # and operator moves: the rebuild must find each of them in the records.
     outcomes = {k[3] for k in live}
-    assert outcomes == {"completed", "retried", "failed", "unknown", "skipped", "cancelled"}
+    assert outcomes == {"completed", "retried", "failed", "unknown", "skipped", "cancelled",
+                        "snoozed"}
     with psycopg.connect(seeded.url) as conn:
         conn.execute("SELECT jobwarden_rollup_rebuild()")
     rebuilt = minute_counts(seeded.url)

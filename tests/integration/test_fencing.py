@@ -106,7 +106,7 @@ def claim(db, registry: Registry, worker_id: str) -> tuple:
 
 def context(pool, row) -> JobContext:
     (job_id, queue, type_name, version, _payload, _prio, attempts, max_attempts,
-     execution_id, checkpoint, idempotency_key) = row
+     execution_id, checkpoint, idempotency_key, _snoozes) = row
     return JobContext(pool=pool, job_id=job_id, execution_id=execution_id, attempt=attempts,
                       max_attempts=max_attempts, type=type_name, queue=queue, version=version,
                       checkpoint=checkpoint, job_idempotency_key=idempotency_key, timeout=None)

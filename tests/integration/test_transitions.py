@@ -77,6 +77,8 @@ def handler_ends(outcome: O, last_attempt: bool) -> Outcome:
     if TRANSITIONS[outcome].to is None:
         return retry_or_fail(None, 2 if last_attempt else 1, 2, "E_HANDLER", "it raised",
                              outcome=outcome)
+    if outcome is O.SNOOZED:
+        return ended(outcome, None, None, delay=60)
     return ended(outcome, "E_HANDLER" if outcome in (O.FAILED, O.UNKNOWN) else None, "ended")
 
 
@@ -94,7 +96,7 @@ def minute_counts(conn) -> dict[tuple, int]:
 
 
 HANDLER_ENDS = [(o, last) for o in (O.COMPLETED, O.RETRY, O.FAILED, O.SKIPPED, O.CANCELLED,
-                                    O.UNKNOWN, O.TIMEOUT) for last in (False, True)]
+                                    O.UNKNOWN, O.TIMEOUT, O.SNOOZED) for last in (False, True)]
 
 
 @pytest.mark.parametrize("outcome, last_attempt", HANDLER_ENDS)
@@ -108,10 +110,11 @@ def test_a_handlers_end_moves_the_job_as_the_table_says(conn, clean_db, outcome,
     # The code: the table's (SKIPPED, CANCELLED) or the handler's.
     code = TRANSITIONS[outcome].error_code if TRANSITIONS[outcome].to else None
     assert given.error_code == (code or ("E_HANDLER" if outcome not in (
-        O.COMPLETED, O.SKIPPED, O.CANCELLED) else None))
-    assert record(conn, j) == (status, j.attempt, given.error_code, recorded)
+        O.COMPLETED, O.SKIPPED, O.CANCELLED, O.SNOOZED) else None))
+    attempts = j.attempt if TRANSITIONS[outcome].attempt_spent else j.attempt - 1
+    assert record(conn, j) == (status, attempts, given.error_code, recorded)
     category = rollup_outcome(recorded, status)
-    counted_code = given.error_code or "" if category in ("failed", "unknown", "retried") \
+    counted_code = (given.error_code or "") if category in ("failed", "unknown", "retried") \
         else ""
     assert minute_counts(conn) == {(category, counted_code): 1}
 

@@ -140,7 +140,7 @@ WITH locked AS (
         WHERE x.type = s.type LIMIT 1) AS p
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
-              j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key,
+              j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
               j.available_at, j.worker_id
 ), executions AS (
     INSERT INTO job_executions
@@ -150,7 +150,7 @@ WITH locked AS (
     FROM claimed
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
-       execution_id, checkpoint, idempotency_key
+       execution_id, checkpoint, idempotency_key, snoozes
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
@@ -175,6 +175,9 @@ WITH job AS (
                                  OR (x.status = 'pending' AND j.cancel_requested_at IS NOT NULL)
                             THEN now() END,
         skipped_at = CASE WHEN x.status = 'skipped' THEN now() END,
+        -- A snooze gives its attempt back and is counted (worker/transitions.py).
+        attempts = j.attempts - CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
+        snoozes = j.snoozes + CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
         last_error_code = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
                                THEN 'CANCELLED'
                                ELSE COALESCE(x.error_code, j.last_error_code) END,
