@@ -13,12 +13,15 @@ login, every POST a CSRF token, every action the operator role and a reason.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from flask import Flask
 
+from console import security
+from console.config import load_settings, secret_key, standalone_config
 from console.mount import Console
+from console.resources import resource_dir
 from console.security import safe_next_url
+from worker.db import database_url
+from worker.sanitize import RedactingFilter
 
 __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 
@@ -26,10 +29,6 @@ __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 def create_app(config: dict | None = None) -> Flask:
     """The standalone console. `config` overrides settings read from the environment:
     Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/config.py)."""
-    from console import security
-    from console.config import load_settings, secret_key, standalone_config
-    from worker.db import database_url
-
     app = Flask(__name__, static_folder=None, template_folder=None)
     app.config.update(standalone_config())
     app.config.update(config or {})
@@ -38,8 +37,6 @@ def create_app(config: dict | None = None) -> Flask:
     security.install_standalone(app)
     # The standalone server's own log lines are redacted too (the console's are, mounted
     # or not: console.errors).
-    from worker.sanitize import RedactingFilter
-
     if not any(isinstance(f, RedactingFilter) for f in app.logger.filters):
         app.logger.addFilter(RedactingFilter())
     own = {key: value for key, value in (config or {}).items() if key in load_settings()}
@@ -52,15 +49,3 @@ def create_app(config: dict | None = None) -> Flask:
     Console(app, url_prefix="", database_url=url, settings={**own, "OWNS_SESSION": True})
     return app
 
-
-def resource_dir(name: str) -> Path:
-    """The console's `templates` or `static` folder, installed or in the source tree.
-
-    A wheel carries them inside the package (pyproject.toml's force-include); the
-    repository keeps them at its top level, where an editable install finds them.
-    """
-    here = Path(__file__).resolve().parent
-    for candidate in (here / name, here.parent / name):
-        if candidate.is_dir():
-            return candidate
-    raise RuntimeError(f"the console's {name}/ folder is missing: reinstall jobwarden")

@@ -30,7 +30,8 @@ from flask import (
 
 from console import login_throttle
 from console.account_policy import normalize_username
-from console.database import Q, get_db
+from console.config import mounted, settings
+from console.database import CQ, get_db
 from console.forms import LoginForm, LogoutForm
 from console.identity import (
     ANONYMOUS,
@@ -39,7 +40,6 @@ from console.identity import (
     current_user,
     host_user,
 )
-from console.mount import console, settings
 from console.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
 
 bp = Blueprint("auth", __name__)
@@ -69,7 +69,7 @@ def install(parent: Blueprint) -> None:
     @parent.context_processor
     def console_user_context():
         return {"current_user": current_user, "logout_form": LogoutForm(),
-                "own_login": console().own_login,
+                "own_login": mounted().own_login,
                 "config_poll": settings()["OVERVIEW_POLL_SECONDS"],
                 "console_settings": settings()}
 
@@ -78,7 +78,7 @@ def identify() -> None:
     """Set g.jobwarden_user from the host's user_loader, or from the console's session."""
     if request.endpoint == "jobwarden.static":
         return  # files for everyone: no user lookup per stylesheet
-    mount = console()
+    mount = mounted()
     if mount.user_loader is not None:
         try:
             g.jobwarden_user = host_user(mount.user_loader())
@@ -96,7 +96,7 @@ def _session_user() -> ConsoleUser | None:
     user_id = session.get(SESSION_USER)
     if not isinstance(user_id, int):
         return ANONYMOUS
-    row = get_db().one("console_user_by_id", user_id=user_id)
+    row = get_db().one(CQ.console_user_by_id, user_id=user_id)
     if row is None or row["disabled"]:
         return ANONYMOUS
     # A cookie issued before the user signed out, or before an admin changed their
@@ -122,7 +122,7 @@ def unauthorized():
 
     With a host user_loader that is the host's `login_view`, or a 403 without one.
     """
-    mount = console()
+    mount = mounted()
     login_endpoint = "jobwarden.auth.login" if mount.own_login else mount.login_view
     if login_endpoint is None:
         abort(403)
@@ -153,16 +153,15 @@ def role_required(role: str):
 
 def verify_login(username: str, password: str) -> dict | None:
     """The user row if the password matches an enabled account, else None."""
-    row = get_db().one("console_user_by_name", username=username)
+    row = get_db().one(CQ.console_user_by_name, username=username)
     if row is None or row["disabled"]:
         _verify(_DUMMY_HASH, password)
         return None
     if not _verify(row["password_hash"], password):
         return None
     rehashed = hash_password(password) if hasher.check_needs_rehash(row["password_hash"]) else None
-    with get_db().transaction() as conn:
-        conn.exec_driver_sql(Q.console_user_touch_login,
-                             {"user_id": row["id"], "password_hash": rehashed})
+    with get_db().transaction() as tx:
+        tx.run(CQ.console_user_touch_login, user_id=row["id"], password_hash=rehashed)
     return row
 
 
@@ -188,7 +187,7 @@ def _end_console_session() -> None:
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     """The sign-in form (only when the console has its own login)."""
-    if not console().own_login:
+    if not mounted().own_login:
         abort(404)
     form = LoginForm()
     next_url = safe_next_url(request.values.get("next"), url_for("jobwarden.overview.index"))
@@ -224,12 +223,12 @@ def login():
 @bp.route("/logout", methods=["POST"])
 def logout():
     """Sign out (POST with CSRF, so a link on another site cannot sign you out)."""
-    if not console().own_login:
+    if not mounted().own_login:
         abort(404)
     LogoutForm()  # CSRF was already checked by the console's before_request
     if current_user.is_authenticated:
         # Every copy of this user's cookies stops working, not only this browser's.
-        with get_db().transaction() as conn:
-            conn.exec_driver_sql(Q.console_user_end_sessions, {"user_id": int(current_user.id)})
+        with get_db().transaction() as tx:
+            tx.run(CQ.console_user_end_sessions, user_id=int(current_user.id))
     _end_console_session()
     return redirect(url_for("jobwarden.auth.login"), code=303)

@@ -7,12 +7,16 @@ worker/cli.py knows nothing of the console: it finds `register` through the
 from __future__ import annotations
 
 import getpass
-import signal
 import sys
 
-from console.account_policy import check_password, normalize_username
+from console.account_policy import normalize_username
+from console.accounts import user_add, user_reset
+from console.demo import run_demo
 from console.schema import ROLES
+from console.server import make_server, serve
 from worker.cli_args import port
+
+__all__ = ["make_server", "read_password", "register", "serve", "user_add", "user_reset"]
 
 
 def read_password(prompt: str = "Password: ", stdin=None) -> str:
@@ -24,116 +28,6 @@ def read_password(prompt: str = "Password: ", stdin=None) -> str:
             raise ValueError("the passwords do not match")
         return first
     return stream.readline().rstrip("\r\n")
-
-
-def user_add(username: str, role: str, password: str, database_url: str | None = None) -> None:
-    """Create a console user. An existing name is refused (ValueError): resetting a
-    password must be asked for by name, with `user_reset`."""
-    from console.auth import hash_password
-    from console.database import Q
-
-    username = _checked(username, role, password)
-    row = _save(Q.console_user_insert, username, database_url, {
-        "username": username, "password_hash": hash_password(password), "role": role})
-    if row is None:
-        raise ValueError(f"{username!r} exists already: `jobwarden user reset {username}` "
-                         "sets a new password (and --role a new role)")
-
-
-def user_reset(username: str, password: str, role: str | None = None,
-               database_url: str | None = None) -> str:
-    """Set an existing user's password, and `role` when given; enables the account and
-    ends its sessions. Returns the role it now has."""
-    from console.auth import hash_password
-    from console.database import Q
-
-    username = _checked(username, role, password)
-    found, new_role = _save(Q.console_user_reset, username, database_url, {
-        "username": username, "password_hash": hash_password(password), "role": role})
-    if not found:
-        raise ValueError(f"no user {username!r}: `jobwarden user add {username} --role ROLE` "
-                         "creates one")
-    if new_role is None:
-        raise ValueError(f"{username!r} is the last admin: add another admin first")
-    return new_role
-
-
-def _checked(username: str, role: str | None, password: str) -> str:
-    """The normalized name, once name, role and password pass the account policy."""
-    username = normalize_username(username)
-    if role is not None and role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}")
-    check_password(password, username)
-    return username
-
-
-def _save(sql: str, username: str, database_url: str | None, params: dict):
-    import psycopg
-
-    from worker.db import connect
-
-    with connect(database_url) as conn:
-        try:
-            return conn.execute(sql, params).fetchone()
-        except psycopg.Error as exc:
-            raise RuntimeError(f"could not save user {username!r}: {exc}") from exc
-
-
-def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None,
-                access_log: bool = True):
-    """A threaded werkzeug server for the console (serve_forever() / shutdown()).
-
-    `port=0` picks a free port; read it back from `server.server_port`. A busy port
-    raises OSError. `access_log=False` keeps per-request lines off the terminal.
-    """
-    import logging
-    import socket
-
-    from werkzeug.serving import make_server as werkzeug_server
-    from werkzeug.serving import select_address_family
-
-    from console import create_app
-
-    if not access_log:  # werkzeug logs each request at INFO on its own handler
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    # We bind the socket ourselves: werkzeug answers a busy port with sys.exit(1), and the
-    # caller should say which option changes the port.
-    listener = socket.create_server((host, port), family=select_address_family(host, port))
-    try:
-        server = werkzeug_server(host, port, create_app(config), threaded=True,
-                                 fd=listener.fileno())
-    finally:
-        listener.close()  # the server holds its own duplicate of the socket
-    server.server_port = server.port  # the bound port, also when `port` was 0
-    return server
-
-
-def serve(host: str = "127.0.0.1", port: int = 8080) -> int:
-    """Run the console in the foreground until interrupted (production: gunicorn)."""
-    try:
-        server = make_server(host, port)
-    except OSError as exc:
-        print(f"jobwarden console: cannot listen on {host}:{port} ({exc.strerror}); "
-              "choose another port with --port", file=sys.stderr)
-        return 2
-    # Ctrl-C stops it even when it was started with SIGINT ignored, as a non-interactive
-    # shell starts a background command (a script's `jobwarden console &`, a test run in the
-    # background): otherwise it would keep serving. SIGTERM (a process manager, `kill`)
-    # stops it the same way. The worker installs its handlers for the same reason.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)
-    print(f"Jobwarden console on http://{host}:{server.server_port}/", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def cmd_console(args) -> int:
@@ -162,8 +56,6 @@ def cmd_user_reset(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from console.demo import run_demo
-
     return run_demo(port=args.port, exit_when_done=args.exit_when_done,
                     use_database_url=args.yes_use_this_database)
 

@@ -1,8 +1,12 @@
-"""The console's configuration, read from the environment in one place.
+"""The console's configuration, read from the environment in one place, and read back
+during a request (`settings()`, `mounted()`).
 
 Every setting can also be passed to `create_app(config)` (tests do) or to
 `Console(settings=...)`. Durations are in
 seconds; SLA targets use the registry's notation (`30s`, `5m`, `1h`).
+
+The bottom layer of the console: it imports nothing of the console, so that every other
+module may import it (docs/architecture.md, "Console layers").
 """
 
 from __future__ import annotations
@@ -11,8 +15,26 @@ import os
 import re
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flask import current_app
 
 from worker.db import jobwarden_home
+
+if TYPE_CHECKING:
+    from console.mount import Console
+
+#: Where console.mount keeps the mounted Console in `app.extensions`.
+EXTENSION = "jobwarden_console"
+#: Defaults of the sign-in throttle's settings (console/login_throttle.py), each
+#: overridable by JOBWARDEN_<name> in the environment.
+LOGIN_THROTTLE_DEFAULTS = {
+    "LOGIN_ACCOUNT_FREE_FAILURES": 5,
+    "LOGIN_ACCOUNT_LOCK_MAX_SECONDS": 60,
+    "LOGIN_ADDRESS_FREE_FAILURES": 20,
+    "LOGIN_ADDRESS_LOCK_MAX_SECONDS": 900,
+    "LOGIN_FAILURE_WINDOW_SECONDS": 900,
+}
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -114,11 +136,19 @@ def standalone_config() -> dict:
 
 
 def login_throttle_settings() -> dict:
-    """JOBWARDEN_LOGIN_* overrides of console/login_throttle.py's defaults."""
-    from console.login_throttle import DEFAULTS
-
-    settings = {}
-    for name, default in DEFAULTS.items():
+    """JOBWARDEN_LOGIN_* overrides of the sign-in throttle's defaults."""
+    found = {}
+    for name, default in LOGIN_THROTTLE_DEFAULTS.items():
         value = os.environ.get("JOBWARDEN_" + name)
-        settings[name] = int(value) if value and value.isdigit() else default
-    return settings
+        found[name] = int(value) if value and value.isdigit() else default
+    return found
+
+
+def mounted() -> Console:
+    """The Console mounted in the current app (console.mount)."""
+    return current_app.extensions[EXTENSION]
+
+
+def settings() -> dict[str, Any]:
+    """The mounted console's settings (page sizes, SLA targets, polling intervals…)."""
+    return mounted().settings

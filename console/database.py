@@ -1,8 +1,18 @@
-"""The console's database access: one SQLAlchemy Engine per app, named queries only."""
+"""The console's store: the one module of the console that runs SQL.
+
+Queries are named in console/sql (and worker/sql, for the runtime's reads the console
+shares) and reached as attributes of `CQ`: `reader.all(CQ.console_jobs_page, ...)`. A
+misspelt name raises AttributeError where it is read, and tests/unit/test_console_store.py
+reads every `CQ.<name>` in console/ against the .sql files, so a typo fails in the unit
+tier instead of when a page is first requested. The store's methods refuse a query given
+as a string.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,24 +22,86 @@ from sqlalchemy import create_engine
 
 from worker.db import database_url, sqlalchemy_url
 from worker.queries import Q as RUNTIME_QUERIES
-from worker.queries import Queries, load_queries
+from worker.queries import describe_db_error, load_queries
 
 
-def _console_queries() -> Queries:
+@dataclass(frozen=True)
+class Query:
+    """One named query: its name (for logs) and its SQL."""
+
+    name: str
+    sql: str
+
+
+class _Catalogue:
+    """Every query the console may run, one attribute each: `CQ.console_jobs_page`."""
+
+    def __init__(self, queries: Mapping[str, str]) -> None:
+        self._by_name = {name: Query(name, sql) for name, sql in queries.items()}
+        self.__dict__.update(self._by_name)
+
+    def __getattr__(self, name: str) -> Query:
+        # Only reached for a name that is not a query: the attributes above are found first.
+        raise AttributeError(f"no console or runtime query named {name!r} (console/sql, "
+                             "worker/sql)")
+
+
+def _console_queries() -> dict[str, str]:
     """The console's own queries (console/sql) beside the runtime's; a name clash is an error."""
     own = load_queries(Path(__file__).parent / "sql")
     clash = sorted(set(own) & set(RUNTIME_QUERIES))
     if clash:
         raise RuntimeError(f"console/sql redefines runtime queries: {', '.join(clash)}")
-    return Queries({**RUNTIME_QUERIES, **own})
+    return {**RUNTIME_QUERIES, **own}
 
 
-#: Every query the console may run: `Q.console_jobs_page`, `Q["queue_controls_list"]`.
-Q = _console_queries()
+_SQL = _console_queries()
+#: Every query the console may run, by attribute.
+CQ = _Catalogue(_SQL)
+
+
+def query_names() -> dict[str, Query]:
+    """Every query by name (for tests and tools)."""
+    return dict(CQ._by_name)
+
+
+def describe(error: BaseException) -> str:
+    """What to log about a database error: class, SQLSTATE and the statement's name only."""
+    return describe_db_error(error, _SQL)
+
+
+def _checked(query: Query) -> Query:
+    if not isinstance(query, Query):
+        raise TypeError(f"pass a query as CQ.<name>, not {query!r}")
+    return query
+
+
+class Reader:
+    """Named statements on one open connection (a page's reads, or one transaction).
+
+    `conn` is the SQLAlchemy Connection, for the runtime's operations (worker.operations),
+    which run their own audited statements inside the same transaction."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def all(self, query: Query, **params: Any) -> list[dict[str, Any]]:
+        """Every row of `query`, as dicts."""
+        return _rows(self.conn, query, params)
+
+    def one(self, query: Query, **params: Any) -> dict[str, Any] | None:
+        """The first row of `query`, or None."""
+        found = _rows(self.conn, query, params)
+        return found[0] if found else None
+
+    def run(self, query: Query, **params: Any) -> int:
+        """Run a statement that returns no rows; the number of rows it changed."""
+        sql = _checked(query).sql
+        return self.conn.exec_driver_sql(sql, params).rowcount
 
 
 class ConsoleDatabase:
-    """Runs named queries (console/sql and worker/sql); the console's only way to the database."""
+    """The console's engine: the only way the console reaches its database."""
 
     def __init__(self, url: str | None = None, pool_size: int = 5) -> None:
         self.url = url or database_url()
@@ -53,48 +125,47 @@ class ConsoleDatabase:
         port = f":{info['port']}" if info.get("port") else ""
         return f"{host}{port}/{info.get('dbname') or info.get('user') or '?'}"
 
-    def all(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        """Every row of query `name` as dicts (a short read-only transaction)."""
-        with self.engine.connect() as conn:
-            return rows(conn, name, params)
+    def all(self, query: Query, **params: Any) -> list[dict[str, Any]]:
+        """Every row of `query` as dicts (a short read-only transaction)."""
+        with self.reading() as reader:
+            return reader.all(query, **params)
 
-    def one(self, name: str, **params: Any) -> dict[str, Any] | None:
-        found = self.all(name, **params)
-        return found[0] if found else None
+    def one(self, query: Query, **params: Any) -> dict[str, Any] | None:
+        """The first row of `query`, or None."""
+        with self.reading() as reader:
+            return reader.one(query, **params)
 
     @contextmanager
-    def reading(self):
+    def reading(self) -> Iterator[Reader]:
         """One connection for several reads that belong together (one page)."""
         with self.engine.connect() as conn:
             yield Reader(conn)
 
     @contextmanager
-    def transaction(self):
-        """A SQLAlchemy Connection in a transaction that commits on success."""
+    def transaction(self) -> Iterator[Reader]:
+        """Statements in one transaction that commits on success."""
         with self.engine.begin() as conn:
-            yield conn
+            yield Reader(conn)
 
     def dispose(self) -> None:
         self.engine.dispose()
 
 
-class Reader:
-    """Named reads on one open connection."""
-
-    def __init__(self, conn) -> None:
-        self.conn = conn
-
-    def all(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        return rows(self.conn, name, params)
-
-    def one(self, name: str, **params: Any) -> dict[str, Any] | None:
-        found = rows(self.conn, name, params)
-        return found[0] if found else None
+@contextmanager
+def connected(url: str | None = None) -> Iterator[ConsoleDatabase]:
+    """A store for one command (`jobwarden user add`, the demo): one connection, closed after."""
+    db = ConsoleDatabase(url, pool_size=1)
+    try:
+        yield db
+    finally:
+        db.dispose()
 
 
-def rows(conn, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(r) for r in conn.exec_driver_sql(Q[name], params).mappings()]
+def _rows(conn, query: Query, params: dict[str, Any]) -> list[dict[str, Any]]:
+    sql = _checked(query).sql
+    return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
 
 
 def get_db() -> ConsoleDatabase:
+    """The store of the console mounted in the current app."""
     return current_app.extensions["jobwarden_db"]

@@ -10,10 +10,12 @@ import sys
 import threading
 import time
 
-from console.cli_commands import make_server, user_add
-from console.database import Q
-from worker.db import connect, database_url, migrate
+from console.accounts import user_add
+from console.database import CQ, ConsoleDatabase, connected
+from console.server import make_server
+from worker.db import database_url, migrate
 from worker.enqueue import JobSpec, enqueue_many
+from worker.operations import cancel_job, retry_job
 
 log = logging.getLogger("jobwarden.demo")
 
@@ -43,25 +45,23 @@ def demo_batch() -> list[JobSpec]:
 
 def _operator_actions(batch: list[JobSpec], ids: list[int], settle) -> None:
     """What an operator would do, so the audit log and the cancelled state have content."""
-    from worker.operations import cancel_job, retry_job
-
     types = [spec.type for spec in batch]
     digest, provider_call = ids[-1], ids[types.index("provider_call")]
-    with connect() as conn:
-        result = cancel_job(conn, digest, actor=DEMO_USER, role="admin",
+    with connected() as db, db.transaction() as tx:
+        result = cancel_job(tx.conn, digest, actor=DEMO_USER, role="admin",
                             reason="demo: the customer unsubscribed from digests")
         print(result.message)
     settle()
-    with connect() as conn:
-        result = retry_job(conn, provider_call, actor=DEMO_USER, role="admin",
+    with connected() as db, db.transaction() as tx:
+        result = retry_job(tx.conn, provider_call, actor=DEMO_USER, role="admin",
                            reason="demo: the provider says it has recovered")
         print(result.message)
     settle()
 
 
 def _ensure_demo_user() -> None:
-    with connect() as conn:
-        exists = conn.execute(Q.demo_user_exists, {"username": DEMO_USER}).fetchone()
+    with connected() as db:
+        exists = db.one(CQ.demo_user_exists, username=DEMO_USER)
     if not exists:
         user_add(DEMO_USER, "admin", DEMO_PASSWORD)
 
@@ -71,8 +71,8 @@ def _serve_in_thread(server) -> None:
 
 
 def _print_summary(ids: list[int]) -> None:
-    with connect() as conn:
-        rows = conn.execute(Q.demo_batch_summary, {"ids": ids}).fetchall()
+    with connected() as db:
+        rows = [tuple(row.values()) for row in db.all(CQ.demo_batch_summary, ids=ids)]
     print(f"\n{'id':>5}  {'type':<15} {'queue':<13} {'status':<10} {'tries':<6} error")
     for id_, type_, queue, status, attempts, max_attempts, code, error in rows:
         detail = f"{code}: {error[:70]}" if code and error else (code or "")
@@ -88,9 +88,13 @@ def _print_summary(ids: list[int]) -> None:
 
 def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: float = 90,
              use_database_url: bool = False) -> int:
-    from worker import demo_jobs  # noqa: F401  (registers the demo job types)
+    # Imported here, not above: importing demo_jobs registers the demo's job types in the
+    # process-wide registry, which only the demo itself should see (not `jobwarden user`).
+    from worker import demo_jobs  # noqa: F401
+
+    # The worker's machinery and the registry holding those types, needed only here.
     from worker.process import WorkerProcess
-    from worker.registry import registry
+    from worker.registry import registry  # (the registry demo_jobs filled)
 
     if os.environ.get("DATABASE_URL") and not use_database_url:
         # The demo plants an admin login whose password is printed and in the README: on
@@ -114,8 +118,9 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     print(f"console: http://127.0.0.1:{server.server_port}/  "
           f"(login {DEMO_USER} / {DEMO_PASSWORD})", flush=True)
     batch = demo_batch()
-    with connect() as conn:
-        ids = enqueue_many(conn, batch)
+    db = ConsoleDatabase(url, pool_size=1)
+    with db.transaction() as tx:
+        ids = enqueue_many(tx.conn, batch)
     print(f"enqueued {len(ids)} demo jobs (ids {min(ids)}-{max(ids)})")
 
     worker = WorkerProcess(registry, url=url, concurrency=4, poll_interval=0.5, grace=5)
@@ -126,10 +131,8 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     def settle() -> None:
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
-            with connect() as conn:
-                (unsettled,) = conn.execute(Q.demo_batch_unsettled, {"ids": ids}).fetchone() or (0,)
-                if unsettled == 0:
-                    return
+            if db.one(CQ.demo_batch_unsettled, ids=ids)["count"] == 0:
+                return
             time.sleep(0.5)
 
     # SIGTERM (a process manager, `kill`) stops the demo exactly as Ctrl-C does.
@@ -143,8 +146,8 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
                   "`jobwarden embedded stop` stops it.", flush=True)
             while True:
                 time.sleep(10)
-                with connect() as conn:
-                    enqueue_many(conn, random.sample(demo_batch(), 2))
+                with db.transaction() as tx:
+                    enqueue_many(tx.conn, random.sample(demo_batch(), 2))
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
     finally:
@@ -153,6 +156,7 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
         worker_thread.join(timeout=15)
         server.shutdown()
         server.server_close()
+        db.dispose()
     return 0
 
 

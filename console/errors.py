@@ -8,8 +8,7 @@ from flask import Blueprint, render_template
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from console.database import Q, get_db
-from worker.queries import describe_db_error
+from console.database import CQ, describe, get_db
 from worker.sanitize import RedactingFilter
 
 log = logging.getLogger("jobwarden.console")
@@ -41,14 +40,14 @@ def database_page(error: DBAPIError):
     if isinstance(error, OperationalError):
         # During an incident the database may be the thing that is down: say so plainly.
         # htmx leaves a polling panel as it was on an error status, so pages stay readable.
-        log.warning("database unavailable: %s", describe_db_error(error, Q),
+        log.warning("database unavailable: %s", describe(error),
                     extra={"action": "db_unavailable"})
         return page(503, "Database unavailable",
                     "The console cannot reach PostgreSQL right now, so nothing was read or "
                     "changed. Jobs are safe in the database; retry in a moment.", plain=True)
     # Logged as class, SQLSTATE and statement name only: no message, no traceback,
     # no parameters (PostgreSQL's DETAIL may quote a password hash or a key).
-    log.error("database error: %s", describe_db_error(error, Q), extra={"action": "db_error"})
+    log.error("database error: %s", describe(error), extra={"action": "db_error"})
     if getattr(error.orig, "sqlstate", None) == UNDEFINED_TABLE:
         return _missing_tables_page()
     # Plain: the header's counts are read from the same database, and would raise
@@ -63,7 +62,7 @@ def _missing_tables_page():
     app's): name the database and the command, since the SQLSTATE alone tells nobody."""
     db = get_db()
     try:
-        migrated = bool(db.one("console_schema_present")["present"])
+        migrated = bool(db.one(CQ.console_schema_present)["present"])
     except DBAPIError:
         migrated = False
     where = db.where()

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from flask import Blueprint, has_request_context, request
 from markupsafe import Markup
 
+from worker.sanitize import redact, sanitize_payload, sanitize_text
 from worker.terminal import visible_controls
 
 
@@ -69,8 +70,6 @@ def percent(value: float | None) -> str:
 
 def sanitized_json(value: Any) -> str:
     """A payload/checkpoint as indented JSON with secrets redacted (escaped by Jinja)."""
-    from worker.sanitize import sanitize_payload
-
     if value is None:
         return "—"
     return json.dumps(sanitize_payload(value), indent=2, sort_keys=True, ensure_ascii=False,
@@ -78,8 +77,6 @@ def sanitized_json(value: Any) -> str:
 
 
 def sanitized_text(value: str | None, max_chars: int = 2000) -> str:
-    from worker.sanitize import sanitize_text
-
     return sanitize_text(value, max_chars=max_chars) or ""
 
 
@@ -89,8 +86,6 @@ def redact_output(value: Any) -> Any:
     reasons, names), and shows control and bidi characters as escapes (`\\u202e`, as the
     CLI does), so stored text cannot reorder what the operator reads. Markup is HTML the
     console built itself (form widgets), not data."""
-    from worker.sanitize import redact
-
     if isinstance(value, str) and not isinstance(value, Markup):
         return visible_controls(redact(value))
     return value

@@ -8,7 +8,7 @@ from flask_wtf import FlaskForm
 from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAreaField
 from wtforms.validators import AnyOf, DataRequired, Length, Optional
 
-from console.mount import settings
+from console.config import settings
 from console.schema import ROLES
 from worker.operations import REASON_MAX
 from worker.schema import JOB_STATUSES

@@ -19,18 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from console.database import Q, get_db
-from console.mount import settings
+from console.config import LOGIN_THROTTLE_DEFAULTS, settings
+from console.database import CQ, get_db
 
 ACCOUNT, ADDRESS = "account", "address"
 #: Defaults for the console settings of the same names (console/config.py).
-DEFAULTS = {
-    "LOGIN_ACCOUNT_FREE_FAILURES": 5,
-    "LOGIN_ACCOUNT_LOCK_MAX_SECONDS": 60,
-    "LOGIN_ADDRESS_FREE_FAILURES": 20,
-    "LOGIN_ADDRESS_LOCK_MAX_SECONDS": 900,
-    "LOGIN_FAILURE_WINDOW_SECONDS": 900,
-}
+DEFAULTS = LOGIN_THROTTLE_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -50,7 +44,7 @@ class Subjects:
 
 def seconds_locked(subjects: Subjects) -> int:
     """Seconds until either subject may try again (0 when neither is locked)."""
-    locks = get_db().all("console_login_locks", subjects=subjects.both())
+    locks = get_db().all(CQ.console_login_locks, subjects=subjects.both())
     if not locks:
         return 0
     return max(1, math.ceil(max(row["seconds_left"] for row in locks)))
@@ -83,7 +77,7 @@ def admit(subjects: Subjects) -> Attempt:
     cfg = settings()
     window = cfg["LOGIN_FAILURE_WINDOW_SECONDS"]
     try:
-        with get_db().transaction() as conn:
+        with get_db().transaction() as tx:
             locked = {}
             # Always the account's row, then the address's: the same order in every
             # transaction, so two attempts never wait for each other in a cycle.
@@ -92,13 +86,12 @@ def admit(subjects: Subjects) -> Attempt:
                      cfg["LOGIN_ACCOUNT_LOCK_MAX_SECONDS"]),
                     (subjects.address, cfg["LOGIN_ADDRESS_FREE_FAILURES"],
                      cfg["LOGIN_ADDRESS_LOCK_MAX_SECONDS"])):
-                row = conn.exec_driver_sql(Q.console_login_attempt, {
-                    "subject": subject, "free": free, "cap": cap,
-                    "window": window}).mappings().first()
+                row = tx.one(CQ.console_login_attempt, subject=subject, free=free,
+                             cap=cap, window=window)
                 if row is None:  # locked: roll back what this attempt counted so far
                     raise Locked(0)
                 locked[subject] = row["locked"]
-            conn.exec_driver_sql(Q.console_login_prune, {"older_than": window})
+            tx.run(CQ.console_login_prune, older_than=window)
     except Locked:
         raise Locked(max(1, seconds_locked(subjects))) from None
     return Attempt(subjects, locked_address=locked[subjects.address])
@@ -107,7 +100,7 @@ def admit(subjects: Subjects) -> Attempt:
 def record_success(attempt: Attempt) -> None:
     """Forget the account's failures (its owner is back), and take the attempt back from
     the address: a right password is no failure of the address's."""
-    with get_db().transaction() as conn:
-        conn.exec_driver_sql(Q.console_login_forget, {"subject": attempt.subjects.account})
-        conn.exec_driver_sql(Q.console_login_refund, {
-            "subject": attempt.subjects.address, "unlock": attempt.locked_address})
+    with get_db().transaction() as tx:
+        tx.run(CQ.console_login_forget, subject=attempt.subjects.account)
+        tx.run(CQ.console_login_refund, subject=attempt.subjects.address,
+               unlock=attempt.locked_address)

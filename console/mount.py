@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Flask, current_app
+from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
-from console.config import load_settings
+from console import auth, errors, formatting, security
+from console.config import EXTENSION, load_settings
 from console.database import ConsoleDatabase
+from console.resources import resource_dir
+from console.views import AREAS, overview
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"
@@ -77,7 +80,7 @@ class Console:
                 "Console(app, database_url=...) the URL your app enqueues its jobs in "
                 "(the one Flask-SQLAlchemy uses), or set DATABASE_URL")
         self.db = ConsoleDatabase(url, pool_size=self.settings.get("DB_POOL_SIZE", 5))
-        app.extensions["jobwarden_console"] = self
+        app.extensions[EXTENSION] = self
         app.extensions["jobwarden_db"] = self.db
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix or None)
 
@@ -88,16 +91,11 @@ class _ConsoleBlueprint(Blueprint):
 
     @property
     def jinja_loader(self):
-        from console import resource_dir
-
         return PrefixLoader({NAME: FileSystemLoader(str(resource_dir("templates")))})
 
 
 def build_blueprint() -> Blueprint:
     """A fresh `jobwarden` blueprint holding every page area, hook and error page."""
-    from console import auth, errors, formatting, resource_dir, security
-    from console.views import AREAS, overview
-
     bp = _ConsoleBlueprint(NAME, __name__, static_folder=str(resource_dir("static")),
                            static_url_path="/static")
     for area in AREAS:
@@ -108,13 +106,3 @@ def build_blueprint() -> Blueprint:
     formatting.install(bp)
     errors.install(bp)
     return bp
-
-
-def console() -> Console:
-    """The Console mounted in the current app."""
-    return current_app.extensions["jobwarden_console"]
-
-
-def settings() -> dict[str, Any]:
-    """The console's settings (page sizes, SLA targets, polling intervals…)."""
-    return console().settings

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from console.database import Reader
+from console.database import CQ, Reader
 from console.live_workers import ALL_QUEUES
 from worker.schema import JOB_STATUSES
 
@@ -99,14 +99,14 @@ class Page:
 def jobs_page(reader: Reader, flt: JobFilter) -> Page:
     """One keyset page of jobs: fetch one extra row to know whether another page exists."""
     if flt.after is not None:
-        rows = reader.all("console_jobs_page_newer", **flt.params())
+        rows = reader.all(CQ.console_jobs_page_newer, **flt.params())
         more_newer = len(rows) > flt.limit
         rows = list(reversed(rows[: flt.limit]))
         if not rows:
             return Page([], None)
         # We came from the older page, so it exists.
         return Page(rows, rows[-1]["id"], rows[0]["id"] if more_newer else None)
-    rows = reader.all("console_jobs_page", **flt.params())
+    rows = reader.all(CQ.console_jobs_page, **flt.params())
     more = len(rows) > flt.limit
     rows = rows[: flt.limit]
     return Page(rows, rows[-1]["id"] if more and rows else None,
@@ -150,14 +150,14 @@ def overview(reader: Reader) -> Overview:
     totals = CountTable("all")
     by_queue: dict[str, CountTable] = {}
     by_type: dict[str, CountTable] = {}
-    count_rows = reader.all("console_counts_by_queue_type")
+    count_rows = reader.all(CQ.console_counts_by_queue_type)
     for row in count_rows:
         status, jobs = row["status"], row["jobs"]
         totals.counts[status] += jobs
         by_queue.setdefault(row["queue"], CountTable(row["queue"])).counts[status] += jobs
         by_type.setdefault(row["type"], CountTable(row["type"])).counts[status] += jobs
-    pending = reader.one("console_pending_age") or {}
-    rates = reader.one("console_last_hour_rates") or {}
+    pending = reader.one(CQ.console_pending_age) or {}
+    rates = reader.one(CQ.console_last_hour_rates) or {}
     finished = rates.get("finished") or 0
     return Overview(
         totals=totals,
@@ -182,16 +182,16 @@ def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
     its lanes (worker/lanes.py), each with (queue, running) per queue, its slots and how
     many run. With `rates`, also `per_minute`: executions it finished per minute over the
     last 5 minutes."""
-    workers = reader.all("console_workers_list", gone_s=gone_s, limit=limit)
+    workers = reader.all(CQ.console_workers_list, gone_s=gone_s, limit=limit)
     running: dict[str, list[dict]] = defaultdict(list)
     ids = [w["worker_id"] for w in workers if w["running_jobs"]]
     if ids:
-        for job in reader.all("console_running_jobs_of_workers", worker_ids=ids):
+        for job in reader.all(CQ.console_running_jobs_of_workers, worker_ids=ids):
             running[job["worker_id"]].append(job)
     finished = {}
     if rates and workers:
         finished = {r["worker_id"]: r["finished"] for r in reader.all(
-            "console_worker_rates", worker_ids=[w["worker_id"] for w in workers])}
+            CQ.console_worker_rates, worker_ids=[w["worker_id"] for w in workers])}
     for worker in workers:
         worker["jobs"] = running.get(worker["worker_id"], [])
         per_queue = defaultdict(int)
@@ -235,13 +235,13 @@ def failed_groups(reader: Reader, limit: int = 500) -> list[dict]:
     it), `last_seen`, its latest occurrence, and `spark` (SVG points of its occurrences
     per minute over the last hour) with `spark_total`. Occurrences come from the
     per-minute rollup; a failure older than the rollup's 8 days counts by its failed_at."""
-    groups = reader.all("console_failed_groups", limit=limit)
+    groups = reader.all(CQ.console_failed_groups, limit=limit)
     codes = [g["error_code"] for g in groups if g["error_code"]]
     streaks, spark = {}, defaultdict(lambda: [0] * SPARK_MINUTES)
     if codes:
         streaks = {r["error_code"]: r
-                   for r in reader.all("console_failed_group_streaks", codes=codes)}
-        for r in reader.all("console_failed_group_sparklines", codes=codes):
+                   for r in reader.all(CQ.console_failed_group_streaks, codes=codes)}
+        for r in reader.all(CQ.console_failed_group_sparklines, codes=codes):
             if 0 <= r["bucket"] < SPARK_MINUTES:
                 spark[r["error_code"]][SPARK_MINUTES - 1 - r["bucket"]] += r["jobs"]
     for g in groups:

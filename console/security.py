@@ -10,9 +10,10 @@ from flask import Blueprint, Flask, abort, current_app, g, request, session
 from flask.sessions import SecureCookieSessionInterface
 from flask_htmx import HTMX
 from flask_wtf.csrf import CSRFError, generate_csrf, same_origin, validate_csrf
+from werkzeug.middleware.proxy_fix import ProxyFix
 from wtforms import ValidationError
 
-from console.mount import settings
+from console.config import settings
 
 #: No inline scripts or styles anywhere: htmx and console.js come from static/.
 CONTENT_SECURITY_POLICY = "; ".join((
@@ -73,8 +74,6 @@ def install_standalone(app: Flask) -> None:
     when told to trust them. A host that mounts the console keeps its own."""
     app.session_interface = SessionInterface()
     if app.config.get("TRUST_PROXY"):
-        from werkzeug.middleware.proxy_fix import ProxyFix
-
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)
 
 

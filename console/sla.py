@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.database import Reader
+from console.database import CQ, Reader
 
 BUCKETS = 12  # 5-minute buckets over the last hour
 CHART_W, CHART_H = 240, 60
@@ -74,7 +74,7 @@ def _over(value: float | None, target: float | None) -> bool:
 
 def declared_targets(reader: Reader) -> dict[str, float]:
     """SLA targets the handlers declared, as their workers published them."""
-    return {r["type"]: float(r["sla_seconds"]) for r in reader.all("console_job_type_slas")}
+    return {r["type"]: float(r["sla_seconds"]) for r in reader.all(CQ.console_job_type_slas)}
 
 
 def target_for(job_type: str, configured: dict[str, float], declared: dict[str, float],
@@ -91,11 +91,11 @@ def target_for(job_type: str, configured: dict[str, float], declared: dict[str, 
 def sla_rows(reader: Reader, configured: dict[str, float], default: float | None) -> list[SlaRow]:
     """One row per job type seen in the last hour, pending, or with a target."""
     declared = declared_targets(reader)
-    stats = {r["type"]: r for r in reader.all("console_sla_by_type")}
-    pending = {r["type"]: r for r in reader.all("console_sla_pending_by_type")}
-    outcomes = {r["type"]: r for r in reader.all("console_sla_outcomes_by_type")}
+    stats = {r["type"]: r for r in reader.all(CQ.console_sla_by_type)}
+    pending = {r["type"]: r for r in reader.all(CQ.console_sla_pending_by_type)}
+    outcomes = {r["type"]: r for r in reader.all(CQ.console_sla_outcomes_by_type)}
     buckets: dict[str, list[dict]] = {}
-    for b in reader.all("console_sla_wait_buckets"):
+    for b in reader.all(CQ.console_sla_wait_buckets):
         buckets.setdefault(b["type"], []).append(b)
     names = sorted(set(stats) | set(pending) | set(configured) | set(declared))
     result = []
@@ -169,7 +169,7 @@ def pending_breaches(reader: Reader, configured: dict[str, float],
     """
     declared = declared_targets(reader)
     breaches = []
-    for r in reader.all("console_sla_pending_by_type"):
+    for r in reader.all(CQ.console_sla_pending_by_type):
         target, source = target_for(r["type"], configured, declared, default)
         row = SlaRow(r["type"], target, source, pending=r["pending"],
                      oldest_pending_s=_f(r["oldest_pending_s"]))

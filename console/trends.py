@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.database import Reader
+from console.database import CQ, Reader
 
 OUTCOMES = ("completed", "failed", "retried")
 #: range name -> (seconds shown, seconds per bucket)
@@ -112,12 +112,12 @@ def trend(reader: Reader, range_name: str = "1h", queue: str | None = None) -> T
     series = {o: [0.0] * buckets for o in OUTCOMES}
     this_minute = dict.fromkeys(OUTCOMES, 0)
     per_minute = bucket_s / 60
-    for row in reader.all("console_trend", range_s=range_s, bucket_s=bucket_s, queue=queue):
+    for row in reader.all(CQ.console_trend, range_s=range_s, bucket_s=bucket_s, queue=queue):
         if row["bucket"] == -1:
             this_minute[row["outcome"]] += row["jobs"]
         elif 0 <= row["bucket"] < buckets:
             series[row["outcome"]][buckets - 1 - row["bucket"]] += row["jobs"] / per_minute
-    usual_rows = reader.all("console_usual_rate", queue=queue)
+    usual_rows = reader.all(CQ.console_usual_rate, queue=queue)
     usual = {r["outcome"]: float(r["per_minute"]) for r in usual_rows}
     days = max((r["days"] for r in usual_rows), default=0)
     return Trend(range_name, queue, buckets, bucket_s, series, this_minute, usual, days)

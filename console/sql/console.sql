@@ -306,15 +306,6 @@ GROUP BY type;
 -- SLA targets the handlers declared (their workers publish them to job_types).
 SELECT type, sla_seconds FROM job_types WHERE sla_seconds IS NOT NULL ORDER BY type;
 
--- name: console_job_types
--- Every job type seen recently or still stored (for SLA rows and filter choices).
-SELECT DISTINCT type FROM (
-    SELECT type FROM job_executions WHERE started_at > now() - interval '1 hour'
-    UNION ALL
-    SELECT type FROM background_jobs WHERE status IN ('pending', 'running')
-) t
-ORDER BY type;
-
 -- name: console_user_by_name
 -- A console user by login name.
 SELECT id, username, password_hash, role, disabled, session_generation FROM console_users

@@ -32,8 +32,8 @@ def job_action(job_id: int, action: str):
               "reason": form.reason.data, "request_id": form.request_id.data}
     if action in ("retry", "cancel", "skip"):
         kwargs["expected_status"] = form.expected_status.data or None
-    with get_db().transaction() as conn:
-        result = act(conn, job_id, **kwargs)
+    with get_db().transaction() as tx:
+        result = act(tx.conn, job_id, **kwargs)
     flash(result.message, "ok" if result.ok else "error")
     g.action_result = result
     return redirect(back, code=303)
@@ -59,9 +59,9 @@ def schedule(job_id: int):
             return redirect(back, code=303)
         if run_at.utcoffset() is None:
             run_at = run_at.replace(tzinfo=UTC)
-    with get_db().transaction() as conn:
+    with get_db().transaction() as tx:
         result = operations.reschedule_job(
-            conn, job_id, actor=current_user.actor, role=current_user.role,
+            tx.conn, job_id, actor=current_user.actor, role=current_user.role,
             reason=form.reason.data, run_at=run_at, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(back, code=303)

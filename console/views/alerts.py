@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 
 from console import alerts
-from console.database import get_db
-from console.mount import settings
+from console.config import settings
+from console.database import CQ, get_db
 from console.views.metrics import Recent
 
 bp = Blueprint("alerts", __name__)
@@ -17,10 +17,10 @@ def read_alerts() -> list[alerts.Alert]:
     with get_db().reading() as reader:
         recent = Recent.read(reader, stale_s=cfg["STALE_HEARTBEAT_SECONDS"],
                              sla_configured=cfg["SLA_TARGETS"])
-        workers = reader.all("console_workers_list", gone_s=cfg["WORKER_GONE_SECONDS"],
+        workers = reader.all(CQ.console_workers_list, gone_s=cfg["WORKER_GONE_SECONDS"],
                              limit=1000)
-        flow = reader.all("alerts_queue_flow")
-        completions = reader.one("alerts_completions_usual") or {}
+        flow = reader.all(CQ.alerts_queue_flow)
+        completions = reader.one(CQ.alerts_completions_usual) or {}
     return alerts.evaluate(recent, workers, flow, completions)
 
 

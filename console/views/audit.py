@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, render_template, request
 
-from console.database import get_db
-from console.mount import settings
+from console.config import settings
+from console.database import CQ, get_db
 from console.queries import clamp_limit, positive_int, text_filter
 from worker.operations import AUDITED_ACTIONS
 
@@ -26,7 +26,7 @@ def index():
         "bulk_id": uuid_filter(request.args.get("bulk")),
     }
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    rows = get_db().all("console_audit_page", **filters,
+    rows = get_db().all(CQ.console_audit_page, **filters,
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     keep = {"actor": filters["actor"], "action": filters["action"], "job": filters["job_id"],
@@ -34,7 +34,7 @@ def index():
             "limit": limit if limit != cfg["PAGE_SIZE"] else None}
     keep = {k: v for k, v in keep.items() if v}
     older = urlencode({**keep, "before": next_before}) if next_before else None
-    bulk = (get_db().all("console_audit_bulk_summary", bulk_id=filters["bulk_id"])
+    bulk = (get_db().all(CQ.console_audit_bulk_summary, bulk_id=filters["bulk_id"])
             if filters["bulk_id"] else [])
     return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
                            bulk=bulk, actions=AUDITED_ACTIONS)

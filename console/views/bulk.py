@@ -13,7 +13,7 @@ import uuid
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from console.auth import role_required
-from console.database import get_db, rows
+from console.database import CQ, get_db
 from console.errors import page
 from console.forms import ActionForm
 from console.identity import current_user
@@ -47,7 +47,7 @@ def select():
             return page(400, "Unknown status", f"Unknown status {status!r}: choose one of "
                         f"{', '.join(JOB_STATUSES)}. Nothing was selected.")
         flt = JobFilter.from_args({**request.form.to_dict(), "before": None, "after": None})
-        found = get_db().all("console_jobs_page", **{**flt.params(), "limit": SELECTION_MAX + 1})
+        found = get_db().all(CQ.console_jobs_page, **{**flt.params(), "limit": SELECTION_MAX + 1})
         if len(found) > SELECTION_MAX:
             flash(f"More than {SELECTION_MAX:,} jobs match this filter: narrow it first. "
                   "Nothing was changed.", "error")
@@ -62,10 +62,9 @@ def select():
         flash("No jobs selected. Nothing was changed.", "error")
         return redirect(back, code=303)
     selection_id = str(uuid.uuid4())
-    with get_db().transaction() as conn:
-        rows(conn, "console_selection_create", {
-            "id": selection_id, "actor": current_user.actor, "action": action,
-            "job_ids": job_ids, "description": description})
+    with get_db().transaction() as tx:
+        tx.all(CQ.console_selection_create, id=selection_id, actor=current_user.actor,
+               action=action, job_ids=job_ids, description=description)
     return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id, next=back),
                     code=303)
 
@@ -85,11 +84,11 @@ def review(selection_id):
     """The stored set: how many, how they stand now, and the reason box to act."""
     selection_id = _selection_id(selection_id)
     with get_db().reading() as reader:
-        sel = reader.one("console_selection_get", id=str(selection_id),
+        sel = reader.one(CQ.console_selection_get, id=str(selection_id),
                          actor=current_user.actor)
         if sel is None:
             abort(404)
-        statuses = reader.all("console_selection_statuses", job_ids=sel["job_ids"])
+        statuses = reader.all(CQ.console_selection_statuses, job_ids=sel["job_ids"])
     eligible = sum(s["jobs"] for s in statuses
                    if s["status"] in operations.SELECTION_FROM[sel["action"]])
     return render_template(
@@ -110,13 +109,12 @@ def apply(selection_id):
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(back, code=303)
-    with get_db().transaction() as conn:
-        held = rows(conn, "console_selection_get",
-                    {"id": str(selection_id), "actor": current_user.actor})
-        used = rows(conn, "console_selection_consume",
-                    {"id": str(selection_id), "actor": current_user.actor})
+    with get_db().transaction() as tx:
+        held = tx.all(CQ.console_selection_get, id=str(selection_id), actor=current_user.actor)
+        used = tx.all(CQ.console_selection_consume, id=str(selection_id),
+                      actor=current_user.actor)
         if not used:
-            done = held and operations.already_done(conn, held[0]["action"],
+            done = held and operations.already_done(tx.conn, held[0]["action"],
                                                     form.request_id.data,
                                                     current_user.actor, str(selection_id))
             message = done.message if done else (
@@ -125,7 +123,7 @@ def apply(selection_id):
             flash(message, "ok" if done else "error")
             return redirect(url_for("jobwarden.jobs.index"), code=303)
         result = operations.act_on_selection(
-            conn, used[0]["action"], used[0]["job_ids"], actor=current_user.actor,
+            tx.conn, used[0]["action"], used[0]["job_ids"], actor=current_user.actor,
             role=current_user.role, reason=form.reason.data, bulk_id=str(selection_id),
             request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")

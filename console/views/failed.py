@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.database import get_db
-from console.mount import settings
+from console.config import settings
+from console.database import CQ, get_db
 from console.queries import JobFilter, failed_groups, jobs_page, text_filter
 from console.security import is_htmx
 from worker import operations
@@ -39,7 +39,7 @@ def group():
         {**request.args.to_dict(), "status": "failed", "error_code": code, "type": job_type},
         cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
     with get_db().reading() as reader:
-        types = reader.all("console_failed_group_types", error_code=code)
+        types = reader.all(CQ.console_failed_group_types, error_code=code)
         page = jobs_page(reader, flt)
         preview = operations.preview_group(reader.conn, code, job_type)
     def page_link(before, after=None):

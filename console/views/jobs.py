@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.database import get_db
+from console.config import settings
+from console.database import CQ, get_db
 from console.forms import ActionForm
-from console.mount import settings
 from console.queries import JobFilter, jobs_page
 from console.security import is_htmx
 from worker.operations import allowed_actions
@@ -31,11 +31,11 @@ def index():
 
 def job_context(job_id: int) -> dict:
     with get_db().reading() as reader:
-        job = reader.one("console_job_get", job_id=job_id)
+        job = reader.one(CQ.console_job_get, job_id=job_id)
         if job is None:
             abort(404)
-        executions = reader.all("console_job_executions", job_id=job_id)
-        audit = reader.all("console_job_audit", job_id=job_id)
+        executions = reader.all(CQ.console_job_executions, job_id=job_id)
+        audit = reader.all(CQ.console_job_audit, job_id=job_id)
     terminal = job["status"] in TERMINAL_STATUSES
     return {
         "job": job, "executions": executions, "audit": audit,

@@ -28,9 +28,9 @@ from prometheus_client.core import (
 )
 
 from console import live_workers, queries, sla
-from console.database import get_db
+from console.config import settings
+from console.database import CQ, get_db
 from console.identity import current_user
-from console.mount import settings
 from worker import scheduler
 from worker.sanitize import redact
 
@@ -131,16 +131,16 @@ class Recent:
     @classmethod
     def read(cls, reader, *, stale_s: float, sla_configured: dict[str, float]) -> Recent:
         return cls(
-            executions=reader.all("metrics_executions_recent"),
-            durations=reader.all("metrics_duration_histogram", negated_bounds=_NEGATED),
-            waits=reader.all("metrics_time_to_start_histogram", negated_bounds=_NEGATED),
-            runnable=reader.all("metrics_runnable_by_queue_type"),
-            stale=reader.all("metrics_stale_running", stale_s=stale_s),
+            executions=reader.all(CQ.metrics_executions_recent),
+            durations=reader.all(CQ.metrics_duration_histogram, negated_bounds=_NEGATED),
+            waits=reader.all(CQ.metrics_time_to_start_histogram, negated_bounds=_NEGATED),
+            runnable=reader.all(CQ.metrics_runnable_by_queue_type),
+            stale=reader.all(CQ.metrics_stale_running, stale_s=stale_s),
             slas={**sla.declared_targets(reader), **sla_configured},
-            events=reader.all("metrics_event_totals"),
-            horizon=reader.all("metrics_xmin_horizon"),
-            tables=reader.all("metrics_table_tuples"),
-            schedules=reader.all("schedules_list"),
+            events=reader.all(CQ.metrics_event_totals),
+            horizon=reader.all(CQ.metrics_xmin_horizon),
+            tables=reader.all(CQ.metrics_table_tuples),
+            schedules=reader.all(CQ.schedules_list),
         )
 
     def families(self, workers: list[dict]):
@@ -299,7 +299,7 @@ def metrics():
         abort(401)
     with get_db().reading() as reader:
         overview = queries.overview(reader)
-        workers = reader.all("console_workers_list",
+        workers = reader.all(CQ.console_workers_list,
                              gone_s=settings()["WORKER_GONE_SECONDS"], limit=1000)
         recent = Recent.read(reader, stale_s=settings()["STALE_HEARTBEAT_SECONDS"],
                              sla_configured=settings()["SLA_TARGETS"])

@@ -8,8 +8,8 @@ from flask import Blueprint, abort, current_app, render_template, request
 
 from console import live_workers, queries, trends
 from console import sla as sla_model
-from console.database import get_db
-from console.mount import settings
+from console.config import settings
+from console.database import CQ, get_db
 from worker import operations
 from worker.schema import JOB_STATUSES
 
@@ -32,13 +32,13 @@ def _panel_context(panel: str) -> dict:
             queue = queries.text_filter(request.args.get("queue"))
             return {"trend": trends.trend(reader, request.args.get("range", "1h"), queue),
                     "queues": sorted({r["queue"] for r in
-                                      reader.all("console_counts_by_queue_type")}),
+                                      reader.all(CQ.console_counts_by_queue_type)}),
                     "chart": trends}
         workers = queries.workers_with_jobs(reader, cfg["WORKER_GONE_SECONDS"])
         return {
-            "stale": reader.all("console_stale_running",
+            "stale": reader.all(CQ.console_stale_running,
                                 stale_s=cfg["STALE_HEARTBEAT_SECONDS"], limit=20),
-            "recovered": reader.all("console_recovered_recent", limit=20),
+            "recovered": reader.all(CQ.console_recovered_recent, limit=20),
             "workers": live_workers.live(workers),
             "draining": [w for w in workers if w["state"] == "draining"],
             "stale_after": cfg["STALE_HEARTBEAT_SECONDS"],
@@ -83,7 +83,7 @@ def nav_badges() -> dict:
         cfg = settings()
         cache = current_app.extensions.setdefault("jobwarden_sla_badge", {})
         with get_db().reading() as reader:
-            totals = {r["status"]: r["jobs"] for r in reader.all("console_status_totals")}
+            totals = {r["status"]: r["jobs"] for r in reader.all(CQ.console_status_totals)}
             at, breaching = cache.get("value", (-1e9, 0))
             if time.monotonic() - at > cfg.get("SLA_BADGE_SECONDS", SLA_BADGE_SECONDS):
                 breaching = len(sla_model.pending_breaches(

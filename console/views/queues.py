@@ -42,8 +42,8 @@ def queue_action(queue: str, action: str):
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.queues.index"), code=303)
-    with get_db().transaction() as conn:
-        result = act(conn, queue, actor=current_user.actor, role=current_user.role,
+    with get_db().transaction() as tx:
+        result = act(tx.conn, queue, actor=current_user.actor, role=current_user.role,
                      reason=form.reason.data, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.queues.index"), code=303)

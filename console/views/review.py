@@ -10,10 +10,10 @@ from __future__ import annotations
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
 from console.auth import role_required
-from console.database import get_db
+from console.config import settings
+from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.identity import current_user
-from console.mount import settings
 from console.queries import clamp_limit, positive_int
 from worker.enqueue import enqueue
 from worker.operations import ALLOWED_FROM
@@ -29,7 +29,7 @@ def index():
     """Unknown-outcome jobs, newest first, each with its reconcile forms."""
     cfg = settings()
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    rows = get_db().all("console_unknown_jobs",
+    rows = get_db().all(CQ.console_unknown_jobs,
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     rows = rows[:limit]
@@ -53,8 +53,8 @@ def run_reconcilers():
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.review.index"), code=303)
-    with get_db().transaction() as conn:
-        job_id = enqueue(conn, RECONCILE_TYPE,
+    with get_db().transaction() as tx:
+        job_id = enqueue(tx.conn, RECONCILE_TYPE,
                          {"actor": current_user.actor, "role": current_user.role,
                           "reason": form.reason.data},
                          idempotency_key="reconcile:console")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 
 from console.auth import role_required
-from console.database import get_db
+from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from worker import operations, scheduler
@@ -21,7 +21,7 @@ def index():
     with get_db().reading() as reader:
         rows = [{**row, "problem": scheduler.schedule_problem(row["type"], row["cron"],
                                                               row["timezone"])}
-                for row in reader.all("schedules_list")]
+                for row in reader.all(CQ.schedules_list)]
     forms = {}
     if current_user.has_role("operator"):
         forms = {row["type"]: ActionForm.fresh() for row in rows}
@@ -39,8 +39,8 @@ def schedule_action(job_type: str, action: str):
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.schedules.index"), code=303)
-    with get_db().transaction() as conn:
-        result = act(conn, job_type, actor=current_user.actor, role=current_user.role,
+    with get_db().transaction() as tx:
+        result = act(tx.conn, job_type, actor=current_user.actor, role=current_user.role,
                      reason=form.reason.data, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.schedules.index"), code=303)

@@ -7,10 +7,10 @@ from sqlalchemy.exc import IntegrityError
 
 from console.account_policy import MIN_PASSWORD, check_password, normalize_username
 from console.auth import hash_password, role_required
-from console.database import get_db, rows
+from console.config import mounted
+from console.database import CQ, get_db
 from console.forms import UserAccessForm, UserForm
 from console.identity import current_user
-from console.mount import console
 
 bp = Blueprint("users", __name__)
 
@@ -19,7 +19,7 @@ bp = Blueprint("users", __name__)
 def only_with_the_consoles_own_login():
     """Under a host's user_loader the host manages who may do what: console users made
     here would sign in to a standalone console on the same database, past the host."""
-    if not console().own_login:
+    if not mounted().own_login:
         abort(404)
 
 
@@ -27,7 +27,7 @@ def only_with_the_consoles_own_login():
 @role_required("admin")
 def index():
     """Every console user and their role."""
-    users = get_db().all("console_users_list")
+    users = get_db().all(CQ.console_users_list)
     return render_template("jobwarden/users.html", users=users, form=UserForm(formdata=None),
                            min_password=MIN_PASSWORD,
                            access_forms={u["id"]: UserAccessForm(formdata=None, role=u["role"],
@@ -57,10 +57,9 @@ def add():
         flash("You cannot change your own role.", "error")
         return redirect(url_for("jobwarden.users.index"), code=303)
     try:
-        with get_db().transaction() as conn:
-            saved = rows(conn, "console_user_upsert", {
-                "username": username,
-                "password_hash": hash_password(form.password.data), "role": form.role.data})
+        with get_db().transaction() as tx:
+            saved = tx.all(CQ.console_user_upsert, username=username,
+                           password_hash=hash_password(form.password.data), role=form.role.data)
     except IntegrityError:
         flash("That user could not be saved.", "error")
         return redirect(url_for("jobwarden.users.index"), code=303)
@@ -75,7 +74,7 @@ def _not_a_look_alike(typed: str, username: str) -> None:
     """ValueError when `typed` is not `username` as written but folds to an existing user's
     name ("ｏｐ１" or "OP1" for op1): this form resets an existing user, and a reset must
     be asked for by the user's exact name, never reached by normalization."""
-    if typed.strip() != username and get_db().one("console_user_by_name", username=username):
+    if typed.strip() != username and get_db().one(CQ.console_user_by_name, username=username):
         raise ValueError(f"{typed.strip()!r} is written differently from the existing user "
                          f"{username!r}: type {username!r} to reset them")
 
@@ -90,9 +89,9 @@ def access(user_id: int):
     if str(user_id) == current_user.id:
         flash("You cannot change your own access.", "error")
         return redirect(url_for("jobwarden.users.index"), code=303)
-    with get_db().transaction() as conn:
-        done = rows(conn, "console_user_set_access", {
-            "user_id": user_id, "role": form.role.data, "disabled": form.access.data == "disabled"})
+    with get_db().transaction() as tx:
+        done = tx.all(CQ.console_user_set_access, user_id=user_id, role=form.role.data,
+                      disabled=form.access.data == "disabled")
     if not done:
         abort(404)
     flash("Access updated.", "ok")

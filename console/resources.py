@@ -1,0 +1,18 @@
+"""Where the console's templates and static files are, installed or in the source tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def resource_dir(name: str) -> Path:
+    """The console's `templates` or `static` folder, installed or in the source tree.
+
+    A wheel carries them inside the package (pyproject.toml's force-include); the
+    repository keeps them at its top level, where an editable install finds them.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / name, here.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise RuntimeError(f"the console's {name}/ folder is missing: reinstall jobwarden")
