@@ -23,6 +23,7 @@ from console.config import EXTENSION, load_settings
 from console.database import ConsoleDatabase
 from console.resources import resource_dir
 from console.views import AREAS, overview
+from console.views import install as install_navigation
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"
@@ -103,6 +104,7 @@ def build_blueprint() -> Blueprint:
     security.install(bp)
     auth.install(bp)
     overview.install(bp)
+    install_navigation(bp)
     formatting.install(bp)
     errors.install(bp)
     return bp

@@ -1,10 +1,20 @@
 """The console's page areas, one small module and blueprint per area.
 
 console.mount nests them all in the `jobwarden` blueprint, so their endpoints read
-`jobwarden.<area>.<view>` wherever the console is mounted.
+`jobwarden.<area>.<view>` wherever the console is mounted. `AREAS` is also the
+navigation: templates/base.html renders a link for each area that has a label, in this
+order, to users whose role reaches the area's.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import Blueprint
+
 from console import auth
+from console.config import mounted
+from console.identity import current_user
 from console.views import (
     actions,
     alerts,
@@ -22,5 +32,45 @@ from console.views import (
     workers,
 )
 
-AREAS = (auth, overview, alerts, jobs, queues, schedules, actions, failed, review, workers,
-         sla, audit, users, metrics, bulk)
+
+@dataclass(frozen=True)
+class Area:
+    """A page area: its blueprint and, when the navigation links to it, the link's
+    endpoint and label, the least role that sees it, and the key of its count badge
+    (overview.nav_badges)."""
+
+    bp: Blueprint
+    endpoint: str | None = None
+    label: str | None = None
+    role: str = "viewer"
+    badge: str | None = None
+    #: Shown only when the console signs users in itself (a host manages its own users).
+    own_login_only: bool = False
+
+
+AREAS = (
+    Area(overview.bp, "jobwarden.overview.index", "Overview"),
+    Area(failed.bp, "jobwarden.failed.index", "Failed", badge="failed"),
+    Area(jobs.bp, "jobwarden.jobs.index", "Jobs"),
+    Area(queues.bp, "jobwarden.queues.index", "Queues"),
+    Area(schedules.bp, "jobwarden.schedules.index", "Schedules"),
+    Area(review.bp, "jobwarden.review.index", "Needs review", badge="review"),
+    Area(workers.bp, "jobwarden.workers.index", "Workers"),
+    Area(sla.bp, "jobwarden.sla.index", "SLA", badge="sla"),
+    Area(audit.bp, "jobwarden.audit.index", "Audit log"),
+    Area(users.bp, "jobwarden.users.index", "Users", role="admin", own_login_only=True),
+    # No link of their own: sign-in, actions posted from other pages, fragments, /metrics.
+    Area(auth.bp), Area(alerts.bp), Area(actions.bp), Area(metrics.bp), Area(bulk.bp),
+)
+
+
+def navigation() -> list[Area]:
+    """The areas the signed-in user's navigation links to."""
+    own_login = mounted().own_login
+    return [a for a in AREAS if a.endpoint and current_user.has_role(a.role)
+            and (own_login or not a.own_login_only)]
+
+
+def install(parent: Blueprint) -> None:
+    """`navigation()` for the console's templates (base.html)."""
+    parent.context_processor(lambda: {"navigation": navigation})

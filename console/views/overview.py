@@ -89,7 +89,7 @@ def nav_badges() -> dict:
                 breaching = len(sla_model.pending_breaches(
                     reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"]))
                 cache["value"] = (time.monotonic(), breaching)
-        return {"jobwarden.failed.index": totals.get("failed", 0),
-                "jobwarden.review.index": totals.get("unknown", 0),
-                "jobwarden.sla.index": breaching}
+        # Keyed by the areas' badge keys (console/views/__init__.py, AREAS).
+        return {"failed": totals.get("failed", 0), "review": totals.get("unknown", 0),
+                "sla": breaching}
     return {"nav_badges": badges}
