@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 
+from worker.operations import SELECTION_FROM
 from worker.schema import TS, background_jobs, check_in, job_audit, metadata
 
 #: Console roles, least to most powerful: viewers read, operators act, admins manage users.
@@ -53,8 +54,8 @@ console_login_throttle = Table(
     Column("locked_until", TS),
 )
 
-#: Bulk actions a selection of jobs may take (migration 0010).
-SELECTION_ACTIONS = ("retry", "cancel", "skip", "mark_completed", "mark_failed")
+#: Bulk actions a selection of jobs may take (migration 0010's check): the runtime's.
+SELECTION_ACTIONS = tuple(SELECTION_FROM)
 
 console_selections = Table(
     "console_selections",

@@ -72,5 +72,6 @@ def navigation() -> list[Area]:
 
 
 def install(parent: Blueprint) -> None:
-    """`navigation()` for the console's templates (base.html)."""
-    parent.context_processor(lambda: {"navigation": navigation})
+    """`navigation()` (base.html) and the jobs lists' bulk actions for the console's templates."""
+    parent.context_processor(lambda: {"navigation": navigation,
+                                      "list_actions": bulk.LIST_ACTIONS})

@@ -14,6 +14,9 @@ from console.security import safe_next_url
 from worker import operations
 
 bp = Blueprint("actions", __name__)
+#: Actions that may start from more than one status are told which one the operator saw,
+#: so that a job that moved on meanwhile is refused rather than acted on.
+EXPECTS_STATUS = frozenset(a for a, froms in operations.ALLOWED_FROM.items() if len(froms) > 1)
 
 
 @bp.post("/jobs/<int:job_id>/<action>")
@@ -30,7 +33,7 @@ def job_action(job_id: int, action: str):
         return redirect(back, code=303)
     kwargs = {"actor": current_user.actor, "role": current_user.role,
               "reason": form.reason.data, "request_id": form.request_id.data}
-    if action in ("retry", "cancel", "skip"):
+    if action in EXPECTS_STATUS:
         kwargs["expected_status"] = form.expected_status.data or None
     with get_db().transaction() as tx:
         result = act(tx.conn, job_id, **kwargs)

@@ -25,6 +25,10 @@ from worker.schema import JOB_STATUSES
 
 bp = Blueprint("bulk", __name__)
 
+#: What a jobs list offers to do with ticked jobs: the selection actions that apply beyond
+#: unknown outcomes (those are decided on Needs review).
+LIST_ACTIONS = tuple(a for a, froms in operations.SELECTION_FROM.items()
+                     if set(froms) - {"unknown"})
 #: The most jobs one selection may hold; "all matching" beyond it asks for a narrower filter.
 SELECTION_MAX = 10_000
 
@@ -36,7 +40,7 @@ def select():
     action = request.form.get("action", "")
     back = safe_next_url(request.form.get("next"), url_for("jobwarden.jobs.index"))
     if action not in SELECTION_ACTIONS:
-        flash("Choose retry, cancel, skip, mark completed or mark failed. "
+        flash(f"Choose {', '.join(a.replace('_', ' ') for a in SELECTION_ACTIONS)}. "
               "Nothing was changed.", "error")
         return redirect(back, code=303)
     if request.form.get("all_matching"):

@@ -20,8 +20,10 @@ from worker.operations import ALLOWED_FROM
 from worker.reconcile import RECONCILE_TYPE
 
 bp = Blueprint("review", __name__)
-#: What an operator can decide about an ambiguous outcome, in the order shown.
-RECONCILE = ("mark_completed", "mark_failed", "retry", "skip")
+#: What an operator can decide about an ambiguous outcome: the actions allowed from
+#: unknown, the two verdicts (mark_completed, mark_failed) first.
+RECONCILE = tuple(sorted((a for a, froms in ALLOWED_FROM.items() if "unknown" in froms),
+                         key=lambda a: not a.startswith("mark_")))
 
 
 @bp.get("/review")
@@ -33,7 +35,7 @@ def index():
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     rows = rows[:limit]
-    actions = [a for a in RECONCILE if "unknown" in ALLOWED_FROM[a]]
+    actions = list(RECONCILE)
     forms = {}
     run_form = None
     if current_user.can_act:

@@ -10,7 +10,7 @@ import psycopg
 from tests.apps import chaos_app
 from tests.helpers import job_row, scalar, wait_for
 from worker import JobSpec, enqueue, enqueue_many
-from worker.queries import Q
+from worker.operations import cancel_job
 
 TERMINAL = ("completed", "failed", "cancelled", "skipped", "unknown")
 
@@ -60,12 +60,13 @@ def outcomes(url: str, job_id: int) -> list[str | None]:
 
 
 def cancel(url: str, job_id: int, reason: str = "cancelled by the chaos test") -> str:
-    """Cancel a job the way the API does: at once when pending, by request when running."""
-    with psycopg.connect(url) as conn:
-        if conn.execute(Q.cancel_pending_job, {"job_id": job_id, "reason": reason}).fetchone():
-            return "cancelled"
-        if conn.execute(Q.request_cancel_running, {"job_id": job_id}).fetchone():
-            return "requested"
+    """Cancel a job as an operator does (audited): at once when pending, by request when
+    running; each expected status asked for on its own, so the answer says which it was."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for expected, answer in (("pending", "cancelled"), ("running", "requested")):
+            if cancel_job(conn, job_id, actor="chaos", role="operator", reason=reason,
+                          expected_status=expected).ok:
+                return answer
     return "finished"
 
 

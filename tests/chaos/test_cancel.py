@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.chaos.support import add, cancel, events, outcomes, running_on, settle
-from tests.helpers import job_row
+from tests.helpers import job_row, scalar
 
 pytestmark = pytest.mark.chaos
 
@@ -18,8 +18,12 @@ def test_cancelling_a_pending_job_cancels_it_at_once(workers, chaos_db):
     job_id = add(chaos_db, "chaos.quick", delay=60)
     assert cancel(chaos_db, job_id) == "cancelled"
     row = job_row(chaos_db, job_id)
-    assert (row["status"], row["attempts"], row["last_error_code"]) == ("cancelled", 0, "CANCELLED")
+    # The operator's cancel (worker.operations) leaves no error code: its reason is in the
+    # audit row it writes in the same statement.
+    assert (row["status"], row["attempts"], row["last_error_code"]) == ("cancelled", 0, None)
     assert row["cancelled_at"] is not None and outcomes(chaos_db, job_id) == []
+    assert scalar(chaos_db, "SELECT count(*) FROM job_audit WHERE job_id = %s AND "
+                            "action = 'cancel'", [job_id]) == 1
 
 
 def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(workers, chaos_db):

@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 from worker import Registry, RetryPolicy, enqueue, job
 from worker.completer import Completer, Completion
 from worker.db import DedicatedConnection
+from worker.operations import cancel_job
 from worker.producer import ClaimedJob, claim
 from worker.queries import Q
 from worker.recovery import recover_stale_running
@@ -122,7 +123,8 @@ def test_a_buffered_completion_of_a_recovered_execution_is_refused(db, registry,
 def test_a_buffered_completion_of_a_recovered_then_cancelled_job_is_refused(
         db, registry, completer):
     job_id, a = buffered_then_recovered(db, registry, completer)
-    assert db.execute(Q.cancel_pending_job, {"job_id": job_id, "reason": "operator"}).fetchone()
+    assert cancel_job(db, job_id, actor="op", role="operator", reason="operator",
+                      expected_status="pending").ok
     before = row(db, job_id), history(db, job_id)
 
     completer.flush()
@@ -180,7 +182,8 @@ def test_a_retry_buffered_while_cancellation_was_requested_ends_cancelled(
     job_id = enqueue(db, "batched.noop", {}, registry=registry)
     (a,) = take(db, "worker-a")
     completer.submit(outcome_of(a, S.PENDING, O.RETRY, "PROVIDER_5XX"))
-    assert db.execute(Q.request_cancel_running, {"job_id": job_id}).fetchone()
+    assert cancel_job(db, job_id, actor="op", role="operator", reason="operator",
+                      expected_status="running").ok
 
     completer.flush()
     done = row(db, job_id)

@@ -342,20 +342,6 @@ WHERE state IN ('running', 'draining')
   AND heartbeat_at < now() - make_interval(secs => %(stale_after)s)
 RETURNING worker_id
 
--- name: cancel_pending_job
--- Cancel a job that no worker holds: it becomes `cancelled` at once.
-UPDATE background_jobs
-SET status = 'cancelled', cancelled_at = now(), last_error_code = 'CANCELLED',
-    last_error = %(reason)s
-WHERE id = %(job_id)s AND status = 'pending'
-RETURNING id
-
--- name: request_cancel_running
--- Ask the worker running a job to stop; it learns this with its next heartbeat.
-UPDATE background_jobs SET cancel_requested_at = coalesce(cancel_requested_at, now())
-WHERE id = %(job_id)s AND status = 'running'
-RETURNING id
-
 -- name: job_status
 -- One job's state (for tests, the CLI and waiting callers).
 SELECT id, status, attempts, max_attempts, last_error_code, last_error, available_at,
