@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from . import cli_args as A
 from .logs import FORMATS, configure
@@ -22,6 +23,11 @@ from .process import (
 from .states import JobStatus
 from .terminal import printable
 
+if TYPE_CHECKING:  # the commands import what they use when they run
+    import psycopg
+
+    from .operations import ActionResult
+
 
 def load_app(module: str) -> None:
     """Import the module that registers the job handlers (from the cwd or PYTHONPATH)."""
@@ -33,7 +39,7 @@ def load_app(module: str) -> None:
         raise SystemExit(f"jobwarden: cannot import app module {module!r}: {exc}") from exc
 
 
-def cmd_migrate(args) -> int:
+def cmd_migrate(args: argparse.Namespace) -> int:
     from .db import migrate
 
     migrate()
@@ -41,7 +47,7 @@ def cmd_migrate(args) -> int:
     return 0
 
 
-def cmd_worker(args) -> int:
+def cmd_worker(args: argparse.Namespace) -> int:
     from .process import WorkerProcess
     from .registry import registry
 
@@ -59,7 +65,7 @@ def cmd_worker(args) -> int:
     return worker.run()
 
 
-def cmd_enqueue(args) -> int:
+def cmd_enqueue(args: argparse.Namespace) -> int:
     from .db import connect
     from .enqueue import enqueue
     from .errors import EnqueueError
@@ -80,7 +86,7 @@ def cmd_enqueue(args) -> int:
     return 0
 
 
-def cmd_recover(args) -> int:
+def cmd_recover(args: argparse.Namespace) -> int:
     from .db import connect
     from .recovery import mark_gone_workers, recover_stale_running
     from .registry import registry
@@ -98,11 +104,11 @@ RECONCILE_ACTIONS = {"completed": "mark_completed", "failed": "mark_failed",
                      "retry": "retry", "skip": "skip"}
 
 
-def _actor(args) -> str:
+def _actor(args: argparse.Namespace) -> str:
     return args.actor or f"cli:{os.environ.get('USER') or 'unknown'}"
 
 
-def cmd_reconcile(args) -> int:
+def cmd_reconcile(args: argparse.Namespace) -> int:
     from .db import connect
     from .operations import JOB_ACTIONS
     from .queries import Q
@@ -134,7 +140,7 @@ def cmd_reconcile(args) -> int:
     return 0
 
 
-def _reconcile_auto(args) -> int:
+def _reconcile_auto(args: argparse.Namespace) -> int:
     from .db import connect
     from .reconcile import reconcilable_types, reconcile
     from .registry import registry
@@ -157,9 +163,9 @@ def _reconcile_auto(args) -> int:
     return 0
 
 
-def cmd_queue(args) -> int:
+def cmd_queue(args: argparse.Namespace) -> int:
     from .db import connect
-    from .operations import QUEUE_ACTIONS, queue_controls, set_all_queues
+    from .operations import queue_controls, set_all_queues
 
     with connect() as conn:
         if args.queue_command == "list":
@@ -180,10 +186,7 @@ def cmd_queue(args) -> int:
                 results = set_all_queues(conn, args.queue_command, actor=_actor(args),
                                          role="admin", reason=args.reason)
             else:
-                new = {"new": True} if getattr(args, "new", False) else {}
-                results = [QUEUE_ACTIONS[args.queue_command](
-                    conn, args.name, actor=_actor(args), role="admin", reason=args.reason,
-                    **new)]
+                results = [_queue_action(conn, args)]
         except ValueError as exc:
             print(f"jobwarden queue: {printable(exc)}", file=sys.stderr)
             return 2
@@ -196,7 +199,17 @@ def cmd_queue(args) -> int:
     return 0 if results[0].ok else 1
 
 
-def cmd_prune(args) -> int:
+def _queue_action(conn: psycopg.Connection, args: argparse.Namespace) -> ActionResult:
+    """`jobwarden queue pause|resume NAME`: one queue's action."""
+    from .operations import pause_queue, resume_queue
+
+    if args.queue_command == "pause":
+        return pause_queue(conn, args.name, actor=_actor(args), role="admin",
+                           reason=args.reason, new=args.new)
+    return resume_queue(conn, args.name, actor=_actor(args), role="admin", reason=args.reason)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
     from .db import connect
     from .retention import count_prunable, prune
 
@@ -238,7 +251,7 @@ def _age_text(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def cmd_stats(args) -> int:
+def cmd_stats(args: argparse.Namespace) -> int:
     from .db import connect
     from .queries import Q
 
@@ -270,16 +283,22 @@ def cmd_stats(args) -> int:
     return 0
 
 
-def cmd_embedded_stop(args) -> int:
+def cmd_embedded_stop(args: argparse.Namespace) -> int:
     from .embedded import stop_embedded
 
     print(stop_embedded())
     return 0
 
 
-def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
+class CommandParser(argparse.ArgumentParser):
+    """The `jobwarden` parser, which knows which sub-commands are the runtime's own."""
+
+    runtime_commands: frozenset[str] = frozenset()
+
+
+def build_parser(contributed: bool = True) -> CommandParser:
     """The command line; `contributed=False` leaves out other packages' sub-commands."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="jobwarden",
         description="Jobwarden: PostgreSQL background jobs with an operations console. "
                     "DATABASE_URL selects the database; without it, an embedded PostgreSQL "
@@ -290,7 +309,9 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
                    default=os.environ.get("JOBWARDEN_LOG_FORMAT") or "text",
                    help="text (default) or json: one JSON object per line with a stable "
                         "`action` per lifecycle event")
-    sub = p.add_subparsers(dest="command", required=True)
+    # The sub-commands' parsers stay plain ArgumentParsers (only the top one knows them).
+    sub = p.add_subparsers(dest="command", required=True,
+                           parser_class=argparse.ArgumentParser)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
 
@@ -399,7 +420,7 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
     esub.add_parser("stop", help="stop it (it keeps running after every command, the demo "
                                  "included, so the next one starts fast)"
                     ).set_defaults(fn=cmd_embedded_stop)
-    p.runtime_commands = frozenset(sub.choices)  # type: ignore[attr-defined]
+    p.runtime_commands = frozenset(sub.choices)
     if contributed:
         add_contributed_commands(sub)
     return p
@@ -410,7 +431,7 @@ def build_parser(contributed: bool = True) -> argparse.ArgumentParser:
 COMMANDS_GROUP = "jobwarden.commands"
 
 
-def add_contributed_commands(sub) -> None:
+def add_contributed_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Let installed packages add their sub-commands, so the runtime never imports them."""
     from importlib.metadata import entry_points
 
@@ -432,7 +453,7 @@ def _runtime_command(argv: list[str]) -> bool:
     top.add_argument("--log-format")
     top.add_argument("command", nargs="?")
     command = top.parse_known_args(argv)[0].command
-    return command in build_parser(contributed=False).runtime_commands  # type: ignore[attr-defined]
+    return command in build_parser(contributed=False).runtime_commands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -445,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2
     try:
-        return args.fn(args)
+        code: int = args.fn(args)  # the sub-command's exit status
+        return code
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a clear one-line error, not a traceback, for operators

@@ -6,12 +6,13 @@ import json
 import logging
 import threading
 import time
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import AmbiguousOutcome, JobCancelled, Snooze
 from .event_totals import ZOMBIE_LEASE, count_on
@@ -34,10 +35,10 @@ class JobContext:
     """The handler's handle on its execution: identity, heartbeat, progress, checkpoints,
     cancellation, stable idempotency keys, the effects ledger and a business transaction."""
 
-    def __init__(self, *, pool, job_id: int, execution_id: UUID, attempt: int, max_attempts: int,
-                 type: str, queue: str, version: int, checkpoint: Any = None,
+    def __init__(self, *, pool: ConnectionPool, job_id: int, execution_id: UUID, attempt: int,
+                 max_attempts: int, type: str, queue: str, version: int, checkpoint: Any = None,
                  job_idempotency_key: str | None = None, timeout: float | None = None,
-                 snoozes: int = 0):
+                 snoozes: int = 0) -> None:
         self._pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -58,11 +59,14 @@ class JobContext:
         self.timed_out = False
         self.operator_cancelled = False
         self.lease_lost = False
-        self._pending_progress: dict | None = None
+        self._pending_progress: dict[str, Any] | None = None
         self._pending_checkpoint: Any = None
         self._has_pending_checkpoint = False
         self._last_write = 0.0
-        self._tx_conn = None  # the business transaction, committed with the outcome
+        # the business transaction, committed with the outcome, and the pool's checkout
+        # that holds its connection
+        self._tx_conn: psycopg.Connection | None = None
+        self._tx_cm: AbstractContextManager[psycopg.Connection] | None = None
 
     # -- cancellation ------------------------------------------------------------------
     @property
@@ -100,7 +104,8 @@ class JobContext:
         """Renew this execution's lease now; raises LeaseLost if another owns the job."""
         self._write_progress(force=True)
 
-    def progress(self, processed: int | None = None, total: int | None = None, **extra) -> None:
+    def progress(self, processed: int | None = None, total: int | None = None,
+                 **extra: Any) -> None:
         """Record how much work is done (shown in the console). Throttled; never required."""
         value = dict(extra)
         if processed is not None:
@@ -199,7 +204,7 @@ class JobContext:
 
     # -- business transaction ---------------------------------------------------------
     @contextmanager
-    def transaction(self):
+    def transaction(self) -> Iterator[psycopg.Connection]:
         """A psycopg connection in a transaction that commits together with the job's
         completion: if this execution lost its lease, the business writes roll back too."""
         if self._tx_conn is None:
@@ -212,9 +217,9 @@ class JobContext:
             raise
 
     def close_transaction(self, commit: bool) -> None:
-        if self._tx_conn is None:
-            return
         conn, cm = self._tx_conn, self._tx_cm
+        if conn is None or cm is None:  # no transaction open (they are set together)
+            return
         self._tx_conn = self._tx_cm = None
         try:
             if commit:
@@ -252,7 +257,7 @@ class Effect:
         self.result: Any = None
         self._reserve()
 
-    def _run(self, sql: str, **params) -> list[tuple]:
+    def _run(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
         with self.ctx._pool.connection() as conn:
             cur = conn.execute(sql, {"key": self.key, "job_id": self.ctx.job_id,
                                      "execution_id": self.ctx.execution_id, **params})

@@ -9,8 +9,12 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger("jobwarden.db")
 
@@ -32,9 +36,10 @@ def embedded_url() -> str:
         # cleanup_mode=None leaves the server running for the next command to reuse.
         with warnings.catch_warnings():  # platformdirs complains when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            import pgserver  # imported lazily: production never needs it
+            # imported lazily: production never needs it
+            from pgserver.postgres_server import get_server
 
-            server = pgserver.get_server(datadir, cleanup_mode=None)
+            server = get_server(datadir, cleanup_mode=None)
         _embedded_url = server.get_uri()
         log.info("using embedded PostgreSQL in %s", datadir, extra={"action": "embedded_db"})
     return _embedded_url
@@ -71,7 +76,7 @@ def pooled() -> bool:
     return value == "transaction"
 
 
-def connect_kwargs() -> dict:
+def connect_kwargs() -> dict[str, Any]:
     """psycopg connection options every runtime connection takes.
 
     Through a transaction pooler consecutive transactions may run on different server
@@ -92,7 +97,7 @@ def listen_url(url: str) -> str | None:
     return None if pooled() else url
 
 
-def connect(url: str | None = None, **kwargs) -> psycopg.Connection:
+def connect(url: str | None = None, **kwargs: Any) -> psycopg.Connection:
     """A new psycopg connection (autocommit off unless asked)."""
     return psycopg.connect(url or database_url(), **{**connect_kwargs(), **kwargs})
 
@@ -123,7 +128,7 @@ def migrations_dir() -> Path:
     raise RuntimeError("Jobwarden's migrations/ folder is missing: reinstall jobwarden")
 
 
-def alembic_config(url: str | None = None):
+def alembic_config(url: str | None = None) -> Config:
     """Alembic settings built in code, so an installed package needs no alembic.ini."""
     from alembic.config import Config
 

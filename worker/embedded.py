@@ -37,5 +37,8 @@ def stop_embedded(home: Path | None = None, timeout: float = 60) -> str:
 
     user = "pgserver" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
     # fast: disconnect clients (a forgotten console or worker) instead of waiting on them.
-    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=datadir, user=user, timeout=timeout)
+    # pg_ctl is made at import time, one function per bundled binary (setattr in
+    # pgserver._commands): it exists, but no type checker can see it.
+    pgserver.pg_ctl(["-w", "-m", "fast", "stop"],  # type: ignore[attr-defined]
+                    pgdata=datadir, user=user, timeout=timeout)
     return f"stopped the embedded PostgreSQL in {datadir}"

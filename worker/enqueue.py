@@ -57,7 +57,7 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
     payloads as JSON texts (parallel arrays cost the database less per row than JSON rows,
     and skip building and parsing one object per job). Integer and name columns go as
     array literals (see _names_literal)."""
-    cols: dict[str, list] = {name: [] for name in (
+    cols: dict[str, list[Any]] = {name: [] for name in (
         "queues", "types", "versions", "payloads", "priorities", "run_ats", "delays",
         "max_attempts", "idempotency_keys", "concurrency_keys", "policy_defaults")}
     (queues, types, versions, payloads, priorities, run_ats, delays, max_attempts,
@@ -99,7 +99,9 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
             defaults.append(None)
     # A field no job sets travels as one NULL instead of an array of them: ROWS FROM
     # gives every row NULL for a function that returns no rows.
-    out = {name: None if col.count(None) == len(col) else col for name, col in cols.items()}
+    # The statement's parameters: a column as a list, as one NULL, or as an array literal.
+    out: dict[str, Any] = {name: None if col.count(None) == len(col) else col
+                           for name, col in cols.items()}
     for name in ("queues", "types"):
         out[name] = _names_literal(cols[name])
     for name in ("versions", "priorities", "max_attempts"):
@@ -117,7 +119,7 @@ def _names_literal(names: list[str]) -> str:
     return '{"' + '","'.join(names) + '"}'
 
 
-def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
+def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Run one named query on the caller's connection, inside the caller's transaction."""
     return execute(conn, sql, params)[1]
 

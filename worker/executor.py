@@ -19,7 +19,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, Literal
 from uuid import UUID
+
+from psycopg_pool import ConnectionPool
 
 from . import lease, runner
 from .completer import Completer, Completion
@@ -52,15 +56,22 @@ class Execution:
     timeout_noticed: float | None = None
 
 
+class Undecided(Enum):
+    """The type of UNDECIDED: an enum of one member, so that `ex is UNDECIDED` tells a
+    type checker which of begin()'s answers is left."""
+
+    UNDECIDED = "undecided"
+
+
 #: What begin() returns when the database could not confirm a job's lease.
-UNDECIDED = object()
+UNDECIDED: Final = Undecided.UNDECIDED
 
 
 class Executor:
     """Runs claimed jobs on `concurrency` reusable slot threads."""
 
-    def __init__(self, *, registry: Registry, pool, buffer: JobBuffer, completer: Completer,
-                 concurrency: int, on_slot_free: Callable[[], None],
+    def __init__(self, *, registry: Registry, pool: ConnectionPool, buffer: JobBuffer,
+                 completer: Completer, concurrency: int, on_slot_free: Callable[[], None],
                  on_abandoned: Callable[[], None], timeout_grace: float = 5.0) -> None:
         self.registry = registry
         self.pool = pool
@@ -118,7 +129,7 @@ class Executor:
         return len(self._running)
 
     # -- one job -------------------------------------------------------------------------
-    def begin(self, job: ClaimedJob) -> Execution | None | object:
+    def begin(self, job: ClaimedJob) -> Execution | Literal[Undecided.UNDECIDED] | None:
         """Turn a claimed job into a running execution (None: it must not run;
         UNDECIDED: the database could not confirm its lease, try again later)."""
         job_type = self.registry.get(job.type)

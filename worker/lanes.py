@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .registry import check_name
 
@@ -51,7 +52,7 @@ class Lane:
             return ",".join(self.queues)
         return "*" if not self.excluded else "* (other queues)"
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         """How `job_workers.lanes` records it (the console reads it back)."""
         return {"queues": list(self.queues) if self.queues is not None else [EVERY_OTHER],
                 "slots": self.slots, "shared": self.shared}
@@ -67,6 +68,7 @@ def parse_queues(spec: QueueSpec, concurrency: int) -> list[Lane]:
         return [Lane(None, _slots("--concurrency", concurrency), shared=True)]
     seen: set[str] = set()
     own: list[Lane] = []
+    named: list[str] = []  # the queues of the lanes in `own`, one each
     plain: list[str] = []
     for name, slots in entries:
         if name == "":
@@ -82,6 +84,7 @@ def parse_queues(spec: QueueSpec, concurrency: int) -> list[Lane]:
             raise ValueError("'*' shares the --concurrency slots: give it no '=N'")
         else:
             own.append(Lane((name,), _slots(name, slots)))
+            named.append(name)
     if EVERY_OTHER in plain and len(plain) > 1:
         others = ", ".join(repr(n) for n in plain if n != EVERY_OTHER)
         raise ValueError(f"'*' already includes {others}: name them with '=N' slots of "
@@ -89,8 +92,7 @@ def parse_queues(spec: QueueSpec, concurrency: int) -> list[Lane]:
     if plain:
         slots = _slots("--concurrency", concurrency)
         if plain == [EVERY_OTHER]:
-            own.append(Lane(None, slots, shared=True,
-                            excluded=tuple(n for lane in own for n in lane.queues)))
+            own.append(Lane(None, slots, shared=True, excluded=tuple(named)))
         else:
             own.append(Lane(tuple(plain), slots, shared=True))
     return own
@@ -103,7 +105,7 @@ def _entries(spec: QueueSpec) -> list[tuple[str, int | str | None]] | None:
     if isinstance(spec, str):
         if not spec.strip():
             raise ValueError("no queue given")
-        items: Iterable = spec.split(",")
+        items: Iterable[object] = spec.split(",")
     elif isinstance(spec, Mapping):
         items = [(name, slots) for name, slots in spec.items()]
     else:

@@ -33,6 +33,8 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from types import FrameType
+from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -80,8 +82,8 @@ class LaneRuntime:
     lane: Lane
     wake: threading.Event  # its producer's: a notification, a low buffer, a freed slot
     buffer: JobBuffer
-    executor: Executor | None = None
-    producer: Producer | None = None
+    executor: Executor
+    producer: Producer
 
 
 class WorkerProcess:
@@ -94,7 +96,7 @@ class WorkerProcess:
                  restart_on_abandon: bool = False, claim_batch: int = DEFAULT_CLAIM_BATCH,
                  buffer_size: int = DEFAULT_BUFFER_SIZE,
                  flush_batch: int = DEFAULT_FLUSH_BATCH,
-                 flush_interval: float = DEFAULT_FLUSH_INTERVAL):
+                 flush_interval: float = DEFAULT_FLUSH_INTERVAL) -> None:
         self.registry = registry
         self.types = list(registry)
         if not self.types:
@@ -126,20 +128,37 @@ class WorkerProcess:
         self.flush_batch = flush_batch
         self.flush_interval = flush_interval
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.pool: ConnectionPool | None = None
         self._stop = threading.Event()  # stop claiming
         self._force = threading.Event()  # second signal: stop now
         self._give_up = threading.Event()  # the completer stops retrying a failed flush
         self._closing = threading.Event()  # background threads exit
         self.restart_requested = False
         self._lane_failed = False
-        self._lanes = []
-        for lane in self.lanes:
-            wake = threading.Event()
-            self._lanes.append(LaneRuntime(lane, wake, JobBuffer(on_low=wake.set)))
+        # Made here, opened by run(): every part of the worker exists from the start.
+        # Handlers may hold two connections each (ctx.transaction() plus progress or the
+        # effect ledger), and abandoned threads keep theirs until they return.
+        self.pool: ConnectionPool = ConnectionPool(
+            self.url, min_size=1, max_size=2 * self.concurrency + 2, timeout=10, open=False,
+            check=ConnectionPool.check_connection,
+            kwargs={"connect_timeout": 5, **connect_kwargs()},
+            name="jobwarden-worker")
+        # Heartbeats, recovery and hand-backs get their own connections: a lease must
+        # never expire because busy handlers took every connection of the pool.
+        self.control_pool: ConnectionPool = ConnectionPool(
+            self.url, min_size=1, max_size=3, timeout=5, open=False,
+            check=ConnectionPool.check_connection,
+            kwargs={"connect_timeout": 5, **connect_kwargs()},
+            name="jobwarden-control")
         self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
                                    interval=flush_interval, give_up=self._give_up)
+        self._lanes = [self._lane_runtime(lane) for lane in self.lanes]
         self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention, policies
+        self.heartbeat = Heartbeat(
+            control_pool=self.control_pool, worker_id=self.worker_id, registry=self.registry,
+            executors=[rt.executor for rt in self._lanes], completer=self.completer,
+            interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
+            worker_stale_after=self.worker_stale_after, draining=self._stop.is_set,
+            on_recovered=self._wake)
 
     # -- lifecycle ---------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -154,7 +173,7 @@ class WorkerProcess:
             if queue is None or rt.lane.serves(queue):
                 rt.wake.set()
 
-    def _on_signal(self, signum, _frame) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self._stop.is_set():
             log.warning("second signal %s: stopping now", signum, extra={"action": "force_stop"})
             self._force.set()
@@ -170,30 +189,8 @@ class WorkerProcess:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        # Handlers may hold two connections each (ctx.transaction() plus progress or the
-        # effect ledger), and abandoned threads keep theirs until they return.
-        self.pool = ConnectionPool(
-            self.url, min_size=1, max_size=2 * self.concurrency + 2, timeout=10, open=False,
-            check=ConnectionPool.check_connection,
-            kwargs={"connect_timeout": 5, **connect_kwargs()},
-            name="jobwarden-worker")
-        # Heartbeats, recovery and hand-backs get their own connections: a lease must
-        # never expire because busy handlers took every connection of the pool.
-        self.control_pool = ConnectionPool(
-            self.url, min_size=1, max_size=3, timeout=5, open=False,
-            check=ConnectionPool.check_connection,
-            kwargs={"connect_timeout": 5, **connect_kwargs()},
-            name="jobwarden-control")
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)
-        for rt in self._lanes:
-            self._start_lane(rt)
-        self.heartbeat = Heartbeat(
-            control_pool=self.control_pool, worker_id=self.worker_id, registry=self.registry,
-            executors=[rt.executor for rt in self._lanes], completer=self.completer,
-            interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
-            worker_stale_after=self.worker_stale_after, draining=self._stop.is_set,
-            on_recovered=self._wake)
         if not self._register():
             # Stopped while still retrying registration: nothing was claimed or started,
             # so saying "started" (and then "stopped") would tell of a worker that never ran.
@@ -266,15 +263,16 @@ class WorkerProcess:
             self._lane_failed = True
             self.request_stop()
 
-    def _start_lane(self, rt: LaneRuntime) -> None:
-        """Give a lane its slot threads (started later) and its producer, which claims
-        only the lane's queues on a connection of its own."""
-        lane = rt.lane
-        rt.executor = executor = Executor(
-            registry=self.registry, pool=self.pool, buffer=rt.buffer,
-            completer=self.completer, concurrency=lane.slots, on_slot_free=rt.wake.set,
+    def _lane_runtime(self, lane: Lane) -> LaneRuntime:
+        """A lane with its buffer, its slot threads (started by run()) and its producer,
+        which claims only the lane's queues on a connection of its own."""
+        wake = threading.Event()
+        buffer = JobBuffer(on_low=wake.set)
+        executor = Executor(
+            registry=self.registry, pool=self.pool, buffer=buffer,
+            completer=self.completer, concurrency=lane.slots, on_slot_free=wake.set,
             on_abandoned=self._check_abandoned, timeout_grace=self.timeout_grace)
-        rt.producer = Producer(
+        producer = Producer(
             conn=DedicatedConnection(self.url), types=[t.name for t in self.types],
             leases=[t.lease for t in self.types],
             limits=[t.concurrency_limit for t in self.types],
@@ -282,13 +280,14 @@ class WorkerProcess:
             type_max_attempts=[t.max_attempts for t in self.types],
             queues=list(lane.queues) if lane.queues is not None else None,
             skip_queues=list(lane.excluded) or None,
-            worker_id=self.worker_id, buffer=rt.buffer, concurrency=lane.slots,
+            worker_id=self.worker_id, buffer=buffer, concurrency=lane.slots,
             running=executor.active, job_seconds=lambda: executor.job_seconds,
             claim_batch=self.claim_batch, buffer_size=self.buffer_size,
-            poll_interval=self.poll_interval, wake=rt.wake, stop=self._stop)
+            poll_interval=self.poll_interval, wake=wake, stop=self._stop)
+        return LaneRuntime(lane, wake, buffer, executor, producer)
 
     def _abandoned_alive(self) -> int:
-        return sum(rt.executor.abandoned_alive() for rt in self._lanes if rt.executor)
+        return sum(rt.executor.abandoned_alive() for rt in self._lanes)
 
     def _check_abandoned(self) -> None:
         """After an abandonment: too many abandoned threads alive, in all lanes together,
@@ -308,7 +307,7 @@ class WorkerProcess:
 
     def active(self) -> int:
         """Executions running in slots now, in every lane."""
-        return sum(rt.executor.active() for rt in self._lanes if rt.executor)
+        return sum(rt.executor.active() for rt in self._lanes)
 
     def recover_once(self) -> dict[str, int]:
         return self.heartbeat.recover_once()
@@ -351,7 +350,8 @@ class WorkerProcess:
         while self.active() and time.monotonic() < deadline:
             if self._force.wait(0.05):
                 break
-        unfinished, ran_ms = [], {}
+        unfinished: list[tuple[ClaimedJob, str | None, str | None]] = []
+        ran_ms: dict[UUID, float] = {}
         for rt in self._lanes:
             for ex in rt.executor.running():
                 if rt.executor.abandon(ex, None):
@@ -367,7 +367,7 @@ class WorkerProcess:
             time.sleep(0.02)
 
     def _hand_back(self, items: list[tuple[ClaimedJob, str | None, str | None]],
-                   ran_ms: dict | None = None) -> None:
+                   ran_ms: dict[UUID, float] | None = None) -> None:
         """Return jobs to pending now, without spending an attempt (one statement).
         `ran_ms`: how long each started one ran, by execution id (None: none started)."""
         rows = [{"job_id": job.id, "execution_id": str(job.execution_id),

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .operations import mark_completed, retry_job
-from .queries import Q, execute
+from .queries import CallerConnection, Q, execute
 from .registry import Registry
+
+if TYPE_CHECKING:
+    from .context import JobContext
 
 log = logging.getLogger("jobwarden.reconcile")
 
@@ -37,7 +40,7 @@ class ReviewJob:
     id: int
     type: str
     queue: str
-    payload: dict
+    payload: dict[str, Any]
     idempotency_key: str | None
     attempts: int
     last_error_code: str | None
@@ -48,7 +51,7 @@ def reconcilable_types(registry: Registry) -> list[str]:
     return sorted(t.name for t in registry if t.reconciler is not None)
 
 
-def reconcile(conn, registry: Registry, *, actor: str, role: str = "admin",
+def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: str = "admin",
               job_id: int | None = None, limit: int = 100,
               note: str | None = None) -> dict[str, list[int]]:
     """Run the reconcilers of unknown jobs (or of `job_id` alone), in the caller's
@@ -77,8 +80,13 @@ def reconcile(conn, registry: Registry, *, actor: str, role: str = "admin",
 
 def _ask(registry: Registry, job: ReviewJob) -> str:
     job_type = registry.get(job.type)
+    reconciler = job_type.reconciler if job_type is not None else None
+    if reconciler is None:  # the candidates' types had one: this registry is another
+        log.warning("job %s: no reconciler of %s here; still unknown", job.id, job.type,
+                    extra={"action": "reconciler_failed", "job_id": job.id})
+        return UNKNOWN
     try:
-        verdict: Any = job_type.reconciler(job)  # type: ignore[union-attr]
+        verdict: Any = reconciler(job)
     except Exception as exc:  # the external system may be down: ask again later
         log.warning("job %s: reconciler of %s failed (%s); still unknown", job.id, job.type,
                     exc, extra={"action": "reconciler_failed", "job_id": job.id})
@@ -88,7 +96,7 @@ def _ask(registry: Registry, job: ReviewJob) -> str:
                     job.id, job.type, verdict, extra={"action": "reconciler_failed",
                                                       "job_id": job.id})
         return UNKNOWN
-    return verdict
+    return str(verdict)
 
 
 def register_reconcile_job(registry: Registry) -> None:
@@ -98,7 +106,7 @@ def register_reconcile_job(registry: Registry) -> None:
         return
     from .registry import JobType
 
-    def run_reconcilers(ctx, payload):
+    def run_reconcilers(ctx: JobContext, payload: dict[str, Any]) -> None:
         with ctx.transaction() as conn:
             reconcile(conn, registry, actor=payload["actor"], role=payload["role"],
                       job_id=payload.get("job_id"), note=payload.get("reason"))

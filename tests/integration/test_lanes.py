@@ -183,12 +183,13 @@ def test_a_lane_whose_producer_fails_stops_the_worker_with_exit_status_1(conn, c
         pass
 
     class BrokenSecondLane(WorkerProcess):
-        def _start_lane(self, rt):
-            super()._start_lane(rt)
-            if rt.lane.queues == ("b",):
+        def _lane_runtime(self, lane):
+            rt = super()._lane_runtime(lane)
+            if lane.queues == ("b",):
                 def run():
                     raise RuntimeError("a bug in the claim loop")
                 rt.producer.run = run
+            return rt
 
     worker = BrokenSecondLane(reg, url=clean_db, queues="a=1,b=1", poll_interval=0.1, grace=1)
     result = []
