@@ -4,7 +4,7 @@
 """
 
 from .context import Effect, JobContext, LeaseLost
-from .enqueue import JobSpec, enqueue, enqueue_many
+from .enqueue import enqueue, enqueue_many
 from .errors import (
     AmbiguousOutcome,
     EnqueueError,
@@ -15,6 +15,7 @@ from .errors import (
     SkipJob,
     Snooze,
 )
+from .job_spec import JobSpec
 from .policy import RetryPolicy
 from .registry import JobType, Registry, job, registry
 

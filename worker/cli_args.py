@@ -124,7 +124,7 @@ prune_age = with_unit(age)
 def json_object(text: str) -> dict[str, Any]:
     """A JSON object that enqueue would accept (depth, keys and text checked)."""
     try:
-        value = json.loads(text)
+        value: dict[str, Any] = json.loads(text)  # an object, or check_payload says not
     except json.JSONDecodeError as exc:
         raise Bad(f"not valid JSON: {exc}") from None
     except RecursionError:

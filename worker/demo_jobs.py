@@ -7,11 +7,13 @@ Handlers are fast and deterministic so the demo settles in seconds.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from worker import (
     AmbiguousOutcome,
+    JobContext,
     PermanentError,
     RateLimited,
     RetryableError,
@@ -25,7 +27,7 @@ QUICK = RetryPolicy(base=1, cap=4, jitter=0.2)  # demo retries come back within 
 
 @job("send_email", queue="email", max_attempts=5, timeout=30, lease=10, sla="30s",
      backoff=QUICK)
-def send_email(ctx, payload):
+def send_email(ctx: JobContext, payload: dict[str, Any]) -> None:
     """Sends once even if run twice: the ledger remembers the effect by a stable key."""
     if payload.get("flaky") and ctx.attempt == 1:
         raise RetryableError("NETWORK_TIMEOUT", "SMTP connect timed out after 10s")
@@ -36,7 +38,7 @@ def send_email(ctx, payload):
 
 @job("generate_pdf", queue="reports", max_attempts=3, timeout=60, lease=10, sla="2m",
      backoff=QUICK)
-def generate_pdf(ctx, payload):
+def generate_pdf(ctx: JobContext, payload: dict[str, Any]) -> None:
     """A long job: reports progress and resumes from its checkpoint after a crash."""
     pages = int(payload.get("pages", 10))
     start = (ctx.checkpoint or {}).get("page", 0)
@@ -48,14 +50,14 @@ def generate_pdf(ctx, payload):
 
 
 @job("sync_crm", queue="integrations", max_attempts=5, backoff=QUICK, sla="5m")
-def sync_crm(ctx, payload):
+def sync_crm(ctx: JobContext, payload: dict[str, Any]) -> None:
     raise PermanentError(
         "AUTH_FAILED",
         "HTTP 401 from https://sync:tok3n-s3cret@crm.example.com/api/v2/contacts: token revoked")
 
 
 @job("provider_call", queue="integrations", max_attempts=3, backoff=QUICK, sla="1m")
-def provider_call(ctx, payload):
+def provider_call(ctx: JobContext, payload: dict[str, Any]) -> None:
     raise RetryableError("PROVIDER_5XX", "HTTP 503 Service Unavailable from provider")
 
 
@@ -68,7 +70,7 @@ class Charge(BaseModel):
 
 @job("charge_card", queue="payments", max_attempts=5, backoff=QUICK, sla="1m",
      repeat_safe=False, payload=Charge)
-def charge_card(ctx, charge: Charge):
+def charge_card(ctx: JobContext, charge: Charge) -> None:
     """Rate-limited once; the provider dedupes by our idempotency key, so a retry is safe."""
     if ctx.attempt == 1:
         raise RateLimited(2, "HTTP 429 Too Many Requests (Retry-After: 2)")
@@ -78,30 +80,30 @@ def charge_card(ctx, charge: Charge):
 
 
 @job("call_webhook", queue="integrations", max_attempts=5, backoff=QUICK)
-def call_webhook(ctx, payload):
+def call_webhook(ctx: JobContext, payload: dict[str, Any]) -> None:
     raise AmbiguousOutcome(
         f"POST {payload['url']} timed out after the receiver accepted the body; "
         "delivery unknown")
 
 
 @job("project_report", queue="reports", max_attempts=3, backoff=QUICK)
-def project_report(ctx, payload):
+def project_report(ctx: JobContext, payload: dict[str, Any]) -> None:
     raise SkipJob(f"project {payload['projectId']} was archived before the report ran")
 
 
 @job("export_data", queue="reports", max_attempts=3, backoff=QUICK)
-def export_data(ctx, payload):
-    rows = payload["rows"]
+def export_data(ctx: JobContext, payload: dict[str, Any]) -> float:
+    rows: list[float] = payload["rows"]
     return sum(rows) / len(rows)  # a bug: empty exports divide by zero
 
 
 @job("send_reminder", queue="email", version=2, backoff=QUICK, sla="1m")
-def send_reminder(ctx, payload):
+def send_reminder(ctx: JobContext, payload: dict[str, Any]) -> None:
     if "channel" not in payload:
         raise PermanentError("PAYLOAD_INVALID", "channel missing")
 
 
 @send_reminder.upgrader(from_version=1)
-def reminder_v1_to_v2(payload):
+def reminder_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     """v1 payloads ({"userId"}) were queued before the release that added channels."""
     return {"user_id": payload["userId"], "channel": "email"}

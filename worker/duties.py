@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 import psycopg
+from psycopg_pool import ConnectionPool
 
 from . import job_types, retention, scheduler
 from .registry import Registry
@@ -36,7 +37,8 @@ class Duties:
         self.registry = registry
         self.worker_id = worker_id
         self._published = False
-        self._duties: list[tuple[str, float, Callable]] = [
+        # (name, interval, what it does on a control connection)
+        self._duties: list[tuple[str, float, Callable[[psycopg.Connection], object]]] = [
             ("schedules", base or 5.0, self._schedules),
             # Small batches every few seconds: a defaulted backlog is mostly claimed (the
             # claim applies the policy itself) before this reaches it.
@@ -51,20 +53,20 @@ class Duties:
         self._next = {name: now + random.uniform(0, min(every, 5.0))
                       for name, every, _ in self._duties}
 
-    def run(self, pool, closing: threading.Event, tick: float = 0.5) -> None:
+    def run(self, pool: ConnectionPool, closing: threading.Event, tick: float = 0.5) -> None:
         """The duty thread: run each duty when its time comes, until `closing` is set."""
         while not closing.is_set():
             self.run_now(pool)
             closing.wait(tick)
 
-    def _schedules(self, conn) -> None:
+    def _schedules(self, conn: psycopg.Connection) -> None:
         if not self._published:  # after the worker published its job types
             with conn.transaction():
                 scheduler.publish(conn, self.registry, self.worker_id)
             self._published = True
         scheduler.run_once(conn, self.registry)
 
-    def run_now(self, pool) -> None:
+    def run_now(self, pool: ConnectionPool) -> None:
         """Run every duty whose time has come; a failing duty is logged and retried later."""
         for name, every, duty in self._duties:
             if time.monotonic() < self._next[name]:

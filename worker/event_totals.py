@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 import psycopg
-from psycopg_pool import PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .queries import Q
 
@@ -31,13 +31,13 @@ ZOMBIE_LEASE = "zombie_lease"
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 
-def count(conn, event: str, types: list[str]) -> None:
+def count(conn: psycopg.Connection, event: str, types: list[str]) -> None:
     """Add one to `event`'s total for each entry of `types` (one statement on `conn`)."""
     if types:
         conn.execute(Q.count_events, {"event": event, "types": types})
 
 
-def count_on(pool, event: str, types: list[str]) -> None:
+def count_on(pool: ConnectionPool, event: str, types: list[str]) -> None:
     """count() on a connection of `pool`; a database error only costs the count."""
     if not types:
         return

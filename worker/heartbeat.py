@@ -18,9 +18,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
+from uuid import UUID
 
 import psycopg
-from psycopg_pool import PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import lease
 from .completer import Completer
@@ -40,7 +42,7 @@ DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 class Heartbeat:
     """Renews leases and the worker row; learns cancellations and losses; recovers."""
 
-    def __init__(self, *, control_pool, worker_id: str, registry: Registry,
+    def __init__(self, *, control_pool: ConnectionPool, worker_id: str, registry: Registry,
                  executors: list[Executor], completer: Completer, interval: float,
                  recovery_interval: float, worker_stale_after: float,
                  draining: Callable[[], bool], on_recovered: Callable[[], None]) -> None:
@@ -90,7 +92,7 @@ class Heartbeat:
                 if not ex.abandoned]
         waiting = [job for executor in self.executors for job in executor.buffer.snapshot()]
         completing = self.completer.pending()
-        rows: dict[object, dict] = {}
+        rows: dict[UUID, dict[str, Any]] = {}
         taken = []
         for c in completing:
             rows[c.execution_id] = {"id": c.job_id, "execution_id": str(c.execution_id)}
@@ -105,7 +107,7 @@ class Heartbeat:
                 "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
         try:
             with self.control_pool.connection() as conn:
-                owned: dict = {}
+                owned: dict[UUID, bool] = {}  # execution id -> cancel requested
                 sent = lease.now()  # the leases renewed now start no earlier than this
                 if rows:
                     owned = {r[1]: r[2] for r in conn.execute(
@@ -134,7 +136,7 @@ class Heartbeat:
         count_on(self.control_pool, ZOMBIE_LEASE, zombies)
 
     @staticmethod
-    def _learn(ex: Execution, owned: dict) -> bool:
+    def _learn(ex: Execution, owned: dict[UUID, bool]) -> bool:
         """Tell the execution what the beat found; True if it learns its lease is gone."""
         eid = ex.ctx.execution_id
         if eid not in owned:

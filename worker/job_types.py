@@ -25,6 +25,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+import psycopg
+
 from .policy import RetryPolicy
 from .queries import Q, execute
 from .registry import JobType, Registry
@@ -55,7 +57,8 @@ ADOPT_BATCH = 500
 ADOPT_MAX_BATCHES = 4
 
 
-def publish_job_types(conn, types: Iterable[JobType], published_by: str) -> dict[str, int]:
+def publish_job_types(conn: psycopg.Connection, types: Iterable[JobType],
+                      published_by: str) -> dict[str, int]:
     """Publish these types' policies. Rewrites no job: see `adopt_defaulted`.
 
     Runs in the caller's transaction (a psycopg connection). Returns how many types were
@@ -68,8 +71,8 @@ def publish_job_types(conn, types: Iterable[JobType], published_by: str) -> dict
     return {"published": len(published)}
 
 
-def adopt_defaulted(conn, names: Iterable[str], *, batch: int = ADOPT_BATCH,
-                    max_batches: int = ADOPT_MAX_BATCHES) -> int:
+def adopt_defaulted(conn: psycopg.Connection, names: Iterable[str], *,
+                    batch: int = ADOPT_BATCH, max_batches: int = ADOPT_MAX_BATCHES) -> int:
     """Give pending jobs of these types that took the documented defaults their published
     policy, `batch` jobs per transaction, at most `max_batches` transactions; returns how
     many moved. `conn`: a psycopg connection outside a transaction (commits each batch).
@@ -92,7 +95,7 @@ def adopt_defaulted(conn, names: Iterable[str], *, batch: int = ADOPT_BATCH,
     return moved
 
 
-def published_policies(conn, names: Iterable[str]) -> dict[str, JobType]:
+def published_policies(conn: Any, names: Iterable[str]) -> dict[str, JobType]:
     """The published policies of these types, as handler-less JobTypes."""
     names = sorted(set(names))
     if not names:
@@ -110,7 +113,7 @@ def published_policies(conn, names: Iterable[str]) -> dict[str, JobType]:
     return found
 
 
-def with_published_policies(conn, names: Iterable[str], local: Registry) -> Registry:
+def with_published_policies(conn: Any, names: Iterable[str], local: Registry) -> Registry:
     """`local`, plus the published policy of each named type it does not hold.
 
     Costs no query when every type is known locally (the usual case in an application
@@ -135,5 +138,5 @@ def defaulted_fields(given: dict[str, Any], known: Registry, type_name: str) -> 
     return [f for f in POLICY_FIELDS if given.get(f) is None]
 
 
-def _not_here(ctx, payload):  # a published policy carries no handler
+def _not_here(ctx: Any, payload: Any) -> Any:  # a published policy carries no handler
     raise RuntimeError("a published job-type policy has no handler in this process")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
+from uuid import UUID
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -42,7 +43,26 @@ def execution_event(action: str, *, job_id: int, job_type: str, queue: str, exec
             "duration_ms": None if duration_ms is None else round(duration_ms, 3)}
 
 
-def running_event(action: str, ctx, error_code: str | None = None) -> dict[str, Any]:
+class _Execution(Protocol):
+    """What the events read of an execution (a JobContext or a ClaimedJob): declared
+    here so that the logs, a low layer, import neither."""
+
+    type: str
+    queue: str
+    execution_id: UUID
+    attempt: int
+
+
+class _Running(_Execution, Protocol):
+    job_id: int
+    started: float  # a time.monotonic() reading
+
+
+class _Waiting(_Execution, Protocol):
+    id: int
+
+
+def running_event(action: str, ctx: _Running, error_code: str | None = None) -> dict[str, Any]:
     """execution_event() for an execution still in its slot (a JobContext): its duration
     so far."""
     return execution_event(action, job_id=ctx.job_id, job_type=ctx.type, queue=ctx.queue,
@@ -50,7 +70,7 @@ def running_event(action: str, ctx, error_code: str | None = None) -> dict[str, 
                            duration_ms=ms_since(ctx.started), error_code=error_code)
 
 
-def waiting_event(action: str, job) -> dict[str, Any]:
+def waiting_event(action: str, job: _Waiting) -> dict[str, Any]:
     """execution_event() for a claimed job that never started (a ClaimedJob)."""
     return execution_event(action, job_id=job.id, job_type=job.type, queue=job.queue,
                            execution_id=job.execution_id, attempt=job.attempt,

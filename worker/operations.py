@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from worker.queries import Q, execute
+from worker.queries import CallerConnection, Q, execute
 from worker.registry import check_name
 from worker.sanitize import redact
 from worker.scheduler import next_tick, schedule_problem
@@ -78,31 +78,31 @@ def allowed_actions(status: str, cancel_requested: bool = False) -> tuple[str, .
     return actions
 
 
-def retry_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+def retry_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
               request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
     """Put a failed, cancelled or unknown job back to pending for a new execution."""
     return _act_on_job(conn, "retry", job_id, actor, role, reason, request_id, expected_status)
 
 
-def cancel_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+def cancel_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
                request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
     """Cancel a pending job, or ask the worker running it to stop (cooperative)."""
     return _act_on_job(conn, "cancel", job_id, actor, role, reason, request_id, expected_status)
 
 
-def skip_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+def skip_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
              request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
     """Mark a pending, failed or unknown job as skipped (no longer relevant)."""
     return _act_on_job(conn, "skip", job_id, actor, role, reason, request_id, expected_status)
 
 
-def mark_completed(conn, job_id: int, *, actor: str, role: str, reason: str,
+def mark_completed(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
                    request_id: str | None = None) -> ActionResult:
     """Reconcile an unknown job whose effect the operator verified did happen."""
     return _act_on_job(conn, "mark_completed", job_id, actor, role, reason, request_id, None)
 
 
-def mark_failed(conn, job_id: int, *, actor: str, role: str, reason: str,
+def mark_failed(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
                 request_id: str | None = None) -> ActionResult:
     """Reconcile an unknown job whose effect the operator verified did not happen."""
     return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None)
@@ -114,7 +114,7 @@ RESCHEDULE_EARLIEST = timedelta(days=1)
 RESCHEDULE_LATEST = timedelta(days=365)
 
 
-def reschedule_job(conn, job_id: int, *, actor: str, role: str, reason: str,
+def reschedule_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
                    run_at: datetime | None = None,
                    request_id: str | None = None) -> ActionResult:
     """Run a pending job now (run_at None) or move it to `run_at` (aware, at most
@@ -130,15 +130,16 @@ def reschedule_job(conn, job_id: int, *, actor: str, role: str, reason: str,
         "job_id": int(job_id), "run_at": run_at, "actor": actor, "role": role,
         "action": action, "reason": reason, "request_id": request_id,
         "earliest": RESCHEDULE_EARLIEST, "latest": RESCHEDULE_LATEST})[0]
+    moved_to = "now" if run_at is None else _utc(run_at)
     if not row["in_window"]:
         return ActionResult(False, action, 0,
                             f"Job #{job_id} was not moved: choose a time not before one day "
-                            f"ago nor after one year from now (not {_utc(run_at)}). "
+                            f"ago nor after one year from now (not {moved_to}). "
                             "Nothing was changed.")
     if not row["jobs"]:
         return ActionResult(False, action, 0,
                             f"Job #{job_id} is no longer pending: nothing was changed.")
-    when = "now" if run_at is None else f"at {_utc(run_at)}"
+    when = "now" if run_at is None else f"at {moved_to}"
     return ActionResult(True, action, 1, f"Job #{job_id} will run {when}.")
 
 
@@ -158,7 +159,8 @@ JOB_ACTIONS = {
 }
 
 
-def preview_group(conn, error_code: str, job_type: str | None = None) -> GroupPreview:
+def preview_group(conn: CallerConnection, error_code: str,
+                  job_type: str | None = None) -> GroupPreview:
     """How many failed jobs with `error_code` (and `job_type`) a bulk action would touch."""
     row = _rows(conn, Q.operator_group_preview,
                 {"error_code": error_code, "job_type": job_type or None})[0]
@@ -166,7 +168,7 @@ def preview_group(conn, error_code: str, job_type: str | None = None) -> GroupPr
                         tuple(row["types"] or ()))
 
 
-def retry_group(conn, error_code: str, *, actor: str, role: str, reason: str,
+def retry_group(conn: CallerConnection, error_code: str, *, actor: str, role: str, reason: str,
                 seen_until: datetime | None, job_type: str | None = None,
                 request_id: str | None = None) -> ActionResult:
     """Retry every failed job of an error code that failed no later than `seen_until`."""
@@ -174,7 +176,7 @@ def retry_group(conn, error_code: str, *, actor: str, role: str, reason: str,
                          actor, role, reason, request_id)
 
 
-def skip_group(conn, error_code: str, *, actor: str, role: str, reason: str,
+def skip_group(conn: CallerConnection, error_code: str, *, actor: str, role: str, reason: str,
                seen_until: datetime | None, job_type: str | None = None,
                request_id: str | None = None) -> ActionResult:
     """Skip every failed job of an error code that failed no later than `seen_until`."""
@@ -192,8 +194,9 @@ SELECTION_FROM: dict[str, tuple[str, ...]] = {
 }
 
 
-def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role: str,
-                     reason: str, bulk_id: str, request_id: str | None = None) -> ActionResult:
+def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *, actor: str,
+                     role: str, reason: str, bulk_id: str,
+                     request_id: str | None = None) -> ActionResult:
     """Retry, cancel, skip or reconcile exactly `job_ids` (those still in a state the
     action allows).
 
@@ -225,7 +228,7 @@ def act_on_selection(conn, action: str, job_ids: list[int], *, actor: str, role:
                         f"job(s){note}.")
 
 
-def already_done(conn, action: str, request_id: str, actor: str,
+def already_done(conn: CallerConnection, action: str, request_id: str, actor: str,
                  bulk_id: str) -> ActionResult | None:
     """The earlier result of the bulk form for selection `bulk_id` that `actor` submitted
     twice (its audit rows carry `request_id` and `bulk_id`)."""
@@ -236,7 +239,7 @@ SELECTION_PAST = _PAST = {"retry": "retried", "cancel": "cancelled", "skip": "sk
          "mark_completed": "marked completed", "mark_failed": "marked failed"}
 
 
-def pause_queue(conn, queue: str, *, actor: str, role: str, reason: str,
+def pause_queue(conn: CallerConnection, queue: str, *, actor: str, role: str, reason: str,
                 request_id: str | None = None, new: bool = False) -> ActionResult:
     """Stop workers from claiming the queue's jobs (running ones finish). Audited.
 
@@ -246,7 +249,7 @@ def pause_queue(conn, queue: str, *, actor: str, role: str, reason: str,
     return _set_paused(conn, queue, True, actor, role, reason, request_id, new)
 
 
-def resume_queue(conn, queue: str, *, actor: str, role: str, reason: str,
+def resume_queue(conn: CallerConnection, queue: str, *, actor: str, role: str, reason: str,
                  request_id: str | None = None) -> ActionResult:
     """Let workers claim the queue's jobs again, and wake them. Audited. Refused for a
     queue nothing names; a queue never paused is left alone."""
@@ -256,13 +259,13 @@ def resume_queue(conn, queue: str, *, actor: str, role: str, reason: str,
 QUEUE_ACTIONS = {"pause": pause_queue, "resume": resume_queue}
 
 
-def pause_schedule(conn, job_type: str, *, actor: str, role: str, reason: str,
+def pause_schedule(conn: CallerConnection, job_type: str, *, actor: str, role: str, reason: str,
                    request_id: str | None = None) -> ActionResult:
     """Stop a schedule enqueueing its ticks (jobs already enqueued stay). Audited."""
     return _set_schedule_paused(conn, job_type, True, actor, role, reason, request_id)
 
 
-def resume_schedule(conn, job_type: str, *, actor: str, role: str, reason: str,
+def resume_schedule(conn: CallerConnection, job_type: str, *, actor: str, role: str, reason: str,
                     request_id: str | None = None) -> ActionResult:
     """Let a schedule enqueue again from its next tick after now (none of the ticks it
     was paused through). Audited."""
@@ -272,7 +275,7 @@ def resume_schedule(conn, job_type: str, *, actor: str, role: str, reason: str,
 SCHEDULE_ACTIONS = {"pause": pause_schedule, "resume": resume_schedule}
 
 
-def set_all_queues(conn, verb: str, *, actor: str, role: str, reason: str
+def set_all_queues(conn: CallerConnection, verb: str, *, actor: str, role: str, reason: str
                    ) -> list[ActionResult]:
     """Pause (`verb="pause"`) or resume every queue the database knows, each audited.
 
@@ -288,17 +291,19 @@ def set_all_queues(conn, verb: str, *, actor: str, role: str, reason: str
             for q in queues]
 
 
-def queue_controls(conn) -> dict[str, dict[str, Any]]:
+def queue_controls(conn: CallerConnection) -> dict[str, dict[str, Any]]:
     """Queue name -> {paused, changed_by, changed_at} for every queue ever paused."""
     return {row["queue"]: row for row in _rows(conn, Q.queue_controls_list, {})}
 
 
 # -- internals ---------------------------------------------------------------------------
 
-def _act_on_job(conn, action, job_id, actor, role, reason, request_id, expected_status):
+def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, role: str,
+                reason: str, request_id: str | None,
+                expected_status: str | None) -> ActionResult:
     reason = _check(actor, role, reason)
-    target = {"job_id": int(job_id)}
-    if request_id and (done := _already_done(conn, action, request_id, actor, **target)):
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             job_id=int(job_id))):
         return done
     params = _params(action, actor, role, reason, request_id, job_id=int(job_id),
                      expected_status=expected_status or None)
@@ -319,13 +324,15 @@ def _act_on_job(conn, action, job_id, actor, role, reason, request_id, expected_
     if row["jobs"]:
         return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id))
     # A concurrent submission of the same form may have won the race just now.
-    if request_id and (done := _already_done(conn, action, request_id, actor, **target)):
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             job_id=int(job_id))):
         return done
     return ActionResult(False, action, 0, _explain_refusal(conn, action, job_id, expected_status))
 
 
-def _act_on_group(conn, action, error_code, job_type, seen_until, actor, role, reason,
-                  request_id):
+def _act_on_group(conn: CallerConnection, action: str, error_code: str, job_type: str | None,
+                  seen_until: datetime | None, actor: str, role: str, reason: str,
+                  request_id: str | None) -> ActionResult:
     reason = _check(actor, role, reason)
     if not error_code:
         raise ValueError("a group action needs an error code")
@@ -351,8 +358,8 @@ def _act_on_group(conn, action, error_code, job_type, seen_until, actor, role, r
     return ActionResult(True, action, jobs, f"{verb} {jobs} failed job(s) of group {label}.")
 
 
-def _set_paused(conn, queue, paused, actor, role, reason, request_id,
-                new=False) -> ActionResult:
+def _set_paused(conn: CallerConnection, queue: str, paused: bool, actor: str, role: str,
+                reason: str, request_id: str | None, new: bool = False) -> ActionResult:
     action = "pause_queue" if paused else "resume_queue"
     reason = _check(actor, role, reason)
     check_name("queue", queue)
@@ -373,8 +380,8 @@ def _set_paused(conn, queue, paused, actor, role, reason, request_id,
     return ActionResult(True, action, 0, f"Queue {queue!r} is active again.")
 
 
-def _set_schedule_paused(conn, job_type, paused, actor, role, reason,
-                         request_id) -> ActionResult:
+def _set_schedule_paused(conn: CallerConnection, job_type: str, paused: bool, actor: str,
+                         role: str, reason: str, request_id: str | None) -> ActionResult:
     action = "pause_schedule" if paused else "resume_schedule"
     reason = _check(actor, role, reason)
     check_name("schedule", job_type)
@@ -413,7 +420,8 @@ def _check(actor: str, role: str, reason: str) -> str:
     return redact(reason)[:REASON_MAX]
 
 
-def _params(action, actor, role, reason, request_id, **selection) -> dict[str, Any]:
+def _params(action: str, actor: str, role: str, reason: str, request_id: str | None,
+            **selection: Any) -> dict[str, Any]:
     params = {
         "action": action, "actor": actor, "role": role, "reason": reason,
         "request_id": request_id, "bulk_id": None, "details": None,
@@ -424,9 +432,9 @@ def _params(action, actor, role, reason, request_id, **selection) -> dict[str, A
     return params
 
 
-def _already_done(conn, action: str, request_id: str, actor: str, *, job_id: int | None = None,
-                  error_code: str | None = None, job_type: str | None = None,
-                  queue: str | None = None, bulk_id: str | None = None,
+def _already_done(conn: CallerConnection, action: str, request_id: str, actor: str, *,
+                  job_id: int | None = None, error_code: str | None = None,
+                  job_type: str | None = None, queue: str | None = None, bulk_id: str | None = None,
                   schedule: str | None = None) -> ActionResult | None:
     """The earlier result if this very form (same request id, action, actor and target:
     one job, a group, a selection's `bulk_id`, a queue or a schedule) was already
@@ -444,7 +452,8 @@ def _already_done(conn, action: str, request_id: str, actor: str, *, job_id: int
                         duplicate=True)
 
 
-def _explain_refusal(conn, action: str, job_id: int, expected_status: str | None) -> str:
+def _explain_refusal(conn: CallerConnection, action: str, job_id: int,
+                     expected_status: str | None) -> str:
     rows = _rows(conn, Q.operator_job_state, {"job_id": job_id})
     if not rows:
         return f"Job #{job_id} does not exist."
@@ -472,7 +481,7 @@ _DONE = {
 }
 
 
-def _rows(conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(conn: CallerConnection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run a named query on a SQLAlchemy or psycopg connection; rows as dicts."""
     names, rows = execute(conn, sql, params)
     return [dict(zip(names, r, strict=True)) for r in rows]

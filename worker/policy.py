@@ -40,7 +40,7 @@ class RetryPolicy:
     cap: float = 3600.0
     jitter: float = 0.2
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.base < 0 or self.cap < 0 or not 0 <= self.jitter <= 1:
             raise ValueError("backoff needs base >= 0, cap >= 0 and 0 <= jitter <= 1")
 

@@ -41,7 +41,7 @@ class ClaimedJob:
     queue: str
     type: str
     version: int
-    payload: dict
+    payload: dict[str, Any]
     priority: int
     attempt: int
     max_attempts: int

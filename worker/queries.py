@@ -15,6 +15,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+#: A connection in the caller's transaction, as execute() takes it: a psycopg Connection,
+#: or a SQLAlchemy Connection or Session. Any, because execute() tells these unrelated
+#: classes apart by what they have, which no union of them would let it say.
+CallerConnection = Any
+
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
@@ -32,7 +39,7 @@ def load_queries(folder: Path) -> dict[str, str]:
     return queries
 
 
-class Queries(dict):
+class Queries(dict[str, str]):
     """Named queries, readable as attributes: `Q.claim_jobs`."""
 
     def __getattr__(self, name: str) -> str:
@@ -46,7 +53,8 @@ class Queries(dict):
 Q = Queries(load_queries(Path(__file__).parent / "sql"))
 
 
-def execute(conn: Any, sql: str, params: Mapping[str, Any]) -> tuple[list[str], list[tuple]]:
+def execute(conn: CallerConnection, sql: str,
+            params: Mapping[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run a query on the caller's connection, inside the caller's transaction: a psycopg
     Connection, or a SQLAlchemy Connection or Session. Returns (column names, rows)."""
     if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
@@ -65,6 +73,15 @@ def execute(conn: Any, sql: str, params: Mapping[str, Any]) -> tuple[list[str], 
     if result.description is None:  # psycopg
         return [], []
     return [d.name for d in result.description], [tuple(r) for r in result.fetchall()]
+
+
+def one_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The row of a statement that always returns exactly one (a function call, an
+    aggregate): a missing row is a broken query, said as such rather than as a TypeError."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("a statement that always returns one row returned none")
+    return row
 
 
 def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str, Any]:

@@ -8,7 +8,7 @@ have different SLAs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_MAX_SNOOZES = 100
 
 Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
-Upgrader = Callable[[dict], dict]
+Upgrader = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def check_name(kind: str, value: str) -> str:
@@ -65,7 +65,7 @@ class JobType:
     # downtime (catch_up) or only the latest one.
     schedule: str | None = None
     schedule_tz: str = "UTC"
-    schedule_payload: dict = field(default_factory=dict)
+    schedule_payload: dict[str, Any] = field(default_factory=dict)
     catch_up: bool = False
     # Looks an unknown job's operation up by its business reference: returns "done",
     # "not_done" or "unknown" (worker/reconcile.py).
@@ -78,10 +78,10 @@ class JobType:
     # must end where a person sees it.
     max_snoozes: int = DEFAULT_MAX_SNOOZES
 
-    def __call__(self, ctx, payload):
+    def __call__(self, ctx: Any, payload: Any) -> Any:
         return self.handler(ctx, payload)
 
-    def validate_payload(self, payload: dict) -> Any:
+    def validate_payload(self, payload: dict[str, Any]) -> Any:
         """The payload as the handler gets it: a model instance when one is declared.
 
         Raises pydantic.ValidationError when the payload does not fit the model.
@@ -106,7 +106,7 @@ class JobType:
     def can_upgrade(self, from_version: int) -> bool:
         return all(v in self.upgraders for v in range(from_version, self.version))
 
-    def upgrade(self, payload: dict, from_version: int) -> dict:
+    def upgrade(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
         """The payload carried from `from_version` to the current version, step by step.
 
         Raises KeyError naming the missing step when there is no path.
@@ -121,7 +121,7 @@ class JobType:
 
 
 class Registry:
-    def __init__(self):
+    def __init__(self) -> None:
         self._types: dict[str, JobType] = {}
 
     def register(self, job_type: JobType) -> JobType:
@@ -137,7 +137,7 @@ class Registry:
     def __contains__(self, name: str) -> bool:
         return name in self._types
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[JobType]:
         return iter(self._types.values())
 
     def names(self) -> list[str]:
@@ -165,7 +165,7 @@ def job(
     payload: type | None = None,
     schedule: str | None = None,
     schedule_tz: str = "UTC",
-    schedule_payload: dict | None = None,
+    schedule_payload: dict[str, Any] | None = None,
     catch_up: bool = False,
     reconciler: Callable[[Any], str] | None = None,
     concurrency_limit: int = 1,

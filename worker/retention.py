@@ -17,8 +17,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import psycopg
+
 from .policy import parse_duration
-from .queries import Q
+from .queries import Q, one_row
 
 log = logging.getLogger("jobwarden.retention")
 
@@ -66,7 +68,7 @@ class RetentionPolicy:
         return cls.parse(os.environ.get("JOBWARDEN_RETENTION"))
 
 
-def run_once(conn, policy: RetentionPolicy) -> dict[str, int] | None:
+def run_once(conn: psycopg.Connection, policy: RetentionPolicy) -> dict[str, int] | None:
     """One retention pass; returns jobs deleted per status, or None when another worker
     holds the retention lock. `conn`: a psycopg connection; commits after each batch."""
     deleted = dict.fromkeys(policy.ages, 0)
@@ -75,10 +77,10 @@ def run_once(conn, policy: RetentionPolicy) -> dict[str, int] | None:
         progressed = False
         for status, age in policy.ages.items():
             with conn.transaction():
-                if not conn.execute(Q.retention_try_lock).fetchone()[0]:
+                if not one_row(conn.execute(Q.retention_try_lock))[0]:
                     return None
-                jobs, gone_effects = conn.execute(Q.retention_delete_batch, {
-                    "status": status, "older_than": age, "batch": policy.batch}).fetchone()
+                jobs, gone_effects = one_row(conn.execute(Q.retention_delete_batch, {
+                    "status": status, "older_than": age, "batch": policy.batch}))
             deleted[status] += jobs
             effects += gone_effects
             progressed = progressed or jobs == policy.batch
@@ -90,7 +92,8 @@ def run_once(conn, policy: RetentionPolicy) -> dict[str, int] | None:
     return deleted
 
 
-def count_prunable(conn, statuses: list[str], older_than: float) -> dict[str, int]:
+def count_prunable(conn: psycopg.Connection, statuses: list[str],
+                   older_than: float) -> dict[str, int]:
     """How many jobs of each of `statuses` `prune` would delete now (0 for none)."""
     counts = dict.fromkeys(statuses, 0)
     rows = conn.execute(Q.retention_count, {"statuses": statuses, "older_than": older_than})
@@ -98,7 +101,8 @@ def count_prunable(conn, statuses: list[str], older_than: float) -> dict[str, in
     return counts
 
 
-def prune(conn, statuses: list[str], older_than: float, wait: float = 0.5) -> dict[str, int]:
+def prune(conn: psycopg.Connection, statuses: list[str], older_than: float,
+          wait: float = 0.5) -> dict[str, int]:
     """Delete every job of `statuses` that reached it more than `older_than` seconds ago,
     in retention's batches (so its done ledger entries go too, and no lock is held long);
     waits while a worker's retention pass holds the lock. Returns jobs deleted per status."""

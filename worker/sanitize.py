@@ -16,6 +16,8 @@ import re
 import traceback
 from typing import Any, NamedTuple
 
+from pydantic import ValidationError
+
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000
 #: An error code names a group of failures, not one of them (docs/security.md).
@@ -232,7 +234,7 @@ def describe_traceback(exc: BaseException, max_chars: int = MAX_TRACEBACK_CHARS)
     return f"{text[:head]}\n… [{len(text) - head - tail} chars cut] …\n{text[-tail:]}"
 
 
-def describe_validation(exc) -> str:
+def describe_validation(exc: ValidationError) -> str:
     """A pydantic ValidationError as `field: problem; ...`, without the offending values
     (they may be secrets), truncated."""
     errors = exc.errors(include_url=False, include_input=False)

@@ -34,8 +34,10 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import psycopg
 from cronsim import CronSim, CronSimError
 
 from .enqueue import enqueue
@@ -135,11 +137,13 @@ def _instant(wall: datetime, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(after, UTC)
 
 
-def _db_now(conn) -> datetime:
-    return execute(conn, "SELECT now()", {})[1][0][0]
+def _db_now(conn: psycopg.Connection) -> datetime:
+    now: datetime = execute(conn, "SELECT now()", {})[1][0][0]
+    return now
 
 
-def publish(conn, registry: Registry, published_by: str, now: datetime | None = None) -> int:
+def publish(conn: psycopg.Connection, registry: Registry, published_by: str,
+            now: datetime | None = None) -> int:
     """Publish this registry's schedules (after its job types); drop schedules its types no
     longer declare. Runs in the caller's transaction. Returns how many were written."""
     now = now or _db_now(conn)
@@ -157,7 +161,8 @@ def publish(conn, registry: Registry, published_by: str, now: datetime | None = 
     return len(execute(conn, Q.schedules_publish, {"rows": json.dumps(rows)})[1])
 
 
-def run_once(conn, registry: Registry, now: datetime | None = None) -> dict[str, list[int]]:
+def run_once(conn: psycopg.Connection, registry: Registry,
+             now: datetime | None = None) -> dict[str, list[int]]:
     """Enqueue the jobs of every schedule whose tick has come; one transaction.
 
     `conn` is a psycopg connection; `now` defaults to the database clock. Returns the
@@ -206,7 +211,7 @@ def schedule_problem(job_type: str, cron: str, tz: str) -> str | None:
     return None
 
 
-def _run_schedule(conn, registry: Registry, s: dict, now: datetime,
+def _run_schedule(conn: psycopg.Connection, registry: Registry, s: dict[str, Any], now: datetime,
                   enqueued: dict[str, list[int]]) -> str | None:
     """Enqueue one due schedule's ticks and advance it, in a savepoint of its own; the
     reason when its row cannot be run (its enqueues are then undone, the others kept)."""
@@ -235,7 +240,7 @@ def _run_schedule(conn, registry: Registry, s: dict, now: datetime,
     return None
 
 
-def _ticks(schedule: dict, now: datetime) -> list[datetime]:
+def _ticks(schedule: dict[str, Any], now: datetime) -> list[datetime]:
     """The ticks to enqueue now: every missed one with catch_up, else only the latest."""
     cron, tz, first = schedule["cron"], schedule["timezone"], schedule["next_run_at"]
     if not schedule["catch_up"]:
