@@ -4,7 +4,7 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo shop test lint chromium promtool pgbouncer bench
+.PHONY: setup demo shop test typecheck lint chromium promtool pgbouncer bench
 
 setup: $(VENV)/.installed
 
@@ -46,8 +46,14 @@ shop: setup
 	cd examples/shop && $(abspath $(VENV))/bin/python -m shop --port $(SHOP_PORT)
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
-test: setup chromium promtool pgbouncer
+# The type check comes first: a type error fails the run before the tests start.
+test: setup typecheck chromium promtool pgbouncer
 	$(VENV)/bin/pytest
+
+# mypy, strict on the runtime (pyproject.toml [tool.mypy]); its cache in .mypy_cache
+# makes a run after a small change take seconds.
+typecheck: setup
+	$(VENV)/bin/mypy
 
 lint: setup
 	$(VENV)/bin/ruff check worker console tests bench examples
