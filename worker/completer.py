@@ -31,7 +31,7 @@ from .db import DedicatedConnection
 from .errors import OUTCOME_UNSTORABLE
 from .event_totals import ZOMBIE_OUTCOME, count
 from .logs import execution_event
-from .queries import Q
+from .queries import CallerConnection, Q
 from .sanitize import sanitize_error_code, sanitize_text
 from .states import ExecutionOutcome, JobStatus
 from .storable import storable_text
@@ -86,7 +86,7 @@ class Completion:
                                error_code=self.error_code)
 
 
-def finish_params(rows: list[dict[str, Any]]) -> dict[str, list]:
+def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
     concurrent batches lock rows in one order). progress and checkpoint are JSON text."""
     rows = sorted(rows, key=lambda r: r["job_id"])
@@ -99,7 +99,7 @@ def finish_params(rows: list[dict[str, Any]]) -> dict[str, list]:
             "tracebacks": [r.get("traceback") for r in rows]}
 
 
-def write_batch(conn, batch: list[Completion]) -> dict[UUID, str]:
+def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:
     """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
     for the executions that still owned their jobs (the others were refused)."""
     rows = conn.execute(Q.finish_executions, finish_params([c.row() for c in batch])).fetchall()
@@ -115,7 +115,7 @@ def unstorable(c: Completion, exc: BaseException) -> Completion:
                       queue=c.queue, duration_ms=c.duration_ms)
 
 
-def write_storable(conn, batch: list[Completion]) -> dict[UUID, str]:
+def write_storable(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:
     """write_batch on an autocommit connection, never losing an outcome to a value
     PostgreSQL refuses: a refused batch is written outcome by outcome, and an outcome
     refused on its own is replaced by its OUTCOME_UNSTORABLE failure. Without this the
@@ -239,7 +239,7 @@ class Completer:
         log_outcomes(batch, owned, recorded)
 
 
-def count_refused(conn, refused: list[Completion]) -> dict[UUID, str]:
+def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUID, str]:
     """Count outcomes the guard refused (zombie executions, for /metrics) and read how
     each of their executions was recorded instead (worker_lost, or an earlier write)."""
     count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])

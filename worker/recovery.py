@@ -14,7 +14,7 @@ import json
 import logging
 
 from .errors import WORKER_LOST
-from .queries import Q
+from .queries import CallerConnection, Q
 from .registry import Registry
 from .runner import DEFAULT_POLICY
 from .states import JobStatus
@@ -23,7 +23,8 @@ from .transitions import lost
 log = logging.getLogger("jobwarden.recovery")
 
 
-def recover_stale_running(conn, registry: Registry, limit: int = 500) -> dict[str, int]:
+def recover_stale_running(conn: CallerConnection, registry: Registry,
+                          limit: int = 500) -> dict[str, int]:
     """One recovery pass in its own transaction; returns counts by new status."""
     counts: dict[str, int] = {}
     with conn.transaction():
@@ -48,7 +49,7 @@ def recover_stale_running(conn, registry: Registry, limit: int = 500) -> dict[st
     return counts
 
 
-def mark_gone_workers(conn, stale_after: float) -> list[str]:
+def mark_gone_workers(conn: CallerConnection, stale_after: float) -> list[str]:
     """Mark workers whose own heartbeat is older than `stale_after` seconds as gone."""
     with conn.transaction():
         gone = [r[0] for r in conn.execute(Q.mark_gone_workers,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from pydantic import ValidationError
@@ -130,13 +131,13 @@ def _classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> 
     return retry_or_fail(job_type, attempt, max_attempts, E.UNKNOWN, message)
 
 
-def prepare_payload(job_type: JobType, payload: dict, version: int) -> Any:
+def prepare_payload(job_type: JobType, payload: dict[str, Any], version: int) -> Any:
     """The payload as the handler takes it: upgraded to the current version and, when the
     type declares a model, validated into it. Raises PermanentError/RetryableError."""
     return _validate(job_type, _upgrade(job_type, payload, version))
 
 
-def _validate(job_type: JobType, payload: dict) -> Any:
+def _validate(job_type: JobType, payload: dict[str, Any]) -> Any:
     try:
         return job_type.validate_payload(payload)
     except ValidationError as exc:
@@ -145,7 +146,7 @@ def _validate(job_type: JobType, payload: dict) -> Any:
         raise E.PermanentError(E.PAYLOAD_INVALID, describe_validation(exc)) from None
 
 
-def _upgrade(job_type: JobType, payload: dict, version: int) -> dict:
+def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[str, Any]:
     """The payload carried to the handler's current version."""
     if version == job_type.version:
         return payload
@@ -167,7 +168,7 @@ def _upgrade(job_type: JobType, payload: dict, version: int) -> dict:
             f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
 
 
-def execute(job_type: JobType, ctx: JobContext, payload: dict) -> Outcome | None:
+def execute(job_type: JobType, ctx: JobContext, payload: dict[str, Any]) -> Outcome | None:
     """Run the handler; returns its Outcome, or None when the execution lost its lease."""
     exc: BaseException | None = None
     try:
@@ -223,7 +224,7 @@ def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> 
                                                "job_id": ctx.job_id})
         with ctx._pool.connection() as fallback:
             return ctx.execution_id in write_batch(fallback, [unstorable(c, exc)])
-    recorded: dict = {}
+    recorded: dict[UUID, str] = {}
     if not owned:
         try:
             with ctx._pool.connection() as conn:
