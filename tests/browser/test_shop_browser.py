@@ -27,7 +27,7 @@ PASSWORD = "staff password 1"
 
 
 @pytest.fixture
-def shop_url(database_url, clean_db):
+def shop_url(database_url, clean_db, tmp_path):
     """The shop on a free port, its tables fresh, staff olga (operator), and a worker."""
     if str(SHOP) not in sys.path:
         sys.path.insert(0, str(SHOP))
@@ -46,14 +46,20 @@ def shop_url(database_url, clean_db):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.port}"
+    # The worker's log goes to a file the test prints when it fails (a job that never
+    # ran is otherwise a silent timeout on the order page).
+    log = open(tmp_path / "shop-worker.log", "w+")  # noqa: SIM115 - closed below
     worker = subprocess.Popen(
         [sys.executable, "-m", "worker.cli", "worker", "--app", "shop.jobs",
          "--concurrency", "3", "--grace", "5", "--poll-interval", "0.5"],
-        cwd=SHOP, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=SHOP, stdout=subprocess.DEVNULL, stderr=log,
         env={**os.environ, "DATABASE_URL": database_url, "SHOP_PROVIDERS_URL": url + "/fake",
              "PYTHONPATH": os.pathsep.join([str(SHOP), str(ROOT)])})
     yield url
     stop_worker(worker)
+    log.seek(0)
+    print("the shop's worker said:\n" + log.read()[-20000:])  # shown when the test fails
+    log.close()
     server.shutdown()
     with app.app_context():
         db.session.remove()
