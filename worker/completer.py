@@ -58,7 +58,7 @@ class Completion:
     error_code: str | None = None
     error: str | None = None
     delay: float = 0.0
-    progress: str | None = None  # JSON text, as JobContext.take_pending() gives it
+    progress: str | None = None  # JSON text, as ExecutionControl.take_pending() gives it
     checkpoint: str | None = None
     traceback: str | None = None  # the handler's, already sanitized and capped
     queue: str = ""

@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from . import lease, runner
 from .completer import Completer, Completion
-from .context import JobContext
+from .context import ExecutionControl
 from .errors import CANCELLED
 from .event_totals import DB_ERRORS, ZOMBIE_LEASE, count_on
 from .logs import running_event, waiting_event
@@ -48,7 +48,7 @@ class Execution:
 
     job: ClaimedJob
     job_type: JobType
-    ctx: JobContext
+    control: ExecutionControl  # the worker's side; the handler gets control.ctx
     thread: threading.Thread
     lock: threading.Lock = field(default_factory=threading.Lock)
     abandoned: bool = False  # the worker gave up on it (timeout, shutdown): ignore its result
@@ -152,12 +152,13 @@ class Executor:
                 JobStatus.CANCELLED, ExecutionOutcome.CANCELLED, CANCELLED,
                 "cancelled at operator request", queue=job.queue))
             return None
-        ctx = JobContext(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
-                         attempt=job.attempt, max_attempts=job.max_attempts, type=job.type,
-                         queue=job.queue, version=job.version, checkpoint=job.checkpoint,
-                         job_idempotency_key=job.idempotency_key, timeout=job_type.timeout,
-                         snoozes=job.snoozes)
-        ex = Execution(job, job_type, ctx, threading.current_thread())
+        control = ExecutionControl(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
+                                   attempt=job.attempt, max_attempts=job.max_attempts,
+                                   type=job.type, queue=job.queue, version=job.version,
+                                   checkpoint=job.checkpoint,
+                                   job_idempotency_key=job.idempotency_key,
+                                   timeout=job_type.timeout, snoozes=job.snoozes)
+        ex = Execution(job, job_type, control, threading.current_thread())
         with self._lock:
             self._running[job.execution_id] = ex
         return ex
@@ -183,53 +184,53 @@ class Executor:
         return True
 
     def _run(self, ex: Execution) -> None:
-        ctx = ex.ctx
+        run = ex.control
         try:
-            outcome = runner.execute(ex.job_type, ctx, ex.job.payload)
-            seconds = time.monotonic() - ctx.started
+            outcome = runner.execute(ex.job_type, run, ex.job.payload)
+            seconds = time.monotonic() - run.started
             avg = self.job_seconds
             self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05
             with ex.lock:
                 if ex.abandoned:
                     log.warning("job %s: handler returned after being abandoned; result "
-                                "discarded", ctx.job_id,
-                                extra=running_event("result_discarded", ctx))
-                    ctx.close_transaction(commit=False)
+                                "discarded", run.job_id,
+                                extra=running_event("result_discarded", run))
+                    run.close_transaction(commit=False)
                     return
                 ex.recording = True
             if outcome is None:
                 log.warning("job %s: execution %s lost its lease; result discarded",
-                            ctx.job_id, ctx.execution_id,
-                            extra=running_event("result_discarded", ctx))
+                            run.job_id, run.execution_id,
+                            extra=running_event("result_discarded", run))
                 return
             self._hand_over(ex, outcome)
         except Exception:
-            log.exception("job %s: unexpected error in the runner", ctx.job_id)
+            log.exception("job %s: unexpected error in the runner", run.job_id)
         finally:
             with self._lock:
-                if self._running.get(ctx.execution_id) is ex:
-                    del self._running[ctx.execution_id]
+                if self._running.get(run.execution_id) is ex:
+                    del self._running[run.execution_id]
 
     def _hand_over(self, ex: Execution, outcome: runner.Outcome) -> None:
         """Give the outcome to the completer, or complete in the handler's business
         transaction when it has one."""
-        ctx, lease = ex.ctx, ex.job_type.lease
-        if ctx._tx_conn is not None:
+        run, lease = ex.control, ex.job_type.lease
+        if run.transaction_conn is not None:
             if outcome.status is JobStatus.COMPLETED:
                 try:
-                    runner.complete_in_transaction(ctx, outcome, lease)
+                    runner.complete_in_transaction(run, outcome, lease)
                     return
                 except runner.CommitUncertain as exc:
                     log.warning("job %s: the database went away while committing its "
                                 "completion (%s); scheduling a retry unless the commit went "
-                                "through", ctx.job_id, exc,
-                                extra={"action": "commit_uncertain", "job_id": ctx.job_id})
+                                "through", run.job_id, exc,
+                                extra={"action": "commit_uncertain", "job_id": run.job_id})
                     outcome = runner.retry_or_fail(
-                        ex.job_type, ctx.attempt, ctx.max_attempts, "DB_UNAVAILABLE",
+                        ex.job_type, run.attempt, run.max_attempts, "DB_UNAVAILABLE",
                         f"connection lost while committing: {exc}")
             else:
-                ctx.close_transaction(commit=False)
-        self.completer.submit(runner.completion(ctx, outcome, lease))
+                run.close_transaction(commit=False)
+        self.completer.submit(runner.completion(run, outcome, lease))
 
     # -- giving up on handlers -------------------------------------------------------------
     def abandon(self, ex: Execution, outcome: runner.Outcome | None) -> bool:
@@ -240,15 +241,15 @@ class Executor:
             if ex.recording or ex.abandoned:
                 return False
             ex.abandoned = True
-        ex.ctx._request_cancel()
+        ex.control.request_cancel()
         with self._lock:
-            self._running.pop(ex.ctx.execution_id, None)
+            self._running.pop(ex.control.execution_id, None)
             self._abandoned = [e for e in self._abandoned if e.thread.is_alive()]
             if ex.thread.is_alive():
                 self._abandoned.append(ex)
         if outcome is not None:
             # The handler's own transaction is left to its thread, which rolls it back.
-            self.completer.submit(runner.completion(ex.ctx, outcome, ex.job_type.lease))
+            self.completer.submit(runner.completion(ex.control, outcome, ex.job_type.lease))
         if not self.buffer.closed:
             self._start_slot()
         self._on_slot_free()
@@ -263,24 +264,24 @@ class Executor:
         """Ask handlers past their timeout to stop; abandon those that do not in time."""
         now = time.monotonic()
         for ex in self.running():
-            left = ex.ctx.time_left
-            if left is None or left > 0 or ex.ctx.lease_lost or ex.abandoned:
+            run = ex.control
+            left = run.time_left
+            if left is None or left > 0 or run.lease_lost or ex.abandoned:
                 continue
             if ex.timeout_noticed is None:
                 # First ask the handler to stop (ctx.cancel_requested turns true) ...
                 ex.timeout_noticed = now
-                ex.ctx.timed_out = True
-                ex.ctx._request_cancel()
+                run.time_out()
                 log.warning("job %s exceeded its %ss timeout: asking it to stop",
-                            ex.ctx.job_id, ex.job_type.timeout,
-                            extra=running_event("job_timeout", ex.ctx))
+                            run.job_id, ex.job_type.timeout,
+                            extra=running_event("job_timeout", run))
             elif now - ex.timeout_noticed >= self._timeout_grace_for(ex):
                 # ... then stop waiting for it: the slot is freed, the retry scheduled.
-                outcome = runner.classify(None, ex.ctx, ex.job_type)
+                outcome = runner.classify(None, run, ex.job_type)
                 if self.abandon(ex, outcome):
-                    log.warning("job %s ignored its timeout: abandoned (%s)", ex.ctx.job_id,
+                    log.warning("job %s ignored its timeout: abandoned (%s)", run.job_id,
                                 outcome.status.value,
-                                extra=running_event("job_abandoned", ex.ctx, outcome.error_code))
+                                extra=running_event("job_abandoned", run, outcome.error_code))
 
     def _timeout_grace_for(self, ex: Execution) -> float:
         """How long a timed-out handler gets to stop: `timeout_grace`, but never more

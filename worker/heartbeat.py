@@ -99,10 +99,10 @@ class Heartbeat:
         for job in waiting:
             rows[job.execution_id] = {"id": job.id, "execution_id": str(job.execution_id)}
         for ex in live:
-            progress, checkpoint = ex.ctx.take_pending()
+            progress, checkpoint = ex.control.take_pending()
             taken.append((ex, progress, checkpoint))
-            rows[ex.ctx.execution_id] = {
-                "id": ex.ctx.job_id, "execution_id": str(ex.ctx.execution_id),
+            rows[ex.control.execution_id] = {
+                "id": ex.control.job_id, "execution_id": str(ex.control.execution_id),
                 "progress": None if progress is None else json.loads(progress),
                 "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
         try:
@@ -118,7 +118,7 @@ class Heartbeat:
                                                   "state": state})
         except BaseException:
             for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
-                ex.ctx.restore_pending(progress, checkpoint)
+                ex.control.restore_pending(progress, checkpoint)
             raise
         zombies = []  # the types of the executions that learn now that their lease is gone
         for job in waiting:
@@ -132,25 +132,25 @@ class Heartbeat:
                     job.cancel_requested = True
         for ex in live:
             if self._learn(ex, owned):
-                zombies.append(ex.ctx.type)
+                zombies.append(ex.control.type)
         count_on(self.control_pool, ZOMBIE_LEASE, zombies)
 
     @staticmethod
     def _learn(ex: Execution, owned: dict[UUID, bool]) -> bool:
         """Tell the execution what the beat found; True if it learns its lease is gone."""
-        eid = ex.ctx.execution_id
+        eid = ex.control.execution_id
         if eid not in owned:
             if ex.recording or ex.abandoned:
                 return False  # it finished (or was let go) while the heartbeat ran
-            if ex.ctx._learn_lease_lost():
-                ex.ctx._request_cancel()
+            if ex.control.learn_lease_lost():
+                ex.control.request_cancel()
                 log.warning("job %s: lease lost (execution %s was recovered elsewhere); "
-                            "its result will be discarded", ex.ctx.job_id, eid,
-                            extra=running_event("lease_lost", ex.ctx))
+                            "its result will be discarded", ex.control.job_id, eid,
+                            extra=running_event("lease_lost", ex.control))
                 return True
         elif owned[eid]:
-            if not ex.ctx.cancel_requested:
-                log.info("job %s: cancellation requested", ex.ctx.job_id,
-                         extra=running_event("cancel_requested", ex.ctx))
-            ex.ctx.cancel_by_operator()
+            if not ex.control.cancel_requested:
+                log.info("job %s: cancellation requested", ex.control.job_id,
+                         extra=running_event("cancel_requested", ex.control))
+            ex.control.cancel_by_operator()
         return False

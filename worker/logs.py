@@ -44,7 +44,7 @@ def execution_event(action: str, *, job_id: int, job_type: str, queue: str, exec
 
 
 class _Execution(Protocol):
-    """What the events read of an execution (a JobContext or a ClaimedJob): declared
+    """What the events read of an execution (an ExecutionControl or a ClaimedJob): declared
     here so that the logs, a low layer, import neither."""
 
     type: str
@@ -63,7 +63,7 @@ class _Waiting(_Execution, Protocol):
 
 
 def running_event(action: str, ctx: _Running, error_code: str | None = None) -> dict[str, Any]:
-    """execution_event() for an execution still in its slot (a JobContext): its duration
+    """execution_event() for an execution still in its slot (an ExecutionControl): its duration
     so far."""
     return execution_event(action, job_id=ctx.job_id, job_type=ctx.type, queue=ctx.queue,
                            execution_id=ctx.execution_id, attempt=ctx.attempt,

@@ -355,9 +355,9 @@ class WorkerProcess:
         for rt in self._lanes:
             for ex in rt.executor.running():
                 if rt.executor.abandon(ex, None):
-                    progress, checkpoint = ex.ctx.take_pending()
+                    progress, checkpoint = ex.control.take_pending()
                     unfinished.append((ex.job, progress, checkpoint))
-                    ran_ms[ex.job.execution_id] = ms_since(ex.ctx.started)
+                    ran_ms[ex.job.execution_id] = ms_since(ex.control.started)
         if unfinished:
             self._hand_back(unfinished, ran_ms)
         # Outcomes being handed over right now (too late to abandon) reach the completer

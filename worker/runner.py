@@ -28,7 +28,7 @@ from .completer import (
     unstorable,
     write_batch,
 )
-from .context import JobContext, LeaseLost
+from .context import ExecutionControl, LeaseLost
 from .event_totals import DB_ERRORS
 from .logs import ms_since
 from .policy import RetryPolicy
@@ -90,34 +90,34 @@ def ended(outcome: ExecutionOutcome, code: str | None, message: str | None,
     return Outcome(t.to, outcome, code or t.error_code, message, delay)
 
 
-def classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
+def classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
     """Map how the handler ended to the job's next state (the retry policy), carrying the
     handler's traceback when it raised an error (docs/architecture.md §3, job_executions)."""
-    outcome = _classify(exc, ctx, job_type)
+    outcome = _classify(exc, run, job_type)
     if exc is not None and outcome.status not in ("completed", "skipped", "cancelled") \
             and outcome.outcome is not ExecutionOutcome.SNOOZED:  # a snooze is no error
         outcome.traceback = storable_text(describe_traceback(exc))  # NULs, lone surrogates
     return outcome
 
 
-def _classify(exc: BaseException | None, ctx: JobContext, job_type: JobType) -> Outcome:
-    attempt, max_attempts = ctx.attempt, ctx.max_attempts
-    if ctx.timed_out:
+def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
+    attempt, max_attempts = run.attempt, run.max_attempts
+    if run.timed_out:
         return retry_or_fail(job_type, attempt, max_attempts, E.TIMEOUT,
                              f"execution exceeded its {job_type.timeout:g}s timeout",
                              outcome=ExecutionOutcome.TIMEOUT)
     if exc is None:
         return ended(ExecutionOutcome.COMPLETED, None, None)
     if isinstance(exc, E.Snooze):
-        if ctx.snoozes >= job_type.max_snoozes:
+        if run.snoozes >= job_type.max_snoozes:
             return ended(ExecutionOutcome.FAILED, E.SNOOZE_LIMIT,
-                         f"snoozed {ctx.snoozes} times, {job_type.name}'s max_snoozes: "
+                         f"snoozed {run.snoozes} times, {job_type.name}'s max_snoozes: "
                          f"giving up")
         return ended(ExecutionOutcome.SNOOZED, None, None, delay=exc.seconds)
     message = describe_exception(exc)
     if isinstance(exc, E.SkipJob):
         return ended(ExecutionOutcome.SKIPPED, None, sanitize_text(exc.reason) or None)
-    if isinstance(exc, E.JobCancelled) or ctx.operator_cancelled:
+    if isinstance(exc, E.JobCancelled) or run.operator_cancelled:
         return ended(ExecutionOutcome.CANCELLED, None, "cancelled at operator request")
     if isinstance(exc, E.AmbiguousOutcome):
         return ended(ExecutionOutcome.UNKNOWN, exc.code, message)
@@ -168,66 +168,67 @@ def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[s
             f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
 
 
-def execute(job_type: JobType, ctx: JobContext, payload: dict[str, Any]) -> Outcome | None:
-    """Run the handler; returns its Outcome, or None when the execution lost its lease."""
+def execute(job_type: JobType, run: ExecutionControl, payload: dict[str, Any]) -> Outcome | None:
+    """Run the handler (given `run.ctx`, its view); returns its Outcome, or None when the
+    execution lost its lease."""
     exc: BaseException | None = None
     try:
-        job_type(ctx, prepare_payload(job_type, payload, ctx.version))
+        job_type(run.ctx, prepare_payload(job_type, payload, run.version))
     except LeaseLost:
-        ctx.close_transaction(commit=False)
+        run.close_transaction(commit=False)
         return None
     except Exception as e:  # every failure is classified and recorded, never lost
         exc = e
-    if ctx.lease_lost:
-        ctx.close_transaction(commit=False)
+    if run.lease_lost:
+        run.close_transaction(commit=False)
         return None
-    return classify(exc, ctx, job_type)
+    return classify(exc, run, job_type)
 
 
 class CommitUncertain(Exception):
     """The business transaction's connection failed while committing the completion."""
 
 
-def completion(ctx: JobContext, outcome: Outcome, lease: float) -> Completion:
+def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Completion:
     """The outcome as the completer writes it, with progress not yet written."""
-    progress, checkpoint = ctx.take_pending()
-    return Completion(ctx.job_id, ctx.execution_id, ctx.type, ctx.attempt, lease,
+    progress, checkpoint = run.take_pending()
+    return Completion(run.job_id, run.execution_id, run.type, run.attempt, lease,
                       outcome.status, outcome.outcome, outcome.error_code, outcome.error,
-                      outcome.delay, progress, checkpoint, outcome.traceback, queue=ctx.queue,
-                      duration_ms=ms_since(ctx.started))
+                      outcome.delay, progress, checkpoint, outcome.traceback, queue=run.queue,
+                      duration_ms=ms_since(run.started))
 
 
-def complete_in_transaction(ctx: JobContext, outcome: Outcome, lease: float) -> bool:
+def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:
     """Complete the job in the handler's business transaction (ctx.transaction()), so the
     business writes and the completion commit together or not at all. False means this
     execution no longer owned the job: both were rolled back. Raises CommitUncertain when
     the connection died around the commit."""
-    conn = ctx._tx_conn
+    conn = run.transaction_conn
     assert conn is not None
-    c = completion(ctx, outcome, lease)
+    c = completion(run, outcome, lease)
     try:
-        owned = ctx.execution_id in write_batch(conn, [c])
-        ctx.close_transaction(commit=owned)
+        owned = run.execution_id in write_batch(conn, [c])
+        run.close_transaction(commit=owned)
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         # Nobody knows whether the business writes and the completion committed. Never
         # complete without them: the caller hands the job to a retry instead, which the
         # guard refuses if the commit did happen.
-        ctx.close_transaction(commit=False)
+        run.close_transaction(commit=False)
         raise CommitUncertain(str(exc)) from exc
     except STORE_REFUSED as exc:
         # PostgreSQL refused a value of the completion: the business writes roll back and
         # the job fails at once, saying why, instead of waiting out its lease.
-        ctx.close_transaction(commit=False)
+        run.close_transaction(commit=False)
         log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
-                  ctx.job_id, outcome.outcome.value, type(exc).__name__,
+                  run.job_id, outcome.outcome.value, type(exc).__name__,
                   E.OUTCOME_UNSTORABLE, extra={"action": "outcome_unstorable",
-                                               "job_id": ctx.job_id})
-        with ctx._pool.connection() as fallback:
-            return ctx.execution_id in write_batch(fallback, [unstorable(c, exc)])
+                                               "job_id": run.job_id})
+        with run.pool.connection() as fallback:
+            return run.execution_id in write_batch(fallback, [unstorable(c, exc)])
     recorded: dict[UUID, str] = {}
     if not owned:
         try:
-            with ctx._pool.connection() as conn:
+            with run.pool.connection() as conn:
                 recorded = count_refused(conn, [c])
         except DB_ERRORS:
             recorded = {c.execution_id: "unknown"}

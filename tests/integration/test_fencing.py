@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 from tests.helpers import wait_for
 from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
 from worker.completer import Completer, finish_params
+from worker.context import ExecutionControl
 from worker.db import DedicatedConnection
 from worker.queries import Q, batch_params
 from worker.recovery import recover_stale_running
@@ -66,9 +67,17 @@ class Takeover:
     job_id: int
     a: UUID
     b: UUID
-    ctx_a: JobContext  # A's handler's view, for the Python-layer writes
-    ctx_b: JobContext
+    run_a: ExecutionControl  # A's worker side, for completing in its transaction
+    run_b: ExecutionControl
     effect_a: Effect  # reserved by A while it owned the job, since taken over by B
+
+    @property
+    def ctx_a(self) -> JobContext:  # A's handler's view, for the Python-layer writes
+        return self.run_a.ctx
+
+    @property
+    def ctx_b(self) -> JobContext:
+        return self.run_b.ctx
 
     def job(self) -> dict:
         cur = self.db.cursor(row_factory=dict_row)
@@ -105,11 +114,16 @@ def claim(db, registry: Registry, worker_id: str) -> tuple:
 
 
 def context(pool, row) -> JobContext:
+    return execution(pool, row).ctx
+
+
+def execution(pool, row) -> ExecutionControl:
     (job_id, queue, type_name, version, _payload, _prio, attempts, max_attempts,
      execution_id, checkpoint, idempotency_key, _snoozes) = row
-    return JobContext(pool=pool, job_id=job_id, execution_id=execution_id, attempt=attempts,
-                      max_attempts=max_attempts, type=type_name, queue=queue, version=version,
-                      checkpoint=checkpoint, job_idempotency_key=idempotency_key, timeout=None)
+    return ExecutionControl(pool=pool, job_id=job_id, execution_id=execution_id,
+                            attempt=attempts, max_attempts=max_attempts, type=type_name,
+                            queue=queue, version=version, checkpoint=checkpoint,
+                            job_idempotency_key=idempotency_key, timeout=None)
 
 
 @pytest.fixture
@@ -126,22 +140,22 @@ def takeover(clean_db, fenced_registry):
 
 def _take_over(db, url: str, pool, registry: Registry) -> Takeover:
     job_id = enqueue(db, "fenced.charge", {"amount": 100}, registry=registry)
-    ctx_a = context(pool, claim(db, registry, "worker-a"))
+    run_a = execution(pool, claim(db, registry, "worker-a"))
     # A reserves its effect while it owns the job, then goes silent.
-    effect_a = ctx_a.effect(EFFECT_KEY)
+    effect_a = run_a.ctx.effect(EFFECT_KEY)
     db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 second' "
                "WHERE id = %s", [job_id])
     assert recover_stale_running(db, registry) == {"pending": 1}
 
-    ctx_b = context(pool, claim(db, registry, "worker-b"))
+    run_b = execution(pool, claim(db, registry, "worker-b"))
     # B takes over A's reservation (the provider dedupes by key), reports progress and a
     # checkpoint of its own, and keeps working.
-    ctx_b.effect(EFFECT_KEY, provider_idempotent=True)
+    run_b.ctx.effect(EFFECT_KEY, provider_idempotent=True)
     assert db.execute(Q.save_progress, {
-        "job_id": job_id, "execution_id": ctx_b.execution_id,
+        "job_id": job_id, "execution_id": run_b.execution_id,
         "progress": json.dumps({"processed": 7, "total": 10}),
         "checkpoint": json.dumps({"page": 7})}).fetchone() == (False,)
-    t = Takeover(db, url, job_id, ctx_a.execution_id, ctx_b.execution_id, ctx_a, ctx_b, effect_a)
+    t = Takeover(db, url, job_id, run_a.execution_id, run_b.execution_id, run_a, run_b, effect_a)
 
     now = t.job()
     assert (now["status"], now["execution_id"], now["attempts"]) == ("running", t.b, 2)
@@ -269,14 +283,14 @@ def a_handler_completes_with_a_business_write(t: Takeover):
     with t.ctx_a.transaction() as tx:
         tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
                    [t.job_id, t.a])
-    return complete_in_transaction(t.ctx_a, Outcome(S.COMPLETED, O.COMPLETED), lease=30)
+    return complete_in_transaction(t.run_a, Outcome(S.COMPLETED, O.COMPLETED), lease=30)
 
 
 def _through_the_completer(t: Takeover, outcome: Outcome) -> bool:
     """What the worker does with an outcome: buffer it, then flush it (a batch of one);
     True if it was written."""
     completer = Completer(DedicatedConnection(t.url), interval=3600)
-    completer.submit(completion(t.ctx_a, outcome, lease=30))
+    completer.submit(completion(t.run_a, outcome, lease=30))
     completer.flush()
     return completer.written == 1
 
@@ -367,7 +381,7 @@ def b_completes_normally(t: Takeover) -> None:
     with t.ctx_b.transaction() as tx:
         tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
                    [t.job_id, t.b])
-    assert complete_in_transaction(t.ctx_b, Outcome(S.COMPLETED, O.COMPLETED), lease=30)
+    assert complete_in_transaction(t.run_b, Outcome(S.COMPLETED, O.COMPLETED), lease=30)
     done = t.job()
     assert (done["status"], done["execution_id"], done["attempts"]) == ("completed", t.b, 2)
     assert done["checkpoint"] == {"page": 7} and done["progress"] == {"processed": 7, "total": 10}

@@ -3,15 +3,15 @@
 import pytest
 
 from worker import errors as E
-from worker.context import JobContext
+from worker.context import ExecutionControl
 from worker.policy import RetryPolicy
 from worker.registry import JobType, Registry, job
 from worker.runner import classify, prepare_payload
 
 
 def ctx(attempt=1, max_attempts=3):
-    return JobContext(pool=None, job_id=1, execution_id=None, attempt=attempt,
-                      max_attempts=max_attempts, type="t", queue="default", version=1)
+    return ExecutionControl(pool=None, job_id=1, execution_id=None, attempt=attempt,
+                            max_attempts=max_attempts, type="t", queue="default", version=1)
 
 
 JT = JobType("t", handler=lambda c, p: None, backoff=RetryPolicy(base=10, jitter=0), timeout=5)
