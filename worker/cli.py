@@ -12,14 +12,15 @@ import time
 from typing import TYPE_CHECKING
 
 from . import cli_args as A
-from .logs import FORMATS, configure
-from .process import (
+from .config import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_CLAIM_BATCH,
     DEFAULT_CONCURRENCY,
     DEFAULT_FLUSH_BATCH,
     DEFAULT_FLUSH_INTERVAL,
+    WorkerConfig,
 )
+from .logs import FORMATS, configure
 from .states import JobStatus
 from .terminal import printable
 
@@ -53,13 +54,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     load_app(args.app)
     try:
-        worker = WorkerProcess(registry, queues=args.queues, concurrency=args.concurrency,
-                               grace=args.grace, poll_interval=args.poll_interval,
-                               timeout_grace=args.timeout_grace,
-                               max_abandoned=args.max_abandoned, restart_on_abandon=True,
-                               claim_batch=args.claim_batch, buffer_size=args.buffer,
-                               flush_batch=args.flush_batch,
-                               flush_interval=args.flush_interval / 1000)
+        config = WorkerConfig(queues=args.queues, concurrency=args.concurrency,
+                              grace=args.grace, poll_interval=args.poll_interval,
+                              timeout_grace=args.timeout_grace,
+                              max_abandoned=args.max_abandoned, restart_on_abandon=True,
+                              claim_batch=args.claim_batch, buffer_size=args.buffer,
+                              flush_batch=args.flush_batch,
+                              flush_interval=args.flush_interval / 1000)
+        worker = WorkerProcess(registry, config)
     except ValueError as exc:
         raise SystemExit(f"jobwarden worker: {exc}") from None
     return worker.run()

@@ -34,6 +34,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -41,15 +42,16 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .completer import Completer
+from .config import WorkerConfig
 from .db import DedicatedConnection, connect_kwargs, database_url
 from .duties import Duties
 from .executor import Executor
 from .heartbeat import Heartbeat
 from .job_types import publish_job_types
-from .lanes import EVERY_OTHER, Lane, QueueSpec, parse_queues
+from .lanes import EVERY_OTHER, Lane, parse_queues
 from .listener import listen_for_jobs
 from .logs import execution_event, ms_since
-from .producer import ClaimedJob, JobBuffer, Producer
+from .producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
 from .queries import Q, batch_params
 from .registry import Registry
 from .registry import registry as default_registry
@@ -59,12 +61,6 @@ log = logging.getLogger("jobwarden.worker")
 
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
-#: Defaults that suit typical jobs as well as tiny ones (README "Running workers").
-DEFAULT_CONCURRENCY = 10
-DEFAULT_CLAIM_BATCH = 200
-DEFAULT_BUFFER_SIZE = 400
-DEFAULT_FLUSH_BATCH = 200
-DEFAULT_FLUSH_INTERVAL = 0.002
 
 
 def _version() -> str:
@@ -87,47 +83,39 @@ class LaneRuntime:
 
 
 class WorkerProcess:
-    def __init__(self, registry: Registry = default_registry, *, url: str | None = None,
-                 queues: QueueSpec = None, concurrency: int = DEFAULT_CONCURRENCY,
-                 grace: float = 30.0, poll_interval: float = 2.0,
-                 heartbeat_interval: float | None = None,
-                 recovery_interval: float | None = None, timeout_grace: float = 5.0,
-                 max_abandoned: int | None = None, worker_id: str | None = None,
-                 restart_on_abandon: bool = False, claim_batch: int = DEFAULT_CLAIM_BATCH,
-                 buffer_size: int = DEFAULT_BUFFER_SIZE,
-                 flush_batch: int = DEFAULT_FLUSH_BATCH,
-                 flush_interval: float = DEFAULT_FLUSH_INTERVAL) -> None:
+    """One worker: `WorkerProcess(registry, WorkerConfig(...))`, or with the config's
+    fields as keywords (`WorkerProcess(registry, queues=..., concurrency=8)`), which build
+    the config; a ValueError says which setting is wrong."""
+
+    def __init__(self, registry: Registry = default_registry,
+                 config: WorkerConfig | None = None, **settings: Any) -> None:
+        if config is None:
+            config = WorkerConfig(**settings)  # an unknown keyword: TypeError naming it
+        elif settings:
+            raise TypeError("WorkerProcess takes either a WorkerConfig or keyword settings, "
+                            f"not both (got {', '.join(sorted(settings))})")
+        self.config = config
         self.registry = registry
         self.types = list(registry)
         if not self.types:
             raise ValueError("no job types registered: --app must import your handlers")
-        # `queues`: names (sharing `concurrency` slots), "email=4,reports=1,a", or
-        # {"email": 4, "a": None}; ValueError says what is wrong (worker/lanes.py).
-        self.lanes = parse_queues(queues, concurrency)
-        if claim_batch < 1 or flush_batch < 1:
-            raise ValueError("claim and flush batches must hold at least 1 job")
-        if buffer_size < 0 or flush_interval < 0:
-            raise ValueError("buffer size and flush interval cannot be negative")
-        self.url = url or database_url()
+        # ValueError says what is wrong with the queues (worker/lanes.py).
+        self.lanes = parse_queues(config.queues, config.concurrency)
+        self.url = config.url or database_url()
         #: The queue names it serves ("*": every queue no capacity lane names).
         self.queues = [q for lane in self.lanes for q in (lane.queues or [EVERY_OTHER])]
         #: Slots in all lanes.
         self.concurrency = sum(lane.slots for lane in self.lanes)
-        self.grace = grace
-        self.poll_interval = poll_interval
         min_lease = min(t.lease for t in self.types)
-        self.heartbeat_interval = heartbeat_interval or min(10.0, max(0.2, min_lease / 3))
-        self.recovery_interval = recovery_interval or min(30.0, max(0.5, min_lease / 2))
-        self.timeout_grace = timeout_grace
+        self.heartbeat_interval = (config.heartbeat_interval
+                                   or min(10.0, max(0.2, min_lease / 3)))
+        self.recovery_interval = config.recovery_interval or min(30.0, max(0.5, min_lease / 2))
         # Another worker counts as gone after missing several of its heartbeats.
         self.worker_stale_after = max(5.0, 5 * self.heartbeat_interval)
-        self.max_abandoned = self.concurrency if max_abandoned is None else max_abandoned
-        self.restart_on_abandon = restart_on_abandon
-        self.claim_batch = claim_batch
-        self.buffer_size = buffer_size
-        self.flush_batch = flush_batch
-        self.flush_interval = flush_interval
-        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.max_abandoned = (self.concurrency if config.max_abandoned is None
+                              else config.max_abandoned)
+        self.worker_id = (config.worker_id
+                          or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
         self._stop = threading.Event()  # stop claiming
         self._force = threading.Event()  # second signal: stop now
         self._give_up = threading.Event()  # the completer stops retrying a failed flush
@@ -149,8 +137,9 @@ class WorkerProcess:
             check=ConnectionPool.check_connection,
             kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-control")
-        self.completer = Completer(DedicatedConnection(self.url), batch_size=flush_batch,
-                                   interval=flush_interval, give_up=self._give_up)
+        self.completer = Completer(DedicatedConnection(self.url),
+                                   batch_size=config.flush_batch,
+                                   interval=config.flush_interval, give_up=self._give_up)
         self._lanes = [self._lane_runtime(lane) for lane in self.lanes]
         self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention, policies
         self.heartbeat = Heartbeat(
@@ -179,7 +168,7 @@ class WorkerProcess:
             self._force.set()
             self._give_up.set()
         else:
-            log.info("signal %s: draining (grace %ss)", signum, self.grace,
+            log.info("signal %s: draining (grace %ss)", signum, self.config.grace,
                      extra={"action": "drain_started"})
             self.request_stop()
         self._wake()
@@ -231,7 +220,7 @@ class WorkerProcess:
             self.completer.close()
             # A flush failing on a database outage may retry for 3 leases; at shutdown
             # it gets the grace period, then recovery will take its jobs over.
-            completer.join(timeout=5 if self._force.is_set() else self.grace)
+            completer.join(timeout=5 if self._force.is_set() else self.config.grace)
             self._give_up.set()
             completer.join(timeout=5)
             self.completer.flush()  # anything submitted after the thread's last batch
@@ -242,7 +231,7 @@ class WorkerProcess:
             self.control_pool.close(timeout=5)
             self.pool.close(timeout=5)
         log.info("worker %s stopped", self.worker_id, extra={"action": "worker_stopped"})
-        if self.restart_requested and self.restart_on_abandon:
+        if self.restart_requested and self.config.restart_on_abandon:
             log.warning("restarting: %d abandoned handler thread(s) still running",
                         self._abandoned_alive(), extra={"action": "worker_restart"})
             sys.stdout.flush()
@@ -271,19 +260,21 @@ class WorkerProcess:
         executor = Executor(
             registry=self.registry, pool=self.pool, buffer=buffer,
             completer=self.completer, concurrency=lane.slots, on_slot_free=wake.set,
-            on_abandoned=self._check_abandoned, timeout_grace=self.timeout_grace)
-        producer = Producer(
-            conn=DedicatedConnection(self.url), types=[t.name for t in self.types],
-            leases=[t.lease for t in self.types],
+            on_abandoned=self._check_abandoned, timeout_grace=self.config.timeout_grace)
+        claims = ClaimSpec(
+            types=[t.name for t in self.types], leases=[t.lease for t in self.types],
             limits=[t.concurrency_limit for t in self.types],
             type_queues=[t.queue for t in self.types],
             type_max_attempts=[t.max_attempts for t in self.types],
             queues=list(lane.queues) if lane.queues is not None else None,
-            skip_queues=list(lane.excluded) or None,
-            worker_id=self.worker_id, buffer=buffer, concurrency=lane.slots,
-            running=executor.active, job_seconds=lambda: executor.job_seconds,
-            claim_batch=self.claim_batch, buffer_size=self.buffer_size,
-            poll_interval=self.poll_interval, wake=wake, stop=self._stop)
+            skip_queues=list(lane.excluded) or None, worker_id=self.worker_id)
+        settings = ProducerSettings(claim_batch=self.config.claim_batch,
+                                    buffer_size=self.config.buffer_size,
+                                    poll_interval=self.config.poll_interval)
+        producer = Producer(
+            conn=DedicatedConnection(self.url), claims=claims, settings=settings,
+            buffer=buffer, concurrency=lane.slots, running=executor.active,
+            job_seconds=lambda: executor.job_seconds, wake=wake, stop=self._stop)
         return LaneRuntime(lane, wake, buffer, executor, producer)
 
     def _abandoned_alive(self) -> int:
@@ -346,7 +337,7 @@ class WorkerProcess:
         waiting = [job for rt in self._lanes for job in rt.buffer.close()]
         if waiting:
             self._hand_back([(job, None, None) for job in waiting])
-        deadline = time.monotonic() + self.grace
+        deadline = time.monotonic() + self.config.grace
         while self.active() and time.monotonic() < deadline:
             if self._force.wait(0.05):
                 break

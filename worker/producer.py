@@ -141,31 +141,47 @@ class JobBuffer:
         return left
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClaimSpec:
+    """What one lane's claims ask for (the keywords of claim(), less `limit`): the
+    worker's types with their leases and declared policy, parallel lists, and the lane's
+    queues (None: any) less `skip_queues` (the other lanes' own)."""
+
+    types: list[str]
+    leases: list[float]
+    worker_id: str
+    queues: list[str] | None = None
+    skip_queues: list[str] | None = None
+    limits: list[int] | None = None
+    type_queues: list[str] | None = None
+    type_max_attempts: list[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerSettings:
+    """How far ahead a producer claims, and how often it looks when nothing wakes it."""
+
+    claim_batch: int = 200  # most jobs one claim takes
+    buffer_size: int = 400  # most jobs waiting in the buffer
+    horizon: float = 0.1  # about this many seconds of work wait for the slots
+    poll_interval: float = 2.0
+
+
 class Producer:
     """Keeps the buffer filled: the claim loop of one lane of a worker process."""
 
-    def __init__(self, *, conn: DedicatedConnection, types: list[str],
-                 leases: list[float], queues: list[str] | None, worker_id: str,
-                 skip_queues: list[str] | None = None, limits: list[int] | None = None,
-                 type_queues: list[str] | None = None,
-                 type_max_attempts: list[int] | None = None,
-                 buffer: JobBuffer, concurrency: int, running: Callable[[], int],
-                 job_seconds: Callable[[], float | None], claim_batch: int = 200,
-                 buffer_size: int = 400, horizon: float = 0.1, poll_interval: float = 2.0,
-                 wake: threading.Event, stop: threading.Event) -> None:
+    def __init__(self, *, conn: DedicatedConnection, claims: ClaimSpec, buffer: JobBuffer,
+                 concurrency: int, running: Callable[[], int],
+                 job_seconds: Callable[[], float | None], wake: threading.Event,
+                 stop: threading.Event,
+                 settings: ProducerSettings = ProducerSettings()) -> None:
         self._conn = conn
-        self.types, self.leases, self.limits, self.queues = types, leases, limits, queues
-        self.type_queues, self.type_max_attempts = type_queues, type_max_attempts
-        self.skip_queues = skip_queues
-        self.worker_id = worker_id
+        self.claims = claims
+        self.settings = settings
         self.buffer = buffer
         self.concurrency = concurrency
         self._running = running
         self._job_seconds = job_seconds
-        self.claim_batch = claim_batch
-        self.buffer_size = buffer_size
-        self.horizon = horizon
-        self.poll_interval = poll_interval
         self.wake = wake
         self.stop = stop
 
@@ -181,7 +197,8 @@ class Producer:
         seconds = self._job_seconds()
         if seconds is None:
             return 0
-        return min(self.buffer_size, int(self.concurrency * self.horizon / max(seconds, 1e-6)))
+        return min(self.settings.buffer_size,
+                   int(self.concurrency * self.settings.horizon / max(seconds, 1e-6)))
 
     def wanted(self) -> int:
         """Jobs to claim now (0: the buffer is full enough)."""
@@ -191,7 +208,7 @@ class Producer:
         free = self.concurrency - self._running()
         if waiting > ahead // 2 and waiting >= free:
             return 0  # slots are busy and the buffer is not low yet: let it drain a little
-        return max(0, min(self.claim_batch, free + ahead - waiting))
+        return max(0, min(self.settings.claim_batch, free + ahead - waiting))
 
     def run(self) -> None:
         """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
@@ -226,16 +243,17 @@ class Producer:
                                       extra=waiting_event("job_claimed", job))
                 if len(jobs) == want:
                     continue  # there may be more waiting
-            self.wake.wait(self.poll_interval)
+            self.wake.wait(self.settings.poll_interval)
         self._conn.drop()
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         conn = self._conn.get()
         sent = lease.now()  # the leases the claim grants start no earlier than this
-        jobs = claim(conn, types=self.types, leases=self.leases, limits=self.limits,
-                     type_queues=self.type_queues, type_max_attempts=self.type_max_attempts,
-                     queues=self.queues, skip_queues=self.skip_queues, limit=limit,
-                     worker_id=self.worker_id)
+        c = self.claims
+        jobs = claim(conn, types=c.types, leases=c.leases, limits=c.limits,
+                     type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
+                     queues=c.queues, skip_queues=c.skip_queues, limit=limit,
+                     worker_id=c.worker_id)
         for job in jobs:
             job.granted_at = sent
         return jobs

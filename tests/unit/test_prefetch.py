@@ -6,15 +6,16 @@ import threading
 
 import pytest
 
-from worker.producer import JobBuffer, Producer
+from worker.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
 
 
 def producer(*, seconds, running=0, waiting=0, concurrency=10, buffer_size=400):
     buffer = JobBuffer()
     buffer.put([object()] * waiting)  # type: ignore[list-item]
-    return Producer(conn=None, types=["t"], leases=[60.0], queues=None, worker_id="w",
+    return Producer(conn=None, claims=ClaimSpec(types=["t"], leases=[60.0], worker_id="w"),
                     buffer=buffer, concurrency=concurrency, running=lambda: running,
-                    job_seconds=lambda: seconds, buffer_size=buffer_size,
+                    job_seconds=lambda: seconds,
+                    settings=ProducerSettings(buffer_size=buffer_size),
                     wake=threading.Event(), stop=threading.Event())
 
 
