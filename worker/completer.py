@@ -44,9 +44,10 @@ STORE_REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingE
                  UnicodeError, ValueError)
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Completion:
-    """One execution's outcome, waiting to be written."""
+    """One execution's outcome, waiting to be written. Built by keyword: its ids,
+    attempt and lease are all numbers, and a swap would write the wrong row."""
 
     job_id: int
     execution_id: UUID
@@ -108,10 +109,12 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
 
 def unstorable(c: Completion, exc: BaseException) -> Completion:
     """The failure recorded in place of an outcome PostgreSQL refused to store."""
-    return Completion(c.job_id, c.execution_id, c.type, c.attempt, c.lease, JobStatus.FAILED,
-                      ExecutionOutcome.FAILED, OUTCOME_UNSTORABLE,
-                      f"the {c.outcome.value} outcome ({c.error_code or 'no code'}) could not "
-                      f"be stored: PostgreSQL refused it ({type(exc).__name__})",
+    return Completion(job_id=c.job_id, execution_id=c.execution_id, type=c.type,
+                      attempt=c.attempt, lease=c.lease, status=JobStatus.FAILED,
+                      outcome=ExecutionOutcome.FAILED, error_code=OUTCOME_UNSTORABLE,
+                      error=f"the {c.outcome.value} outcome ({c.error_code or 'no code'}) "
+                            f"could not be stored: PostgreSQL refused it "
+                            f"({type(exc).__name__})",
                       queue=c.queue, duration_ms=c.duration_ms)
 
 

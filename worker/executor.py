@@ -148,9 +148,10 @@ class Executor:
         if job.cancel_requested:
             # Cancelled while it waited: end it without running it.
             self.completer.submit(Completion(
-                job.id, job.execution_id, job.type, job.attempt, job_type.lease,
-                JobStatus.CANCELLED, ExecutionOutcome.CANCELLED, CANCELLED,
-                "cancelled at operator request", queue=job.queue))
+                job_id=job.id, execution_id=job.execution_id, type=job.type,
+                attempt=job.attempt, lease=job_type.lease, status=JobStatus.CANCELLED,
+                outcome=ExecutionOutcome.CANCELLED, error_code=CANCELLED,
+                error="cancelled at operator request", queue=job.queue))
             return None
         control = ExecutionControl(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
                                    attempt=job.attempt, max_attempts=job.max_attempts,

@@ -12,7 +12,7 @@ rolls back.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from uuid import UUID
 
@@ -49,6 +49,9 @@ class Outcome:
 
     status: JobStatus  # the job's next status
     outcome: ExecutionOutcome  # the job_executions.outcome
+    # The rest by keyword only: code and message are both text, and a swap would store
+    # the message as the code.
+    _: KW_ONLY
     error_code: str | None = None
     error: str | None = None
     delay: float = 0.0  # seconds until the next attempt when status == 'pending'
@@ -73,12 +76,12 @@ def retry_or_fail(job_type: JobType | None, attempt: int, max_attempts: int, cod
     transitions table decides, worker/transitions.py)."""
     status, recorded = next_status(outcome, attempt, max_attempts)
     if status is JobStatus.FAILED:
-        return Outcome(status, recorded, code,
-                       f"{message} (attempt {attempt} of {max_attempts}: giving up)")
+        return Outcome(status, recorded, error_code=code,
+                       error=f"{message} (attempt {attempt} of {max_attempts}: giving up)")
     if delay is None:
         policy = job_type.backoff if job_type else DEFAULT_POLICY
         delay = policy.delay_for(attempt)
-    return Outcome(status, recorded, code, message, delay)
+    return Outcome(status, recorded, error_code=code, error=message, delay=delay)
 
 
 def ended(outcome: ExecutionOutcome, code: str | None, message: str | None,
@@ -87,7 +90,7 @@ def ended(outcome: ExecutionOutcome, code: str | None, message: str | None,
     the handler gave one."""
     t = TRANSITIONS[outcome]
     assert t.to is not None, outcome
-    return Outcome(t.to, outcome, code or t.error_code, message, delay)
+    return Outcome(t.to, outcome, error_code=code or t.error_code, error=message, delay=delay)
 
 
 def classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
@@ -192,9 +195,11 @@ class CommitUncertain(Exception):
 def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Completion:
     """The outcome as the completer writes it, with progress not yet written."""
     progress, checkpoint = run.take_pending()
-    return Completion(run.job_id, run.execution_id, run.type, run.attempt, lease,
-                      outcome.status, outcome.outcome, outcome.error_code, outcome.error,
-                      outcome.delay, progress, checkpoint, outcome.traceback, queue=run.queue,
+    return Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
+                      attempt=run.attempt, lease=lease, status=outcome.status,
+                      outcome=outcome.outcome, error_code=outcome.error_code,
+                      error=outcome.error, delay=outcome.delay, progress=progress,
+                      checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
                       duration_ms=ms_since(run.started))
 
 

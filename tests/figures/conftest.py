@@ -59,8 +59,9 @@ def take(conn, n: int) -> list[ClaimedJob]:
 def _finish(conn, jobs: list[ClaimedJob], status: S, outcome: O, code: str | None = None,
             delay: float = 0.0) -> list[int]:
     written = write_batch(conn, [
-        Completion(j.id, j.execution_id, j.type, j.attempt, LEASE, status, outcome, code,
-                   f"{code or outcome.value} (seeded)", delay=delay, queue=j.queue)
+        Completion(job_id=j.id, execution_id=j.execution_id, type=j.type, attempt=j.attempt,
+                   lease=LEASE, status=status, outcome=outcome, error_code=code,
+                   error=f"{code or outcome.value} (seeded)", delay=delay, queue=j.queue)
         for j in jobs])
     conn.commit()
     assert len(written) == len(jobs)
@@ -178,8 +179,9 @@ def incident(seeded) -> Seeded:
         ran = claim(conn, types=["export.csv"], leases=[LEASE], queues=["exports"], limit=25,
                     worker_id="exporter:3:cc")
         conn.commit()
-        write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, LEASE,
-                                      S.COMPLETED, O.COMPLETED, None, None, queue=j.queue)
+        write_batch(conn, [Completion(job_id=j.id, execution_id=j.execution_id, type=j.type,
+                                      attempt=j.attempt, lease=LEASE, status=S.COMPLETED,
+                                      outcome=O.COMPLETED, queue=j.queue)
                            for j in ran])
         for _ in range(30):
             enqueue(conn, "export.csv", {}, registry=exports)

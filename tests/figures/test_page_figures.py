@@ -338,8 +338,10 @@ def run_attempts(url: str, outcomes: list[tuple[JobStatus, ExecutionOutcome, str
             conn.commit()
             assert [j.id for j in taken] == [job_id]
             j = taken[0]
-            write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, 30.0, status,
-                                          outcome, code, f"{code} (seeded)", queue=j.queue)])
+            write_batch(conn, [Completion(job_id=j.id, execution_id=j.execution_id,
+                                          type=j.type, attempt=j.attempt, lease=30.0,
+                                          status=status, outcome=outcome, error_code=code,
+                                          error=f"{code} (seeded)", queue=j.queue)])
             conn.commit()
     return job_id
 
@@ -540,9 +542,11 @@ def scheduled(seeded):
         digest = claim(conn, types=["digest.daily"], leases=[30.0], queues=None, limit=1,
                        worker_id=WORKER)
         conn.commit()
-        write_batch(conn, [Completion(j.id, j.execution_id, j.type, j.attempt, 30.0,
-                                      JobStatus.FAILED, ExecutionOutcome.FAILED,
-                                      "PROVIDER_5XX", "provider 503", queue=j.queue)
+        write_batch(conn, [Completion(job_id=j.id, execution_id=j.execution_id, type=j.type,
+                                      attempt=j.attempt, lease=30.0, status=JobStatus.FAILED,
+                                      outcome=ExecutionOutcome.FAILED,
+                                      error_code="PROVIDER_5XX", error="provider 503",
+                                      queue=j.queue)
                            for j in digest])
         conn.commit()
         assert set(ran["digest.daily"]) == {j.id for j in digest}

@@ -30,8 +30,10 @@ def later(seeded):
         conn.execute(f"UPDATE job_minute_counts SET minute = minute - {SHIFT}")
         conn.commit()
         (one,) = take(conn, 1)
-        write_batch(conn, [Completion(one.id, one.execution_id, one.type, one.attempt, LEASE,
-                                      S.COMPLETED, O.COMPLETED, None, None, queue=one.queue)])
+        write_batch(conn, [Completion(job_id=one.id, execution_id=one.execution_id,
+                                      type=one.type, attempt=one.attempt, lease=LEASE,
+                                      status=S.COMPLETED, outcome=O.COMPLETED,
+                                      queue=one.queue)])
         conn.commit()
     return seeded
 

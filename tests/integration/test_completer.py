@@ -59,8 +59,9 @@ def take(db, worker_id: str, limit: int = 1) -> list[ClaimedJob]:
 
 def outcome_of(job: ClaimedJob, status=S.COMPLETED, outcome=O.COMPLETED,
                error_code=None) -> Completion:
-    return Completion(job.id, job.execution_id, job.type, job.attempt, LEASE, status,
-                      outcome, error_code, None if error_code is None else "late")
+    return Completion(job_id=job.id, execution_id=job.execution_id, type=job.type,
+                      attempt=job.attempt, lease=LEASE, status=status, outcome=outcome,
+                      error_code=error_code, error=None if error_code is None else "late")
 
 
 def expire_and_recover(db, registry, job_id: int) -> None:

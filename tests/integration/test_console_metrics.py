@@ -173,8 +173,9 @@ def test_recovered_and_zombie_executions_are_counters_by_type(scraper, clean_db)
                    "WHERE id = %s", [job_id])
         assert recover_stale_running(db, reg) == {"pending": 1}
     completer = Completer(DedicatedConnection(clean_db), interval=3600)
-    completer.submit(Completion(a.id, a.execution_id, a.type, a.attempt, 30.0,
-                                JobStatus.COMPLETED, ExecutionOutcome.COMPLETED))
+    completer.submit(Completion(job_id=a.id, execution_id=a.execution_id, type=a.type,
+                                attempt=a.attempt, lease=30.0, status=JobStatus.COMPLETED,
+                                outcome=ExecutionOutcome.COMPLETED))
     completer.flush()
     assert completer.refused == 1
 

@@ -300,23 +300,23 @@ def a_handler_completes(t: Takeover):
 
 
 def a_handler_fails(t: Takeover):
-    return _through_the_completer(t, Outcome(S.FAILED, O.FAILED, "PAYLOAD_INVALID",
-                                             "A gives up"))
+    return _through_the_completer(t, Outcome(S.FAILED, O.FAILED, error_code="PAYLOAD_INVALID",
+                                             error="A gives up"))
 
 
 def a_handler_schedules_a_retry(t: Takeover):
-    return _through_the_completer(t, Outcome(S.PENDING, O.RETRY, "PROVIDER_5XX",
-                                             "A saw a 503", delay=0.0))
+    return _through_the_completer(t, Outcome(S.PENDING, O.RETRY, error_code="PROVIDER_5XX",
+                                             error="A saw a 503", delay=0.0))
 
 
 def a_handler_acknowledges_a_cancel(t: Takeover):
-    return _through_the_completer(t, Outcome(S.CANCELLED, O.CANCELLED, "CANCELLED",
-                                             "cancelled at operator request"))
+    return _through_the_completer(t, Outcome(S.CANCELLED, O.CANCELLED, error_code="CANCELLED",
+                                             error="cancelled at operator request"))
 
 
 def a_handler_reports_an_unknown_outcome(t: Takeover):
-    return _through_the_completer(t, Outcome(S.UNKNOWN, O.UNKNOWN, "PROVIDER_TIMEOUT",
-                                             "A sent, no answer"))
+    return _through_the_completer(t, Outcome(S.UNKNOWN, O.UNKNOWN, error_code="PROVIDER_TIMEOUT",
+                                             error="A sent, no answer"))
 
 
 def a_handler_heartbeats(t: Takeover):
