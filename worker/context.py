@@ -4,6 +4,7 @@ whose public attributes are HANDLER_API), and the worker's controls of that exec
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -241,8 +242,13 @@ class JobContext:
         #: When the worker started this execution (a time.monotonic() reading).
         self.started = control.started
         self.checkpoint = checkpoint
-        self.log = logging.LoggerAdapter(log, {"job_id": self.job_id,
-                                               "execution_id": str(self.execution_id)})
+
+    @functools.cached_property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose lines carry this job's id and execution id. Made on first use:
+        most handlers never log, and building it for every job cost the drain ~1 µs a job."""
+        return logging.LoggerAdapter(log, {"job_id": self.job_id,
+                                           "execution_id": str(self.execution_id)})
 
     # -- cancellation ------------------------------------------------------------------
     @property
