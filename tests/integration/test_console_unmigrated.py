@@ -5,6 +5,7 @@ database refuses to mount instead of reading another one (the embedded PostgreSQ
 from __future__ import annotations
 
 import logging
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from flask import Flask
@@ -21,8 +22,12 @@ def mounted(url: str, **options) -> Flask:
 
 
 def where(url: str) -> str:
-    """host:port/dbname of a test database's URL, as the page names it."""
-    return url.split("@", 1)[1].split("?")[0]
+    """host:port/dbname of a test database's URL, as the page names it: on the embedded
+    PostgreSQL the host is its socket directory (`?host=`), with no port."""
+    parts = urlsplit(url)
+    host = parse_qs(parts.query).get("host", [parts.hostname or "localhost"])[0]
+    port = f":{parts.port}" if parts.port else ""
+    return f"{host}{port}{parts.path}"
 
 
 @pytest.fixture
