@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from worker import db as dbmod
+from worker import registry as default_registry_
 from worker.embedded import embedded_datadir, stop_embedded
 
 # The console's fixtures (app, client, signed-in users…), for the integration and browser
@@ -131,3 +132,16 @@ def conn(clean_db):
     """A psycopg connection (autocommit off) to the clean test database."""
     with psycopg.connect(clean_db) as c:
         yield c
+
+
+@pytest.fixture
+def default_registry():
+    """The process-wide registry (`worker.registry`, the one `@job` fills), empty for one
+    test and given back its types afterwards: a module imported earlier keeps what it
+    declared (the example shop enqueues through it), as it would in a real process."""
+    saved = list(default_registry_)
+    default_registry_.clear()
+    yield default_registry_
+    default_registry_.clear()
+    for job_type in saved:
+        default_registry_.register(job_type)

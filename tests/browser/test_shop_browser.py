@@ -7,7 +7,6 @@ database; a real `jobwarden worker --app shop.jobs` runs the jobs.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
@@ -32,19 +31,9 @@ def shop_url(database_url, clean_db, tmp_path):
     """The shop on a free port, its tables fresh, staff olga (operator), and a worker."""
     if str(SHOP) not in sys.path:
         sys.path.insert(0, str(SHOP))
-    import shop.jobs
     from shop import create_app
     from shop.admin import add_staff
     from shop.models import db
-
-    from worker import registry
-
-    # The shop enqueues through the default registry, where importing shop.jobs declared
-    # its types. Tests that clear that registry (test_lifecycle's fixtures) leave the
-    # module imported and its types gone: the shop would then enqueue charge_card without
-    # knowing its payload's version (v2), and the worker would fail the v1 it was told.
-    if "charge_card" not in registry:
-        importlib.reload(shop.jobs)
 
     app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "shop-browser-tests",
                       "SHOP_CRM_FLAKINESS": 0.0})

@@ -14,7 +14,6 @@ from worker import (
     SkipJob,
     enqueue,
     job,
-    registry,
 )
 
 SLOW = RetryPolicy(base=600, cap=600, jitter=0)  # a retry that won't come back during a test
@@ -22,11 +21,9 @@ FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 
 
 @pytest.fixture
-def reg():
+def reg(default_registry):
     """The process-wide registry, emptied: enqueue applies the policies registered here."""
-    registry.clear()
-    yield registry
-    registry.clear()
+    return default_registry
 
 
 def add(conn, type_, payload=None, **kw):

@@ -5,16 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import running_worker, scalar, wait_for
-from worker import PermanentError, Registry, RetryableError, RetryPolicy, enqueue, job, registry
+from worker import PermanentError, Registry, RetryableError, RetryPolicy, enqueue, job
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 
 
 @pytest.fixture
-def reg():
-    registry.clear()
-    yield registry
-    registry.clear()
+def reg(default_registry):
+    return default_registry
 
 
 def rollup_counts(conn) -> dict:

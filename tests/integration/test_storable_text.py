@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import executions, job_row, running_worker, wait_for
-from worker import PermanentError, job, registry
+from worker import PermanentError, job
 
 TERMINAL = ("completed", "failed", "skipped", "cancelled", "unknown")
 #: Long enough that a job left in `running` could only end through recovery after the
@@ -16,10 +16,8 @@ LONG_LEASE = 600
 
 
 @pytest.fixture
-def reg():
-    registry.clear()
-    yield registry
-    registry.clear()
+def reg(default_registry):
+    return default_registry
 
 
 def settle(url, job_id):

@@ -5,17 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import executions, job_row, running_worker, wait_for
-from worker import PermanentError, RetryableError, RetryPolicy, SkipJob, enqueue, job, registry
+from worker import PermanentError, RetryableError, RetryPolicy, SkipJob, enqueue, job
 from worker.sanitize import MAX_TRACEBACK_CHARS, describe_traceback
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 
 
 @pytest.fixture
-def reg():
-    registry.clear()
-    yield registry
-    registry.clear()
+def reg(default_registry):
+    return default_registry
 
 
 def deep_call(depth: int):
