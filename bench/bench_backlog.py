@@ -27,9 +27,9 @@ import psycopg
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from worker.db import database_url, migrate  # noqa: E402
-from worker.enqueue import JobSpec, enqueue_many  # noqa: E402
-from worker.queries import Q  # noqa: E402
+from worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
+from worker.store.db import database_url, migrate  # noqa: E402
+from worker.store.queries import Q  # noqa: E402
 
 
 def with_db(url: str, name: str) -> str:

@@ -24,7 +24,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from worker import db as dbmod  # noqa: E402
+from worker.store import db as dbmod  # noqa: E402
 
 PAGES = [
     ("overview", "/"),

@@ -30,9 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database, pct  # noqa: E402
-from worker.db import database_url, migrate  # noqa: E402
-from worker.enqueue import JobSpec, enqueue, enqueue_many  # noqa: E402
-from worker.queries import Q  # noqa: E402
+from worker.jobs.enqueue import JobSpec, enqueue, enqueue_many  # noqa: E402
+from worker.store.db import database_url, migrate  # noqa: E402
+from worker.store.queries import Q  # noqa: E402
 
 
 def email_claim_ms(url: str, samples: int) -> list[float]:

@@ -20,8 +20,8 @@ from console.config import load_settings, secret_key, standalone_config
 from console.mount import Console
 from console.resources import resource_dir
 from console.security import safe_next_url
-from worker.db import database_url
-from worker.sanitize import RedactingFilter
+from worker.core.sanitize import RedactingFilter
+from worker.store.db import database_url
 
 __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 

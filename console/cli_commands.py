@@ -1,6 +1,6 @@
 """The console's sub-commands of `jobwarden`: `console`, `user add|reset` and `demo`.
 
-worker/cli.py knows nothing of the console: it finds `register` through the
+worker/cli/commands.py knows nothing of the console: it finds `register` through the
 `jobwarden.commands` entry point (pyproject.toml), so the runtime works without it.
 """
 
@@ -14,7 +14,7 @@ from console.accounts import user_add, user_reset
 from console.demo import run_demo
 from console.schema import ROLES
 from console.server import make_server, serve
-from worker.cli_args import port
+from worker.cli.args import port
 
 __all__ = ["make_server", "read_password", "register", "serve", "user_add", "user_reset"]
 

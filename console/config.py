@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
-from worker.db import jobwarden_home
+from worker.store.db import jobwarden_home
 
 if TYPE_CHECKING:
     from console.mount import Console

@@ -1,6 +1,6 @@
 """The console's store: the one module of the console that runs SQL.
 
-Queries are named in console/sql (and worker/sql, for the runtime's reads the console
+Queries are named in console/sql (and worker/store/sql, for the runtime's reads the console
 shares) and reached as attributes of `CQ`: `reader.all(CQ.console_jobs_page, ...)`. A
 misspelt name raises AttributeError where it is read, and tests/unit/test_console_store.py
 reads every `CQ.<name>` in console/ against the .sql files, so a typo fails in the unit
@@ -20,9 +20,9 @@ from flask import current_app
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine
 
-from worker.db import database_url, sqlalchemy_url
-from worker.queries import Q as RUNTIME_QUERIES
-from worker.queries import describe_db_error, load_queries
+from worker.store.db import database_url, sqlalchemy_url
+from worker.store.queries import Q as RUNTIME_QUERIES
+from worker.store.queries import describe_db_error, load_queries
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class _Catalogue:
     def __getattr__(self, name: str) -> Query:
         # Only reached for a name that is not a query: the attributes above are found first.
         raise AttributeError(f"no console or runtime query named {name!r} (console/sql, "
-                             "worker/sql)")
+                             "worker/store/sql)")
 
 
 def _console_queries() -> dict[str, str]:
@@ -79,7 +79,7 @@ def _checked(query: Query) -> Query:
 class Reader:
     """Named statements on one open connection (a page's reads, or one transaction).
 
-    `conn` is the SQLAlchemy Connection, for the runtime's operations (worker.operations),
+    `conn` is the SQLAlchemy Connection, for the runtime's operations (worker.ops.operations),
     which run their own audited statements inside the same transaction."""
 
     def __init__(self, conn) -> None:

@@ -13,9 +13,9 @@ import time
 from console.accounts import user_add
 from console.database import CQ, ConsoleDatabase, connected
 from console.server import make_server
-from worker.db import database_url, migrate
-from worker.enqueue import JobSpec, enqueue_many
-from worker.operations import cancel_job, retry_job
+from worker.jobs.enqueue import JobSpec, enqueue_many
+from worker.ops.operations import cancel_job, retry_job
+from worker.store.db import database_url, migrate
 
 log = logging.getLogger("jobwarden.demo")
 
@@ -91,10 +91,10 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     # Imported here, not above: importing demo_jobs registers the demo's job types in the
     # process-wide registry, which only the demo itself should see (not `jobwarden user`).
     from worker import demo_jobs  # noqa: F401
+    from worker.jobs.registry import registry  # (the registry demo_jobs filled)
 
     # The worker's machinery and the registry holding those types, needed only here.
     from worker.process import WorkerProcess
-    from worker.registry import registry  # (the registry demo_jobs filled)
 
     if os.environ.get("DATABASE_URL") and not use_database_url:
         # The demo plants an admin login whose password is printed and in the README: on

@@ -9,7 +9,7 @@ from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from console.database import CQ, describe, get_db
-from worker.sanitize import RedactingFilter
+from worker.core.sanitize import RedactingFilter
 
 log = logging.getLogger("jobwarden.console")
 # The console's own log lines are redacted wherever the server sends them.

@@ -10,8 +10,8 @@ from wtforms.validators import AnyOf, DataRequired, Length, Optional
 
 from console.config import settings
 from console.schema import ROLES
-from worker.operations import REASON_MAX
-from worker.schema import JOB_STATUSES
+from worker.ops.operations import REASON_MAX
+from worker.store.schema import JOB_STATUSES
 
 
 class ConsoleForm(FlaskForm):

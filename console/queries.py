@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from console.database import CQ, Reader
 from console.live_workers import ALL_QUEUES
-from worker.schema import JOB_STATUSES
+from worker.store.schema import JOB_STATUSES
 
 TEXT_FILTER_MAX = 200
 
@@ -179,7 +179,7 @@ def overview(reader: Reader) -> Overview:
 def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
                       rates: bool = False) -> list[dict]:
     """Workers (newest first) each with `jobs`: what it is running now, and `lane_slots`:
-    its lanes (worker/lanes.py), each with (queue, running) per queue, its slots and how
+    its lanes (worker/engine/lanes.py), each with (queue, running) per queue, its slots and how
     many run. With `rates`, also `per_minute`: executions it finished per minute over the
     last 5 minutes."""
     workers = reader.all(CQ.console_workers_list, gone_s=gone_s, limit=limit)

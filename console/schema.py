@@ -3,7 +3,7 @@
 
 Only the console signs people in, so its users, roles and sign-in throttling live here,
 not in worker/. The tables are created by the migrations like every other one (Alembic
-owns the schema); declaring them on `worker.schema.metadata` lets the migration test
+owns the schema); declaring them on `worker.store.schema.metadata` lets the migration test
 compare every table.
 """
 
@@ -22,8 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 
-from worker.operations import SELECTION_FROM
-from worker.schema import TS, background_jobs, check_in, job_audit, metadata
+from worker.ops.operations import SELECTION_FROM
+from worker.store.schema import TS, background_jobs, check_in, job_audit, metadata
 
 #: Console roles, least to most powerful: viewers read, operators act, admins manage users.
 ROLES = ("viewer", "operator", "admin")

@@ -1,17 +1,17 @@
 """Alembic environment: runs migrations online against the resolved database URL.
 
 The migrations create the console's tables too, so autogenerate and `alembic check`
-compare the database with both packages' tables: worker/schema.py's, and those
+compare the database with both packages' tables: worker/store/schema.py's, and those
 console/schema.py adds to the same metadata. Applying migrations needs no metadata, and
-the runtime's `jobwarden migrate` (worker.db.alembic_config) says so with
+the runtime's `jobwarden migrate` (worker.store.db.alembic_config) says so with
 `attributes["upgrade_only"]`: a worker never loads the console.
 """
 
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from worker.db import database_url, sqlalchemy_url
-from worker.schema import metadata
+from worker.store.db import database_url, sqlalchemy_url
+from worker.store.schema import metadata
 
 config = context.config
 

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from worker import db as dbmod
 from worker import registry as default_registry_
-from worker.embedded import embedded_datadir, stop_embedded
+from worker.store import db as dbmod
+from worker.store.embedded import embedded_datadir, stop_embedded
 
 # The console's fixtures (app, client, signed-in users…), for the integration and browser
 # tiers. Declared here: pytest accepts pytest_plugins only in the top-level conftest.
@@ -136,7 +136,7 @@ def conn(clean_db):
 
 @pytest.fixture
 def default_registry():
-    """The process-wide registry (`worker.registry`, the one `@job` fills), empty for one
+    """The process-wide registry (`worker.jobs.registry`, the one `@job` fills), empty for one
     test and given back its types afterwards: a module imported earlier keeps what it
     declared (the example shop enqueues through it), as it would in a real process."""
     saved = list(default_registry_)

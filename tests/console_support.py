@@ -14,7 +14,7 @@ from sqlalchemy import create_engine
 
 from console import create_app, sample_data
 from console.cli_commands import user_add
-from worker.db import sqlalchemy_url
+from worker.store.db import sqlalchemy_url
 
 PASSWORD = "correct horse battery"
 USERS = {"vera": "viewer", "otto": "operator", "ada": "admin"}

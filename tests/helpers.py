@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from worker.jobs.registry import Registry
 from worker.process import WorkerProcess
-from worker.registry import Registry
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,

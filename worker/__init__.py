@@ -3,9 +3,7 @@
     from worker import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
 """
 
-from .context import Effect, JobContext, LeaseLost
-from .enqueue import enqueue, enqueue_many
-from .errors import (
+from worker.core.errors import (
     AmbiguousOutcome,
     EnqueueError,
     JobCancelled,
@@ -15,9 +13,11 @@ from .errors import (
     SkipJob,
     Snooze,
 )
-from .job_spec import JobSpec
-from .policy import RetryPolicy
-from .registry import JobType, Registry, job, registry
+from worker.core.policy import RetryPolicy
+from worker.engine.context import Effect, JobContext, LeaseLost
+from worker.jobs.enqueue import enqueue, enqueue_many
+from worker.jobs.job_spec import JobSpec
+from worker.jobs.registry import JobType, Registry, job, registry
 
 __all__ = [
     "AmbiguousOutcome", "Effect", "EnqueueError", "JobCancelled", "JobContext", "JobSpec",

@@ -1,20 +1,20 @@
 """The worker process: the duties of worker/ composed, started and stopped together.
 
-Its queues are served in lanes (worker/lanes.py): a lane is a set of queues with slots,
+Its queues are served in lanes (worker/engine/lanes.py): a lane is a set of queues with slots,
 a buffer and a producer of its own, so a flood in one lane never takes another's slots.
 Without `queues` there is one lane: every queue, `concurrency` slots.
 
 Threads, each with one duty:
 - producers, one per lane (the first lane's on the main thread): claim batches of the
-  lane's jobs ahead of its free slots into its bounded buffer (worker/producer.py), each
+  lane's jobs ahead of its free slots into its bounded buffer (worker/engine/producer.py), each
   on a connection of its own; sleep until LISTEN/NOTIFY, a low buffer, a freed slot or
   the poll interval (the fallback that always works) wakes them.
 - listener: holds a LISTEN connection and wakes every producer; reconnects with backoff.
-- slots: each lane's reusable threads running handlers from its buffer (worker/executor.py).
-- completer: writes outcomes in batches, each row a compare-and-set (worker/completer.py).
+- slots: each lane's reusable threads running handlers from its buffer (worker/engine/executor.py).
+- completer: writes outcomes in batches, each row a compare-and-set (worker/engine/completer.py).
 - heartbeat: renews every lease this process holds, in every lane, in one statement; learns
-  cancellations and lost leases, enforces timeouts, runs recovery (worker/heartbeat.py).
-- duties: schedules and retention, each at its own interval (worker/duties.py).
+  cancellations and lost leases, enforces timeouts, runs recovery (worker/engine/heartbeat.py).
+- duties: schedules and retention, each at its own interval (worker/duties/periodic.py).
 
 SIGTERM/SIGINT: stop claiming, hand the jobs still waiting in the buffers back at once
 (no attempt spent), let running jobs finish within `grace`, hand the rest back, flush the
@@ -33,6 +33,8 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
+from importlib.metadata import version
 from types import FrameType
 from typing import Any
 from uuid import UUID
@@ -41,21 +43,23 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .completer import Completer
-from .config import WorkerConfig
-from .db import DedicatedConnection, connect_kwargs, database_url
-from .duties import Duties
-from .executor import Executor
-from .heartbeat import Heartbeat
-from .job_types import publish_job_types
-from .lanes import EVERY_OTHER, Lane, parse_queues
-from .listener import listen_for_jobs
-from .logs import execution_event, ms_since
-from .producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
-from .queries import Q, batch_params
-from .registry import Registry
-from .registry import registry as default_registry
-from .states import WorkerState
+from worker.core.logs import execution_event, ms_since
+from worker.core.states import WorkerState
+from worker.duties import recovery
+from worker.duties.periodic import Duties
+from worker.engine.completer import Completer
+from worker.engine.config import WorkerConfig
+from worker.engine.executor import Executor
+from worker.engine.heartbeat import Heartbeat
+from worker.engine.lanes import EVERY_OTHER, Lane, parse_queues
+from worker.engine.listener import listen_for_jobs
+from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
+from worker.jobs.job_types import publish_job_types
+from worker.jobs.registry import Registry
+from worker.jobs.registry import registry as default_registry
+from worker.ops.reconcile import register_reconcile_job
+from worker.store.db import DedicatedConnection, connect_kwargs, database_url
+from worker.store.queries import Q, batch_params
 
 log = logging.getLogger("jobwarden.worker")
 
@@ -65,7 +69,6 @@ DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
         return version("jobwarden")
     except Exception:
         return "dev"
@@ -96,10 +99,11 @@ class WorkerProcess:
                             f"not both (got {', '.join(sorted(settings))})")
         self.config = config
         self.registry = registry
+        register_reconcile_job(registry)  # only when one of its types has a reconciler
         self.types = list(registry)
         if not self.types:
             raise ValueError("no job types registered: --app must import your handlers")
-        # ValueError says what is wrong with the queues (worker/lanes.py).
+        # ValueError says what is wrong with the queues (worker/engine/lanes.py).
         self.lanes = parse_queues(config.queues, config.concurrency)
         self.url = config.url or database_url()
         #: The queue names it serves ("*": every queue no capacity lane names).
@@ -143,11 +147,12 @@ class WorkerProcess:
         self._lanes = [self._lane_runtime(lane) for lane in self.lanes]
         self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention, policies
         self.heartbeat = Heartbeat(
-            control_pool=self.control_pool, worker_id=self.worker_id, registry=self.registry,
+            control_pool=self.control_pool, worker_id=self.worker_id,
             executors=[rt.executor for rt in self._lanes], completer=self.completer,
             interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
-            worker_stale_after=self.worker_stale_after, draining=self._stop.is_set,
-            on_recovered=self._wake)
+            recover=partial(recovery.recover_pass, registry=self.registry,
+                            stale_after=self.worker_stale_after),
+            draining=self._stop.is_set, on_recovered=self._wake)
 
     # -- lifecycle ---------------------------------------------------------------------
     def request_stop(self) -> None:

@@ -11,7 +11,7 @@ from console.database import get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from console.security import safe_next_url
-from worker import operations
+from worker.ops import operations
 
 bp = Blueprint("actions", __name__)
 #: Actions that may start from more than one status are told which one the operator saw,

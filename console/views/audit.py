@@ -10,7 +10,7 @@ from flask import Blueprint, render_template, request
 from console.config import settings
 from console.database import CQ, get_db
 from console.queries import clamp_limit, positive_int, text_filter
-from worker.operations import AUDITED_ACTIONS
+from worker.ops.operations import AUDITED_ACTIONS
 
 bp = Blueprint("audit", __name__)
 

@@ -20,8 +20,8 @@ from console.identity import current_user
 from console.queries import JobFilter, positive_int
 from console.schema import SELECTION_ACTIONS
 from console.security import safe_next_url
-from worker import operations
-from worker.schema import JOB_STATUSES
+from worker.ops import operations
+from worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("bulk", __name__)
 

@@ -13,7 +13,7 @@ from console.config import settings
 from console.database import CQ, get_db
 from console.queries import JobFilter, failed_groups, jobs_page, text_filter
 from console.security import is_htmx
-from worker import operations
+from worker.ops import operations
 
 bp = Blueprint("failed", __name__)
 

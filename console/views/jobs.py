@@ -9,8 +9,8 @@ from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.queries import JobFilter, jobs_page
 from console.security import is_htmx
-from worker.operations import allowed_actions
-from worker.schema import JOB_STATUSES, TERMINAL_STATUSES
+from worker.ops.operations import allowed_actions
+from worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
 
 bp = Blueprint("jobs", __name__)
 

@@ -12,7 +12,7 @@ or the last hour) rather than totals: retention deletes old executions, and a to
 shrinks reads as a counter reset to Prometheus. Histograms are therefore gauge histograms
 (exposed as `histogram`, so `histogram_quantile` works on their buckets). Recovered and
 zombie executions are true counters: the runtime adds to `job_event_totals` when they
-happen (worker/event_totals.py), and retention leaves that table alone.
+happen (worker/store/event_totals.py), and retention leaves that table alone.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from console import live_workers, queries, sla
 from console.config import settings
 from console.database import CQ, get_db
 from console.identity import current_user
-from worker import scheduler
-from worker.sanitize import redact
+from worker.core.sanitize import redact
+from worker.jobs import cron
 
 bp = Blueprint("metrics", __name__)
 
@@ -217,7 +217,7 @@ class Recent:
             labels=["type"])
         broken = 0
         for row in self.schedules:
-            problem = scheduler.schedule_problem(row["type"], row["cron"], row["timezone"])
+            problem = cron.schedule_problem(row["type"], row["cron"], row["timezone"])
             broken += problem is not None
             per_type.add_metric(_labels(row["type"]), int(problem is not None))
         yield per_type

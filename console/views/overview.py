@@ -10,8 +10,8 @@ from console import live_workers, queries, trends
 from console import sla as sla_model
 from console.config import settings
 from console.database import CQ, get_db
-from worker import operations
-from worker.schema import JOB_STATUSES
+from worker.ops import operations
+from worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("overview", __name__)
 PANELS = ("counts", "trends", "health")
@@ -22,7 +22,7 @@ def _panel_context(panel: str) -> dict:
     with get_db().reading() as reader:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
-            # Every status in worker/states.py's order (live first, then terminal, then
+            # Every status in worker/core/states.py's order (live first, then terminal, then
             # unknown), so a status added there gets its tile and columns here too.
             return {"ov": queries.overview(reader), "statuses": JOB_STATUSES,
                     "paused": [q for q, c in controls.items() if c["paused"]],

@@ -9,9 +9,9 @@ from console.auth import role_required
 from console.database import get_db
 from console.forms import ActionForm
 from console.identity import current_user
-from worker import operations
-from worker.registry import NAME_PATTERN
-from worker.schema import JOB_STATUSES
+from worker.jobs.registry import NAME_PATTERN
+from worker.ops import operations
+from worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("queues", __name__)
 

@@ -15,9 +15,9 @@ from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from console.queries import clamp_limit, positive_int
-from worker.enqueue import enqueue
-from worker.operations import ALLOWED_FROM
-from worker.reconcile import RECONCILE_TYPE
+from worker.jobs.enqueue import enqueue
+from worker.ops.operations import ALLOWED_FROM
+from worker.ops.reconcile import RECONCILE_TYPE
 
 bp = Blueprint("review", __name__)
 #: What an operator can decide about an ambiguous outcome: the actions allowed from

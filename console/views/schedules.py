@@ -8,8 +8,9 @@ from console.auth import role_required
 from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.identity import current_user
-from worker import operations, scheduler
-from worker.registry import NAME_PATTERN
+from worker.jobs import cron
+from worker.jobs.registry import NAME_PATTERN
+from worker.ops import operations
 
 bp = Blueprint("schedules", __name__)
 
@@ -19,7 +20,7 @@ def index():
     """Every published schedule with its next tick and its last job's status; one this
     console cannot read is shown broken, with why."""
     with get_db().reading() as reader:
-        rows = [{**row, "problem": scheduler.schedule_problem(row["type"], row["cron"],
+        rows = [{**row, "problem": cron.schedule_problem(row["type"], row["cron"],
                                                               row["timezone"])}
                 for row in reader.all(CQ.schedules_list)]
     forms = {}

@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-30
 
-Written as plain DDL so that it stays frozen even as worker/schema.py evolves;
+Written as plain DDL so that it stays frozen even as worker/store/schema.py evolves;
 tests/integration/test_migrations.py checks the two agree.
 """
 

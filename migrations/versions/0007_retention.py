@@ -4,7 +4,7 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-30
 
-The retention duty (worker/retention.py) deletes, in small batches, finished jobs older
+The retention duty (worker/duties/retention.py) deletes, in small batches, finished jobs older
 than their status's age. Without this index each batch would walk every finished job of
 the status to find none old enough; with it a batch is a range scan that stops at the
 cutoff.

@@ -6,7 +6,7 @@ Create Date: 2026-11-30
 
 Workers publish the schedules their handlers declare (`@job(..., schedule=...)`) and
 enqueue each tick's job by a compare-and-set on `next_run_at`, so however many workers
-run, one job is enqueued per tick (worker/scheduler.py).
+run, one job is enqueued per tick (worker/duties/scheduler.py).
 """
 
 from alembic import op

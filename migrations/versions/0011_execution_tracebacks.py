@@ -4,8 +4,8 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-30
 
-worker/runner.py captures it where the handler's exception is classified
-(`traceback.format_exception`, redacted by worker/sanitize.py, at most 8,000
+worker/engine/runner.py captures it where the handler's exception is classified
+(`traceback.format_exception`, redacted by worker/core/sanitize.py, at most 8,000
 characters), carries it on the Outcome and the completer's Completion, and
 finish_executions stores it with the outcome; the console shows it collapsed on the
 job's attempts timeline.

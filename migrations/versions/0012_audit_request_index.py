@@ -6,7 +6,7 @@ Create Date: 2026-11-30
 
 Every operator action that carries a request id (every console form) first looks for
 an audit row the same form wrote earlier (`operator_audit_by_request` in
-worker/sql/operations.sql). Audit rows are never deleted by retention, so without an
+worker/store/sql/operations.sql). Audit rows are never deleted by retention, so without an
 index that look-up reads the whole audit log on each click (140 ms at a million rows).
 It holds the look-up's other equalities (actor, action) too: few people act, so actor
 alone says little, and a planner without column statistics would otherwise AND in the

@@ -6,7 +6,7 @@ Create Date: 2026-11-30
 
 A worker started with `--queues email=4,reports=1,default` serves `email` and `reports`
 with slots of their own and `default` with the shared `--concurrency` slots
-(worker/lanes.py). `job_workers.queues` keeps the plain list of queue names (metrics and
+(worker/engine/lanes.py). `job_workers.queues` keeps the plain list of queue names (metrics and
 the queue list read it); `lanes` adds one object per lane, `{"queues": [...], "slots": N,
 "shared": bool}`, for the console's Workers page. NULL for workers that registered
 before this column existed: the console then shows one lane of `queues` and

@@ -6,7 +6,7 @@ Create Date: 2026-12-01
 
 `raise Snooze(seconds)` (or `ctx.snooze(seconds)`) ends an execution with the outcome
 `snoozed`: the job goes back to `pending` for that long, its attempt given back
-(worker/transitions.py). `background_jobs.snoozes` counts them, so a type's
+(worker/core/transitions.py). `background_jobs.snoozes` counts them, so a type's
 `max_snoozes` can stop a job that would snooze for ever; a default of 0 is a
 catalogue-only change (PostgreSQL 11+ stores it without rewriting the table).
 

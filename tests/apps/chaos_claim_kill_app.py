@@ -8,7 +8,7 @@ step between a committed claim (waiting in the buffer) and the handler.
 from __future__ import annotations
 
 from tests.apps import chaos_app
-from worker.executor import Executor
+from worker.engine.executor import Executor
 
 _begin = Executor.begin
 

@@ -4,8 +4,8 @@
 import psycopg
 
 from worker import job
-from worker.db import database_url
-from worker.reconcile import DONE, NOT_DONE, UNKNOWN
+from worker.ops.reconcile import DONE, NOT_DONE, UNKNOWN
+from worker.store.db import database_url
 
 
 def check_charge(review_job):

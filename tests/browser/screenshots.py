@@ -25,7 +25,7 @@ from sqlalchemy import create_engine
 
 from console import sample_data
 from console.cli_commands import make_server, user_add
-from worker import db as dbmod
+from worker.store import db as dbmod
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 PAGES = [

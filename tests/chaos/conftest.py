@@ -20,7 +20,7 @@ import pytest
 
 from tests.apps.chaos_app import create_tables
 from tests.helpers import wait_for
-from worker import db as dbmod
+from worker.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[2]
 

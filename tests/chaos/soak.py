@@ -23,7 +23,7 @@ from tests.apps.chaos_app import create_tables
 from tests.chaos.conftest import PrivateCluster, Workers, _accepts
 from tests.chaos.support import add_many
 from tests.helpers import scalar, status_counts, wait_for
-from worker import db as dbmod
+from worker.store import db as dbmod
 
 
 def enqueue_backlog(url: str, jobs: int, rng: random.Random) -> Counter:

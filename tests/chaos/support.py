@@ -10,7 +10,7 @@ import psycopg
 from tests.apps import chaos_app
 from tests.helpers import job_row, scalar, wait_for
 from worker import JobSpec, enqueue, enqueue_many
-from worker.operations import cancel_job
+from worker.ops.operations import cancel_job
 
 TERMINAL = ("completed", "failed", "cancelled", "skipped", "unknown")
 

@@ -19,14 +19,14 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from worker import Registry, RetryPolicy, enqueue, job
-from worker.completer import Completion, write_batch
-from worker.job_types import publish_job_types
-from worker.operations import cancel_job, retry_job, skip_job
-from worker.producer import ClaimedJob, claim
-from worker.queries import Q, batch_params
-from worker.recovery import recover_stale_running
-from worker.states import ExecutionOutcome as O
-from worker.states import JobStatus as S
+from worker.core.states import ExecutionOutcome as O
+from worker.core.states import JobStatus as S
+from worker.duties.recovery import recover_stale_running
+from worker.engine.completer import Completion, write_batch
+from worker.engine.producer import ClaimedJob, claim
+from worker.jobs.job_types import publish_job_types
+from worker.ops.operations import cancel_job, retry_job, skip_job
+from worker.store.queries import Q, batch_params
 
 LEASE = 30.0
 TYPES = {"mail.send": "email", "report.build": "reports", "bill.charge": "billing"}

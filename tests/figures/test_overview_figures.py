@@ -11,7 +11,7 @@ import pytest
 from console.config import load_settings
 from console.formatting import percent
 from tests.figures.conftest import rows
-from worker.schema import JOB_STATUSES
+from worker.store.schema import JOB_STATUSES
 
 STALE_S = load_settings()["STALE_HEARTBEAT_SECONDS"]
 GONE_S = load_settings()["WORKER_GONE_SECONDS"]

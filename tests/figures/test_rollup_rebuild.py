@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 
 from tests.figures.conftest import registry, rows, take
-from worker.recovery import recover_stale_running
+from worker.duties.recovery import recover_stale_running
 
 
 def minute_counts(url: str) -> dict[tuple, int]:

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from tests.figures.conftest import LEASE, rows, take
-from worker.completer import Completion, write_batch
-from worker.states import ExecutionOutcome as O
-from worker.states import JobStatus as S
+from worker.core.states import ExecutionOutcome as O
+from worker.core.states import JobStatus as S
+from worker.engine.completer import Completion, write_batch
 
 SHIFT = "interval '3 minutes'"
 

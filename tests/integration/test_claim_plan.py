@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from worker import JobSpec, enqueue_many
-from worker.db import migrate
-from worker.queries import Q
+from worker.store.db import migrate
+from worker.store.queries import Q
 
 BACKLOG = 100_000
 #: Claiming 10 jobs touches a few dozen index and heap pages plus the 10 updates and

@@ -15,14 +15,14 @@ import pytest
 from psycopg.rows import dict_row
 
 from worker import Registry, RetryPolicy, enqueue, job
-from worker.completer import Completer, Completion
-from worker.db import DedicatedConnection
-from worker.operations import cancel_job
-from worker.producer import ClaimedJob, claim
-from worker.queries import Q
-from worker.recovery import recover_stale_running
-from worker.states import ExecutionOutcome as O
-from worker.states import JobStatus as S
+from worker.core.states import ExecutionOutcome as O
+from worker.core.states import JobStatus as S
+from worker.duties.recovery import recover_stale_running
+from worker.engine.completer import Completer, Completion
+from worker.engine.producer import ClaimedJob, claim
+from worker.ops.operations import cancel_job
+from worker.store.db import DedicatedConnection
+from worker.store.queries import Q
 
 LEASE = 30.0
 

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import scalar, status_counts, wait_for
 from tests.integration.test_claim_race import start_worker
 from worker import JobSpec, enqueue, enqueue_many
-from worker.producer import claim
+from worker.engine.producer import claim
 
 LIMITS = {"pair:a": 2, "pair:b": 2, "single:a": 1, "single:b": 1}
 TYPES = {2: "kl.pair", 1: "kl.single"}

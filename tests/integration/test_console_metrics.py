@@ -15,11 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from console import create_app, sample_data
 from tests.helpers import wait_for
 from worker import Registry, enqueue, job
-from worker.completer import Completer, Completion
-from worker.db import DedicatedConnection
-from worker.producer import claim
-from worker.recovery import recover_stale_running
-from worker.states import ExecutionOutcome, JobStatus
+from worker.core.states import ExecutionOutcome, JobStatus
+from worker.duties.recovery import recover_stale_running
+from worker.engine.completer import Completer, Completion
+from worker.engine.producer import claim
+from worker.store.db import DedicatedConnection
 
 TOKEN = "scrape-me-0123456789"
 

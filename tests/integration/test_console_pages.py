@@ -7,7 +7,7 @@ import re
 import pytest
 
 from console import sample_data
-from worker.states import JobStatus
+from worker.core.states import JobStatus
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def test_sla_targets_come_from_the_handlers_published_policy(clean_db, users, en
     """The console imports no application module: a worker's publication is enough."""
     from console import create_app
     from worker import Registry, job
-    from worker.job_types import publish_job_types
+    from worker.jobs.job_types import publish_job_types
 
     reg = Registry()
     job("export_report", sla="40s", registry=reg)(lambda ctx, payload: None)

@@ -9,9 +9,10 @@ import psycopg
 import pytest
 
 from tests.helpers import scalar
-from worker import Registry, job, operations
-from worker.job_types import publish_job_types
-from worker.scheduler import publish, run_once
+from worker import Registry, job
+from worker.duties.scheduler import publish, run_once
+from worker.jobs.job_types import publish_job_types
+from worker.ops import operations
 
 
 def publish_report_schedule(url: str) -> int:
@@ -151,6 +152,6 @@ def test_schedule_pause_checks_role_reason_and_text_like_every_other_action(clea
         conn.commit()
     assert result.ok
     ((_, _, _, reason, request_id),) = audit_rows(clean_db)
-    # a NUL is stored visibly escaped, as in every action's reason (worker/storable.py)
+    # a NUL is stored visibly escaped, as in every action's reason (worker/core/storable.py)
     assert reason.startswith("a\\x00b") and len(reason) == operations.REASON_MAX
     assert request_id == "o-2"

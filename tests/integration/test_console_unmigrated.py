@@ -11,7 +11,7 @@ import pytest
 from flask import Flask
 
 from console import Console, create_app
-from worker import db as dbmod
+from worker.store import db as dbmod
 
 
 def mounted(url: str, **options) -> Flask:

@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from tests.helpers import job_row, running_worker, scalar, status_counts, wait_for
 from worker import EnqueueError, JobSpec, Registry, enqueue, enqueue_many, job
-from worker.db import sqlalchemy_url
-from worker.producer import claim
+from worker.engine.producer import claim
+from worker.store.db import sqlalchemy_url
 
 
 def test_rolled_back_transaction_leaves_no_job(conn, clean_db):

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from tests.helpers import scalar
 from worker import EnqueueError, JobSpec, enqueue
-from worker.db import sqlalchemy_url
-from worker.job_spec import MAX_PAYLOAD_DEPTH
+from worker.jobs.job_spec import MAX_PAYLOAD_DEPTH
+from worker.store.db import sqlalchemy_url
 
 
 def nested(levels: int) -> dict:
@@ -107,7 +107,7 @@ def test_validate_is_a_unit_that_needs_no_connection():
 
 
 def test_the_largest_accepted_values_are_stored(conn, clean_db):
-    from worker.job_spec import MAX_DELAY_SECONDS, MAX_KEY_CHARS
+    from worker.jobs.job_spec import MAX_DELAY_SECONDS, MAX_KEY_CHARS
 
     job_id = enqueue(conn, "t", nested(MAX_PAYLOAD_DEPTH - 1), delay=MAX_DELAY_SECONDS,
                      concurrency_key="c" * MAX_KEY_CHARS, idempotency_key="i" * MAX_KEY_CHARS,

@@ -26,14 +26,14 @@ from psycopg_pool import ConnectionPool
 
 from tests.helpers import wait_for
 from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
-from worker.completer import Completer, finish_params
-from worker.context import ExecutionControl
-from worker.db import DedicatedConnection
-from worker.queries import Q, batch_params
-from worker.recovery import recover_stale_running
-from worker.runner import Outcome, complete_in_transaction, completion
-from worker.states import ExecutionOutcome as O
-from worker.states import JobStatus as S
+from worker.core.states import ExecutionOutcome as O
+from worker.core.states import JobStatus as S
+from worker.duties.recovery import recover_stale_running
+from worker.engine.completer import Completer, finish_params
+from worker.engine.context import ExecutionControl
+from worker.engine.runner import Outcome, complete_in_transaction, completion
+from worker.store.db import DedicatedConnection
+from worker.store.queries import Q, batch_params
 
 EFFECT_KEY = "fenced:charge"
 FRESH_KEY = "fenced:receipt"  # a key nobody has reserved yet

@@ -11,7 +11,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from tests.helpers import job_row, scalar
 from worker import enqueue
-from worker.db import sqlalchemy_url
+from worker.store.db import sqlalchemy_url
 
 
 class Base(DeclarativeBase):

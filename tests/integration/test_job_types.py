@@ -14,8 +14,8 @@ from psycopg.rows import dict_row
 
 from tests.helpers import executions, job_row, running_worker, scalar, wait_for
 from worker import JobSpec, Registry, enqueue, enqueue_many, job
-from worker.job_types import publish_job_types
-from worker.operations import pause_queue, resume_queue
+from worker.jobs.job_types import publish_job_types
+from worker.ops.operations import pause_queue, resume_queue
 
 
 def declare_email(version: int = 1, **policy) -> Registry:

@@ -15,7 +15,7 @@ from tests.apps.lifecycle_app import PAUSE
 from tests.apps.secret_log_app import FIELD_SECRETS, SECRET_CODES
 from tests.helpers import job_row, start_process, stop_process, wait_for
 from worker import JobSpec, enqueue_many
-from worker.sanitize import MAX_ERROR_CODE_CHARS
+from worker.core.sanitize import MAX_ERROR_CODE_CHARS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

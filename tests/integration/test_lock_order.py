@@ -18,9 +18,9 @@ import pytest
 
 from tests.helpers import wait_for
 from worker import Registry, enqueue, job
-from worker.completer import finish_params
-from worker.producer import claim
-from worker.queries import Q, batch_params
+from worker.engine.completer import finish_params
+from worker.engine.producer import claim
+from worker.store.queries import Q, batch_params
 
 LEASE = 30.0
 FILLER = 20_000  # other workers' running jobs

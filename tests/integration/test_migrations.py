@@ -14,8 +14,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
 import console.schema  # noqa: F401  (adds console_users to the metadata compared below)
-from worker.db import downgrade, migrate, sqlalchemy_url
-from worker.schema import metadata
+from worker.store.db import downgrade, migrate, sqlalchemy_url
+from worker.store.schema import metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ def test_alembic_check_proposes_nothing_after_upgrading(empty_database):
 
 def test_the_runtime_migrates_without_loading_the_console(empty_database):
     result = run_python(empty_database, "-c",
-                        "import sys\nfrom worker.db import migrate\nmigrate()\n"
+                        "import sys\nfrom worker.store.db import migrate\nmigrate()\n"
                         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'console'))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

@@ -21,7 +21,7 @@ from tests.console_support import login
 from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from tests.pgbouncer import pgbouncer, via
 from worker import JobSpec, enqueue, enqueue_many
-from worker.db import connect, listen_url
+from worker.store.db import connect, listen_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -68,7 +68,7 @@ def test_without_turning_prepared_statements_off_a_pooled_client_fails(pooled_ur
 
 
 def test_runtime_connections_through_the_pooler_hold_no_session_state(pooled_url, clean_db):
-    with connect(pooled_url) as conn:  # worker.db.connect: prepare_threshold=None pooled
+    with connect(pooled_url) as conn:  # worker.store.db.connect: prepare_threshold=None pooled
         assert conn.prepare_threshold is None
     ids = enqueue_while_another_client_holds_a_server(pooled_url, prepare_threshold=None)
     with psycopg.connect(clean_db) as direct:

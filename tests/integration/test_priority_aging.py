@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from tests.helpers import scalar, wait_for
 from tests.integration.test_claim_race import start_worker
 from worker import JobSpec, enqueue, enqueue_many
-from worker.queries import Q
+from worker.store.queries import Q
 
 #: Seconds of waiting worth one priority level: the step of jobwarden_claim_rank.
 AGING = 10.0

@@ -8,7 +8,7 @@ import pytest
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from tests.integration.test_cli import jobwarden
 from worker import Registry, enqueue, job
-from worker.operations import pause_queue, queue_controls, resume_queue
+from worker.ops.operations import pause_queue, queue_controls, resume_queue
 
 
 def mail_and_pdf() -> Registry:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from worker import Registry, job
-from worker.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
+from worker.ops.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

@@ -15,9 +15,9 @@ import json
 import pytest
 
 from worker import Registry, RetryPolicy, enqueue, job
-from worker.producer import claim
-from worker.queries import Q
-from worker.recovery import recover_stale_running
+from worker.duties.recovery import recover_stale_running
+from worker.engine.producer import claim
+from worker.store.queries import Q
 
 #: The lease's end relative to the database's now(), and whether recovery may take it.
 LEASE_ENDS = {"in half a second": ("0.5 seconds", False),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from console.sample_data import insert_job
 from tests.helpers import job_row
-from worker import operations
-from worker.queries import Q
+from worker.ops import operations
+from worker.store.queries import Q
 
 
 def jobs(engine, *statuses):

@@ -12,8 +12,8 @@ import pytest
 
 from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from worker import JobSpec, enqueue_many
-from worker.operations import skip_job
-from worker.retention import DAY, DEFAULT_AGES, RetentionPolicy, prune, run_once
+from worker.duties.retention import DAY, DEFAULT_AGES, RetentionPolicy, prune, run_once
+from worker.ops.operations import skip_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

@@ -115,9 +115,9 @@ def test_the_real_worker_keeps_the_rollups_exact(reg, conn, clean_db):
 
 def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clean_db):
     """Both move a job from running to pending; only the recorded outcome tells them apart."""
-    from worker.producer import claim
-    from worker.queries import Q, batch_params
-    from worker.recovery import recover_stale_running
+    from worker.duties.recovery import recover_stale_running
+    from worker.engine.producer import claim
+    from worker.store.queries import Q, batch_params
 
     reg = Registry()
 

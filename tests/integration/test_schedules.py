@@ -16,9 +16,10 @@ import psycopg
 import pytest
 
 from tests.helpers import scalar, start_process, stop_processes, wait_for
-from worker import Registry, job, operations
-from worker.job_types import publish_job_types
-from worker.scheduler import publish, run_once
+from worker import Registry, job
+from worker.duties.scheduler import publish, run_once
+from worker.jobs.job_types import publish_job_types
+from worker.ops import operations
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 T0 = datetime(2026, 3, 28, 22, 2, 30, tzinfo=UTC)  # the night before Berlin's DST start

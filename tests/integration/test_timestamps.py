@@ -12,8 +12,8 @@ import pytest
 from console import sample_data
 from tests.console_support import login
 from worker import Registry, job
-from worker.job_types import publish_job_types
-from worker.scheduler import publish
+from worker.duties.scheduler import publish
+from worker.jobs.job_types import publish_job_types
 
 #: What the `when` filter renders.
 WHEN = re.compile(r'<time datetime="(\d{4}-\d\d-\d\dT[^"]+)">'

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import executions, job_row, running_worker, wait_for
 from worker import PermanentError, RetryableError, RetryPolicy, SkipJob, enqueue, job
-from worker.sanitize import MAX_TRACEBACK_CHARS, describe_traceback
+from worker.core.sanitize import MAX_TRACEBACK_CHARS, describe_traceback
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 

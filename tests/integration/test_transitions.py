@@ -3,7 +3,7 @@
 For each way an execution ends — a handler's outcome written by finish_executions, a
 graceful hand-back, a lost worker's recovery — with attempts left and without, and with
 a cancel requested: the job's status, attempts and code, the execution's recorded
-outcome, and the rollups' count are what worker/transitions.py says. A rebuild of the
+outcome, and the rollups' count are what worker/core/transitions.py says. A rebuild of the
 rollups from those records then gives what the trigger counted live.
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 import pytest
 
 from worker import Registry, RetryPolicy, enqueue, job
-from worker.completer import Completion, write_batch
-from worker.producer import ClaimedJob, claim
-from worker.queries import Q, batch_params
-from worker.recovery import recover_stale_running
-from worker.runner import Outcome, ended, retry_or_fail
-from worker.states import ExecutionOutcome as O
-from worker.states import JobStatus as S
-from worker.transitions import TRANSITIONS, lost, next_status, rollup_outcome
+from worker.core.states import ExecutionOutcome as O
+from worker.core.states import JobStatus as S
+from worker.core.transitions import TRANSITIONS, lost, next_status, rollup_outcome
+from worker.duties.recovery import recover_stale_running
+from worker.engine.completer import Completion, write_batch
+from worker.engine.producer import ClaimedJob, claim
+from worker.engine.runner import Outcome, ended, retry_or_fail
+from worker.store.queries import Q, batch_params
 
 LATER = RetryPolicy(base=3600, cap=3600, jitter=0)
 

@@ -31,7 +31,7 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 def render() -> str:
     """The section: one heading and --help block per command, as `jobwarden` prints them."""
-    from worker.cli import build_parser
+    from worker.cli.commands import build_parser
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: fix the width

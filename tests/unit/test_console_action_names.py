@@ -1,4 +1,4 @@
-"""The operator actions' names have one list, worker.operations': the console derives its
+"""The operator actions' names have one list, worker.ops.operations': the console derives its
 choices from it instead of repeating the names (a new action appears everywhere at once)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from console.schema import SELECTION_ACTIONS
-from worker import operations
+from worker.ops import operations
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(operations.AUDITED_ACTIONS)

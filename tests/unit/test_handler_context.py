@@ -1,6 +1,6 @@
 """What a handler sees of its execution is the documented handler API, nothing more; the
 worker's controls (pending progress, the business transaction, cancel and lease flags)
-live in ExecutionControl, and only worker/context.py reaches into the handler's context."""
+live in ExecutionControl, and only worker/engine/context.py reaches into the handler's context."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import ast
 import uuid
 from pathlib import Path
 
-from worker import context as context_module
-from worker.context import HANDLER_API, ExecutionControl
+from worker.engine import context as context_module
+from worker.engine.context import HANDLER_API, ExecutionControl
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@
 import pytest
 
 from console.security import _REQUEST_ID
-from worker.registry import check_name
+from worker.jobs.registry import check_name
 
 
 @pytest.mark.parametrize("name", ["emails", "a.b:c-d_1", "x" * 200])

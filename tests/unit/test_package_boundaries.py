@@ -1,4 +1,6 @@
-"""The runtime (worker/) never imports the console: an application can run jobs without it."""
+"""The runtime's import rules (docs/architecture.md §1): worker/ never imports the console
+(an application can run jobs without it); its sub-packages are layers, each importing only
+the layers below it; no import circles; an import inside a function says why."""
 
 from __future__ import annotations
 
@@ -7,7 +9,49 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.unit import import_rules
+from tests.unit.import_rules import circles
+
 ROOT = Path(__file__).resolve().parents[2]
+
+#: The runtime's layers, lowest first: a module imports only modules of its own layer or
+#: of a lower one. duties and ops share a rank and never import each other. The front
+#: door (`worker`, the public API) sits above the engine; demo_jobs is an application of it.
+LAYERS = {
+    "worker.core": 0,
+    "worker.store": 1,
+    "worker.jobs": 2,
+    "worker.engine": 3,
+    "worker.duties": 4,
+    "worker.ops": 4,
+    "worker": 5,
+    "worker.process": 5,
+    "worker.demo_jobs": 6,
+    "worker.cli": 6,
+}
+
+
+def layer_of(module: str) -> str:
+    """The layer a module belongs to: the longest entry of LAYERS it falls under."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return ".".join(parts[:n])
+    raise AssertionError(f"{module} is in no layer of LAYERS")
+
+
+def against_the_layers(edges: dict[str, set[str]]) -> list[str]:
+    """Every import that runs against the layers, as 'importer -> imported'."""
+    wrong = []
+    for importer, targets in sorted(edges.items()):
+        here = layer_of(importer)
+        for target in sorted(targets):
+            there = layer_of(target)
+            if here == there:
+                continue
+            if LAYERS[there] >= LAYERS[here]:
+                wrong.append(f"{importer} -> {target}")
+    return wrong
 
 
 def console_imports(path: Path) -> list[str]:
@@ -45,8 +89,8 @@ def test_the_scan_sees_every_form_of_import(tmp_path):
 
 
 def test_importing_every_runtime_module_leaves_the_console_unloaded():
-    names = sorted("worker." + p.stem for p in (ROOT / "worker").glob("*.py")
-                   if p.stem not in ("__init__", "__main__"))
+    names = sorted(name for name in import_rules.known_modules("worker")
+                   if not name.endswith("__main__"))
     code = (f"import sys\nfor n in {names!r}: __import__(n)\n"
             "print(sorted(m for m in sys.modules if m == 'console' or m.startswith('console.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -56,7 +100,7 @@ def test_importing_every_runtime_module_leaves_the_console_unloaded():
 
 
 def _console_loaded_after_parsing(argv: list[str]) -> bool:
-    code = ("import sys\nfrom worker import cli\n"
+    code = ("import sys\nfrom worker.cli import commands as cli\n"
             f"argv = {argv!r}\n"
             "cli.build_parser(contributed=not cli._runtime_command(argv)).parse_args(argv)\n"
             "print('console' in sys.modules)")
@@ -73,3 +117,40 @@ def test_a_worker_command_line_never_loads_the_console():
 
 def test_the_console_commands_still_parse_through_the_same_entry_point():
     assert _console_loaded_after_parsing(["user", "add", "alice", "--role", "viewer"])
+
+
+def test_every_runtime_module_is_in_a_layer():
+    modules = import_rules.known_modules("worker")
+    assert len(modules) > 30  # the scan really looked at the runtime
+    for name in modules:
+        layer_of(name)
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    """Annotations count too: a layer that names another's types depends on it."""
+    assert against_the_layers(import_rules.graph("worker", type_checking=True)) == []
+
+
+def test_the_layer_check_sees_an_import_that_runs_upwards():
+    edges = {"worker.core.states": {"worker.engine.runner"},
+             "worker.duties.recovery": {"worker.ops.operations"},
+             "worker.engine.runner": {"worker.core.states", "worker.engine.context"}}
+    assert against_the_layers(edges) == ["worker.core.states -> worker.engine.runner",
+                                         "worker.duties.recovery -> worker.ops.operations"]
+
+
+def test_the_runtime_imports_itself_by_absolute_name():
+    """`from .x import` would hide a module's layer from a reader (and from this scan)."""
+    relative = [f"{name}:{line}" for name, path in import_rules.known_modules("worker").items()
+                for line, target, _nested in import_rules.imports(
+                    path.read_text(), set(), "worker") if target.startswith(".")]
+    assert relative == []
+
+
+def test_there_is_no_import_circle_inside_the_runtime():
+    assert circles(import_rules.graph("worker", type_checking=True)) == []
+
+
+def test_a_runtime_import_inside_a_function_says_why():
+    assert import_rules.silent_function_imports("worker") == []
+

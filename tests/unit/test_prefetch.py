@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from worker.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
+from worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
 
 
 def producer(*, seconds, running=0, waiting=0, concurrency=10, buffer_size=400):

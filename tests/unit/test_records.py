@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from worker.completer import Completion
-from worker.runner import Outcome
-from worker.states import ExecutionOutcome, JobStatus
+from worker.core.states import ExecutionOutcome, JobStatus
+from worker.engine.completer import Completion
+from worker.engine.runner import Outcome
 
 
 def test_a_completion_cannot_be_built_by_position():

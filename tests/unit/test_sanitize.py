@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from worker.sanitize import (
+from worker.core.sanitize import (
     MAX_ERROR_CODE_CHARS,
     REDACTED,
     RedactingFilter,
@@ -102,7 +102,7 @@ MUST_REDACT = [
     ('{"otp": "987654"}', "987654"),
     ("DECLINED_ghp_1234567890abcdefghijABCDEFGHIJ", "ghp_1234567890abcdefghijABCDEFGHIJ"),
     ("key_AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
-    # Shapes from gitleaks' and detect-secrets' rule sets (see worker/sanitize.py).
+    # Shapes from gitleaks' and detect-secrets' rule sets (see worker/core/sanitize.py).
     (f"clone with {GITHUB_PAT} failed", GITHUB_PAT[11:]),
     ("post to https://hooks.slack.com/services/T024BE7LD/B01ABCDEF12/4q8YtEXAMPLEabcdEFGH1234"
      " failed", "4q8YtEXAMPLEabcdEFGH1234"),

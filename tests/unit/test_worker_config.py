@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from worker.config import WorkerConfig
+from worker.engine.config import WorkerConfig
+from worker.engine.producer import ClaimSpec, ProducerSettings
+from worker.jobs.registry import Registry, job
 from worker.process import WorkerProcess
-from worker.producer import ClaimSpec, ProducerSettings
-from worker.registry import Registry, job
 
 URL = "postgresql://nobody@127.0.0.1:1/none"
 

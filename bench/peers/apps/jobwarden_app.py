@@ -10,7 +10,7 @@ import psycopg
 
 from bench.peers.apps.common import SLEEP_SECONDS, database_url, driver, write_stamp
 from worker import job
-from worker.enqueue import JobSpec, enqueue_many
+from worker.jobs.enqueue import JobSpec, enqueue_many
 
 
 @job("bench_noop", lease=30)

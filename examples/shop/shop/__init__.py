@@ -15,7 +15,7 @@ from flask_wtf.csrf import CSRFProtect
 from console import Console
 from shop import admin, providers, store
 from shop.models import db
-from worker.db import database_url, sqlalchemy_url
+from worker.store.db import database_url, sqlalchemy_url
 
 csrf = CSRFProtect()
 

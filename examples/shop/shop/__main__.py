@@ -17,7 +17,7 @@ from pathlib import Path
 
 from werkzeug.serving import make_server
 
-from worker.db import database_url, migrate
+from worker.store.db import database_url, migrate
 
 STAFF_USER, STAFF_PASSWORD = "admin", "shop-admin"
 

@@ -21,7 +21,7 @@ from worker import (
     SkipJob,
     job,
 )
-from worker.db import connect
+from worker.store.db import connect
 
 
 class OrderRef(BaseModel):

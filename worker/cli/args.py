@@ -1,0 +1,168 @@
+"""Argument types for the `jobwarden` command line: argparse `type=` functions.
+
+Each turns one command-line string into a checked value or raises ArgumentTypeError, so a
+bad argument is one clear `error: argument --delay: …` line (exit status 2) before any
+connection is opened, wherever the command that takes it is defined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from worker.core.errors import EnqueueError
+from worker.core.policy import parse_duration
+from worker.engine.lanes import MAX_SLOTS, parse_queues
+from worker.jobs.job_spec import (
+    INT32,
+    MAX_ATTEMPTS,
+    MAX_DELAY_SECONDS,
+    MAX_KEY_CHARS,
+    check_payload,
+)
+
+BIGINT = 2**63 - 1
+Bad = argparse.ArgumentTypeError
+
+
+def integer(low: int, high: int) -> Callable[[str], int]:
+    """An integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise Bad(f"{_shown(text)} is not a whole number") from None
+        if not low <= value <= high:
+            raise Bad(f"{_shown(text)} is not between {low} and {high}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in some messages
+    return parse
+
+
+def number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:
+    """A finite number from `low` (excluded when `above_low`) to `high`. float() alone
+    would take "-5", "nan" and "inf", which no interval or wait can mean."""
+    within = (f"more than {low:g} and at most {high:g}" if above_low
+              else f"between {low:g} and {high:g}")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise Bad(f"{_shown(text)} is not a number") from None
+        if not (math.isfinite(value) and low <= value <= high) or (above_low and value == low):
+            raise Bad(f"{_shown(text)} is not {within}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+#: A job id (a positive bigint).
+job_id = integer(1, BIGINT)
+#: A TCP port to listen on (0: any free port).
+port = integer(0, 65535)
+priority = integer(-INT32 - 1, INT32)
+max_attempts = integer(1, MAX_ATTEMPTS)
+concurrency = integer(1, MAX_SLOTS)
+#: Worker tuning: jobs per claim, outcomes per flush, claimed jobs waiting for a slot,
+#: abandoned handler threads tolerated.
+batch = integer(1, 10_000)
+buffer = integer(0, 100_000)
+abandoned = integer(0, 10_000)
+#: Seconds a worker waits (grace periods: 0 is allowed, meaning no wait).
+wait_seconds = number(0, 86_400)
+#: Seconds between polls: more than zero, or the worker would spin.
+poll_seconds = number(0, 3_600, above_low=True)
+#: Milliseconds an outcome may wait for its batch (0: flush at once; at most an hour, so
+#: a test or a drill may hold outcomes back for minutes).
+flush_ms = number(0, 3_600_000)
+list_limit = integer(1, 10_000)
+
+
+def duration(minimum: float = 0.0, maximum: float = MAX_DELAY_SECONDS,
+             allow_zero: bool = True) -> Callable[[str], float]:
+    """Seconds from `30`, `30s`, `5m`, `2h` or `7d`, within bounds."""
+
+    def parse(text: str) -> float:
+        seconds = parse_duration(text)
+        if seconds is None:
+            raise Bad(f"{_shown(text)} is not a duration: use e.g. 30, 30s, 5m, 2h or 7d")
+        if seconds < minimum or seconds > maximum or (seconds == 0 and not allow_zero):
+            raise Bad(f"{_shown(text)} is out of range (at most {maximum:g} seconds"
+                      f"{'' if allow_zero else ', more than 0'})")
+        return seconds
+
+    parse.__name__ = "duration"
+    return parse
+
+
+#: A delay before a job may run (0 to ten years).
+delay = duration()
+#: An age or staleness threshold: more than zero.
+age = duration(allow_zero=False)
+
+
+def with_unit(parse: Callable[[str], float]) -> Callable[[str], float]:
+    """`parse`, refusing a bare number: where a mistake deletes data, `3` must not quietly
+    mean 3 seconds to someone who meant 3 days."""
+
+    def checked(text: str) -> float:
+        try:
+            float(text)
+        except ValueError:
+            return parse(text)
+        raise Bad(f"{_shown(text)} needs a unit: e.g. 7d, 12h, 30m or 90s")
+
+    checked.__name__ = "duration"
+    return checked
+
+
+#: The age past which `prune` deletes finished jobs: with a unit.
+prune_age = with_unit(age)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """A JSON object that enqueue would accept (depth, keys and text checked)."""
+    try:
+        value: dict[str, Any] = json.loads(text)  # an object, or check_payload says not
+    except json.JSONDecodeError as exc:
+        raise Bad(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise Bad("nested far too deeply") from None
+    try:
+        check_payload(value)
+    except EnqueueError as exc:
+        raise Bad(str(exc)) from None
+    return value
+
+
+def queue_spec(text: str) -> str:
+    """`--queues`: `name=N` entries and plain names, checked as the worker reads them
+    (worker/engine/lanes.py); the plain names' slots come from --concurrency, checked apart."""
+    try:
+        parse_queues(text, concurrency=1)
+    except ValueError as exc:
+        raise Bad(str(exc)) from None
+    return text
+
+
+def key(text: str) -> str:
+    """An idempotency or concurrency key: valid Unicode text of at most MAX_KEY_CHARS."""
+    if any("\udc80" <= c <= "\udcff" for c in text):
+        # Undecodable bytes in argv arrive as lone surrogates (surrogateescape).
+        raise Bad("contains bytes that are not valid text in this locale's encoding")
+    if not 0 < len(text) <= MAX_KEY_CHARS:
+        raise Bad(f"needs 1-{MAX_KEY_CHARS} characters, not {len(text)}")
+    return text
+
+
+def _shown(text: str) -> str:
+    """The argument as given, escaped and cut short, for an error message."""
+    shown = text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return repr(shown if len(shown) <= 40 else shown[:37] + "...")

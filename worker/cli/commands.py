@@ -1,0 +1,473 @@
+"""The `jobwarden` command line: the runtime's commands (docs/architecture.md §7)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+from importlib.metadata import entry_points
+
+import psycopg
+
+from worker.cli import args as A
+from worker.core.errors import EnqueueError
+from worker.core.logs import FORMATS, configure
+from worker.core.states import JobStatus
+from worker.core.terminal import printable
+from worker.duties.recovery import mark_gone_workers, recover_stale_running
+from worker.duties.retention import count_prunable, prune
+from worker.engine.config import (
+    DEFAULT_BUFFER_SIZE,
+    DEFAULT_CLAIM_BATCH,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_FLUSH_BATCH,
+    DEFAULT_FLUSH_INTERVAL,
+    WorkerConfig,
+)
+from worker.jobs.enqueue import enqueue
+from worker.jobs.registry import registry
+from worker.ops.operations import (
+    JOB_ACTIONS,
+    ActionResult,
+    pause_queue,
+    queue_controls,
+    resume_queue,
+    set_all_queues,
+)
+from worker.ops.reconcile import reconcilable_types, reconcile
+from worker.process import WorkerProcess
+from worker.store.db import connect, migrate
+from worker.store.embedded import stop_embedded
+from worker.store.queries import Q
+
+
+def load_app(module: str) -> None:
+    """Import the module that registers the job handlers (from the cwd or PYTHONPATH)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise SystemExit(f"jobwarden: cannot import app module {module!r}: {exc}") from exc
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    migrate()
+    print("database migrated to head")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    load_app(args.app)
+    try:
+        config = WorkerConfig(queues=args.queues, concurrency=args.concurrency,
+                              grace=args.grace, poll_interval=args.poll_interval,
+                              timeout_grace=args.timeout_grace,
+                              max_abandoned=args.max_abandoned, restart_on_abandon=True,
+                              claim_batch=args.claim_batch, buffer_size=args.buffer,
+                              flush_batch=args.flush_batch,
+                              flush_interval=args.flush_interval / 1000)
+        worker = WorkerProcess(registry, config)
+    except ValueError as exc:
+        raise SystemExit(f"jobwarden worker: {exc}") from None
+    return worker.run()
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    payload = args.payload  # parsed and checked by cli_args.json_object
+    if args.app:
+        load_app(args.app)
+    try:
+        with connect() as conn:
+            job_id = enqueue(conn, args.type, payload, queue=args.queue,
+                             delay=args.delay, priority=args.priority,
+                             idempotency_key=args.idempotency_key,
+                             max_attempts=args.max_attempts)
+    except EnqueueError as exc:
+        print(f"jobwarden enqueue: {printable(exc)}", file=sys.stderr)
+        return 2
+    print(job_id)
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    if args.app:
+        load_app(args.app)
+    with connect() as conn:
+        counts = recover_stale_running(conn, registry)
+        gone = mark_gone_workers(conn, stale_after=args.worker_stale_after)
+    print(json.dumps({"recovered": counts, "workers_gone": gone}))
+    return 0
+
+
+RECONCILE_ACTIONS = {"completed": "mark_completed", "failed": "mark_failed",
+                     "retry": "retry", "skip": "skip"}
+
+
+def _actor(args: argparse.Namespace) -> str:
+    return args.actor or f"cli:{os.environ.get('USER') or 'unknown'}"
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    if args.auto:
+        return _reconcile_auto(args)
+    if args.job is not None:
+        if not args.mark or not args.reason:
+            print("jobwarden reconcile: give --as and --reason with a job id", file=sys.stderr)
+            return 2
+        with connect() as conn:
+            result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
+                conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
+                **({"expected_status": "unknown"} if args.mark in ("retry", "skip") else {}))
+        print(printable(result.message))
+        return 0 if result.ok else 1
+    with connect() as conn:
+        rows = conn.execute(Q.unknown_jobs, {"limit": args.limit}).fetchall()
+    if not rows:
+        print("no jobs need reconciliation")
+        return 0
+    print(f"{len(rows)} job(s) in 'unknown' — check the external system, then retry or skip "
+          "each from the console (Needs review) or with `jobwarden reconcile ID --as "
+          "completed|failed|retry|skip --reason ...`:")
+    for id_, type_, queue, attempts, code, error, worker_id, hb in rows:
+        p = printable
+        print(f"  #{id_} {p(type_)} queue={p(queue)} attempts={attempts} worker={p(worker_id)} "
+              f"last heartbeat={hb} {p(code)}: {p(error)}")
+    return 0
+
+
+def _reconcile_auto(args: argparse.Namespace) -> int:
+    if not args.app:
+        print("jobwarden reconcile --auto: give --app, the module whose job types declare "
+              "reconcilers", file=sys.stderr)
+        return 2
+    load_app(args.app)
+    if not reconcilable_types(registry):
+        print(f"jobwarden reconcile --auto: no job type in {args.app} declares a reconciler",
+              file=sys.stderr)
+        return 2
+    with connect() as conn:
+        verdicts = reconcile(conn, registry, actor=_actor(args), job_id=args.job,
+                             limit=args.limit)
+    print(f"reconciled: {len(verdicts['done'])} done (marked completed), "
+          f"{len(verdicts['not_done'])} not done (retried), "
+          f"{len(verdicts['unknown'])} still unknown")
+    return 0
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    with connect() as conn:
+        if args.queue_command == "list":
+            controls = queue_controls(conn)
+            if not controls:
+                print("no queue has been paused")
+            for name, row in controls.items():
+                state = "paused" if row["paused"] else "active"
+                print(f"{printable(name):<20} {state:<7} by {printable(row['changed_by'])} "
+                      f"at {row['changed_at']:%F %T}")
+            return 0
+        if args.all == bool(args.name):
+            print(f"jobwarden queue {args.queue_command}: give a queue name or --all",
+                  file=sys.stderr)
+            return 2
+        try:
+            if args.all:
+                results = set_all_queues(conn, args.queue_command, actor=_actor(args),
+                                         role="admin", reason=args.reason)
+            else:
+                results = [_queue_action(conn, args)]
+        except ValueError as exc:
+            print(f"jobwarden queue: {printable(exc)}", file=sys.stderr)
+            return 2
+    for result in results:
+        print(printable(result.message))
+    if args.all:
+        changed = sum(r.ok for r in results)
+        print(f"{changed} queue(s) {args.queue_command}d, {len(results) - changed} unchanged")
+        return 0
+    return 0 if results[0].ok else 1
+
+
+def _queue_action(conn: psycopg.Connection, args: argparse.Namespace) -> ActionResult:
+    """`jobwarden queue pause|resume NAME`: one queue's action."""
+    if args.queue_command == "pause":
+        return pause_queue(conn, args.name, actor=_actor(args), role="admin",
+                           reason=args.reason, new=args.new)
+    return resume_queue(conn, args.name, actor=_actor(args), role="admin", reason=args.reason)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    statuses = ["completed", "skipped", "cancelled"] + (["failed"] if args.include_failed else [])
+    age = _age_text(args.older_than)
+    with connect() as conn:
+        counted_at = time.monotonic()
+        counts = count_prunable(conn, statuses, args.older_than)
+        conn.rollback()  # no transaction stays open while the operator decides
+        total = sum(counts.values())
+        print(f"finished more than {age} ago: "
+              + ", ".join(f"{status}={n}" for status, n in counts.items()), flush=True)
+        if not total:
+            print("nothing to prune")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print("jobwarden prune: deleting needs confirmation and standard input is "
+                      "not a terminal: pass --yes to delete them", file=sys.stderr)
+                return 2
+            try:
+                answer = input(f"delete these {total} job(s)? [y/N] ")
+            except EOFError:
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing deleted")
+                return 1
+        # The cutoff the operator saw, not one that moved on while they decided.
+        deleted = prune(conn, statuses, args.older_than + time.monotonic() - counted_at)
+        print(f"pruned {sum(deleted.values())} job(s) in {statuses} older than {age}")
+    return 0
+
+
+def _age_text(seconds: float) -> str:
+    """7d, 12h, 30m or 90s: an age as an operator would write it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with connect() as conn:
+        rows = conn.execute(Q.stats_by_status).fetchall()
+        ages = conn.execute(Q.oldest_pending_age).fetchall()
+    totals: dict[str, int] = {}
+    for status, _q, _t, n in rows:
+        totals[status] = totals.get(status, 0) + n
+    if args.json:
+        print(json.dumps({
+            "by_status": totals,
+            "by_status_queue_type": [dict(status=s, queue=q, type=t, count=n)
+                                     for s, q, t, n in rows],
+            "oldest_pending_age_seconds": {q: float(a) for q, a, _n in ages},
+        }))
+        return 0
+    print("status      count")
+    for status in JobStatus:
+        print(f"{status:<11} {totals.get(status, 0)}")
+    print("\nstatus      queue        type                 count")
+    for status, queue, type_, n in rows:
+        print(f"{status:<11} {printable(queue):<12} {printable(type_):<20} {n}")
+    print("\noldest runnable pending job per queue:")
+    if not ages:
+        print("  none: no job is waiting to run")
+    for queue, age, n in ages:
+        print(f"  {printable(queue)}: {float(age):.1f}s ({n} runnable)")
+    return 0
+
+
+def cmd_embedded_stop(args: argparse.Namespace) -> int:
+    print(stop_embedded())
+    return 0
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The `jobwarden` parser, which knows which sub-commands are the runtime's own."""
+
+    runtime_commands: frozenset[str] = frozenset()
+
+
+def build_parser(contributed: bool = True) -> CommandParser:
+    """The command line; `contributed=False` leaves out other packages' sub-commands."""
+    p = CommandParser(
+        prog="jobwarden",
+        description="Jobwarden: PostgreSQL background jobs with an operations console. "
+                    "DATABASE_URL selects the database; without it, an embedded PostgreSQL "
+                    "under JOBWARDEN_HOME (default ./.jobwarden) is used.")
+    p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
+                   help="DEBUG, INFO, WARNING… (default INFO; WARNING for the demo)")
+    p.add_argument("--log-format", choices=FORMATS,
+                   default=os.environ.get("JOBWARDEN_LOG_FORMAT") or "text",
+                   help="text (default) or json: one JSON object per line with a stable "
+                        "`action` per lifecycle event")
+    # The sub-commands' parsers stay plain ArgumentParsers (only the top one knows them).
+    sub = p.add_subparsers(dest="command", required=True,
+                           parser_class=argparse.ArgumentParser)
+
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
+
+    w = sub.add_parser("worker", help="run a worker process")
+    w.add_argument("--app", required=True, help="module that registers the job handlers")
+    w.add_argument("--queues", type=A.queue_spec, metavar="QUEUE[=N],...",
+                   help="the queues to serve: NAME=N gives a queue N slots of its own that "
+                        "no other queue takes; plain names (or *: every queue not given "
+                        "=N) share the --concurrency slots (default: every queue), e.g. "
+                        "email=4,reports=1,*")
+    w.add_argument("--concurrency", type=A.concurrency, default=DEFAULT_CONCURRENCY,
+                   help="handler threads shared by every queue, or by the plain --queues "
+                        f"names (default {DEFAULT_CONCURRENCY})")
+    w.add_argument("--grace", type=A.wait_seconds, default=30.0,
+                   help="seconds running jobs get to finish after SIGTERM")
+    w.add_argument("--poll-interval", type=A.poll_seconds, default=2.0,
+                   help="seconds between polls when no notification arrives")
+    w.add_argument("--timeout-grace", type=A.wait_seconds, default=5.0,
+                   help="seconds a timed-out handler gets to stop before it is abandoned "
+                        "(at most its own timeout; default 5)")
+    w.add_argument("--max-abandoned", type=A.abandoned, default=None,
+                   help="abandoned handler threads tolerated before the worker restarts "
+                        "itself (default: the slots of all lanes together)")
+    w.add_argument("--claim-batch", type=A.batch, default=DEFAULT_CLAIM_BATCH,
+                   help=f"most jobs one claim takes (default {DEFAULT_CLAIM_BATCH})")
+    w.add_argument("--buffer", type=A.buffer, default=DEFAULT_BUFFER_SIZE,
+                   help="most claimed jobs waiting for a free slot; fewer when jobs are "
+                        f"slow (about 0.1 s of work) (default {DEFAULT_BUFFER_SIZE})")
+    w.add_argument("--flush-batch", type=A.batch, default=DEFAULT_FLUSH_BATCH,
+                   help=f"most outcomes written per statement (default {DEFAULT_FLUSH_BATCH})")
+    w.add_argument("--flush-interval", type=A.flush_ms, default=DEFAULT_FLUSH_INTERVAL * 1000,
+                   help="milliseconds an outcome may wait for its batch "
+                        f"(default {DEFAULT_FLUSH_INTERVAL * 1000:g})")
+    w.set_defaults(fn=cmd_worker)
+
+    e = sub.add_parser("enqueue", help="enqueue one job")
+    e.add_argument("type")
+    e.add_argument("--payload", type=A.json_object, default={}, help="a JSON object")
+    e.add_argument("--queue")
+    e.add_argument("--delay", type=A.delay, help="e.g. 30, 30s, 5m")
+    e.add_argument("--priority", type=A.priority, default=0)
+    e.add_argument("--idempotency-key", type=A.key)
+    e.add_argument("--max-attempts", type=A.max_attempts)
+    e.add_argument("--app", help="module registering handlers, to validate typed payloads "
+                                 "(queue and attempts follow the published policy without it)")
+    e.set_defaults(fn=cmd_enqueue)
+
+    r = sub.add_parser("recover", help="one recovery pass over lost executions")
+    r.add_argument("--app", help="module registering handlers (for their retry policies)")
+    r.add_argument("--worker-stale-after", type=A.age, default=60.0,
+                   help="mark workers without a heartbeat for this long as gone")
+    r.set_defaults(fn=cmd_recover)
+
+    rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown, or settle one "
+                                          "after checking the external system (audited)")
+    rc.add_argument("job", nargs="?", type=A.job_id, help="the unknown job to settle")
+    rc.add_argument("--as", dest="mark", choices=sorted(RECONCILE_ACTIONS),
+                    help="completed/failed: what the external system shows; retry: run it "
+                         "again; skip: no longer needed")
+    rc.add_argument("--reason", help="what you checked (goes to the audit log)")
+    rc.add_argument("--actor", help="who (default: cli:$USER)")
+    rc.add_argument("--limit", type=A.list_limit, default=100)
+    rc.add_argument("--auto", action="store_true",
+                    help="run the reconcilers the job types of --app declare (audited)")
+    rc.add_argument("--app", help="with --auto: the module registering the handlers")
+    rc.set_defaults(fn=cmd_reconcile)
+
+    qp = sub.add_parser("queue", help="pause, resume and list queues (audited)")
+    qsub = qp.add_subparsers(dest="queue_command", required=True)
+    qsub.add_parser("list", help="queues that were paused or resumed").set_defaults(fn=cmd_queue)
+    for verb, text in (("pause", "stop claiming the queue's jobs (running ones finish)"),
+                       ("resume", "claim the queue's jobs again")):
+        q = qsub.add_parser(verb, help=text)
+        q.add_argument("name", nargs="?",
+                       help="a queue the database knows: one that a job (of any status), a "
+                            "published job type, a running worker's --queues or an earlier "
+                            "pause names; any other name is refused, as a likely typo")
+        q.add_argument("--all", action="store_true",
+                       help="every queue the database knows (e.g. after restoring a backup)")
+        if verb == "pause":
+            q.add_argument("--new", action="store_true",
+                           help="pause NAME even though nothing names it yet (e.g. before "
+                                "its job type is first deployed)")
+        q.add_argument("--reason", required=True, help="why (goes to the audit log)")
+        q.add_argument("--actor", help="who (default: cli:$USER)")
+        q.set_defaults(fn=cmd_queue)
+
+    pr = sub.add_parser("prune", help="delete old finished jobs (retention), after showing "
+                                      "how many of each status and asking")
+    pr.add_argument("--older-than", type=A.prune_age, default=7 * 86400.0,
+                    help="an age with its unit: 7d, 12h, 30m or 90s (a bare number is "
+                         "refused; default 7d)")
+    pr.add_argument("--include-failed", action="store_true")
+    pr.add_argument("--yes", action="store_true",
+                    help="delete without asking (needed when standard input is not a "
+                         "terminal, e.g. in cron)")
+    pr.set_defaults(fn=cmd_prune)
+
+    s = sub.add_parser("stats", help="counts by status, queue and type; oldest pending age")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_stats)
+
+    em = sub.add_parser("embedded", help="the embedded PostgreSQL under JOBWARDEN_HOME "
+                                         "(used when DATABASE_URL is not set)")
+    esub = em.add_subparsers(dest="embedded_command", required=True)
+    esub.add_parser("stop", help="stop it (it keeps running after every command, the demo "
+                                 "included, so the next one starts fast)"
+                    ).set_defaults(fn=cmd_embedded_stop)
+    p.runtime_commands = frozenset(sub.choices)
+    if contributed:
+        add_contributed_commands(sub)
+    return p
+
+
+#: Entry-point group through which other packages add sub-commands: each entry point is a
+#: function taking argparse's sub-parsers (the console adds `console`, `user`, `demo`).
+COMMANDS_GROUP = "jobwarden.commands"
+
+
+def add_contributed_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Let installed packages add their sub-commands, so the runtime never imports them."""
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            register = entry.load()
+        except ImportError as exc:  # e.g. the console's dependencies are not installed
+            logging.getLogger("jobwarden.cli").debug("skipping %s commands: %s", entry.name, exc)
+            continue
+        register(sub)
+
+
+def _runtime_command(argv: list[str]) -> bool:
+    """Whether argv runs one of the runtime's own commands. Those are parsed without the
+    contributed ones: loading the console's would import Flask and its web stack into
+    every worker process (about 20 MB more resident memory, for nothing)."""
+    top = argparse.ArgumentParser(add_help=False)
+    top.add_argument("--log-level")
+    top.add_argument("--log-format")
+    top.add_argument("command", nargs="?")
+    command = top.parse_known_args(argv)[0].command
+    return command in build_parser(contributed=False).runtime_commands
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(contributed=not _runtime_command(argv)).parse_args(argv)
+    # A command may choose a quieter default (the demo prints its own story).
+    try:
+        configure(args.log_level or getattr(args, "default_log_level", "INFO"), args.log_format)
+    except ValueError as exc:  # JOBWARDEN_LOG_FORMAT is not checked by argparse
+        print(f"jobwarden: {exc}", file=sys.stderr)
+        return 2
+    try:
+        code: int = args.fn(args)  # the sub-command's exit status
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clear one-line error, not a traceback, for operators
+        cause: BaseException | None = exc
+        # SQLAlchemy (under `migrate`'s Alembic), user_add and friends wrap the driver's
+        # error: the driver's own is the one that says what happened.
+        while cause is not None:
+            if isinstance(cause, psycopg.OperationalError):
+                # libpq adds a tab-indented hint on a line of its own: one line, for logs.
+                print(f"jobwarden: cannot reach the database: {' '.join(str(cause).split())}",
+                      file=sys.stderr)
+                return 1
+            if isinstance(cause, psycopg.errors.UndefinedTable):
+                print("jobwarden: the database has no Jobwarden tables yet: run "
+                      "`jobwarden migrate` first", file=sys.stderr)
+                return 1
+            cause = cause.__cause__
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

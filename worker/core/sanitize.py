@@ -1,0 +1,291 @@
+"""Redact secrets from anything we store or show: errors, payloads, log lines.
+
+The queue is persistent infrastructure that many people read, so an Authorization
+header, a token or a password in a URL must never reach `last_error`, the
+`job_executions` history or the console. Two nets: by key (a dict key or a
+`key=value` pair that names a secret) and by pattern (Bearer tokens, credentials in
+URLs, JWTs, PEM private keys, well-known API-key shapes). tests/unit/test_sanitize.py
+keeps the table of shapes that must, and must not, be redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import traceback
+from typing import Any, NamedTuple
+
+from pydantic import ValidationError
+
+from worker.core.errors import JobError
+
+REDACTED = "[REDACTED]"
+MAX_ERROR_CHARS = 2000
+#: An error code names a group of failures, not one of them (docs/security.md).
+MAX_ERROR_CODE_CHARS = 100
+MAX_TRACEBACK_CHARS = 8000
+
+# Keys that contain a secret-looking word but are not secrets.
+_SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "tokens_used"}
+
+# The rule set follows the two maintained references, adapted to text that is read by
+# people (a secret is replaced in place, its key and the text around it are kept):
+#   gitleaks v8.30.0-27-gb58d3f10, config/gitleaks.toml (token shapes: github-pat,
+#     github-fine-grained-pat, gitlab-pat, slack-*, slack-webhook-url, stripe-access-token,
+#     aws-access-token, gcp-api-key, openai-api-key, anthropic-api-key, npm-access-token,
+#     huggingface-access-token, jwt, private-key; generic-api-key's separators);
+#   Yelp/detect-secrets v1.5.0-50-g5e14193, detect_secrets/plugins/ (keyword.py's
+#     DENYLIST of key names, azure_storage_key.py, slack.py, discord.py).
+# Lengths are the references' lower bounds, kept open-ended so that a token cut short (or
+# a longer new generation of it) is still caught. Shapes in neither set are marked "ours".
+# tests/unit/test_sanitize.py holds the table of what must and must not be redacted.
+
+#: Names of secrets, in `key=value`, `"key": "value"`, `key => value`, `key%3Dvalue` forms.
+#: Long names also match at the end of a longer one (`db_password`, `clientSecret`,
+#: `AccountKey`); short ones only as a word of their own or after `_`, `-` or `.`
+#: (`card_cvv`, `x-auth`), so that `compass:`, `bypass:` or `oauth:` is no password.
+_LONG_WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|apikey|access[-_]?key|"
+               r"account[-_]?key|auth[-_]?key|client[-_]?key|service[-_]?key|private[-_]?key|"
+               r"priv[-_]?key|signature|session[-_]?id|credential|card[-_]?number")
+_SHORT_WORDS = r"pass|pwd|cvv|otp|sig|ssn|auth|iban"
+#: A dict key or log field that names a secret: a long name anywhere in it, a short one
+#: as a segment of its own (`card_cvv`, `x-auth`, `otpCode`; not `signal`, `compass`).
+_SECRET_KEY = re.compile(r"(?i)(?:" + _LONG_WORDS + r"|authorization|cookie|session[-_]?key)"
+                         r"|(?:^|[_.-])(?:" + _SHORT_WORDS + r")s?(?-i:(?![a-z]))")
+_SECRET_NAME = (r"(?:[\w.-]*(?:" + _LONG_WORDS + r")|(?:[\w.-]*[_.-])?(?:" + _SHORT_WORDS
+                + r"))s?\b")
+#: What separates a name from its value (gitleaks' generic-api-key: `=`, `:`, `=>`, `:=`;
+#: and the percent-encoded `%3D` / `%3A` of a URL inside a URL).
+_SEPARATOR = r"(?:=>|:=|==?|:|%3[aAdD])(?![=>])"  # never half of `=>` (idempotence)
+#: A value: JSON-escaped quotes, quotes, or a bare run that stops at a separator of its
+#: own (`&`, `%26`, `,`, `;`, space) and never ends with the `)` or `]` closing around it.
+_BARE = r"(?:(?!%26)[^\s&,;\"'}])"
+_VALUE = (r'(\\"(?:(?!\\").)*\\"|"[^"]*"|\'[^\']*\'|' + _BARE + r"*(?:(?!%26)[^\s&,;\"'})\]]))")
+_NOT_DONE = r"(?!\s*\[REDACTED\])"  # redacting twice changes nothing more
+
+
+class _Rule(NamedTuple):
+    pattern: re.Pattern[str]
+    replacement: str
+    #: Lower-case substrings at least one of which a match must contain: a rule whose
+    #: triggers are all absent is skipped (most text on a page holds none, and this keeps
+    #: rendering a 200-row page cheap). None: always applied (cheap, anchored rules).
+    triggers: tuple[str, ...] | None
+
+
+def _token(regex: str, *triggers: str) -> _Rule:
+    """A token with a recognisable shape, redacted whole; also when glued to a word by
+    `_` (an error code like DECLINED_ghp_…)."""
+    return _Rule(re.compile(r"(?<![A-Za-z0-9])" + regex), REDACTED, triggers)
+
+
+_RULES: list[_Rule] = [
+    # PEM private keys, whole block (or up to the end of the text when cut short).
+    _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                     r"(?:-----END [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
+          REDACTED, ("-----begin",)),
+    # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
+    _Rule(re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
+                     r"(\s*[:=]\s*)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
+          ("authorization", "cookie", "x-api-key")),
+    # Bearer credentials of any length; Basic and "token" ones long enough to be one.
+    _Rule(re.compile(r"(?i)\b(bearer)\s+" + _NOT_DONE + r"[A-Za-z0-9._~+/=-]+"),
+          rf"\1 {REDACTED}", ("bearer",)),
+    _Rule(re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}",
+          ("basic", "token")),
+    # user:password@ in URLs (also glued to a code: E_https://…). The password may hold
+    # '@' and '/': it ends at the first '@' that a host follows; a port (`:8443/`) is none.
+    _Rule(re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?!\d+(?:[/?#\s]|$))\S*?@"
+                     r"(?=[^\s/?#@]*(?:[/?#\s]|$))"), rf"\1:{REDACTED}@", ("://",)),
+    # Webhook URLs whose path is the credential: keep the host, drop the path.
+    _Rule(re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
+                     r"[A-Za-z0-9+/_-]{20,}"), rf"\1{REDACTED}", ("hooks.slack.com",)),
+    _Rule(re.compile(r"(?i)(discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/)[\w-]{20,}"),
+          rf"\1{REDACTED}", ("discord",)),  # ours
+    # name=value or "name": "value" where the name is a secret's (query strings, JSON,
+    # JSON inside a string, config dumps, logs).
+    _Rule(re.compile(r"(?i)((?<![\w.-])" + _SECRET_NAME + r'(?:\\?["\'])?\s*' + _SEPARATOR
+                     + r"\s*)" + _NOT_DONE + _VALUE),
+          rf"\1{REDACTED}",
+          ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
+           "card", "cvv", "otp", "sig", "ssn", "auth", "iban")),
+    # "password hunter2": a password word followed by a value that is not an ordinary
+    # word (one with a digit or a symbol beyond trailing punctuation).
+    _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|pwd)\s+" + _NOT_DONE
+                     + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\]]"),
+          rf"\1 {REDACTED}", ("pass", "pwd")),
+    # JSON Web Tokens.
+    _Rule(re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED,
+          ("eyj",)),
+    _token(r"(?:sk|rk|pk)_(?:live|test|prod)_[A-Za-z0-9]{8,}", "_live_", "_test_", "_prod_"),
+    _token(r"gh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _token(r"github_pat_\w{22,}", "github_pat_"),
+    _token(r"glpat-[\w-]{20,}", "glpat-"),
+    _token(r"xox[abeoprs]-[A-Za-z0-9-]{10,}", "xox"),
+    _token(r"xapp-\d-[A-Za-z0-9-]{10,}", "xapp-"),
+    _token(r"AIza[\w-]{35}(?![\w-])", "aiza"),
+    _token(r"ya29\.[\w-]{20,}", "ya29."),  # ours: Google OAuth access tokens
+    _token(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+           "a3t", "akia", "asia", "abia", "acca"),
+    _token(r"sk-(?:proj|svcacct|admin|ant-[a-z]+\d*)-[\w-]{20,}", "sk-"),
+    _token(r"sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", "t3blbkfj"),
+    _token(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", "npm_"),
+    _token(r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", "hf_"),
+    # Discord bot tokens (detect-secrets' discord.py): no prefix to trigger on.
+    _Rule(re.compile(r"(?<![\w-])[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27}(?![\w-])"), REDACTED,
+          None),
+    # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
+    # '+' (which hex digests, UUIDs and base64url tokens never have).
+    _Rule(re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
+                     r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
+                     r"(?![A-Za-z0-9/+=])"), REDACTED, None),
+]
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for r in _RULES if r.triggers
+                                   for t in r.triggers))
+_UNTRIGGERED = [r for r in _RULES if r.triggers is None]
+
+
+def is_secret_key(key: str) -> bool:
+    return key.lower() not in _SAFE_KEYS and bool(_SECRET_KEY.search(key))
+
+
+def redact(text: str) -> str:
+    """`text` with every secret shape replaced by [REDACTED].
+
+    The one redaction function: stored errors, payloads and their keys, everything the
+    console renders (a Jinja finalize hook), /metrics labels and log lines all pass
+    through it. Idempotent: redacting twice changes nothing more."""
+    text = str(text)
+    lowered = text.lower()
+    rules = _RULES if _ANY_TRIGGER.search(lowered) else _UNTRIGGERED  # the common case: none
+    for rule in rules:
+        if rule.triggers is None or any(t in lowered for t in rule.triggers):
+            text = rule.pattern.sub(rule.replacement, text)
+    return text
+
+
+def sanitize_text(text: str | None, max_chars: int = MAX_ERROR_CHARS) -> str | None:
+    """The text with secrets replaced by [REDACTED], truncated to max_chars."""
+    if text is None:
+        return None
+    text = redact(text)
+    if max_chars and len(text) > max_chars:
+        text = text[: max_chars - 20] + f"… [{len(text) - max_chars + 20} chars cut]"
+    return text
+
+
+def sanitize_error_code(code: str | None) -> str | None:
+    """An error code as it is stored and logged: secrets redacted (DECLINED_sk_live_… →
+    DECLINED_[REDACTED]), at most MAX_ERROR_CODE_CHARS characters.
+
+    A longer code keeps its start and ends in `…#` and 8 hex digits of a digest of the
+    whole redacted code: one long code always becomes the same stored code, so its
+    failures still group on /failed, two different ones stay apart, and none can make
+    that page megabytes long. Never refused: the failure is recorded whatever its code."""
+    if code is None:
+        return None
+    code = redact(code)
+    if len(code) <= MAX_ERROR_CODE_CHARS:
+        return code
+    digest = hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{code[:MAX_ERROR_CODE_CHARS - 10]}…#{digest}"
+
+
+def sanitize_payload(value: Any, _depth: int = 0) -> Any:
+    """A copy of a JSON value with secret keys' values and secret-looking strings redacted."""
+    if _depth > 50:
+        return REDACTED  # absurdly deep: don't recurse forever on hostile input
+    if isinstance(value, dict):
+        return {
+            (redact(k) if isinstance(k, str) else k):
+                (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
+                 else sanitize_payload(v, _depth + 1))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [sanitize_payload(v, _depth + 1) for v in value]
+    if isinstance(value, str):
+        return sanitize_text(value, max_chars=0)
+    return value
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`ExceptionType: message`, sanitized and truncated, for storage. A JobError's
+    code is stored in its own column, so only its message is kept here."""
+    if isinstance(exc, JobError):
+        return sanitize_text(exc.message or exc.code) or exc.code
+    message = str(exc)
+    name = type(exc).__name__
+    return sanitize_text(f"{name}: {message}" if message else name) or name
+
+
+def describe_traceback(exc: BaseException, max_chars: int = MAX_TRACEBACK_CHARS) -> str:
+    """The exception's traceback as Python prints it, secrets redacted, at most max_chars.
+
+    A long traceback keeps its first lines and, mostly, its last ones: the innermost
+    frames and the exception itself are what an operator needs.
+    """
+    text = sanitize_text("".join(traceback.format_exception(exc)), max_chars=0) or ""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 4
+    tail = max_chars - head - 40
+    return f"{text[:head]}\n… [{len(text) - head - tail} chars cut] …\n{text[-tail:]}"
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """A pydantic ValidationError as `field: problem; ...`, without the offending values
+    (they may be secrets), truncated."""
+    errors = exc.errors(include_url=False, include_input=False)
+    parts = [f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
+             for err in errors[:10]]
+    if len(errors) > 10:
+        parts.append(f"and {len(errors) - 10} more")
+    return sanitize_text("; ".join(parts)) or "invalid payload"
+
+
+#: The attributes every LogRecord has; anything else on a record came from `extra`.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "taskName"}
+
+
+def redact_value(value: Any, _depth: int = 0) -> Any:
+    """A copy of any value with secrets redacted: strings, and the keys and values of
+    dicts, lists, tuples and sets (by key as sanitize_payload does); others as they are."""
+    if isinstance(value, tuple | set | frozenset):
+        return [redact_value(v, _depth + 1) for v in value]
+    return sanitize_payload(value, _depth)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that passes each record's message, traceback, stack and every
+    field its `extra` added (nested values too) through redact().
+
+    `jobwarden worker` and `jobwarden console` install it on their log handlers; an
+    application embedding the worker adds it to its own: `handler.addFilter(
+    RedactingFilter())`. On a handler it covers every logger, the application's too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        for name, value in list(vars(record).items()):
+            if name not in _RECORD_ATTRIBUTES and value is not None \
+                    and not isinstance(value, bool | int | float):
+                # A field named like a secret (`token=…`) is redacted whole, as in payloads.
+                setattr(record, name, REDACTED if is_secret_key(name) and value != ""
+                        else redact_value(value))
+        return True
+
+
+def redact_log_handlers(logger: logging.Logger | None = None) -> None:
+    """Add a RedactingFilter to each handler of `logger` (the root logger by default)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

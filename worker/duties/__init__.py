@@ -1,0 +1,2 @@
+"""The periodic duties: recovery of lost jobs, schedules, retention
+(docs/architecture.md §1)."""

@@ -1,0 +1,69 @@
+"""Recovery of lost executions: `running` is only a lease.
+
+A job whose lease ran out without a heartbeat lost its worker (killed, OOM, frozen,
+cut off). It goes back to `pending` with backoff (WORKER_LOST, the attempt counted),
+to `failed` when its attempts are used up, or to `unknown` when its type declared
+itself unsafe to repeat (worker/core/transitions.py decides). Any number of workers may run
+this at once: rows are locked with SKIP LOCKED and the UPDATE re-checks staleness and
+the execution it saw, so a job that completed meanwhile is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from worker.core.errors import WORKER_LOST
+from worker.core.policy import DEFAULT_POLICY
+from worker.core.states import JobStatus
+from worker.core.transitions import lost
+from worker.jobs.registry import Registry
+from worker.store.queries import CallerConnection, Q
+
+log = logging.getLogger("jobwarden.recovery")
+
+
+def recover_pass(conn: CallerConnection, registry: Registry, *,
+                 stale_after: float) -> dict[str, int]:
+    """One pass, as each worker's heartbeat thread runs it every `recovery_interval`: every
+    worker's expired leases recovered, silent workers marked gone; counts by new status."""
+    counts = recover_stale_running(conn, registry)
+    mark_gone_workers(conn, stale_after=stale_after)
+    return counts
+
+
+def recover_stale_running(conn: CallerConnection, registry: Registry,
+                          limit: int = 500) -> dict[str, int]:
+    """One recovery pass in its own transaction; returns counts by new status."""
+    counts: dict[str, int] = {}
+    with conn.transaction():
+        stale = conn.execute(Q.lock_stale_running, {"limit": limit}).fetchall()
+        if not stale:
+            return counts
+        decided = []
+        for job_id, execution_id, type_name, attempts, max_attempts in stale:
+            job_type = registry.get(type_name)
+            status = lost(attempts, max_attempts,
+                          repeat_safe=job_type is None or job_type.repeat_safe)
+            delay = ((job_type.backoff if job_type else DEFAULT_POLICY).delay_for(attempts)
+                     if status is JobStatus.PENDING else 0.0)
+            decided.append({"id": job_id, "execution_id": str(execution_id),
+                            "status": status, "delay": delay})
+        for _job_id, status in conn.execute(
+                Q.recover_executions, {"rows": json.dumps(decided)}).fetchall():
+            counts[status] = counts.get(status, 0) + 1
+    if counts:
+        log.warning("recovered %d job(s) whose worker was lost: %s", sum(counts.values()), counts,
+                    extra={"action": "jobs_recovered", "error_code": WORKER_LOST, **counts})
+    return counts
+
+
+def mark_gone_workers(conn: CallerConnection, stale_after: float) -> list[str]:
+    """Mark workers whose own heartbeat is older than `stale_after` seconds as gone."""
+    with conn.transaction():
+        gone = [r[0] for r in conn.execute(Q.mark_gone_workers,
+                                           {"stale_after": stale_after}).fetchall()]
+    if gone:
+        log.warning("workers gone (no heartbeat for %ss): %s", stale_after, gone,
+                    extra={"action": "workers_gone", "count": len(gone)})
+    return gone

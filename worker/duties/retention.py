@@ -1,0 +1,119 @@
+"""Retention as a duty: workers delete old finished jobs in small batches.
+
+Completed jobs go after 14 days, skipped and cancelled after 30, failed after 90 (the
+dead letters stay longest); `JOBWARDEN_RETENTION` changes them (`completed=7d,failed=180d`,
+or `off`). Each batch is one short transaction that first takes a transaction-level
+advisory lock, so one worker at a time prunes and no lock outlives its batch; a batch
+deletes at most `batch` jobs with their executions (ON DELETE CASCADE) and their `done`
+effect-ledger entries. Audit rows stay, their job_id set NULL. A job's age runs from the
+moment it reached its current status (migration 0017). `jobwarden prune` is the one-off
+command: the same batches (`prune`), run until nothing is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+import psycopg
+
+from worker.core.policy import parse_duration
+from worker.store.queries import Q, one_row
+
+log = logging.getLogger("jobwarden.retention")
+
+DAY = 86400.0
+DEFAULT_AGES = {"completed": 14 * DAY, "skipped": 30 * DAY, "cancelled": 30 * DAY,
+                "failed": 90 * DAY}
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """How old a finished job of each status gets before retention deletes it."""
+
+    ages: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AGES))
+    batch: int = 500  # jobs per transaction: short enough never to hold locks for long
+    max_batches: int = 20  # per pass, so a huge backlog of old jobs is spread over passes
+
+    @classmethod
+    def parse(cls, text: str | None) -> RetentionPolicy | None:
+        """`completed=14d,failed=90d` over the defaults; `off` (or `none`) disables.
+
+        Raises ValueError naming the part it cannot read.
+        """
+        if text is None or not text.strip():
+            return cls()
+        if text.strip().lower() in ("off", "none"):
+            return None
+        ages = dict(DEFAULT_AGES)
+        for item in text.split(","):
+            status, _, value = item.partition("=")
+            status = status.strip()
+            if status not in DEFAULT_AGES:
+                raise ValueError(f"retention: unknown status {status!r} "
+                                 f"(use {', '.join(DEFAULT_AGES)})")
+            try:
+                seconds = parse_duration(value.strip())
+            except ValueError:
+                seconds = None
+            if not seconds or seconds <= 0:
+                raise ValueError(f"retention: {item.strip()!r} needs a positive age like 14d")
+            ages[status] = seconds
+        return cls(ages=ages)
+
+    @classmethod
+    def from_env(cls) -> RetentionPolicy | None:
+        return cls.parse(os.environ.get("JOBWARDEN_RETENTION"))
+
+
+def run_once(conn: psycopg.Connection, policy: RetentionPolicy) -> dict[str, int] | None:
+    """One retention pass; returns jobs deleted per status, or None when another worker
+    holds the retention lock. `conn`: a psycopg connection; commits after each batch."""
+    deleted = dict.fromkeys(policy.ages, 0)
+    effects = 0
+    for _ in range(policy.max_batches):
+        progressed = False
+        for status, age in policy.ages.items():
+            with conn.transaction():
+                if not one_row(conn.execute(Q.retention_try_lock))[0]:
+                    return None
+                jobs, gone_effects = one_row(conn.execute(Q.retention_delete_batch, {
+                    "status": status, "older_than": age, "batch": policy.batch}))
+            deleted[status] += jobs
+            effects += gone_effects
+            progressed = progressed or jobs == policy.batch
+        if not progressed:  # every status ran out of old jobs in this round
+            break
+    if any(deleted.values()):
+        log.info("retention deleted %s (and %d done ledger entries)", deleted, effects,
+                 extra={"action": "retention_pruned", "deleted": deleted, "effects": effects})
+    return deleted
+
+
+def count_prunable(conn: psycopg.Connection, statuses: list[str],
+                   older_than: float) -> dict[str, int]:
+    """How many jobs of each of `statuses` `prune` would delete now (0 for none)."""
+    counts = dict.fromkeys(statuses, 0)
+    rows = conn.execute(Q.retention_count, {"statuses": statuses, "older_than": older_than})
+    counts.update(dict(rows.fetchall()))
+    return counts
+
+
+def prune(conn: psycopg.Connection, statuses: list[str], older_than: float,
+          wait: float = 0.5) -> dict[str, int]:
+    """Delete every job of `statuses` that reached it more than `older_than` seconds ago,
+    in retention's batches (so its done ledger entries go too, and no lock is held long);
+    waits while a worker's retention pass holds the lock. Returns jobs deleted per status."""
+    policy = RetentionPolicy(ages=dict.fromkeys(statuses, older_than), max_batches=1)
+    deleted = dict.fromkeys(statuses, 0)
+    while True:
+        batch = run_once(conn, policy)
+        if batch is None:
+            time.sleep(wait)  # a worker's pass is under way; its batches are short
+            continue
+        for status, n in batch.items():
+            deleted[status] += n
+        if all(n < policy.batch for n in batch.values()):
+            return deleted

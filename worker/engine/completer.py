@@ -1,0 +1,276 @@
+"""The completer: writes outcomes in batches, each row still a compare-and-set.
+
+A handler's return frees its slot at once; its outcome waits here until the next flush,
+which comes `interval` seconds after the first outcome of a batch arrived or as soon as
+`batch_size` outcomes are waiting, whichever is first. One statement (finish_executions)
+then moves every job of the batch out of `running` and closes its `job_executions` row,
+each only where `(status = 'running', execution_id)` still matches: an execution that
+was recovered, cancelled or re-claimed meanwhile has its outcome refused, row by row.
+
+Outcomes waiting here are not durable. If the process dies before a flush, those jobs
+are still `running` under leases nobody renews, and recovery moves them on as lost
+executions (`worker_lost`), exactly as if the process had died inside the handlers. The
+heartbeat renews the leases of waiting outcomes, so a slow flush never loses one.
+
+A flush that fails on a database error is retried with backoff for max(3 × lease, 10 s);
+past that, recovery will have taken the jobs over and the write is moot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from worker.core.errors import OUTCOME_UNSTORABLE
+from worker.core.logs import execution_event
+from worker.core.sanitize import sanitize_error_code, sanitize_text
+from worker.core.states import ExecutionOutcome, JobStatus
+from worker.core.storable import storable_text
+from worker.store.db import DedicatedConnection
+from worker.store.event_totals import ZOMBIE_OUTCOME, count
+from worker.store.queries import CallerConnection, Q
+
+log = logging.getLogger("jobwarden.completer")
+
+DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+#: How PostgreSQL (or psycopg, before sending) refuses a value, as opposed to being away.
+STORE_REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError,
+                 UnicodeError, ValueError)
+
+
+@dataclass(slots=True, eq=False, kw_only=True)
+class Completion:
+    """One execution's outcome, waiting to be written. Built by keyword: its ids,
+    attempt and lease are all numbers, and a swap would write the wrong row."""
+
+    job_id: int
+    execution_id: UUID
+    type: str
+    attempt: int
+    lease: float
+    status: JobStatus
+    outcome: ExecutionOutcome
+    error_code: str | None = None
+    error: str | None = None
+    delay: float = 0.0
+    progress: str | None = None  # JSON text, as ExecutionControl.take_pending() gives it
+    checkpoint: str | None = None
+    traceback: str | None = None  # the handler's, already sanitized and capped
+    queue: str = ""
+    duration_ms: float | None = None  # how long the handler ran (None: it never started)
+
+    def __post_init__(self) -> None:
+        # Every outcome reaches the database and the log through a Completion: redact and
+        # cap what the handler raised here, once, for both.
+        self.error_code = storable_text(sanitize_error_code(self.error_code))
+        self.error = sanitize_text(self.error)
+
+    def row(self) -> dict[str, Any]:
+        """The outcome as one row of finish_executions (see finish_params)."""
+        return {"job_id": self.job_id, "execution_id": self.execution_id,
+                "status": self.status.value, "outcome": self.outcome.value,
+                "error_code": self.error_code, "error": self.error,
+                "delay": self.delay, "progress": self.progress,
+                "checkpoint": self.checkpoint, "traceback": self.traceback}
+
+    def event(self, action: str) -> dict[str, Any]:
+        """The `extra` of a log line about this outcome (worker/core/logs.py)."""
+        return execution_event(action, job_id=self.job_id, job_type=self.type,
+                               queue=self.queue, execution_id=self.execution_id,
+                               attempt=self.attempt, duration_ms=self.duration_ms,
+                               error_code=self.error_code)
+
+
+def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
+    concurrent batches lock rows in one order). progress and checkpoint are JSON text."""
+    rows = sorted(rows, key=lambda r: r["job_id"])
+    return {"job_ids": [r["job_id"] for r in rows],
+            "execution_ids": [r["execution_id"] for r in rows],
+            "statuses": [r["status"] for r in rows], "outcomes": [r["outcome"] for r in rows],
+            "error_codes": [r["error_code"] for r in rows], "errors": [r["error"] for r in rows],
+            "delays": [r["delay"] for r in rows], "progress": [r["progress"] for r in rows],
+            "checkpoints": [r["checkpoint"] for r in rows],
+            "tracebacks": [r.get("traceback") for r in rows]}
+
+
+def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:
+    """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
+    for the executions that still owned their jobs (the others were refused)."""
+    rows = conn.execute(Q.finish_executions, finish_params([c.row() for c in batch])).fetchall()
+    return {execution_id: status for _job_id, execution_id, status in rows}
+
+
+def unstorable(c: Completion, exc: BaseException) -> Completion:
+    """The failure recorded in place of an outcome PostgreSQL refused to store."""
+    return Completion(job_id=c.job_id, execution_id=c.execution_id, type=c.type,
+                      attempt=c.attempt, lease=c.lease, status=JobStatus.FAILED,
+                      outcome=ExecutionOutcome.FAILED, error_code=OUTCOME_UNSTORABLE,
+                      error=f"the {c.outcome.value} outcome ({c.error_code or 'no code'}) "
+                            f"could not be stored: PostgreSQL refused it "
+                            f"({type(exc).__name__})",
+                      queue=c.queue, duration_ms=c.duration_ms)
+
+
+def write_storable(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:
+    """write_batch on an autocommit connection, never losing an outcome to a value
+    PostgreSQL refuses: a refused batch is written outcome by outcome, and an outcome
+    refused on its own is replaced by its OUTCOME_UNSTORABLE failure. Without this the
+    job would sit in `running` for a whole lease and end as a lost worker."""
+    try:
+        return write_batch(conn, batch)
+    except STORE_REFUSED as exc:
+        if len(batch) > 1:
+            owned: dict[UUID, str] = {}
+            for c in batch:
+                owned.update(write_storable(conn, [c]))
+            return owned
+        (c,) = batch
+        log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
+                  c.job_id, c.outcome.value, type(exc).__name__, OUTCOME_UNSTORABLE,
+                  extra={"action": "outcome_unstorable", "job_id": c.job_id})
+        return write_batch(conn, [unstorable(c, exc)])
+
+
+class Completer:
+    """Buffers outcomes and flushes them in batches from its own thread (see run())."""
+
+    def __init__(self, conn: DedicatedConnection, *, batch_size: int = 100,
+                 interval: float = 0.002, give_up: threading.Event | None = None) -> None:
+        self._conn = conn
+        self.batch_size = batch_size
+        self.interval = interval
+        self._give_up = give_up or threading.Event()
+        self._queue: list[Completion] = []
+        self._first_at = 0.0  # when the oldest waiting outcome arrived
+        self._in_flight: list[Completion] = []
+        self._cond = threading.Condition()
+        self._write_lock = threading.Lock()  # one batch at a time, in order
+        self._closing = False
+        self.written = 0
+        self.refused = 0
+
+    def submit(self, completion: Completion) -> None:
+        with self._cond:
+            if not self._queue:
+                self._first_at = time.monotonic()
+            self._queue.append(completion)
+            if len(self._queue) == 1 or len(self._queue) >= self.batch_size:
+                self._cond.notify()
+
+    def pending(self) -> list[Completion]:
+        """Outcomes submitted and not yet written (for the heartbeat to keep alive)."""
+        with self._cond:
+            return self._in_flight + self._queue
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue) + len(self._in_flight)
+
+    def run(self) -> None:
+        """The flushing thread: until close(), write each batch when it is full or its
+        first outcome has waited `interval` seconds."""
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # closing, and nothing left
+                while (len(self._queue) < self.batch_size and not self._closing
+                       and (left := self._first_at + self.interval - time.monotonic()) > 0):
+                    self._cond.wait(left)
+            self.flush(limit=self.batch_size)
+
+    def close(self) -> None:
+        """Flush what is waiting and let run() return."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+
+    def flush(self, limit: int | None = None) -> None:
+        """Write waiting outcomes now, in the caller's thread (all of them by default)."""
+        with self._write_lock:
+            while True:
+                with self._cond:
+                    n = len(self._queue) if limit is None else min(limit, len(self._queue))
+                    if n == 0:
+                        return
+                    batch, self._queue = self._queue[:n], self._queue[n:]
+                    self._first_at = time.monotonic()
+                    self._in_flight = batch
+                try:
+                    self._write_with_retry(batch)
+                finally:
+                    with self._cond:
+                        self._in_flight = []
+                if limit is not None:
+                    return
+
+    def _write_with_retry(self, batch: list[Completion]) -> None:
+        give_up = time.monotonic() + max(3 * max(c.lease for c in batch), 10.0)
+        backoff = 0.2
+        while True:
+            try:
+                owned = write_storable(self._conn.get(), batch)
+                break
+            except DB_ERRORS as exc:
+                self._conn.drop()
+                if time.monotonic() > give_up or self._give_up.is_set():
+                    log.error("could not record %d outcome(s) (%s); recovery will take "
+                              "over their jobs", len(batch), exc,
+                              extra={"action": "record_failed", "count": len(batch)})
+                    return
+                log.warning("recording %d outcome(s) failed (%s); retrying in %.1fs",
+                            len(batch), exc, backoff, extra={"action": "db_unavailable"})
+                self._give_up.wait(backoff)
+                backoff = min(backoff * 2, 5)
+        self.written += len(owned)
+        refused = [c for c in batch if c.execution_id not in owned]
+        recorded: dict[UUID, str] = {}
+        if refused:
+            self.refused += len(refused)
+            try:
+                recorded = count_refused(self._conn.get(), refused)
+            except DB_ERRORS:
+                self._conn.drop()
+        log_outcomes(batch, owned, recorded)
+
+
+def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUID, str]:
+    """Count outcomes the guard refused (zombie executions, for /metrics) and read how
+    each of their executions was recorded instead (worker_lost, or an earlier write)."""
+    count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])
+    return dict(conn.execute(Q.execution_outcomes, {
+        "execution_ids": [c.execution_id for c in refused]}).fetchall())
+
+
+def log_outcomes(batch: list[Completion], owned: dict[UUID, str],
+                 recorded: dict[UUID, str]) -> None:
+    """One line per outcome: written (with the status it gave its job), or discarded
+    because its execution no longer owned the job (with how that execution was recorded).
+    Every writer of outcomes — this thread's batches, a handler's own transaction —
+    says it the same way."""
+    for c in batch:
+        if c.execution_id in owned:
+            log_written(c, owned[c.execution_id])
+        else:
+            log.warning("job %s: execution %s no longer owns the job (recorded as %s); its "
+                        "%s result is discarded", c.job_id, c.execution_id,
+                        recorded.get(c.execution_id) or "unfinished", c.outcome.value,
+                        extra=c.event("result_discarded"))
+
+
+def log_written(c: Completion, status: str) -> None:
+    """One line per outcome written; completions only at DEBUG (thousands a second)."""
+    level = logging.DEBUG if status == JobStatus.COMPLETED else logging.INFO
+    if not log.isEnabledFor(level):
+        return
+    log.log(level, "job %s %s -> %s%s", c.job_id, c.type, status,
+             f" ({c.error_code})" if c.error_code else "",
+             extra=c.event("job_" + c.outcome.value))

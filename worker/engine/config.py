@@ -1,0 +1,46 @@
+"""A worker's settings, in one frozen record: what `jobwarden worker`'s options and
+`WorkerProcess(...)`'s keywords set (README "Running workers")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from worker.engine.lanes import QueueSpec
+
+#: Defaults that suit typical jobs as well as tiny ones (README "Running workers").
+DEFAULT_CONCURRENCY = 10
+DEFAULT_CLAIM_BATCH = 200
+DEFAULT_BUFFER_SIZE = 400
+DEFAULT_FLUSH_BATCH = 200
+DEFAULT_FLUSH_INTERVAL = 0.002
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig:
+    """How one worker process runs. None means "derive it": the URL from DATABASE_URL,
+    the heartbeat and recovery intervals from the shortest lease, `max_abandoned` from the
+    slots, `worker_id` from host, pid and a random tail."""
+
+    url: str | None = None
+    #: Names (sharing `concurrency` slots), "email=4,reports=1,a", or {"email": 4, "a": None}
+    #: (worker/engine/lanes.py checks it when the worker is made).
+    queues: QueueSpec = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    grace: float = 30.0  # seconds running jobs get to finish after SIGTERM
+    poll_interval: float = 2.0
+    heartbeat_interval: float | None = None
+    recovery_interval: float | None = None
+    timeout_grace: float = 5.0  # seconds a timed-out handler gets to stop
+    max_abandoned: int | None = None
+    worker_id: str | None = None
+    restart_on_abandon: bool = False
+    claim_batch: int = DEFAULT_CLAIM_BATCH
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    flush_batch: int = DEFAULT_FLUSH_BATCH
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL  # seconds
+
+    def __post_init__(self) -> None:
+        if self.claim_batch < 1 or self.flush_batch < 1:
+            raise ValueError("claim and flush batches must hold at least 1 job")
+        if self.buffer_size < 0 or self.flush_interval < 0:
+            raise ValueError("buffer size and flush interval cannot be negative")

@@ -1,0 +1,396 @@
+"""What a handler sees: `ctx`, its view of the one execution it is running (JobContext,
+whose public attributes are HANDLER_API), and the worker's controls of that execution
+(ExecutionControl), which the handler never gets."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, NoReturn
+from uuid import UUID
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
+from worker.core.sanitize import sanitize_payload
+from worker.core.storable import storable_json, storable_text
+from worker.store.event_totals import ZOMBIE_LEASE, count_on
+from worker.store.queries import Q
+
+log = logging.getLogger("jobwarden.job")
+
+#: Minimum seconds between two writes of progress/checkpoint for one execution; values
+#: saved in between are kept in memory and flushed by the next heartbeat or outcome.
+PROGRESS_WRITE_INTERVAL = 2.0
+
+
+class LeaseLost(Exception):
+    """This execution no longer owns its job (its lease expired and it was recovered)."""
+
+
+#: Everything a handler may use of its `ctx` (docs/architecture.md §4, README "The
+#: handler's `ctx`"): JobContext has no other public attribute, and
+#: tests/unit/test_handler_context.py fails if it grows one. The worker's own controls
+#: are on ExecutionControl.
+HANDLER_API = frozenset({
+    # who and what is running
+    "job_id", "execution_id", "attempt", "max_attempts", "type", "queue", "version",
+    "snoozes", "started", "log",
+    # liveness, progress and where to resume
+    "heartbeat", "progress", "checkpoint", "save_checkpoint",
+    # stopping
+    "cancel_requested", "raise_if_cancelled", "wait_cancelled", "time_left", "snooze",
+    # effects exactly once
+    "idempotency_key", "effect", "transaction",
+})
+
+
+class ExecutionControl:
+    """The worker's side of one execution: the handler's progress not yet written, its
+    business transaction, the cancel signal and how the execution is being ended (timeout,
+    operator cancel, lost lease). The executor, runner, heartbeat and shutdown use it; the
+    handler is given only `ctx`, its JobContext."""
+
+    def __init__(self, *, pool: ConnectionPool, job_id: int, execution_id: UUID, attempt: int,
+                 max_attempts: int, type: str, queue: str, version: int, checkpoint: Any = None,
+                 job_idempotency_key: str | None = None, timeout: float | None = None,
+                 snoozes: int = 0) -> None:
+        self.pool = pool
+        self.job_id = job_id
+        self.execution_id = execution_id
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        self.type = type
+        self.queue = queue
+        self.version = version
+        #: How often earlier executions of this job snoozed it.
+        self.snoozes = snoozes
+        self.started = time.monotonic()
+        self.deadline = None if timeout is None else self.started + timeout
+        self.timed_out = False
+        self.operator_cancelled = False
+        self.lease_lost = False
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._pending_progress: dict[str, Any] | None = None
+        self._pending_checkpoint: Any = None
+        self._has_pending_checkpoint = False
+        self._last_write = 0.0
+        # the business transaction, committed with the outcome, and the pool's checkout
+        # that holds its connection
+        self._tx_conn: psycopg.Connection | None = None
+        self._tx_cm: AbstractContextManager[psycopg.Connection] | None = None
+        self.ctx = JobContext(self, checkpoint=checkpoint,
+                              job_idempotency_key=job_idempotency_key)
+
+    # -- cancellation ------------------------------------------------------------------
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel.is_set()
+
+    def wait_cancelled(self, seconds: float) -> bool:
+        return self._cancel.wait(seconds)
+
+    def request_cancel(self) -> None:
+        """Ask the handler to stop (shutdown, abandonment, lost lease)."""
+        self._cancel.set()
+
+    def cancel_by_operator(self) -> None:
+        """The heartbeat saw `cancel_requested_at`: an operator or the API asked to stop."""
+        self.operator_cancelled = True
+        self._cancel.set()
+
+    def time_out(self) -> None:
+        """The timeout passed: the execution ends `timeout` whatever the handler does."""
+        self.timed_out = True
+        self._cancel.set()
+
+    @property
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def lost_lease(self, message: str) -> LeaseLost:
+        """Note that a write found another execution owning the job (the handler should
+        stop; whatever it returns is discarded) and return the LeaseLost to raise."""
+        if self.learn_lease_lost():
+            count_on(self.pool, ZOMBIE_LEASE, [self.type])
+        self._cancel.set()
+        return LeaseLost(message)
+
+    def learn_lease_lost(self) -> bool:
+        """Mark the lease lost; True for the first to learn it (the heartbeat or one of
+        the handler's writes), which counts the zombie execution."""
+        with self._lock:
+            first, self.lease_lost = not self.lease_lost, True
+        return first
+
+    # -- progress and checkpoints ------------------------------------------------------
+    def stage_progress(self, value: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending_progress = value
+
+    def stage_checkpoint(self, value: Any) -> None:
+        with self._lock:
+            self._pending_checkpoint = value
+            self._has_pending_checkpoint = True
+
+    def take_pending(self) -> tuple[str | None, str | None]:
+        """Progress and checkpoint not yet written, as JSON (for the heartbeat to flush)."""
+        with self._lock:
+            # Progress is for people to read: stored redacted. The checkpoint is the
+            # handler's own resume state and is kept as given (redacted on display).
+            progress = (None if self._pending_progress is None
+                        else json.dumps(sanitize_payload(storable_json(self._pending_progress))))
+            checkpoint = (json.dumps(storable_json(self._pending_checkpoint))
+                          if self._has_pending_checkpoint else None)
+            self._pending_progress = None
+            self._has_pending_checkpoint = False
+            self._last_write = time.monotonic()
+        return progress, checkpoint
+
+    def restore_pending(self, progress: str | None, checkpoint: str | None) -> None:
+        """Put back values take_pending() handed out but nobody could write, unless newer
+        ones were saved meanwhile."""
+        with self._lock:
+            if progress is not None and self._pending_progress is None:
+                self._pending_progress = json.loads(progress)
+            if checkpoint is not None and not self._has_pending_checkpoint:
+                self._pending_checkpoint = json.loads(checkpoint)
+                self._has_pending_checkpoint = True
+
+    def write_progress(self, force: bool = False) -> None:
+        """Write what is pending, at most every PROGRESS_WRITE_INTERVAL unless `force`;
+        raises LeaseLost if another execution owns the job."""
+        if not force and time.monotonic() - self._last_write < PROGRESS_WRITE_INTERVAL:
+            return
+        progress, checkpoint = self.take_pending()
+        try:
+            with self.pool.connection() as conn:
+                row = conn.execute(Q.save_progress, {
+                    "job_id": self.job_id, "execution_id": self.execution_id,
+                    "progress": progress, "checkpoint": checkpoint,
+                }).fetchone()
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            # The database is away: keep the values for the worker's next heartbeat, which
+            # also owns the lease. Progress is never worth failing the job for.
+            self.restore_pending(progress, checkpoint)
+            log.warning("job %s: could not write progress (%s); kept for later",
+                             self.job_id, exc, extra={"action": "progress_deferred"})
+            return
+        if row is None:
+            raise self.lost_lease(f"job {self.job_id}: execution {self.execution_id} "
+                                  "lost its lease")
+        if row[0]:
+            self.cancel_by_operator()
+
+    # -- business transaction ---------------------------------------------------------
+    @property
+    def transaction_conn(self) -> psycopg.Connection | None:
+        """The handler's business transaction, if it opened one (ctx.transaction())."""
+        return self._tx_conn
+
+    def open_transaction(self) -> psycopg.Connection:
+        if self._tx_conn is None:
+            self._tx_cm = self.pool.connection()
+            self._tx_conn = self._tx_cm.__enter__()
+        return self._tx_conn
+
+    def close_transaction(self, commit: bool) -> None:
+        conn, cm = self._tx_conn, self._tx_cm
+        if conn is None or cm is None:  # no transaction open (they are set together)
+            return
+        self._tx_conn = self._tx_cm = None
+        try:
+            if commit:
+                conn.commit()
+            else:
+                try:
+                    conn.rollback()
+                except (psycopg.OperationalError, psycopg.InterfaceError):
+                    pass  # the connection is gone, and its transaction with it
+        finally:
+            cm.__exit__(None, None, None)
+
+
+class JobContext:
+    """The handler's handle on its execution: identity, heartbeat, progress, checkpoints,
+    cancellation, stable idempotency keys, the effects ledger and a business transaction.
+    Its public attributes are HANDLER_API; the worker drives it through ExecutionControl."""
+
+    def __init__(self, control: ExecutionControl, *, checkpoint: Any,
+                 job_idempotency_key: str | None) -> None:
+        self._control = control
+        # The pool its own writes use. Test handlers (tests/apps) borrow it for their
+        # bookkeeping; it is not part of the handler API.
+        self._pool = control.pool
+        self._idempotency_base = job_idempotency_key or f"{control.type}:{control.job_id}"
+        self.job_id = control.job_id
+        self.execution_id = control.execution_id
+        self.attempt = control.attempt
+        self.max_attempts = control.max_attempts
+        self.type = control.type
+        self.queue = control.queue
+        self.version = control.version
+        #: How often earlier executions of this job snoozed it.
+        self.snoozes = control.snoozes
+        #: When the worker started this execution (a time.monotonic() reading).
+        self.started = control.started
+        self.checkpoint = checkpoint
+
+    @functools.cached_property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose lines carry this job's id and execution id. Made on first use:
+        most handlers never log, and building it for every job cost the drain ~1 µs a job."""
+        return logging.LoggerAdapter(log, {"job_id": self.job_id,
+                                           "execution_id": str(self.execution_id)})
+
+    # -- cancellation ------------------------------------------------------------------
+    @property
+    def cancel_requested(self) -> bool:
+        """True once an operator asked to cancel, the timeout passed, or the lease was lost."""
+        return self._control.cancel_requested
+
+    def snooze(self, seconds: float) -> NoReturn:
+        """Put the job off for `seconds` without spending an attempt: ends this execution
+        (raises Snooze; see worker/core/errors.py)."""
+        raise Snooze(seconds)
+
+    def raise_if_cancelled(self) -> None:
+        if self._control.cancel_requested:
+            raise JobCancelled(message="stop requested")
+
+    def wait_cancelled(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when cancellation is requested."""
+        return self._control.wait_cancelled(seconds)
+
+    @property
+    def time_left(self) -> float | None:
+        """Seconds until the type's timeout (None: no timeout)."""
+        return self._control.time_left
+
+    # -- liveness and progress ---------------------------------------------------------
+    def heartbeat(self) -> None:
+        """Renew this execution's lease now; raises LeaseLost if another owns the job."""
+        self._control.write_progress(force=True)
+
+    def progress(self, processed: int | None = None, total: int | None = None,
+                 **extra: Any) -> None:
+        """Record how much work is done (shown in the console). Throttled; never required."""
+        value = dict(extra)
+        if processed is not None:
+            value["processed"] = processed
+        if total is not None:
+            value["total"] = total
+        self._control.stage_progress(value)
+        self._control.write_progress()
+
+    def save_checkpoint(self, value: Any) -> None:
+        """Remember where to resume after a crash. Call it only once the work before it is
+        durable (committed), or a retry would skip work that was never saved."""
+        json.dumps(value)  # fail here, in the handler, if it is not JSON
+        self.checkpoint = value
+        self._control.stage_checkpoint(value)
+        self._control.write_progress()
+
+    # -- idempotency -------------------------------------------------------------------
+    def idempotency_key(self, *parts: Any) -> str:
+        """A key naming this job's business operation, the same on every retry.
+
+        Send it to providers that accept an Idempotency-Key so a retry after a lost
+        response is recognised as the same operation.
+        """
+        return ":".join([self._idempotency_base, *map(str, parts)])
+
+    def effect(self, key: str, *, provider_idempotent: bool = False) -> Effect:
+        """The ledger entry for a business effect: see Effect."""
+        return Effect(self._control, key, provider_idempotent)
+
+    # -- business transaction ---------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """A psycopg connection in a transaction that commits together with the job's
+        completion: if this execution lost its lease, the business writes roll back too."""
+        conn = self._control.open_transaction()
+        try:
+            yield conn
+        except BaseException:
+            self._control.close_transaction(commit=False)
+            raise
+
+
+class Effect:
+    """A business side effect recorded in `processed_effects`, so a repeated execution
+    knows whether it already happened.
+
+        eff = ctx.effect(ctx.idempotency_key("email"))
+        if not eff.done:
+            eff.complete(send_email(...))
+
+    Entering reserves the key. If an earlier execution reserved it and never completed
+    it, that execution may have crashed after the effect and before recording it: the
+    outcome is unknown, so Effect raises AmbiguousOutcome (the job goes to `unknown`),
+    unless `provider_idempotent=True` says the provider itself dedupes by this key, in
+    which case repeating the call is safe and the reservation is taken over. An execution
+    that no longer owns its job reserves and takes over nothing: it gets LeaseLost.
+    """
+
+    def __init__(self, control: ExecutionControl, key: str, provider_idempotent: bool):
+        self._control = control
+        self.key = storable_text(key)
+        self.provider_idempotent = provider_idempotent
+        self.done = False
+        self.result: Any = None
+        self._reserve()
+
+    def _run(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        c = self._control
+        with c.pool.connection() as conn:
+            cur = conn.execute(sql, {"key": self.key, "job_id": c.job_id,
+                                     "execution_id": c.execution_id, **params})
+            # release_effect returns no rows: fetching them would raise, and roll it back.
+            return cur.fetchall() if cur.description is not None else []
+
+    def _reserve(self) -> None:
+        # Both statements act only while this execution owns the job: no row means a newer
+        # execution holds it, and the ledger was left as it was.
+        rows = self._run(Q.reserve_effect)
+        if not rows:
+            raise self._lease_lost()
+        (key, _job, owner, state, result, fresh), = rows
+        if key is None:
+            # Another statement inserted the key after this one's snapshot was taken.
+            raise RuntimeError(f"effect {self.key!r} was reserved concurrently; retry")
+        if state == "done":
+            self.done, self.result = True, result
+        elif not fresh and owner != self._control.execution_id:
+            if not self.provider_idempotent:
+                raise AmbiguousOutcome(
+                    f"effect {self.key!r} was started by an earlier execution that never "
+                    "recorded its result: check the provider before retrying")
+            rows = self._run(Q.take_over_effect)
+            if not rows:
+                raise self._lease_lost()
+            if rows[0][0] is None:
+                raise RuntimeError(f"effect {self.key!r} was completed or released while "
+                                   "being taken over; retry")
+
+    def _lease_lost(self) -> LeaseLost:
+        c = self._control
+        return c.lost_lease(f"effect {self.key!r}: execution {c.execution_id} "
+                            f"no longer owns job {c.job_id}")
+
+    def complete(self, result: Any = None) -> None:
+        """Record that the effect happened (with its result, e.g. the provider's id)."""
+        if not self._run(Q.complete_effect, result=json.dumps(storable_json(result))):
+            raise LeaseLost(f"effect {self.key!r} is no longer reserved by this execution")
+        self.done, self.result = True, result
+
+    def release(self) -> None:
+        """Forget the reservation: the effect certainly did not happen."""
+        self._run(Q.release_effect)

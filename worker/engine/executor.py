@@ -1,0 +1,291 @@
+"""The executor: a fixed set of slot threads that run handlers from the buffer.
+
+Each slot thread takes the next claimed job from the producer's buffer, runs its
+handler, hands the outcome to the completer and takes the next job: threads are reused,
+not started per job. A handler that ignores its timeout is abandoned: its slot is given
+to a new thread at once, and the old one ends whenever the handler returns (its result
+is discarded). Too many abandoned threads still alive make the worker restart itself.
+A worker has one executor per lane (worker/engine/lanes.py), each reading only its lane's buffer.
+
+A claimed job starts only while its lease is known to be held: by the worker's own clock
+(worker/core/lease.py), or else by asking the database first (docs/faults.md, "Starting
+buffered work"). A process woken from a freeze never starts work it no longer owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, Literal
+from uuid import UUID
+
+from psycopg_pool import ConnectionPool
+
+from worker.core import lease
+from worker.core.errors import CANCELLED
+from worker.core.logs import running_event, waiting_event
+from worker.core.states import ExecutionOutcome, JobStatus
+from worker.engine import runner
+from worker.engine.completer import Completer, Completion
+from worker.engine.context import ExecutionControl
+from worker.engine.producer import ClaimedJob, JobBuffer
+from worker.jobs.registry import JobType, Registry
+from worker.store.event_totals import DB_ERRORS, ZOMBIE_LEASE, count_on
+from worker.store.queries import Q
+
+log = logging.getLogger("jobwarden.executor")
+
+#: How long a slot waits before asking again when the database cannot confirm a lease.
+CONFIRM_RETRY_SECONDS = 0.5
+
+
+@dataclass(eq=False)
+class Execution:
+    """One claimed job being run by a slot thread."""
+
+    job: ClaimedJob
+    job_type: JobType
+    control: ExecutionControl  # the worker's side; the handler gets control.ctx
+    thread: threading.Thread
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    abandoned: bool = False  # the worker gave up on it (timeout, shutdown): ignore its result
+    recording: bool = False  # its outcome is being handed over: too late to abandon
+    timeout_noticed: float | None = None
+
+
+class Undecided(Enum):
+    """The type of UNDECIDED: an enum of one member, so that `ex is UNDECIDED` tells a
+    type checker which of begin()'s answers is left."""
+
+    UNDECIDED = "undecided"
+
+
+#: What begin() returns when the database could not confirm a job's lease.
+UNDECIDED: Final = Undecided.UNDECIDED
+
+
+class Executor:
+    """Runs claimed jobs on `concurrency` reusable slot threads."""
+
+    def __init__(self, *, registry: Registry, pool: ConnectionPool, buffer: JobBuffer,
+                 completer: Completer, concurrency: int, on_slot_free: Callable[[], None],
+                 on_abandoned: Callable[[], None], timeout_grace: float = 5.0) -> None:
+        self.registry = registry
+        self.pool = pool
+        self.buffer = buffer
+        self.completer = completer
+        self.concurrency = concurrency
+        self._on_slot_free = on_slot_free
+        # Told of each abandoned thread: the worker counts them over all its lanes.
+        self._on_abandoned = on_abandoned
+        self.timeout_grace = timeout_grace
+        self._running: dict[UUID, Execution] = {}
+        self._abandoned: list[Execution] = []
+        self._lock = threading.Lock()
+        self._slots = 0
+        #: Recent handler duration in seconds (moving average), None until one ran.
+        self.job_seconds: float | None = None
+
+    # -- slots ---------------------------------------------------------------------------
+    def start(self) -> None:
+        for _ in range(self.concurrency):
+            self._start_slot()
+
+    def _start_slot(self) -> None:
+        with self._lock:
+            self._slots += 1
+            n = self._slots
+        threading.Thread(target=self._slot, name=f"slot-{n}", daemon=True).start()
+
+    def _slot(self) -> None:
+        while True:
+            job = self.buffer.take(timeout=1.0)
+            if job is None:
+                if self.buffer.closed:
+                    return
+                continue
+            ex = self.begin(job)
+            if ex is UNDECIDED:
+                # The database could not say whether the job is still ours: keep it (the
+                # heartbeat keeps renewing it) and ask again shortly.
+                if self.buffer.put_back(job):
+                    time.sleep(CONFIRM_RETRY_SECONDS)
+                continue
+            if ex is not None:
+                self._run(ex)
+                if ex.abandoned:
+                    return  # a fresh thread already took this slot over
+            if not len(self.buffer):
+                self._on_slot_free()
+
+    def running(self) -> list[Execution]:
+        with self._lock:
+            return list(self._running.values())
+
+    def active(self) -> int:
+        return len(self._running)
+
+    # -- one job -------------------------------------------------------------------------
+    def begin(self, job: ClaimedJob) -> Execution | Literal[Undecided.UNDECIDED] | None:
+        """Turn a claimed job into a running execution (None: it must not run;
+        UNDECIDED: the database could not confirm its lease, try again later)."""
+        job_type = self.registry.get(job.type)
+        assert job_type is not None, "claim_jobs only returns the types this worker handles"
+        if not job.lost and not lease.vouched(job.granted_at, job_type.lease):
+            held = self._confirm_lease(job, job_type)
+            if held is None:
+                return UNDECIDED
+            if not held:
+                job.lost = True
+                count_on(self.pool, ZOMBIE_LEASE, [job.type])
+        if job.lost:
+            log.warning("job %s: lease lost while waiting in the buffer; not started",
+                        job.id, extra=waiting_event("lease_lost", job))
+            return None
+        if job.cancel_requested:
+            # Cancelled while it waited: end it without running it.
+            self.completer.submit(Completion(
+                job_id=job.id, execution_id=job.execution_id, type=job.type,
+                attempt=job.attempt, lease=job_type.lease, status=JobStatus.CANCELLED,
+                outcome=ExecutionOutcome.CANCELLED, error_code=CANCELLED,
+                error="cancelled at operator request", queue=job.queue))
+            return None
+        control = ExecutionControl(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
+                                   attempt=job.attempt, max_attempts=job.max_attempts,
+                                   type=job.type, queue=job.queue, version=job.version,
+                                   checkpoint=job.checkpoint,
+                                   job_idempotency_key=job.idempotency_key,
+                                   timeout=job_type.timeout, snoozes=job.snoozes)
+        ex = Execution(job, job_type, control, threading.current_thread())
+        with self._lock:
+            self._running[job.execution_id] = ex
+        return ex
+
+    def _confirm_lease(self, job: ClaimedJob, job_type: JobType) -> bool | None:
+        """Ask the database whether the job's execution still owns it, renewing its lease
+        if so (True); False if it was recovered or taken over; None if it cannot tell."""
+        try:
+            with self.pool.connection() as conn:
+                sent = lease.now()
+                row = conn.execute(Q.save_progress, {  # progress None: a renewal only
+                    "job_id": job.id, "execution_id": job.execution_id, "progress": None,
+                    "checkpoint": None}).fetchone()
+        except DB_ERRORS as exc:
+            log.warning("job %s: cannot confirm its lease before starting it (%s); asking "
+                        "again in %.1fs", job.id, exc, CONFIRM_RETRY_SECONDS,
+                        extra=waiting_event("lease_unconfirmed", job))
+            return None
+        if row is None:
+            return False
+        job.granted_at = sent
+        job.cancel_requested = job.cancel_requested or row[0]
+        return True
+
+    def _run(self, ex: Execution) -> None:
+        run = ex.control
+        try:
+            outcome = runner.execute(ex.job_type, run, ex.job.payload)
+            seconds = time.monotonic() - run.started
+            avg = self.job_seconds
+            self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05
+            with ex.lock:
+                if ex.abandoned:
+                    log.warning("job %s: handler returned after being abandoned; result "
+                                "discarded", run.job_id,
+                                extra=running_event("result_discarded", run))
+                    run.close_transaction(commit=False)
+                    return
+                ex.recording = True
+            if outcome is None:
+                log.warning("job %s: execution %s lost its lease; result discarded",
+                            run.job_id, run.execution_id,
+                            extra=running_event("result_discarded", run))
+                return
+            self._hand_over(ex, outcome)
+        except Exception:
+            log.exception("job %s: unexpected error in the runner", run.job_id)
+        finally:
+            with self._lock:
+                if self._running.get(run.execution_id) is ex:
+                    del self._running[run.execution_id]
+
+    def _hand_over(self, ex: Execution, outcome: runner.Outcome) -> None:
+        """Give the outcome to the completer, or complete in the handler's business
+        transaction when it has one."""
+        run, lease = ex.control, ex.job_type.lease
+        if run.transaction_conn is not None:
+            if outcome.status is JobStatus.COMPLETED:
+                try:
+                    runner.complete_in_transaction(run, outcome, lease)
+                    return
+                except runner.CommitUncertain as exc:
+                    log.warning("job %s: the database went away while committing its "
+                                "completion (%s); scheduling a retry unless the commit went "
+                                "through", run.job_id, exc,
+                                extra={"action": "commit_uncertain", "job_id": run.job_id})
+                    outcome = runner.retry_or_fail(
+                        ex.job_type, run.attempt, run.max_attempts, "DB_UNAVAILABLE",
+                        f"connection lost while committing: {exc}")
+            else:
+                run.close_transaction(commit=False)
+        self.completer.submit(runner.completion(run, outcome, lease))
+
+    # -- giving up on handlers -------------------------------------------------------------
+    def abandon(self, ex: Execution, outcome: runner.Outcome | None) -> bool:
+        """Stop waiting for a handler: free its slot (a new thread takes it) and, unless
+        outcome is None (a shutdown hand-back), record the outcome. Its thread's later
+        result is ignored. False if it already finished."""
+        with ex.lock:
+            if ex.recording or ex.abandoned:
+                return False
+            ex.abandoned = True
+        ex.control.request_cancel()
+        with self._lock:
+            self._running.pop(ex.control.execution_id, None)
+            self._abandoned = [e for e in self._abandoned if e.thread.is_alive()]
+            if ex.thread.is_alive():
+                self._abandoned.append(ex)
+        if outcome is not None:
+            # The handler's own transaction is left to its thread, which rolls it back.
+            self.completer.submit(runner.completion(ex.control, outcome, ex.job_type.lease))
+        if not self.buffer.closed:
+            self._start_slot()
+        self._on_slot_free()
+        self._on_abandoned()
+        return True
+
+    def abandoned_alive(self) -> int:
+        with self._lock:
+            return sum(1 for e in self._abandoned if e.thread.is_alive())
+
+    def enforce_timeouts(self) -> None:
+        """Ask handlers past their timeout to stop; abandon those that do not in time."""
+        now = time.monotonic()
+        for ex in self.running():
+            run = ex.control
+            left = run.time_left
+            if left is None or left > 0 or run.lease_lost or ex.abandoned:
+                continue
+            if ex.timeout_noticed is None:
+                # First ask the handler to stop (ctx.cancel_requested turns true) ...
+                ex.timeout_noticed = now
+                run.time_out()
+                log.warning("job %s exceeded its %ss timeout: asking it to stop",
+                            run.job_id, ex.job_type.timeout,
+                            extra=running_event("job_timeout", run))
+            elif now - ex.timeout_noticed >= self._timeout_grace_for(ex):
+                # ... then stop waiting for it: the slot is freed, the retry scheduled.
+                outcome = runner.classify(None, run, ex.job_type)
+                if self.abandon(ex, outcome):
+                    log.warning("job %s ignored its timeout: abandoned (%s)", run.job_id,
+                                outcome.status.value,
+                                extra=running_event("job_abandoned", run, outcome.error_code))
+
+    def _timeout_grace_for(self, ex: Execution) -> float:
+        """How long a timed-out handler gets to stop: `timeout_grace`, but never more
+        than its own timeout (a 1s job is not given 5s more) and at least 1s."""
+        return min(self.timeout_grace, max(1.0, ex.job_type.timeout or 0.0))

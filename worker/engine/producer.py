@@ -1,0 +1,259 @@
+"""The producer: claims jobs in batches, ahead of free slots, into a bounded local buffer.
+
+A slot that finishes a job takes the next one from the buffer at once instead of
+waiting for a round trip to PostgreSQL, and one claim statement serves many jobs.
+
+How far ahead it claims is bounded twice: never more than `buffer_size` jobs wait, and
+never more than about `horizon` seconds of work (the jobs' recent duration times the
+number of slots). A worker whose jobs take seconds therefore claims only for its free
+slots and leaves the rest to other workers, while one running no-op jobs keeps a full
+buffer. Jobs waiting in the buffer hold a lease like running ones: the heartbeat
+renews them too, and learns when one was cancelled or lost meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import args_row
+
+from worker.core import lease
+from worker.core.logs import waiting_event
+from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
+from worker.store.db import DedicatedConnection
+from worker.store.queries import Q
+
+log = logging.getLogger("jobwarden.producer")
+
+
+@dataclass(slots=True, eq=False)
+class ClaimedJob:
+    """One job as claim_jobs hands it over (columns in the query's order)."""
+
+    id: int
+    queue: str
+    type: str
+    version: int
+    payload: dict[str, Any]
+    priority: int
+    attempt: int
+    max_attempts: int
+    execution_id: UUID
+    checkpoint: Any
+    idempotency_key: str | None
+    #: How often earlier executions snoozed the job (a type's max_snoozes bounds it).
+    snoozes: int
+    #: Learned by a heartbeat while the job waited in the buffer.
+    cancel_requested: bool = False
+    #: Its lease was lost while it waited (the worker froze past it): never start it.
+    lost: bool = False
+    #: When (worker/core/lease.py's clock) the statement that last granted its lease was sent:
+    #: the claim, then each heartbeat that renewed it. None: not known to be held.
+    granted_at: float | None = None
+
+
+def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
+          queues: list[str] | None, limit: int, worker_id: str,
+          skip_queues: list[str] | None = None, limits: list[int] | None = None,
+          type_queues: list[str] | None = None,
+          type_max_attempts: list[int] | None = None) -> list[ClaimedJob]:
+    """Claim up to `limit` jobs in one statement (committed by the caller's connection):
+    of `queues` (None: any) but not of `skip_queues` (the other lanes' own queues).
+
+    `leases`, `limits` (each type's concurrency_limit; 1 for every type if not given),
+    `type_queues` and `type_max_attempts` (the declared policy a job that took the
+    documented defaults gets; those defaults if not given) are parallel to `types`."""
+    n = len(types)
+    cur = conn.cursor(row_factory=args_row(ClaimedJob))
+    cur.execute(Q.claim_jobs, {
+        "types": types, "leases": leases, "limits": limits or [1] * n,
+        "type_queues": type_queues or [DEFAULT_QUEUE] * n,
+        "type_max_attempts": type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n,
+        "queues": queues, "skip_queues": skip_queues, "limit": limit,
+        "worker_id": worker_id})
+    return cur.fetchall()
+
+
+class JobBuffer:
+    """Claimed jobs waiting for a free slot, first claimed first out."""
+
+    def __init__(self, on_low: Callable[[], None] | None = None) -> None:
+        self._jobs: deque[ClaimedJob] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        #: When a take leaves this many jobs or fewer, `on_low` asks for more.
+        self.low_water = 0
+        self._on_low = on_low
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put(self, jobs: list[ClaimedJob]) -> None:
+        with self._cond:
+            self._jobs.extend(jobs)
+            self._cond.notify(len(jobs))
+
+    def take(self, timeout: float) -> ClaimedJob | None:
+        """The next job, or None after `timeout` or once the buffer is closed."""
+        with self._cond:
+            if not self._jobs and not self._closed:
+                self._cond.wait(timeout)
+            if self._closed or not self._jobs:
+                return None
+            job = self._jobs.popleft()
+            low = len(self._jobs) <= self.low_water
+        if low and self._on_low is not None:
+            self._on_low()
+        return job
+
+    def put_back(self, job: ClaimedJob) -> bool:
+        """Return a job taken but not started to the front (False: the buffer is closed,
+        and the job was not among those it handed back)."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._jobs.appendleft(job)
+            self._cond.notify()
+        return True
+
+    def snapshot(self) -> list[ClaimedJob]:
+        with self._cond:
+            return list(self._jobs)
+
+    def close(self) -> list[ClaimedJob]:
+        """Stop handing out jobs; returns those never started (to be handed back)."""
+        with self._cond:
+            self._closed = True
+            left = list(self._jobs)
+            self._jobs.clear()
+            self._cond.notify_all()
+        return left
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimSpec:
+    """What one lane's claims ask for (the keywords of claim(), less `limit`): the
+    worker's types with their leases and declared policy, parallel lists, and the lane's
+    queues (None: any) less `skip_queues` (the other lanes' own)."""
+
+    types: list[str]
+    leases: list[float]
+    worker_id: str
+    queues: list[str] | None = None
+    skip_queues: list[str] | None = None
+    limits: list[int] | None = None
+    type_queues: list[str] | None = None
+    type_max_attempts: list[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerSettings:
+    """How far ahead a producer claims, and how often it looks when nothing wakes it."""
+
+    claim_batch: int = 200  # most jobs one claim takes
+    buffer_size: int = 400  # most jobs waiting in the buffer
+    horizon: float = 0.1  # about this many seconds of work wait for the slots
+    poll_interval: float = 2.0
+
+
+class Producer:
+    """Keeps the buffer filled: the claim loop of one lane of a worker process."""
+
+    def __init__(self, *, conn: DedicatedConnection, claims: ClaimSpec, buffer: JobBuffer,
+                 concurrency: int, running: Callable[[], int],
+                 job_seconds: Callable[[], float | None], wake: threading.Event,
+                 stop: threading.Event,
+                 settings: ProducerSettings = ProducerSettings()) -> None:
+        self._conn = conn
+        self.claims = claims
+        self.settings = settings
+        self.buffer = buffer
+        self.concurrency = concurrency
+        self._running = running
+        self._job_seconds = job_seconds
+        self.wake = wake
+        self.stop = stop
+
+    def ahead(self) -> int:
+        """How many claimed jobs should wait in the buffer: about `horizon` seconds of
+        work for all slots, at most `buffer_size`.
+
+        None while durations are unknown, and none once less than one job fits the
+        horizon: a job held in this buffer waits for one of this worker's slots while
+        another worker may sit idle, so long jobs are claimed only for free slots (a
+        freed slot wakes the producer; one claim round trip is nothing next to such a
+        job). A worker's first jobs show their durations within moments."""
+        seconds = self._job_seconds()
+        if seconds is None:
+            return 0
+        return min(self.settings.buffer_size,
+                   int(self.concurrency * self.settings.horizon / max(seconds, 1e-6)))
+
+    def wanted(self) -> int:
+        """Jobs to claim now (0: the buffer is full enough)."""
+        ahead = self.ahead()
+        self.buffer.low_water = ahead // 2
+        waiting = len(self.buffer)
+        free = self.concurrency - self._running()
+        if waiting > ahead // 2 and waiting >= free:
+            return 0  # slots are busy and the buffer is not low yet: let it drain a little
+        return max(0, min(self.settings.claim_batch, free + ahead - waiting))
+
+    def run(self) -> None:
+        """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
+        slot) or the poll interval passes."""
+        backoff = 0.5
+        while not self.stop.is_set():
+            self.wake.clear()
+            want = self.wanted()
+            if want:
+                try:
+                    jobs = self._claim(want)
+                    backoff = 0.5
+                except psycopg.errors.UniqueViolation:
+                    # Another worker took the same slot of a concurrency_key in the same
+                    # instant; the index refused ours. Claim again: the next claim sees
+                    # that slot taken (and skips the key if it has no other free one).
+                    log.debug("claim lost a concurrency_key race; claiming again")
+                    continue
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    self._conn.drop()
+                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff,
+                                extra={"action": "db_unavailable"})
+                    self.stop.wait(backoff)
+                    backoff = min(backoff * 2, 10)
+                    continue
+                if jobs:
+                    self.buffer.put(jobs)
+                    if log.isEnabledFor(logging.DEBUG):
+                        for job in jobs:
+                            log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
+                                      job.attempt, job.max_attempts,
+                                      extra=waiting_event("job_claimed", job))
+                if len(jobs) == want:
+                    continue  # there may be more waiting
+            self.wake.wait(self.settings.poll_interval)
+        self._conn.drop()
+
+    def _claim(self, limit: int) -> list[ClaimedJob]:
+        conn = self._conn.get()
+        sent = lease.now()  # the leases the claim grants start no earlier than this
+        c = self.claims
+        jobs = claim(conn, types=c.types, leases=c.leases, limits=c.limits,
+                     type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
+                     queues=c.queues, skip_queues=c.skip_queues, limit=limit,
+                     worker_id=c.worker_id)
+        for job in jobs:
+            job.granted_at = sent
+        return jobs

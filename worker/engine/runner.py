@@ -1,0 +1,244 @@
+"""Run one claimed job and decide its next state.
+
+claim (committed) → run the handler outside any transaction → its outcome goes to the
+completer, which writes it in a batch, guarded by (status = 'running', execution_id).
+A handler that wrote in ctx.transaction() completes in that transaction instead, with
+the same guarded statement, so its writes and its completion commit together. If the
+guard matches zero rows this execution lost its lease (it was recovered, or it is a
+zombie woken from a freeze): the result is discarded and the business transaction
+rolls back.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import KW_ONLY, dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from pydantic import ValidationError
+
+from worker.core import errors as E
+from worker.core.logs import ms_since
+from worker.core.policy import DEFAULT_POLICY
+from worker.core.sanitize import (
+    describe_exception,
+    describe_traceback,
+    describe_validation,
+    sanitize_text,
+)
+from worker.core.states import ExecutionOutcome, JobStatus
+from worker.core.storable import storable_text
+from worker.core.transitions import TRANSITIONS, next_status
+from worker.engine.completer import (
+    STORE_REFUSED,
+    Completion,
+    count_refused,
+    log_outcomes,
+    unstorable,
+    write_batch,
+)
+from worker.engine.context import ExecutionControl, LeaseLost
+from worker.jobs.registry import JobType
+from worker.store.event_totals import DB_ERRORS
+
+log = logging.getLogger("jobwarden.runner")
+
+
+@dataclass
+class Outcome:
+    """Where an execution leaves its job."""
+
+    status: JobStatus  # the job's next status
+    outcome: ExecutionOutcome  # the job_executions.outcome
+    # The rest by keyword only: code and message are both text, and a swap would store
+    # the message as the code.
+    _: KW_ONLY
+    error_code: str | None = None
+    error: str | None = None
+    delay: float = 0.0  # seconds until the next attempt when status == 'pending'
+    #: The handler's traceback, sanitized and size-capped, when it raised (not for skip/cancel)
+    traceback: str | None = None
+
+    def __post_init__(self) -> None:
+        # Built from whatever the handler raised: make it storable here, once, so every
+        # writer of outcomes stores it as it is.
+        self.error_code = storable_text(self.error_code)
+        self.error = storable_text(self.error)
+
+    @property
+    def retrying(self) -> bool:
+        return self.status is JobStatus.PENDING
+
+
+def retry_or_fail(job_type: JobType | None, attempt: int, max_attempts: int, code: str,
+                  message: str, outcome: ExecutionOutcome = ExecutionOutcome.RETRY,
+                  delay: float | None = None) -> Outcome:
+    """Back to pending after a backoff, or failed when the attempts are used up (the
+    transitions table decides, worker/core/transitions.py)."""
+    status, recorded = next_status(outcome, attempt, max_attempts)
+    if status is JobStatus.FAILED:
+        return Outcome(status, recorded, error_code=code,
+                       error=f"{message} (attempt {attempt} of {max_attempts}: giving up)")
+    if delay is None:
+        policy = job_type.backoff if job_type else DEFAULT_POLICY
+        delay = policy.delay_for(attempt)
+    return Outcome(status, recorded, error_code=code, error=message, delay=delay)
+
+
+def ended(outcome: ExecutionOutcome, code: str | None, message: str | None,
+          delay: float = 0.0) -> Outcome:
+    """An outcome whose next status is fixed (TRANSITIONS), with the table's code unless
+    the handler gave one."""
+    t = TRANSITIONS[outcome]
+    assert t.to is not None, outcome
+    return Outcome(t.to, outcome, error_code=code or t.error_code, error=message, delay=delay)
+
+
+def classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
+    """Map how the handler ended to the job's next state (the retry policy), carrying the
+    handler's traceback when it raised an error (docs/architecture.md §3, job_executions)."""
+    outcome = _classify(exc, run, job_type)
+    if exc is not None and outcome.status not in ("completed", "skipped", "cancelled") \
+            and outcome.outcome is not ExecutionOutcome.SNOOZED:  # a snooze is no error
+        outcome.traceback = storable_text(describe_traceback(exc))  # NULs, lone surrogates
+    return outcome
+
+
+def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
+    attempt, max_attempts = run.attempt, run.max_attempts
+    if run.timed_out:
+        return retry_or_fail(job_type, attempt, max_attempts, E.TIMEOUT,
+                             f"execution exceeded its {job_type.timeout:g}s timeout",
+                             outcome=ExecutionOutcome.TIMEOUT)
+    if exc is None:
+        return ended(ExecutionOutcome.COMPLETED, None, None)
+    if isinstance(exc, E.Snooze):
+        if run.snoozes >= job_type.max_snoozes:
+            return ended(ExecutionOutcome.FAILED, E.SNOOZE_LIMIT,
+                         f"snoozed {run.snoozes} times, {job_type.name}'s max_snoozes: "
+                         f"giving up")
+        return ended(ExecutionOutcome.SNOOZED, None, None, delay=exc.seconds)
+    message = describe_exception(exc)
+    if isinstance(exc, E.SkipJob):
+        return ended(ExecutionOutcome.SKIPPED, None, sanitize_text(exc.reason) or None)
+    if isinstance(exc, E.JobCancelled) or run.operator_cancelled:
+        return ended(ExecutionOutcome.CANCELLED, None, "cancelled at operator request")
+    if isinstance(exc, E.AmbiguousOutcome):
+        return ended(ExecutionOutcome.UNKNOWN, exc.code, message)
+    if isinstance(exc, E.PermanentError):
+        return ended(ExecutionOutcome.FAILED, exc.code, message)
+    if isinstance(exc, E.RateLimited):
+        return retry_or_fail(job_type, attempt, max_attempts, exc.code, message,
+                             delay=exc.retry_after)
+    if isinstance(exc, E.RetryableError):
+        return retry_or_fail(job_type, attempt, max_attempts, exc.code, message)
+    return retry_or_fail(job_type, attempt, max_attempts, E.UNKNOWN, message)
+
+
+def prepare_payload(job_type: JobType, payload: dict[str, Any], version: int) -> Any:
+    """The payload as the handler takes it: upgraded to the current version and, when the
+    type declares a model, validated into it. Raises PermanentError/RetryableError."""
+    return _validate(job_type, _upgrade(job_type, payload, version))
+
+
+def _validate(job_type: JobType, payload: dict[str, Any]) -> Any:
+    try:
+        return job_type.validate_payload(payload)
+    except ValidationError as exc:
+        # Another producer (or an older release) wrote a payload that does not fit:
+        # retrying cannot fix it.
+        raise E.PermanentError(E.PAYLOAD_INVALID, describe_validation(exc)) from None
+
+
+def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[str, Any]:
+    """The payload carried to the handler's current version."""
+    if version == job_type.version:
+        return payload
+    if version > job_type.version:
+        # A newer producer than this worker (rolling deploy): a newer worker may take it.
+        raise E.RetryableError(
+            E.PAYLOAD_VERSION_UNSUPPORTED,
+            f"payload v{version} is newer than this worker's v{job_type.version}")
+    try:
+        return job_type.upgrade(payload, version)
+    except KeyError as exc:
+        raise E.PermanentError(
+            E.PAYLOAD_VERSION_UNSUPPORTED,
+            f"payload v{version} cannot be upgraded to v{job_type.version}: {exc.args[0]}",
+        ) from None
+    except Exception as exc:
+        raise E.PermanentError(
+            E.PAYLOAD_VERSION_UNSUPPORTED,
+            f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
+
+
+def execute(job_type: JobType, run: ExecutionControl, payload: dict[str, Any]) -> Outcome | None:
+    """Run the handler (given `run.ctx`, its view); returns its Outcome, or None when the
+    execution lost its lease."""
+    exc: BaseException | None = None
+    try:
+        job_type(run.ctx, prepare_payload(job_type, payload, run.version))
+    except LeaseLost:
+        run.close_transaction(commit=False)
+        return None
+    except Exception as e:  # every failure is classified and recorded, never lost
+        exc = e
+    if run.lease_lost:
+        run.close_transaction(commit=False)
+        return None
+    return classify(exc, run, job_type)
+
+
+class CommitUncertain(Exception):
+    """The business transaction's connection failed while committing the completion."""
+
+
+def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Completion:
+    """The outcome as the completer writes it, with progress not yet written."""
+    progress, checkpoint = run.take_pending()
+    return Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
+                      attempt=run.attempt, lease=lease, status=outcome.status,
+                      outcome=outcome.outcome, error_code=outcome.error_code,
+                      error=outcome.error, delay=outcome.delay, progress=progress,
+                      checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
+                      duration_ms=ms_since(run.started))
+
+
+def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:
+    """Complete the job in the handler's business transaction (ctx.transaction()), so the
+    business writes and the completion commit together or not at all. False means this
+    execution no longer owned the job: both were rolled back. Raises CommitUncertain when
+    the connection died around the commit."""
+    conn = run.transaction_conn
+    assert conn is not None
+    c = completion(run, outcome, lease)
+    try:
+        owned = run.execution_id in write_batch(conn, [c])
+        run.close_transaction(commit=owned)
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        # Nobody knows whether the business writes and the completion committed. Never
+        # complete without them: the caller hands the job to a retry instead, which the
+        # guard refuses if the commit did happen.
+        run.close_transaction(commit=False)
+        raise CommitUncertain(str(exc)) from exc
+    except STORE_REFUSED as exc:
+        # PostgreSQL refused a value of the completion: the business writes roll back and
+        # the job fails at once, saying why, instead of waiting out its lease.
+        run.close_transaction(commit=False)
+        log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
+                  run.job_id, outcome.outcome.value, type(exc).__name__,
+                  E.OUTCOME_UNSTORABLE, extra={"action": "outcome_unstorable",
+                                               "job_id": run.job_id})
+        with run.pool.connection() as fallback:
+            return run.execution_id in write_batch(fallback, [unstorable(c, exc)])
+    recorded: dict[UUID, str] = {}
+    if not owned:
+        try:
+            with run.pool.connection() as conn:
+                recorded = count_refused(conn, [c])
+        except DB_ERRORS:
+            recorded = {c.execution_id: "unknown"}
+    log_outcomes([c], {c.execution_id: outcome.status} if owned else {}, recorded)
+    return owned

@@ -1,0 +1,170 @@
+"""Enqueue jobs inside the caller's own transaction.
+
+The web request commits its business change and the jobs it needs together: if the
+transaction rolls back, no job exists; if it commits, every job does. So enqueue never
+commits — it writes through whatever connection the caller is using (psycopg 3, or a
+SQLAlchemy Connection or Session) and lets the caller's COMMIT decide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from worker.core.errors import EnqueueError
+from worker.core.sanitize import describe_validation
+from worker.jobs.job_spec import JobSpec, check_payload
+from worker.jobs.job_types import defaulted_fields, with_published_policies
+from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name, registry
+from worker.store.queries import Q, execute
+
+DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
+
+
+def max_payload_bytes() -> int:
+    return int(os.environ.get("JOBWARDEN_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES))
+
+
+#: One encoder for every payload: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_payload(payload: Any, limit: int | None = None, *, checked: bool = False) -> str:
+    """The payload as JSON text, or EnqueueError saying exactly what is wrong with it.
+    `checked`: check_payload already passed (JobSpec.validate runs it), so skip it."""
+    if not checked:
+        check_payload(payload)
+    try:
+        text = _ENCODER.encode(payload)
+    except (TypeError, ValueError) as exc:
+        raise EnqueueError(f"payload is not JSON-serializable: {exc}", "payload") from exc
+    limit = max_payload_bytes() if limit is None else limit
+    # A character is at most 4 bytes in UTF-8: short text needs no encoding to measure.
+    if len(text) * 4 > limit and (size := len(text.encode())) > limit:
+        raise EnqueueError(
+            f"payload is {size} bytes, over the {limit}-byte limit: store the data elsewhere "
+            "and enqueue its id", "payload")
+    return text
+
+
+def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
+    """enqueue_jobs' parameters: one array per column, each spec's type policy applied,
+    payloads as JSON texts (parallel arrays cost the database less per row than JSON rows,
+    and skip building and parsing one object per job). Integer and name columns go as
+    array literals (see _names_literal)."""
+    cols: dict[str, list[Any]] = {name: [] for name in (
+        "queues", "types", "versions", "payloads", "priorities", "run_ats", "delays",
+        "max_attempts", "idempotency_keys", "concurrency_keys", "policy_defaults")}
+    (queues, types, versions, payloads, priorities, run_ats, delays, max_attempts,
+     idem_keys, conc_keys, defaults) = cols.values()
+    for spec in specs:
+        job_type = reg.get(spec.type)
+        version = spec.version
+        if version is None:
+            version = job_type.version if job_type else 1
+        raw = spec.payload
+        if hasattr(raw, "model_dump"):  # a pydantic model instance: store its JSON form
+            raw = raw.model_dump(mode="json")
+        text = encode_payload(raw, limit, checked=True)
+        if job_type is not None and job_type.payload_model is not None \
+                and version == job_type.version:
+            try:  # validated as the worker will read it back: the JSON form
+                job_type.validate_payload(json.loads(text))
+            except ValidationError as exc:
+                raise EnqueueError(f"payload does not fit {job_type.payload_model.__name__}: "
+                                   f"{describe_validation(exc)}", "payload") from None
+        queues.append(spec.queue or (job_type.queue if job_type else DEFAULT_QUEUE))
+        types.append(spec.type)
+        versions.append(version)
+        payloads.append(text)
+        priorities.append(spec.priority)
+        run_ats.append(spec.run_at.isoformat() if spec.run_at else None)
+        delays.append(spec.delay)
+        max_attempts.append(spec.max_attempts if spec.max_attempts is not None
+                            else job_type.max_attempts if job_type else DEFAULT_MAX_ATTEMPTS)
+        idem_keys.append(spec.idempotency_key)
+        conc_keys.append(spec.concurrency_key)
+        # The policy fields that took the documented defaults, for the type's first
+        # worker to replace (a text[] per row cannot travel in an array of rows: joined).
+        # A type with a known policy took none.
+        if job_type is None:
+            given = {"queue": spec.queue, "max_attempts": spec.max_attempts}
+            defaults.append(",".join(defaulted_fields(given, reg, spec.type)) or None)
+        else:
+            defaults.append(None)
+    # A field no job sets travels as one NULL instead of an array of them: ROWS FROM
+    # gives every row NULL for a function that returns no rows.
+    # The statement's parameters: a column as a list, as one NULL, or as an array literal.
+    out: dict[str, Any] = {name: None if col.count(None) == len(col) else col
+                           for name, col in cols.items()}
+    for name in ("queues", "types"):
+        out[name] = _names_literal(cols[name])
+    for name in ("versions", "priorities", "max_attempts"):
+        out[name] = "{" + ",".join(map(str, cols[name])) + "}"
+    return out
+
+
+def _names_literal(names: list[str]) -> str:
+    """Names (job types, queues) as one array literal for a `::text[]` cast. The driver
+    adapts a list element by element in Python, a third of the statement's client time
+    for a column that is the same name thousands of times; a checked name (letters,
+    digits, '_', '.', ':', '-') needs no escaping inside double quotes."""
+    for name in set(names):
+        check_name("name", name)
+    return '{"' + '","'.join(names) + '"}'
+
+
+def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Run one named query on the caller's connection, inside the caller's transaction."""
+    return execute(conn, sql, params)[1]
+
+
+def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
+                 *, registry: Registry = registry) -> list[int]:
+    """Enqueue several jobs in one statement; returns their ids in the order given.
+
+    A job whose idempotency key is held by a live (pending or running) job is not
+    inserted: its id in the result is the existing job's.
+    """
+    specs = [j if isinstance(j, JobSpec) else JobSpec(**j) for j in jobs]
+    if not specs:
+        return []
+    for spec in specs:
+        spec.validate()  # before any statement runs: the caller's transaction stays usable
+    # Each type's policy from this process's registry, else from the policies its workers
+    # published (job_types), else the documented defaults.
+    known = with_published_policies(conn, {spec.type for spec in specs}, registry)
+    cols = _columns(specs, known, max_payload_bytes())
+    cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
+    inserted = run_query(conn, Q.enqueue_jobs, cols)
+    by_key = {key: id_ for id_, key in inserted if key is not None}
+    plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
+    keys = cols["idempotency_keys"] or [None] * len(specs)
+    missing = sorted({k for k in keys if k and k not in by_key})
+    if missing:
+        # Held by a live job that was there first; ON CONFLICT waited for its writer.
+        by_key.update(dict(run_query(conn, Q.live_jobs_by_idempotency_key, {"keys": missing})))
+        lost = [k for k in missing if k not in by_key]
+        if lost:  # the holder finished between the two statements: insert afresh
+            retry = [s for s in specs if s.idempotency_key in lost]
+            for spec, id_ in zip(retry, enqueue_many(conn, retry, registry=registry), strict=True):
+                by_key[spec.idempotency_key] = id_
+    # Identity values are drawn in insertion order, which follows ORDER BY ord.
+    return [by_key[k] if k else next(plain_ids) for k in keys]
+
+
+def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | None = None,
+            priority: int = 0, run_at: datetime | None = None, delay: float | None = None,
+            max_attempts: int | None = None, idempotency_key: str | None = None,
+            version: int | None = None, concurrency_key: str | None = None,
+            registry: Registry = registry) -> int:
+    """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4)."""
+    spec = JobSpec(type=type, payload=payload, queue=queue, priority=priority, run_at=run_at,
+                   delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
+                   version=version, concurrency_key=concurrency_key)
+    return enqueue_many(conn, [spec], registry=registry)[0]

@@ -1,0 +1,142 @@
+"""Published job-type policies: the handler's declaration holds wherever a job is enqueued.
+
+`@job(...)` declares a type's policy in the application's code, but jobs are also
+enqueued by processes that never import the handler (another service, the CLI, a
+script). So a worker publishes the policies of the types it handles to `job_types`
+when it starts (`publish_job_types`), and:
+
+- `enqueue` of a type it does not know locally reads the defaults from there
+  (`with_published_policies`); arguments given at enqueue still win;
+- a type nobody has published yet gets the documented defaults (queue "default",
+  5 attempts, version 1), and the job records which fields took them
+  (`policy_defaults`); a worker of the type claims such a job as its own policy has it
+  (claim_jobs), and its duty brings the rest over in small batches (`adopt_defaulted`),
+  never in one statement at start-up (docs/architecture.md §5);
+- the console reads SLA targets from the table, with no application import.
+
+Timeout, lease, backoff and repeat safety are never stored per job: the worker that
+runs a job always applies its own handler's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+
+from worker.core.policy import RetryPolicy
+from worker.jobs.registry import JobType, Registry
+from worker.store.queries import Q, execute
+
+log = logging.getLogger("jobwarden.job_types")
+
+#: The fields `enqueue` fills from a policy when the caller does not give them, and so
+#: the ones a worker may fill in later for a job enqueued while no policy was known.
+POLICY_FIELDS = ("queue", "max_attempts")
+
+
+def policy_row(job_type: JobType, published_by: str) -> dict[str, Any]:
+    """A type's declared policy as one `job_types` row."""
+    backoff = job_type.backoff
+    return {"type": job_type.name, "queue": job_type.queue,
+            "max_attempts": job_type.max_attempts, "timeout_seconds": job_type.timeout,
+            "lease_seconds": job_type.lease,
+            "backoff": {"base": backoff.base, "cap": backoff.cap, "jitter": backoff.jitter},
+            "sla_seconds": job_type.sla, "version": job_type.version,
+            "repeat_safe": job_type.repeat_safe,
+            "concurrency_limit": job_type.concurrency_limit, "published_by": published_by}
+
+
+#: Jobs per adopt_defaulted transaction, and transactions per pass: a pass never holds
+#: many row locks, and a backlog of 100,000 defaulted jobs is spread over many passes
+#: (while claims take the jobs at the head of the queue without it).
+ADOPT_BATCH = 500
+ADOPT_MAX_BATCHES = 4
+
+
+def publish_job_types(conn: psycopg.Connection, types: Iterable[JobType],
+                      published_by: str) -> dict[str, int]:
+    """Publish these types' policies. Rewrites no job: see `adopt_defaulted`.
+
+    Runs in the caller's transaction (a psycopg connection). Returns how many types were
+    written (a newer version's policy is left alone).
+    """
+    rows = [policy_row(t, published_by) for t in types]
+    if not rows:
+        return {"published": 0}
+    published = execute(conn, Q.job_types_publish, {"rows": json.dumps(rows)})[1]
+    return {"published": len(published)}
+
+
+def adopt_defaulted(conn: psycopg.Connection, names: Iterable[str], *,
+                    batch: int = ADOPT_BATCH, max_batches: int = ADOPT_MAX_BATCHES) -> int:
+    """Give pending jobs of these types that took the documented defaults their published
+    policy, `batch` jobs per transaction, at most `max_batches` transactions; returns how
+    many moved. `conn`: a psycopg connection outside a transaction (commits each batch).
+
+    Claims need none of this (they apply their worker's policy themselves); it is so that
+    what reads a pending job's stored queue (console counts, `jobwarden stats`) soon
+    agrees with what the claims do."""
+    names = sorted(set(names))
+    moved = 0
+    for _ in range(max_batches if names else 0):
+        with conn.transaction():
+            rows = execute(conn, Q.job_types_adopt_defaulted,
+                           {"types": names, "batch": batch})[1]
+        moved += len(rows)
+        if len(rows) < batch:
+            break
+    if moved:
+        log.info("%d pending job(s) enqueued before their policy was known now follow it",
+                 moved, extra={"action": "policy_adopted", "count": moved})
+    return moved
+
+
+def published_policies(conn: Any, names: Iterable[str]) -> dict[str, JobType]:
+    """The published policies of these types, as handler-less JobTypes."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    columns, rows = execute(conn, Q.job_types_get, {"types": names})
+    found = {}
+    for row in rows:
+        r = dict(zip(columns, row, strict=True))
+        found[r["type"]] = JobType(
+            name=r["type"], handler=_not_here, queue=r["queue"],
+            max_attempts=r["max_attempts"], timeout=r["timeout_seconds"],
+            lease=r["lease_seconds"], backoff=RetryPolicy(**r["backoff"]),
+            sla=r["sla_seconds"], version=r["version"], repeat_safe=r["repeat_safe"],
+            concurrency_limit=r["concurrency_limit"])
+    return found
+
+
+def with_published_policies(conn: Any, names: Iterable[str], local: Registry) -> Registry:
+    """`local`, plus the published policy of each named type it does not hold.
+
+    Costs no query when every type is known locally (the usual case in an application
+    that imports its handlers).
+    """
+    missing = {n for n in names if isinstance(n, str) and n not in local}
+    if not missing:
+        return local
+    merged = Registry()
+    for job_type in local:
+        merged.register(job_type)
+    for job_type in published_policies(conn, missing).values():
+        merged.register(job_type)
+    return merged
+
+
+def defaulted_fields(given: dict[str, Any], known: Registry, type_name: str) -> list[str]:
+    """The policy fields a job takes from the documented defaults: those not given
+    at enqueue, when no policy for its type is known at all."""
+    if type_name in known:
+        return []
+    return [f for f in POLICY_FIELDS if given.get(f) is None]
+
+
+def _not_here(ctx: Any, payload: Any) -> Any:  # a published policy carries no handler
+    raise RuntimeError("a published job-type policy has no handler in this process")

@@ -1,0 +1,218 @@
+"""The job-type registry: `@job(...)` declares a handler and its policy, per type.
+
+Policy lives with the type, not in one global setting: an email and a PDF export live
+on different time scales (timeout, lease), tolerate different numbers of attempts and
+have different SLAs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.core.policy import RetryPolicy, parse_duration
+from worker.jobs.cron import check_schedule
+
+# \Z, not $: "$" also matches before a final newline.
+NAME_PATTERN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
+
+#: Highest concurrency_limit: the claim reads a key's running jobs for every job of the
+#: key it considers, so a limit is a small number, not a way to switch limits off.
+MAX_CONCURRENCY_LIMIT = 1000
+
+#: A type's queue and attempts when its declaration (or, at enqueue, any known policy)
+#: says nothing: the documented defaults.
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 5
+#: How often one job may snooze before the next snooze fails it (`max_snoozes`).
+DEFAULT_MAX_SNOOZES = 100
+
+Handler = Callable[[Any, Any], Any]  # (ctx, payload dict or model)
+Upgrader = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def check_name(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise ValueError(
+            f"invalid {kind} name {value!r}: use 1-200 letters, digits, '_', '.', ':' or '-'"
+        )
+    return value
+
+
+@dataclass
+class JobType:
+    """A registered job type: its handler and the policy the worker applies to it."""
+
+    name: str
+    handler: Handler
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    timeout: float | None = 300.0  # maximum duration of one execution (None: no limit)
+    lease: float = 60.0  # how long a claim stays valid without a heartbeat
+    backoff: RetryPolicy = field(default_factory=RetryPolicy)
+    sla: float | None = None  # target: seconds from available to started
+    version: int = 1
+    # False for jobs whose repetition is dangerous (e.g. charging a card without a
+    # provider idempotency key): a lost execution goes to `unknown`, not back to pending.
+    repeat_safe: bool = True
+    upgraders: dict[int, Upgrader] = field(default_factory=dict)
+    # A pydantic model of the current version's payload: enqueue refuses payloads that
+    # do not fit it, and the handler receives the validated model instead of a dict.
+    payload_model: Any = None  # a pydantic BaseModel subclass
+    # Periodic jobs (worker/duties/scheduler.py): a cron expression evaluated in `schedule_tz`,
+    # the payload each tick's job gets, and whether missed ticks are enqueued after
+    # downtime (catch_up) or only the latest one.
+    schedule: str | None = None
+    schedule_tz: str = "UTC"
+    schedule_payload: dict[str, Any] = field(default_factory=dict)
+    catch_up: bool = False
+    # Looks an unknown job's operation up by its business reference: returns "done",
+    # "not_done" or "unknown" (worker/ops/reconcile.py).
+    reconciler: Callable[[Any], str] | None = None
+    # How many jobs of one concurrency_key may run at once when this type's job starts,
+    # across all workers (claim_jobs; jobs without a key are not limited).
+    concurrency_limit: int = 1
+    # How often one job of this type may put itself off (`raise Snooze(...)`) before the
+    # next snooze fails it (SNOOZE_LIMIT): a job waiting on something that never comes
+    # must end where a person sees it.
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
+
+    def __call__(self, ctx: Any, payload: Any) -> Any:
+        return self.handler(ctx, payload)
+
+    def validate_payload(self, payload: dict[str, Any]) -> Any:
+        """The payload as the handler gets it: a model instance when one is declared.
+
+        Raises pydantic.ValidationError when the payload does not fit the model.
+        """
+        if self.payload_model is None:
+            return payload
+        return self.payload_model.model_validate(payload)
+
+    def upgrader(self, from_version: int) -> Callable[[Upgrader], Upgrader]:
+        """Register a function turning a payload of `from_version` into `from_version + 1`."""
+        if not 1 <= from_version < self.version:
+            raise ValueError(
+                f"{self.name}: an upgrader from v{from_version} makes no sense at v{self.version}"
+            )
+
+        def register(fn: Upgrader) -> Upgrader:
+            self.upgraders[from_version] = fn
+            return fn
+
+        return register
+
+    def can_upgrade(self, from_version: int) -> bool:
+        return all(v in self.upgraders for v in range(from_version, self.version))
+
+    def upgrade(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """The payload carried from `from_version` to the current version, step by step.
+
+        Raises KeyError naming the missing step when there is no path.
+        """
+        for v in range(from_version, self.version):
+            if v not in self.upgraders:
+                raise KeyError(f"no upgrader from v{v} to v{v + 1}")
+            payload = self.upgraders[v](payload)
+            if not isinstance(payload, dict):
+                raise TypeError(f"upgrader from v{v} returned {type(payload).__name__}")
+        return payload
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._types: dict[str, JobType] = {}
+
+    def register(self, job_type: JobType) -> JobType:
+        existing = self._types.get(job_type.name)
+        if existing is not None and existing.handler is not job_type.handler:
+            raise ValueError(f"job type {job_type.name!r} is already registered")
+        self._types[job_type.name] = job_type
+        return job_type
+
+    def get(self, name: str) -> JobType | None:
+        return self._types.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._types
+
+    def __iter__(self) -> Iterator[JobType]:
+        return iter(self._types.values())
+
+    def names(self) -> list[str]:
+        return sorted(self._types)
+
+    def clear(self) -> None:
+        self._types.clear()
+
+
+#: The process-wide registry that `@job` fills and the worker reads.
+registry = Registry()
+
+
+def job(
+    name: str,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    timeout: float | str | None = 300,
+    lease: float | str = 60,
+    backoff: RetryPolicy | float | str | None = None,
+    sla: float | str | None = None,
+    version: int = 1,
+    repeat_safe: bool = True,
+    payload: type | None = None,
+    schedule: str | None = None,
+    schedule_tz: str = "UTC",
+    schedule_payload: dict[str, Any] | None = None,
+    catch_up: bool = False,
+    reconciler: Callable[[Any], str] | None = None,
+    concurrency_limit: int = 1,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
+    registry: Registry = registry,
+) -> Callable[[Handler], JobType]:
+    """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
+
+    `payload=SomeModel` (a pydantic BaseModel) validates payloads at enqueue and hands
+    the handler a SomeModel instance. `schedule="*/5 * * * *"` (cron, in `schedule_tz`)
+    makes the workers enqueue one job of the type per tick (worker/duties/scheduler.py).
+    `reconciler=fn` settles the type's unknown outcomes (worker/ops/reconcile.py; a worker
+    serving such a type also runs the `jobwarden.reconcile` job that runs reconcilers).
+    `concurrency_limit=N` lets up to N jobs of one `concurrency_key` run at once (default 1).
+    `max_snoozes=N` bounds how often one job may `raise Snooze(seconds)` (default 100).
+    """
+    check_name("job type", name)
+    check_name("queue", queue)
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"{name}: max_attempts must be an integer >= 1")
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"{name}: version must be an integer >= 1")
+    if (not isinstance(concurrency_limit, int) or isinstance(concurrency_limit, bool)
+            or not 1 <= concurrency_limit <= MAX_CONCURRENCY_LIMIT):
+        raise ValueError(f"{name}: concurrency_limit must be an integer from 1 to "
+                         f"{MAX_CONCURRENCY_LIMIT}")
+    if not isinstance(max_snoozes, int) or isinstance(max_snoozes, bool) or max_snoozes < 0:
+        raise ValueError(f"{name}: max_snoozes must be an integer >= 0")
+    if payload is not None and not hasattr(payload, "model_validate"):
+        raise ValueError(f"{name}: payload must be a pydantic model class")
+    lease_s = parse_duration(lease)
+    if not lease_s or lease_s <= 0:
+        raise ValueError(f"{name}: lease must be positive")
+    if schedule is not None:
+        check_schedule(name, schedule, schedule_tz)
+
+    def decorate(fn: Handler) -> JobType:
+        return registry.register(JobType(
+            name=name, handler=fn, queue=queue, max_attempts=max_attempts,
+            timeout=parse_duration(timeout), lease=lease_s,
+            backoff=RetryPolicy.coerce(backoff), sla=parse_duration(sla),
+            version=version, repeat_safe=repeat_safe, payload_model=payload,
+            schedule=schedule, schedule_tz=schedule_tz,
+            schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
+            reconciler=reconciler, concurrency_limit=concurrency_limit,
+            max_snoozes=max_snoozes,
+        ))
+
+    return decorate

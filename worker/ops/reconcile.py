@@ -1,0 +1,115 @@
+"""Reconciliation hooks: a job type may say whether an ambiguous operation happened.
+
+A job ends `unknown` when its execution could not tell whether its external effect took
+place (AmbiguousOutcome, or a lost worker of a type that is not `repeat_safe`). A type
+may declare `reconciler=fn`: `fn(job)` looks the operation up by its business reference
+(the payload, the idempotency key) and answers DONE, NOT_DONE or UNKNOWN.
+
+- DONE: the job is marked completed; NOT_DONE: it is retried (running it is safe now);
+  UNKNOWN, or a reconciler that raises: it stays for a person to decide.
+- Each decision is an operator action with its audit row (`mark_completed` / `retry`),
+  whose actor is whoever asked: `jobwarden reconcile --auto` (cli:$USER), or the
+  console's operator through a `jobwarden.reconcile` job that a worker with the handlers
+  runs (the console imports no application code).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from worker.jobs.registry import JobType, Registry
+from worker.ops.operations import mark_completed, retry_job
+from worker.store.queries import CallerConnection, Q, execute
+
+if TYPE_CHECKING:
+    from worker.engine.context import JobContext
+
+log = logging.getLogger("jobwarden.reconcile")
+
+DONE, NOT_DONE, UNKNOWN = "done", "not_done", "unknown"
+#: The job type through which the console asks a worker to run reconcilers.
+RECONCILE_TYPE = "jobwarden.reconcile"
+
+
+@dataclass(frozen=True)
+class ReviewJob:
+    """What a reconciler gets: the unknown job's identity and business reference."""
+
+    id: int
+    type: str
+    queue: str
+    payload: dict[str, Any]
+    idempotency_key: str | None
+    attempts: int
+    last_error_code: str | None
+    last_error: str | None
+
+
+def reconcilable_types(registry: Registry) -> list[str]:
+    return sorted(t.name for t in registry if t.reconciler is not None)
+
+
+def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: str = "admin",
+              job_id: int | None = None, limit: int = 100,
+              note: str | None = None) -> dict[str, list[int]]:
+    """Run the reconcilers of unknown jobs (or of `job_id` alone), in the caller's
+    transaction; returns job ids by verdict (done / not_done / unknown). `note`, the
+    requester's reason, is added to each audit row's reason."""
+    asked = f" (requested: {note})" if note else ""
+    verdicts: dict[str, list[int]] = {DONE: [], NOT_DONE: [], UNKNOWN: []}
+    columns, rows = execute(conn, Q.reconcile_candidates, {
+        "types": reconcilable_types(registry), "job_id": job_id, "limit": limit})
+    for row in rows:
+        job = ReviewJob(**dict(zip(columns, row, strict=True)))
+        verdict = _ask(registry, job)
+        if verdict == DONE:
+            mark_completed(conn, job.id, actor=actor, role=role,
+                           reason=f"reconciler of {job.type}: the operation happened{asked}")
+        elif verdict == NOT_DONE:
+            retry_job(conn, job.id, actor=actor, role=role, expected_status="unknown",
+                      reason=f"reconciler of {job.type}: the operation did not happen; "
+                             f"running it again{asked}")
+        verdicts[verdict].append(job.id)
+        log.info("job %s %s reconciled: %s", job.id, job.type, verdict,
+                 extra={"action": "job_reconciled", "job_id": job.id, "job_type": job.type,
+                        "verdict": verdict})
+    return verdicts
+
+
+def _ask(registry: Registry, job: ReviewJob) -> str:
+    job_type = registry.get(job.type)
+    reconciler = job_type.reconciler if job_type is not None else None
+    if reconciler is None:  # the candidates' types had one: this registry is another
+        log.warning("job %s: no reconciler of %s here; still unknown", job.id, job.type,
+                    extra={"action": "reconciler_failed", "job_id": job.id})
+        return UNKNOWN
+    try:
+        verdict: Any = reconciler(job)
+    except Exception as exc:  # the external system may be down: ask again later
+        log.warning("job %s: reconciler of %s failed (%s); still unknown", job.id, job.type,
+                    exc, extra={"action": "reconciler_failed", "job_id": job.id})
+        return UNKNOWN
+    if verdict not in (DONE, NOT_DONE, UNKNOWN):
+        log.warning("job %s: reconciler of %s answered %r, not done/not_done/unknown",
+                    job.id, job.type, verdict, extra={"action": "reconciler_failed",
+                                                      "job_id": job.id})
+        return UNKNOWN
+    return str(verdict)
+
+
+def register_reconcile_job(registry: Registry) -> None:
+    """Give the registry the `jobwarden.reconcile` job type when one of its types has a
+    reconciler: the console enqueues one to have a worker with the handlers run them. The
+    worker process calls this at start (the registry itself imports no feature)."""
+    if RECONCILE_TYPE in registry or not any(t.reconciler for t in registry):
+        return
+
+    def run_reconcilers(ctx: JobContext, payload: dict[str, Any]) -> None:
+        with ctx.transaction() as conn:
+            reconcile(conn, registry, actor=payload["actor"], role=payload["role"],
+                      job_id=payload.get("job_id"), note=payload.get("reason"))
+
+    registry.register(JobType(name=RECONCILE_TYPE, handler=run_reconcilers, max_attempts=3,
+                              timeout=300.0))

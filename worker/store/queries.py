@@ -1,0 +1,115 @@
+"""Named SQL queries, loaded from worker/store/sql/*.sql — the one place the runtime's SQL lives.
+
+The console keeps its own queries in console/sql and loads them with `load_queries`.
+
+Each query in a .sql file starts with a header line `-- name: query_name` followed by a
+one-line comment saying what it does. Parameters use psycopg's `%(name)s` style, which
+both psycopg and SQLAlchemy's `exec_driver_sql` accept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+#: A connection in the caller's transaction, as execute() takes it: a psycopg Connection,
+#: or a SQLAlchemy Connection or Session. Any, because execute() tells these unrelated
+#: classes apart by what they have, which no union of them would let it say.
+CallerConnection = Any
+
+_HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+def load_queries(folder: Path) -> dict[str, str]:
+    """Every `-- name:` query of the .sql files in `folder`; a name defined twice is an error."""
+    queries: dict[str, str] = {}
+    for path in sorted(folder.glob("*.sql")):
+        text = path.read_text()
+        parts = _HEADER.split(text)
+        # parts = [preamble, name1, body1, name2, body2, ...]
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in queries:
+                raise RuntimeError(f"query {name!r} defined twice (second in {path.name})")
+            queries[name] = body.strip()
+    return queries
+
+
+class Queries(dict[str, str]):
+    """Named queries, readable as attributes: `Q.claim_jobs`."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no SQL query named {name!r}") from None
+
+
+#: All named queries: `Q.claim_jobs` or `Q["claim_jobs"]`.
+Q = Queries(load_queries(Path(__file__).parent / "sql"))
+
+
+def execute(conn: CallerConnection, sql: str,
+            params: Mapping[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run a query on the caller's connection, inside the caller's transaction: a psycopg
+    Connection, or a SQLAlchemy Connection or Session. Returns (column names, rows)."""
+    if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
+        result = conn.exec_driver_sql(sql, dict(params))
+    elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
+        result = conn.connection().exec_driver_sql(sql, dict(params))
+    elif hasattr(conn, "execute") and hasattr(conn, "cursor"):  # psycopg Connection
+        result = conn.execute(sql, params)
+    else:
+        raise TypeError("needs a psycopg connection or a SQLAlchemy Connection/Session, "
+                        f"not {type(conn).__name__}")
+    if hasattr(result, "returns_rows"):  # SQLAlchemy
+        if not result.returns_rows:
+            return [], []
+        return list(result.keys()), [tuple(r) for r in result.fetchall()]
+    if result.description is None:  # psycopg
+        return [], []
+    return [d.name for d in result.description], [tuple(r) for r in result.fetchall()]
+
+
+def one_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The row of a statement that always returns exactly one (a function call, an
+    aggregate): a missing row is a broken query, said as such rather than as a TypeError."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("a statement that always returns one row returned none")
+    return row
+
+
+def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str, Any]:
+    """Parameters of a batch statement over jsonb_to_recordset(%(rows)s): the rows sorted
+    by job id (so concurrent batches lock rows in one order), plus their execution ids as
+    an array, which gives the planner an index probe of job_executions per row."""
+    rows = sorted(rows, key=lambda r: r[id_key])
+    return {"rows": json.dumps(rows, default=str),
+            "execution_ids": [str(r["execution_id"]) for r in rows]}
+
+
+def query_name(sql: str | None, queries: Mapping[str, str] | None = None) -> str:
+    """The name of a named query (of `queries`, the runtime's by default) from its text,
+    for logs; "an unnamed statement" when it is none of them."""
+    text = (sql or "").strip()
+    for name, body in (Q if queries is None else queries).items():
+        if body == text:
+            return name
+    return "an unnamed statement"
+
+
+def describe_db_error(exc: BaseException, queries: Mapping[str, str] | None = None) -> str:
+    """`UniqueViolation (SQLSTATE 23505) in console_user_upsert`: what to log about a
+    database error. Never its message or bound values: PostgreSQL's DETAIL and the
+    driver's parameter dump may hold a password hash, a key or a payload. `queries` names
+    the statement (the runtime's queries by default)."""
+    orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    sqlstate = getattr(orig, "sqlstate", None)
+    statement = getattr(exc, "statement", None)
+    where = f" in {query_name(statement, queries)}" if statement else ""
+    return f"{type(orig).__name__}{f' (SQLSTATE {sqlstate})' if sqlstate else ''}{where}"

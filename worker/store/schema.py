@@ -1,0 +1,372 @@
+"""The schema the code expects, as SQLAlchemy metadata.
+
+Alembic migrations own the database; this module is the runtime's view of it. The
+console adds its own table (`console_users`, in console/schema.py) to the same
+`metadata`, and tests/integration/test_migrations.py checks that upgrading an empty
+database yields exactly the union.
+"""
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+
+from worker.core.states import LIVE_STATUSES as _LIVE
+from worker.core.states import TERMINAL_STATUSES as _TERMINAL
+from worker.core.states import ExecutionOutcome, JobStatus, WorkerState
+
+# Plain-text tuples of the enums in worker/core/states.py, for CHECK constraints and callers
+# that want strings (the console's forms and filters).
+#: Every value `background_jobs.status` may take (docs/architecture.md §2).
+JOB_STATUSES = tuple(s.value for s in JobStatus)
+#: Statuses no worker will move a job out of by itself.
+TERMINAL_STATUSES = tuple(s.value for s in _TERMINAL)
+#: A job in one of these holds its idempotency key: enqueueing it again returns it.
+LIVE_STATUSES = tuple(s.value for s in _LIVE)
+#: Outcomes an execution (one claim) can end with.
+EXECUTION_OUTCOMES = tuple(o.value for o in ExecutionOutcome)
+WORKER_STATES = tuple(w.value for w in WorkerState)
+#: What job_event_totals counts (worker/store/event_totals.py).
+EVENTS = ("recovered", "zombie_outcome", "zombie_lease")
+
+
+def check_in(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK expression: `column` takes one of `values`."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+metadata = MetaData()
+TS = DateTime(timezone=True)
+
+background_jobs = Table(
+    "background_jobs",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("queue", Text, nullable=False, server_default="default"),
+    Column("type", Text, nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+    Column("payload", JSONB, nullable=False),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("available_at", TS, nullable=False, server_default=text("now()")),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    # Executions that snoozed the job (migration 0021): bounded by a type's max_snoozes.
+    Column("snoozes", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False, server_default="5"),
+    Column("worker_id", Text),
+    Column("execution_id", UUID(as_uuid=True)),
+    Column("started_at", TS),
+    Column("heartbeat_at", TS),
+    Column("lease_seconds", Float),
+    Column("lease_expires_at", TS),
+    Column("last_error_code", Text),
+    Column("last_error", Text),
+    Column("progress", JSONB),
+    Column("checkpoint", JSONB),
+    Column("idempotency_key", Text),
+    Column("concurrency_key", Text),
+    # Which of its key's slots the job took at its last claim; meaningful while it runs
+    # (migration 0015).
+    Column("concurrency_slot", SmallInteger, nullable=False, server_default="0"),
+    Column("cancel_requested_at", TS),
+    Column("manual_retry_count", Integer, nullable=False, server_default="0"),
+    Column("retried_by", Text),
+    Column("retried_at", TS),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("completed_at", TS),
+    Column("failed_at", TS),
+    Column("cancelled_at", TS),
+    Column("skipped_at", TS),
+    # Policy fields that took the documented defaults because no policy for the type was
+    # known at enqueue; a worker's claim applies its own, its duty the published one in
+    # small batches (migration 0004, docs/architecture.md §5).
+    Column("policy_defaults", ARRAY(Text)),
+    CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
+    CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
+    CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
+    CheckConstraint("jsonb_typeof(payload) = 'object'", name="background_jobs_payload_check"),
+    CheckConstraint(
+        "status <> 'running' OR execution_id IS NOT NULL",
+        name="background_jobs_running_owner_check",
+    ),
+    # Only a running job holds a lease: recovery and the console rely on it (migration 0020).
+    CheckConstraint(
+        "lease_expires_at IS NULL OR status = 'running'",
+        name="background_jobs_lease_only_while_running_check",
+    ),
+)
+# The claim path: pending jobs by aged priority, i.e. by available_at moved earlier by
+# 10 seconds per priority level (the function, migration 0016), lowest rank first. It
+# leads with the constant `status` so the planner costs it like the other status indexes
+# whatever the statistics (migration 0016's docstring).
+Index(
+    "background_jobs_claim_rank_idx",
+    background_jobs.c.status, text("jobwarden_claim_rank(available_at, priority)"),
+    background_jobs.c.id,
+    postgresql_where=text("status = 'pending'"),
+)
+# Recovery scans only running jobs by lease expiry.
+Index(
+    "background_jobs_lease_idx",
+    background_jobs.c.lease_expires_at,
+    postgresql_where=text("status = 'running'"),
+)
+# Failed jobs grouped by error code (console) and ordered by time.
+Index(
+    "background_jobs_failed_idx",
+    background_jobs.c.last_error_code, background_jobs.c.failed_at,
+    postgresql_where=text("status = 'failed'"),
+)
+Index("background_jobs_status_idx", background_jobs.c.status, background_jobs.c.id)
+# Retention: finished jobs of a status by the time they reached it (the function,
+# migration 0017), oldest first.
+Index(
+    "background_jobs_retention_idx",
+    background_jobs.c.status,
+    text("jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at, "
+         "created_at)"),
+    background_jobs.c.id,
+    postgresql_where=text("status IN ('completed', 'failed', 'cancelled', 'skipped')"),
+)
+Index("background_jobs_type_idx", background_jobs.c.type, background_jobs.c.status)
+Index(
+    "background_jobs_idempotency_live_idx",
+    background_jobs.c.idempotency_key,
+    unique=True,
+    postgresql_where=text(
+        "idempotency_key IS NOT NULL AND status IN ('pending', 'running')"
+    ),
+)
+
+job_executions = Table(
+    "job_executions",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("job_id", BigInteger,
+           ForeignKey("background_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("execution_id", UUID(as_uuid=True), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("worker_id", Text, nullable=False),
+    Column("scheduled_at", TS, nullable=False),
+    Column("started_at", TS, nullable=False, server_default=text("now()")),
+    Column("heartbeat_at", TS),
+    Column("finished_at", TS),
+    Column("outcome", Text),
+    Column("error_code", Text),
+    Column("error", Text),
+    Column("duration_ms", Float),
+    Column("traceback", Text),  # migration 0011
+    UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
+    CheckConstraint(
+        "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),
+        name="job_executions_outcome_check",
+    ),
+)
+Index("job_executions_job_idx", job_executions.c.job_id, job_executions.c.attempt)
+Index("job_executions_started_idx", job_executions.c.started_at)
+Index("job_executions_finished_idx", job_executions.c.finished_at)
+
+job_audit = Table(
+    "job_audit",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("job_id", BigInteger, ForeignKey("background_jobs.id", ondelete="SET NULL")),
+    Column("bulk_id", UUID(as_uuid=True)),
+    Column("actor", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("from_status", Text),
+    Column("to_status", Text),
+    Column("at", TS, nullable=False, server_default=text("now()")),
+    Column("request_id", Text),
+    Column("details", JSONB),
+)
+Index("job_audit_job_idx", job_audit.c.job_id, job_audit.c.at)
+Index("job_audit_at_idx", job_audit.c.at)
+Index("job_audit_actor_idx", job_audit.c.actor, job_audit.c.at)
+# An operator action looks for the audit row of an earlier submission of its form
+# (operator_audit_by_request, migration 0012).
+Index(
+    "job_audit_request_idx",
+    job_audit.c.request_id, job_audit.c.actor, job_audit.c.action,
+    postgresql_where=text("request_id IS NOT NULL"),
+)
+
+job_workers = Table(
+    "job_workers",
+    metadata,
+    Column("worker_id", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", ARRAY(Text), nullable=False),
+    Column("job_types", ARRAY(Text), nullable=False),
+    Column("concurrency", Integer, nullable=False),
+    Column("version", Text, nullable=False),
+    Column("started_at", TS, nullable=False, server_default=text("now()")),
+    Column("heartbeat_at", TS, nullable=False, server_default=text("now()")),
+    Column("stopped_at", TS),
+    # One object per lane: {"queues": [...], "slots": N, "shared": bool} (worker/engine/lanes.py).
+    Column("lanes", JSONB),
+    Column("state", Text, nullable=False, server_default="running"),
+    CheckConstraint(check_in("state", WORKER_STATES), name="job_workers_state_check"),
+)
+
+processed_effects = Table(
+    "processed_effects",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("job_id", BigInteger),
+    Column("execution_id", UUID(as_uuid=True)),
+    Column("state", Text, nullable=False, server_default="reserved"),
+    Column("result", JSONB),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("done_at", TS),
+    CheckConstraint("state IN ('reserved', 'done')", name="processed_effects_state_check"),
+)
+
+queue_controls = Table(
+    "queue_controls",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("changed_by", Text),
+    Column("changed_at", TS, nullable=False, server_default=text("now()")),
+)
+
+# Console indexes (migration 0002): overview counts read in index order, failed groups
+# by type without the heap, and the jobs list's idempotency-key search.
+Index(
+    "background_jobs_console_counts_idx",
+    background_jobs.c.status, background_jobs.c.queue, background_jobs.c.type,
+)
+Index(
+    "background_jobs_failed_type_idx",
+    background_jobs.c.last_error_code, background_jobs.c.type,
+    postgresql_include=["failed_at"],
+    postgresql_where=text("status = 'failed'"),
+)
+Index(
+    "background_jobs_idempotency_key_idx",
+    background_jobs.c.idempotency_key,
+    postgresql_where=text("idempotency_key IS NOT NULL"),
+)
+
+# Per-key limits (migrations 0003, 0015): running jobs of a key hold distinct slots.
+Index(
+    "background_jobs_concurrency_slot_idx",
+    background_jobs.c.concurrency_key, background_jobs.c.concurrency_slot,
+    unique=True,
+    postgresql_where=text("status = 'running' AND concurrency_key IS NOT NULL"),
+)
+Index(
+    "background_jobs_concurrency_key_idx",
+    background_jobs.c.concurrency_key, background_jobs.c.status,
+    postgresql_where=text("concurrency_key IS NOT NULL"),
+)
+
+# Published job-type policies (migration 0004): written by workers at start, read by
+# enqueue for types it does not know and by the console for SLA targets.
+job_types = Table(
+    "job_types",
+    metadata,
+    Column("type", Text, primary_key=True),
+    Column("queue", Text, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("timeout_seconds", Float),
+    Column("lease_seconds", Float, nullable=False),
+    Column("backoff", JSONB, nullable=False),
+    Column("sla_seconds", Float),
+    Column("version", Integer, nullable=False),
+    Column("repeat_safe", Boolean, nullable=False),
+    Column("concurrency_limit", Integer, nullable=False, server_default="1"),
+    Column("published_by", Text, nullable=False),
+    Column("published_at", TS, nullable=False, server_default=text("now()")),
+    CheckConstraint("max_attempts >= 1", name="job_types_max_attempts_check"),
+    CheckConstraint("version >= 1", name="job_types_version_check"),
+    CheckConstraint("concurrency_limit >= 1", name="job_types_concurrency_limit_check"),
+)
+Index(
+    "background_jobs_policy_defaults_idx",
+    background_jobs.c.type,
+    postgresql_where=text("policy_defaults IS NOT NULL AND status = 'pending'"),
+)
+
+# Periodic jobs (migration 0008): one row per scheduled type; workers advance
+# next_run_at by compare-and-set, so one job is enqueued per tick.
+job_schedules = Table(
+    "job_schedules",
+    metadata,
+    Column("type", Text, primary_key=True),
+    Column("cron", Text, nullable=False),
+    Column("timezone", Text, nullable=False, server_default="UTC"),
+    Column("catch_up", Boolean, nullable=False, server_default=text("false")),
+    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("next_run_at", TS, nullable=False),
+    Column("last_run_at", TS),
+    Column("last_job_id", BigInteger),
+    Column("published_by", Text, nullable=False),
+    Column("published_at", TS, nullable=False, server_default=text("now()")),
+)
+Index("job_schedules_due_idx", job_schedules.c.next_run_at,
+      postgresql_where=text("NOT paused"))
+# Rollups (migration 0009): kept by statement-level triggers on background_jobs, read by
+# the console instead of counting jobs (docs/architecture.md §3, "Rollups").
+job_count_deltas = Table(
+    "job_count_deltas",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("status", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("jobs", BigInteger, nullable=False),
+)
+job_minute_counts = Table(
+    "job_minute_counts",
+    metadata,
+    Column("minute", TS, primary_key=True),
+    Column("queue", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("outcome", Text, primary_key=True),
+    Column("error_code", Text, primary_key=True, server_default=text("''")),
+    Column("jobs", BigInteger, nullable=False),
+)
+Index(
+    "job_minute_counts_error_idx",
+    job_minute_counts.c.error_code, job_minute_counts.c.minute,
+    postgresql_where=text("error_code <> ''"),
+)
+# Totals of rare runtime events per type (migration 0013, worker/store/event_totals.py): they
+# outlive retention, so /metrics exposes them as counters.
+job_event_totals = Table(
+    "job_event_totals",
+    metadata,
+    Column("event", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("total", BigInteger, nullable=False),
+    Column("updated_at", TS, nullable=False, server_default=text("now()")),
+    CheckConstraint(check_in("event", EVENTS), name="job_event_totals_event_check"),
+)
+Index(
+    "job_executions_lost_idx",
+    job_executions.c.finished_at,
+    postgresql_where=text("outcome = 'worker_lost'"),
+)

@@ -1,0 +1,59 @@
+-- Published job-type policies (worker/jobs/job_types.py is the only caller): the handler's
+-- declaration, written by its workers, is what every other process goes by.
+
+-- name: job_types_publish
+-- Upsert the policies of a worker's job types; never over a newer version's policy.
+INSERT INTO job_types
+    (type, queue, max_attempts, timeout_seconds, lease_seconds, backoff, sla_seconds,
+     version, repeat_safe, concurrency_limit, published_by)
+SELECT r.type, r.queue, r.max_attempts, r.timeout_seconds, r.lease_seconds, r.backoff,
+       r.sla_seconds, r.version, r.repeat_safe, r.concurrency_limit, r.published_by
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+    type text, queue text, max_attempts int, timeout_seconds float8, lease_seconds float8,
+    backoff jsonb, sla_seconds float8, version int, repeat_safe boolean,
+    concurrency_limit int, published_by text)
+ORDER BY r.type
+ON CONFLICT (type) DO UPDATE
+SET queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
+    timeout_seconds = EXCLUDED.timeout_seconds, lease_seconds = EXCLUDED.lease_seconds,
+    backoff = EXCLUDED.backoff, sla_seconds = EXCLUDED.sla_seconds,
+    version = EXCLUDED.version, repeat_safe = EXCLUDED.repeat_safe,
+    concurrency_limit = EXCLUDED.concurrency_limit,
+    published_by = EXCLUDED.published_by, published_at = now()
+-- During a rolling deploy a restarting old worker must not undo the new declaration.
+WHERE job_types.version <= EXCLUDED.version
+RETURNING type
+
+-- name: job_types_get
+-- The published policies of the given job types.
+SELECT type, queue, max_attempts, timeout_seconds, lease_seconds, backoff, sla_seconds,
+       version, repeat_safe, concurrency_limit
+FROM job_types
+WHERE type = ANY(%(types)s::text[])
+
+-- name: job_types_adopt_defaulted
+-- At most `batch` pending jobs of these types that took documented defaults take the
+-- published policy, as if enqueued after it: a worker's duty, one short transaction per
+-- batch, so the queue the console, the CLI and pauses read is the declared one without
+-- a statement that rewrites every such job at once (a claim applies the policy by itself).
+-- The partial index background_jobs_policy_defaults_idx holds exactly these jobs. Rows a
+-- claim or another worker's batch holds are skipped; the UPDATE re-checks both states.
+WITH batch AS (
+    SELECT j.id FROM background_jobs j
+    WHERE j.type = ANY(%(types)s::text[])
+      AND j.status = 'pending'
+      AND j.policy_defaults IS NOT NULL
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE background_jobs j
+SET queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN t.queue ELSE j.queue END,
+    max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
+                        THEN t.max_attempts ELSE j.max_attempts END,
+    policy_defaults = NULL
+FROM batch b, job_types t
+WHERE j.id = b.id
+  AND t.type = j.type
+  AND j.status = 'pending'
+  AND j.policy_defaults IS NOT NULL
+RETURNING j.id

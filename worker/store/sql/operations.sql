@@ -1,0 +1,310 @@
+-- Operator actions (retry, cancel, skip, reconcile), used by worker/ops/operations.py.
+--
+-- Each action is one statement: lock the jobs still in an allowed state, change them
+-- (compare-and-set) and append one job_audit row per job, so the state change and its
+-- audit commit together or not at all. A job whose state moved meanwhile (a worker
+-- finished it, another operator acted first) is simply not selected: zero rows.
+--
+-- Selection is one job (job_id), a set of jobs an operator reviewed (job_ids), or a failed group (error_code, optional job_type,
+-- failed no later than seen_until: jobs failing after the operator's preview are left
+-- alone). Custom plans fold the `IS NULL OR` guards away, so each form uses its index.
+
+-- name: operator_jobs_retry
+-- Back to pending for a new execution; skips jobs whose idempotency key a live job holds.
+WITH candidates AS (
+    SELECT id, status, idempotency_key
+    FROM background_jobs
+    WHERE status = ANY(%(from_statuses)s::text[])
+      AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
+      AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
+      AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
+    FOR UPDATE
+), target AS (
+    -- One job per idempotency key, and none whose key a pending/running job holds:
+    -- the live-key unique index would otherwise reject the whole statement.
+    SELECT DISTINCT ON (coalesce(c.idempotency_key, c.id::text)) c.id, c.status
+    FROM candidates c
+    WHERE c.idempotency_key IS NULL
+       OR NOT EXISTS (
+            SELECT 1 FROM background_jobs live
+            WHERE live.idempotency_key = c.idempotency_key
+              AND live.status IN ('pending', 'running'))
+    ORDER BY coalesce(c.idempotency_key, c.id::text), c.id DESC
+), updated AS (
+    UPDATE background_jobs j SET
+        status = 'pending',
+        available_at = now(),
+        execution_id = NULL,
+        worker_id = NULL,
+        heartbeat_at = NULL,
+        lease_expires_at = NULL,
+        cancel_requested_at = NULL,
+        failed_at = NULL,
+        cancelled_at = NULL,
+        -- attempts keeps counting executions; allow at least one more.
+        max_attempts = greatest(j.max_attempts, j.attempts + 1),
+        manual_retry_count = j.manual_retry_count + 1,
+        retried_by = %(actor)s::text,
+        retried_at = now()
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, bulk_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(bulk_id)s::uuid, %(actor)s::text, %(role)s::text, %(action)s::text,
+           %(reason)s::text, from_status, to_status, %(request_id)s::text, %(details)s::jsonb
+    FROM updated
+    RETURNING job_id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', q.queue) FROM (SELECT DISTINCT queue FROM updated) q
+)
+SELECT (SELECT count(*) FROM audit) AS jobs,
+       (SELECT count(*) FROM woken) AS queues,
+       (SELECT min(id) FROM updated) AS first_job_id;
+
+-- name: operator_jobs_transition
+-- Move jobs to a terminal status (cancelled, skipped, completed, failed) by operator decision.
+WITH target AS (
+    SELECT id, status
+    FROM background_jobs
+    WHERE status = ANY(%(from_statuses)s::text[])
+      AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
+      AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
+      AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET
+        status = %(to_status)s::text,
+        cancelled_at = CASE WHEN %(to_status)s::text = 'cancelled' THEN now() ELSE j.cancelled_at END,
+        skipped_at = CASE WHEN %(to_status)s::text = 'skipped' THEN now() ELSE j.skipped_at END,
+        completed_at = CASE WHEN %(to_status)s::text = 'completed' THEN now() ELSE j.completed_at END,
+        failed_at = CASE WHEN %(to_status)s::text = 'failed' THEN now() ELSE j.failed_at END
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, t.status AS from_status, j.status AS to_status
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, bulk_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(bulk_id)s::uuid, %(actor)s::text, %(role)s::text, %(action)s::text,
+           %(reason)s::text, from_status, to_status, %(request_id)s::text, %(details)s::jsonb
+    FROM updated
+    RETURNING job_id
+)
+SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
+
+-- name: operator_job_request_cancel
+-- Ask the worker running a job to stop (cooperative); the worker sees it on its next heartbeat.
+WITH target AS (
+    SELECT id, status FROM background_jobs
+    WHERE id = %(job_id)s::bigint AND status = 'running' AND cancel_requested_at IS NULL
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET cancel_requested_at = now()
+    FROM target t WHERE j.id = t.id
+    RETURNING j.id, t.status AS from_status, j.status AS to_status
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, 'request_cancel', %(reason)s::text,
+           from_status, to_status, %(request_id)s::text, '{"cooperative": true}'::jsonb
+    FROM updated
+    RETURNING job_id
+)
+SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
+
+-- name: operator_audit_by_request
+-- The audit row an earlier submission of the same form wrote (double-click detection):
+-- the same request id for the same action, actor and target. The target is exactly one
+-- of a selection (bulk_id), a job acted on alone (no bulk_id), a failed group, a queue
+-- or a schedule; a look-up naming none matches nothing.
+SELECT job_id, action, actor, at, to_status
+FROM job_audit
+WHERE request_id = %(request_id)s::text
+  AND action = %(action)s::text
+  AND actor = %(actor)s::text
+  AND CASE
+        WHEN %(bulk_id)s::uuid IS NOT NULL THEN bulk_id = %(bulk_id)s::uuid
+        WHEN %(job_id)s::bigint IS NOT NULL THEN job_id = %(job_id)s::bigint AND bulk_id IS NULL
+        WHEN %(error_code)s::text IS NOT NULL
+          THEN details->>'error_code' = %(error_code)s::text
+               AND details->>'job_type' IS NOT DISTINCT FROM %(job_type)s::text
+        WHEN %(queue)s::text IS NOT NULL THEN details->>'queue' = %(queue)s::text
+        WHEN %(schedule)s::text IS NOT NULL THEN details->>'schedule' = %(schedule)s::text
+        ELSE false
+      END
+ORDER BY id
+LIMIT 1;
+
+-- name: operator_job_state
+-- The job's current state, to explain why an action changed nothing.
+SELECT j.id, j.status, j.cancel_requested_at, j.idempotency_key,
+       (SELECT live.id FROM background_jobs live
+        WHERE j.idempotency_key IS NOT NULL
+          AND live.idempotency_key = j.idempotency_key
+          AND live.status IN ('pending', 'running')
+          AND live.id <> j.id
+        LIMIT 1) AS live_holder_id
+FROM background_jobs j
+WHERE j.id = %(job_id)s::bigint;
+
+-- name: operator_group_preview
+-- How many failed jobs a bulk action on an error code (and optional type) would touch.
+SELECT count(*) AS jobs,
+       max(failed_at) AS seen_until,
+       coalesce(array_agg(DISTINCT type) FILTER (WHERE type IS NOT NULL), '{}') AS types
+FROM background_jobs
+WHERE status = 'failed'
+  AND last_error_code = %(error_code)s::text
+  AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text);
+
+-- name: operator_queue_set_paused
+-- Pause or resume a queue (workers stop or start claiming its jobs), audited in the same
+-- statement; a queue already in that state is left alone and nothing is audited.
+-- Only a known queue is acted on (one a job, a published job type, a worker's queues or an
+-- earlier control names; with `new`, any name): a typo must not pass for a paused queue.
+-- Resuming only lifts a pause and never adds a row, so it cannot put a name in `queue list`.
+-- Jobs are probed per status, so the (status, queue, type) index answers.
+WITH known AS (
+    SELECT %(new)s::boolean
+        OR EXISTS (SELECT 1 FROM background_jobs
+                   WHERE status = ANY('{pending,running,completed,failed,cancelled,skipped,unknown}')
+                     AND queue = %(queue)s::text)
+        OR EXISTS (SELECT 1 FROM job_types WHERE queue = %(queue)s::text)
+        OR EXISTS (SELECT 1 FROM job_workers WHERE %(queue)s::text = ANY(queues))
+        OR EXISTS (SELECT 1 FROM queue_controls WHERE queue = %(queue)s::text) AS known
+), paused AS (
+    INSERT INTO queue_controls AS qc (queue, paused, changed_by, changed_at)
+    SELECT %(queue)s::text, true, %(actor)s::text, now()
+    FROM known WHERE known AND %(paused)s::boolean
+    ON CONFLICT (queue) DO UPDATE
+        SET paused = true, changed_by = EXCLUDED.changed_by, changed_at = now()
+        WHERE NOT qc.paused
+    RETURNING queue
+), resumed AS (
+    UPDATE queue_controls SET paused = false, changed_by = %(actor)s::text, changed_at = now()
+    WHERE queue = %(queue)s::text AND paused AND NOT %(paused)s::boolean
+    RETURNING queue
+), effective AS (
+    SELECT queue FROM paused UNION ALL SELECT queue FROM resumed
+), audit AS (
+    INSERT INTO job_audit (actor, role, action, reason, from_status, to_status, request_id,
+                           details)
+    SELECT %(actor)s::text, %(role)s::text, %(action)s::text, %(reason)s::text,
+           CASE WHEN %(paused)s::boolean THEN 'active' ELSE 'paused' END,
+           CASE WHEN %(paused)s::boolean THEN 'paused' ELSE 'active' END,
+           %(request_id)s::text, jsonb_build_object('queue', queue)
+    FROM effective
+    RETURNING id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM resumed
+)
+SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS woken,
+       (SELECT known FROM known) AS known;
+
+-- name: queues_known
+-- Every queue a job, a published job type, a worker or a queue control names (for
+-- `queue pause --all` after a restore). DISTINCT over background_jobs walks the
+-- (status, queue, type) index.
+SELECT queue FROM (
+    SELECT DISTINCT queue FROM background_jobs
+    UNION SELECT queue FROM job_types
+    UNION SELECT unnest(queues) FROM job_workers
+    UNION SELECT queue FROM queue_controls
+) q
+WHERE queue <> '*'
+ORDER BY queue;
+
+-- name: queue_controls_list
+-- Every queue that was ever paused or resumed, with who did it last.
+SELECT queue, paused, changed_by, changed_at FROM queue_controls ORDER BY queue;
+
+-- name: retention_try_lock
+-- Only one retention pass at a time across all workers: a transaction-level advisory lock
+-- (released at commit, so it holds through a transaction-pooling PgBouncer too).
+SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
+
+-- name: retention_delete_batch
+-- One batch of retention: the oldest finished jobs of one status past its age (by
+-- background_jobs_retention_idx), with their done ledger entries; their executions go by
+-- ON DELETE CASCADE and their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
+-- operator action holds is left for the next pass. A job's age runs from the moment it
+-- reached its current status (jobwarden_finished_at, migration 0017): a failure skipped
+-- today is one day old, however long ago it failed.
+WITH victims AS (
+    SELECT id FROM background_jobs
+    WHERE status = %(status)s::text
+      AND jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at,
+                                created_at)
+          < now() - make_interval(secs => %(older_than)s::float8)
+    ORDER BY status, jobwarden_finished_at(status, completed_at, failed_at, cancelled_at,
+                                           skipped_at, created_at), id
+    LIMIT %(batch)s::int
+    FOR UPDATE SKIP LOCKED
+), effects AS (
+    DELETE FROM processed_effects e USING victims v
+    WHERE e.job_id = v.id AND e.state = 'done'
+    RETURNING e.key
+), gone AS (
+    DELETE FROM background_jobs j USING victims v
+    WHERE j.id = v.id
+    RETURNING j.id
+)
+SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM effects) AS effects;
+
+-- name: retention_count
+-- How many jobs of each status retention_delete_batch would take, by the same age rule
+-- (for `jobwarden prune` to show before it asks).
+SELECT status, count(*) AS jobs FROM background_jobs
+WHERE status = ANY(%(statuses)s::text[])
+  AND jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at,
+                            created_at)
+      < now() - make_interval(secs => %(older_than)s::float8)
+GROUP BY status;
+
+-- name: reconcile_candidates
+-- Unknown-outcome jobs of the given types (those with a reconciler), oldest first, or the
+-- one job asked for.
+SELECT id, type, queue, payload, idempotency_key, attempts, last_error_code, last_error
+FROM background_jobs
+WHERE status = 'unknown' AND type = ANY(%(types)s::text[])
+  AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+ORDER BY id
+LIMIT %(limit)s::int;
+
+-- name: operator_job_reschedule
+-- Move a pending job's available_at (run now, or at the operator's time), audited in the
+-- same statement; a job that left pending meanwhile is not selected, nor one asked to move
+-- outside the window from now - earliest to now + latest (by the database's clock).
+WITH bounds AS (
+    SELECT %(run_at)s::timestamptz IS NULL
+           OR %(run_at)s::timestamptz BETWEEN now() - %(earliest)s::interval
+                                          AND now() + %(latest)s::interval AS in_window
+), target AS (
+    SELECT id, status, available_at FROM background_jobs
+    WHERE id = %(job_id)s::bigint AND status = 'pending' AND (SELECT in_window FROM bounds)
+    FOR UPDATE
+), updated AS (
+    UPDATE background_jobs j SET available_at = coalesce(%(run_at)s::timestamptz, now())
+    FROM target t WHERE j.id = t.id
+    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status,
+              t.available_at AS was_at, j.available_at AS new_at
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, actor, role, action, reason, from_status, to_status, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, %(action)s::text, %(reason)s::text,
+           from_status, to_status, %(request_id)s::text,
+           jsonb_build_object('available_at_was', was_at, 'available_at', new_at)
+    FROM updated
+    RETURNING job_id
+), woken AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM updated
+)
+SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues,
+       (SELECT in_window FROM bounds) AS in_window;

@@ -1,0 +1,457 @@
+-- Queries of the job runtime: enqueue, claim, heartbeat, outcomes, recovery, workers.
+-- Every transition out of `running` is a compare-and-set on (status, execution_id):
+-- zero rows back means this execution no longer owns the job and must discard its result.
+
+-- name: enqueue_jobs
+-- Insert jobs from parallel arrays, one per column; a live job with the same idempotency key wins.
+-- ROWS FROM zips the arrays, and its ordinality keeps the order given, so identity values
+-- follow it. The payloads come as one JSON array (text arrays of JSON would escape every
+-- quote). A field no job sets comes as a NULL array: ROWS FROM fills it with NULLs.
+-- Typed arrays cost the database less per row than jsonb_to_recordset did.
+INSERT INTO background_jobs
+    (queue, type, version, payload, priority, available_at, max_attempts,
+     idempotency_key, concurrency_key, policy_defaults)
+SELECT r.queue, r.type, r.version, r.payload, r.priority,
+       COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
+       r.max_attempts, r.idempotency_key, r.concurrency_key,
+       string_to_array(r.policy_defaults, ',')
+FROM ROWS FROM (unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
+                unnest(%(versions)s::int[]), jsonb_array_elements(%(payloads)s::jsonb),
+                unnest(%(priorities)s::int[]), unnest(%(run_ats)s::timestamptz[]),
+                unnest(%(delays)s::float8[]), unnest(%(max_attempts)s::int[]),
+                unnest(%(idempotency_keys)s::text[]), unnest(%(concurrency_keys)s::text[]),
+                unnest(%(policy_defaults)s::text[]))
+     WITH ORDINALITY AS r(queue, type, version, payload, priority, run_at, delay,
+                          max_attempts, idempotency_key, concurrency_key, policy_defaults,
+                          ord)
+ORDER BY r.ord
+ON CONFLICT (idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
+    DO NOTHING
+RETURNING id, idempotency_key
+
+-- name: live_jobs_by_idempotency_key
+-- The live jobs holding these idempotency keys (for enqueue's dedupe answer).
+SELECT idempotency_key, id FROM background_jobs
+WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
+
+-- name: claim_jobs
+-- Claim up to `limit` runnable jobs of the handled types, highest priority first. A job
+-- with a concurrency_key starts only while fewer of its key's jobs run than its type's
+-- limit (`limits`, parallel to `types`), and takes a slot: the smallest free number
+-- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
+-- jobs refuses a second claim of one slot (two workers racing for a key's last one).
+-- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
+-- A job that took the documented defaults (`policy_defaults`) is claimed as the worker's
+-- own policy has it (`type_queues`, `type_max_attempts`, parallel to `types`): its queue
+-- is the type's declared one for the lanes and pauses, and the claim stores both, so no
+-- statement ever rewrites all such jobs at once (docs/architecture.md §5).
+-- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
+-- rows whatever the statistics say (the table may never have been analyzed). So `status` is
+-- the only condition the planner can estimate; every other filter sits in a scalar
+-- sub-select it can neither push into another index nor estimate as selective. With a
+-- selective-looking filter (or a join on type) it walks the type index instead and sorts
+-- every pending job of the type. The lease comes from a lateral lookup for the same reason.
+WITH locked AS (
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
+    FROM background_jobs j
+    WHERE j.status = 'pending'
+      AND (SELECT j.type = ANY(%(types)s::text[])
+                  AND j.available_at <= now()
+                  AND (%(queues)s::text[] IS NULL OR q.queue = ANY(%(queues)s::text[]))
+                  AND (%(skip_queues)s::text[] IS NULL
+                       OR q.queue <> ALL(%(skip_queues)s::text[]))
+                  AND NOT EXISTS (SELECT 1 FROM queue_controls qc
+                                  WHERE qc.queue = q.queue AND qc.paused)
+                  AND (j.concurrency_key IS NULL OR (
+                        SELECT count(*) FROM background_jobs r
+                        WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')
+                      < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
+                                           AS x(type, lim)
+                         WHERE x.type = j.type LIMIT 1))
+           -- The queue the job is in for this claim: a defaulted one is the type's.
+           FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
+                             THEN (SELECT x.queue
+                                   FROM unnest(%(types)s::text[], %(type_queues)s::text[])
+                                        AS x(type, queue)
+                                   WHERE x.type = j.type LIMIT 1)
+                             ELSE j.queue END AS queue) AS q)
+    -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
+    -- level, so a waiting job overtakes higher priorities that became available more
+    -- than 10 s per level after it. It never changes while the job waits: an index key.
+    ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), keyed AS (
+    -- The batch's jobs that have a key, numbered within their key in claim order, with
+    -- their type's limit.
+    SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
+               PARTITION BY l.concurrency_key
+               ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
+    FROM locked l
+    CROSS JOIN LATERAL (
+        SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
+        WHERE x.type = l.type LIMIT 1) AS x
+    WHERE l.concurrency_key IS NOT NULL
+), free_slots AS (
+    -- Each key's free slots, numbered smallest first: its nth job takes the nth. Only
+    -- the first (running + jobs in the batch) numbers can be among them.
+    SELECT k.concurrency_key, s.slot,
+           row_number() OVER (PARTITION BY k.concurrency_key ORDER BY s.slot) AS nth
+    FROM (SELECT q.concurrency_key, max(q.lim) AS lim, count(*) AS jobs,
+                 ARRAY(SELECT r.concurrency_slot FROM background_jobs r
+                       WHERE r.concurrency_key = q.concurrency_key
+                         AND r.status = 'running') AS taken
+          FROM keyed q GROUP BY q.concurrency_key) AS k
+    CROSS JOIN LATERAL generate_series(
+        0, least(k.lim, cardinality(k.taken) + k.jobs) - 1) AS s(slot)
+    WHERE s.slot <> ALL (k.taken)
+), selected AS (
+    -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
+    -- others stay pending: their key has no room left).
+    SELECT id, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    UNION ALL
+    SELECT q.id, q.type, f.slot::smallint
+    FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
+    WHERE f.slot < q.lim
+), claimed AS (
+    UPDATE background_jobs j
+    SET status = 'running',
+        execution_id = gen_random_uuid(),
+        attempts = j.attempts + 1,
+        worker_id = %(worker_id)s,
+        started_at = now(),
+        heartbeat_at = now(),
+        lease_seconds = p.lease,
+        lease_expires_at = now() + make_interval(secs => p.lease),
+        cancel_requested_at = NULL,
+        concurrency_slot = coalesce(s.slot, 0),
+        -- The fields that took defaults take the policy in the write the claim does
+        -- anyway (a retry or a hand-back keeps them: the job is no longer defaulted).
+        queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN p.queue ELSE j.queue END,
+        max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
+                            THEN p.max_attempts ELSE j.max_attempts END,
+        policy_defaults = NULL
+    FROM selected s
+    CROSS JOIN LATERAL (
+        SELECT x.lease, x.queue, x.max_attempts
+        FROM unnest(%(types)s::text[], %(leases)s::float8[], %(type_queues)s::text[],
+                    %(type_max_attempts)s::int[]) AS x(type, lease, queue, max_attempts)
+        WHERE x.type = s.type LIMIT 1) AS p
+    WHERE j.id = s.id
+    RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
+              j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
+              j.available_at, j.worker_id
+), executions AS (
+    INSERT INTO job_executions
+        (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
+         started_at, heartbeat_at)
+    SELECT id, execution_id, attempts, queue, type, worker_id, available_at, now(), now()
+    FROM claimed
+)
+SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
+       execution_id, checkpoint, idempotency_key, snoozes
+FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
+
+-- name: finish_executions
+-- Record a batch of outcomes, each only if its execution still owns the job; returns
+-- the executions written and the status each job took (absent rows were refused).
+-- A retry of a job whose cancellation was requested meanwhile ends it cancelled instead.
+-- The rows come as parallel arrays, sorted by job id; they drive the join, a primary-key
+-- lookup per row, so rows are locked in job-id order like the heartbeat's
+-- (tests/integration/test_lock_order.py). The heartbeat's explicit lock step would cost
+-- this statement, the hot path, about a tenth of the drain rate. (Arrays cost about a
+-- third less database time per row than the same rows as JSON.)
+WITH job AS (
+    UPDATE background_jobs j
+    SET status = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'cancelled' ELSE x.status END,
+        available_at = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NULL
+                            THEN now() + make_interval(secs => x.delay)
+                            ELSE j.available_at END,
+        completed_at = CASE WHEN x.status = 'completed' THEN now() END,
+        failed_at = CASE WHEN x.status = 'failed' THEN now() END,
+        cancelled_at = CASE WHEN x.status = 'cancelled'
+                                 OR (x.status = 'pending' AND j.cancel_requested_at IS NOT NULL)
+                            THEN now() END,
+        skipped_at = CASE WHEN x.status = 'skipped' THEN now() END,
+        -- A snooze gives its attempt back and is counted (worker/core/transitions.py).
+        attempts = j.attempts - CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
+        snoozes = j.snoozes + CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
+        last_error_code = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                               THEN 'CANCELLED'
+                               ELSE COALESCE(x.error_code, j.last_error_code) END,
+        last_error = COALESCE(x.error, j.last_error),
+        checkpoint = COALESCE(x.checkpoint, j.checkpoint),
+        progress = COALESCE(x.progress, j.progress),
+        lease_expires_at = NULL
+    FROM unnest(%(job_ids)s::bigint[], %(execution_ids)s::uuid[], %(statuses)s::text[],
+                %(outcomes)s::text[], %(error_codes)s::text[], %(errors)s::text[],
+                %(delays)s::float8[], %(progress)s::jsonb[], %(checkpoints)s::jsonb[],
+                %(tracebacks)s::text[])
+         AS x(job_id, execution_id, status, outcome, error_code, error, delay, progress,
+              checkpoint, traceback)
+    WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
+    RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback
+)
+UPDATE job_executions e
+SET finished_at = now(),
+    outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE job.outcome END,
+    error_code = job.error_code,
+    error = job.error,
+    traceback = job.traceback,
+    duration_ms = extract(epoch FROM now() - e.started_at) * 1000
+FROM job
+WHERE e.execution_id = job.execution_id
+RETURNING e.job_id, e.execution_id, job.status
+
+-- name: heartbeat_executions
+-- Renew the leases of this worker's running executions in one statement; returns the
+-- ones it still owns and whether cancellation was requested for each.
+WITH x AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS x(id bigint, execution_id uuid, progress jsonb, checkpoint jsonb)
+), locked AS MATERIALIZED (
+    -- Lock the rows first, in job-id order, whatever plan the UPDATE below gets (a hash
+    -- join walks them in heap order): this and a batch of outcomes (finish_executions,
+    -- in id order too) then wait for each other instead of deadlocking (40P01).
+    SELECT j.id FROM background_jobs j JOIN x ON j.id = x.id AND j.execution_id = x.execution_id
+    WHERE j.status = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), beats AS (
+    UPDATE background_jobs j
+    SET heartbeat_at = now(),
+        lease_expires_at = now() + make_interval(secs => j.lease_seconds),
+        progress = COALESCE(x.progress, j.progress),
+        checkpoint = COALESCE(x.checkpoint, j.checkpoint)
+    FROM x JOIN locked l ON l.id = x.id
+    WHERE j.id = x.id AND j.execution_id = x.execution_id AND j.status = 'running'
+    RETURNING j.id, j.execution_id, j.cancel_requested_at IS NOT NULL AS cancel_requested
+), execs AS (
+    UPDATE job_executions e SET heartbeat_at = now()
+    FROM beats b
+    WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = b.execution_id
+)
+SELECT id, execution_id, cancel_requested FROM beats
+
+-- name: count_events
+-- Add one to an event's total per type listed (a type listed twice counts twice).
+INSERT INTO job_event_totals AS t (event, type, total)
+-- In type order, so two counts of one event lock their rows in one order.
+SELECT %(event)s::text, type, count(*) FROM unnest(%(types)s::text[]) AS type GROUP BY type
+ORDER BY type
+ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total, updated_at = now()
+
+-- name: execution_outcomes
+-- How executions ended, as recorded (to explain why late writes were refused).
+SELECT execution_id, outcome FROM job_executions
+WHERE execution_id = ANY(%(execution_ids)s::uuid[])
+
+-- name: save_progress
+-- Write one execution's progress and checkpoint now (guarded like a heartbeat). With both
+-- NULL it only renews the lease: the executor's check before starting a claimed job its
+-- own clock can no longer vouch for (worker/core/lease.py); no row back means the execution
+-- was recovered or taken over while the process was frozen or cut off.
+UPDATE background_jobs
+SET progress = COALESCE(%(progress)s::jsonb, progress),
+    checkpoint = COALESCE(%(checkpoint)s::jsonb, checkpoint),
+    heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => lease_seconds)
+WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+RETURNING cancel_requested_at IS NOT NULL AS cancel_requested
+
+-- name: lock_stale_running
+-- Running jobs whose lease ran out, locked for recovery (others' recoveries skip them).
+SELECT id, execution_id, type, attempts, max_attempts
+FROM background_jobs
+WHERE status = 'running' AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: recover_executions
+-- Move locked stale jobs to their next state, re-checking staleness and the execution
+-- (a job whose cancellation was requested is not retried: it ends cancelled).
+WITH decided AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS d(id bigint, execution_id uuid, status text, delay float8)
+), job AS (
+    UPDATE background_jobs j
+    SET status = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'cancelled' ELSE d.status END,
+        available_at = CASE WHEN d.status = 'pending'
+                            THEN now() + make_interval(secs => d.delay)
+                            ELSE j.available_at END,
+        failed_at = CASE WHEN d.status = 'failed' THEN now() END,
+        cancelled_at = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                            THEN now() END,
+        -- A cancel requested meanwhile ends the job cancelled, with the code every way
+        -- out of running gives it (worker/core/transitions.py).
+        last_error_code = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
+                               THEN 'CANCELLED' ELSE 'WORKER_LOST' END,
+        last_error = 'lease expired: no heartbeat from worker ' || coalesce(j.worker_id, '?')
+                     || ' since ' || coalesce(j.heartbeat_at::text, '?'),
+        lease_expires_at = NULL
+    FROM decided d
+    WHERE j.id = d.id AND j.execution_id = d.execution_id
+      AND j.status = 'running' AND j.lease_expires_at < now()
+    RETURNING j.id, j.execution_id, j.type, j.status, j.last_error
+), counted AS (
+    -- The recovered total per type (/metrics), in the statement that recovers.
+    INSERT INTO job_event_totals AS t (event, type, total)
+    SELECT 'recovered', type, count(*) FROM job GROUP BY type ORDER BY type
+    ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total,
+                                             updated_at = now()
+), closed AS (
+    UPDATE job_executions e
+    SET finished_at = now(), outcome = 'worker_lost', error_code = 'WORKER_LOST',
+        error = job.last_error,
+        duration_ms = extract(epoch FROM coalesce(e.heartbeat_at, e.started_at)
+                              - e.started_at) * 1000
+    FROM job
+    WHERE e.execution_id = job.execution_id
+)
+-- Counted from the jobs moved, whether or not an execution row was there to close.
+SELECT id, status FROM job
+
+-- name: register_worker
+-- Announce a worker process (or re-announce it after a reconnect).
+INSERT INTO job_workers
+    (worker_id, host, pid, queues, lanes, job_types, concurrency, version, state)
+VALUES (%(worker_id)s, %(host)s, %(pid)s, %(queues)s, %(lanes)s, %(job_types)s,
+        %(concurrency)s, %(version)s, 'running')
+ON CONFLICT (worker_id) DO UPDATE
+SET heartbeat_at = now(), state = EXCLUDED.state, stopped_at = NULL
+
+-- name: worker_heartbeat
+-- Renew a worker's own row and report its state (running / draining).
+UPDATE job_workers SET heartbeat_at = now(), state = %(state)s
+WHERE worker_id = %(worker_id)s
+RETURNING worker_id
+
+-- name: worker_stopped
+-- A worker exits cleanly.
+UPDATE job_workers SET state = 'stopped', stopped_at = now(), heartbeat_at = now()
+WHERE worker_id = %(worker_id)s
+
+-- name: mark_gone_workers
+-- Workers whose heartbeat is older than `stale_after` seconds are gone.
+UPDATE job_workers SET state = 'gone', stopped_at = coalesce(stopped_at, now())
+WHERE state IN ('running', 'draining')
+  AND heartbeat_at < now() - make_interval(secs => %(stale_after)s)
+RETURNING worker_id
+
+-- name: job_status
+-- One job's state (for tests, the CLI and waiting callers).
+SELECT id, status, attempts, max_attempts, last_error_code, last_error, available_at,
+       completed_at, failed_at, execution_id, worker_id, checkpoint, progress
+FROM background_jobs WHERE id = %(job_id)s
+
+-- name: stats_by_status
+-- Job counts by status, queue and type.
+SELECT status, queue, type, count(*) AS n FROM background_jobs
+GROUP BY status, queue, type ORDER BY status, queue, type
+
+-- name: oldest_pending_age
+-- Seconds since the oldest runnable pending job became available, per queue.
+SELECT queue, extract(epoch FROM now() - min(available_at)) AS age_seconds, count(*) AS n
+FROM background_jobs WHERE status = 'pending' AND available_at <= now()
+GROUP BY queue ORDER BY queue
+
+-- name: reserve_effect
+-- Reserve a business-effect key while this execution owns its job; returns the key's row
+-- as it now stands, or no row at all when the execution no longer owns the job. The job
+-- row is locked FOR SHARE, so recovery cannot hand the job to another execution between
+-- the ownership check and the insert (a stale reservation would send the owner to unknown).
+WITH owner AS (
+    SELECT id FROM background_jobs
+    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+    FOR SHARE
+), ins AS (
+    INSERT INTO processed_effects (key, job_id, execution_id, state)
+    SELECT %(key)s, id, %(execution_id)s, 'reserved' FROM owner
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, job_id, execution_id, state, result, true AS fresh
+), found AS (
+    SELECT * FROM ins
+    UNION ALL
+    SELECT key, job_id, execution_id, state, result, false FROM processed_effects
+    WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
+)
+SELECT found.* FROM owner LEFT JOIN found ON true
+
+-- name: take_over_effect
+-- A retry takes over a reservation whose earlier execution is known not to have acted,
+-- only while this execution owns its job (locked as in reserve_effect). No row: it does
+-- not own the job; a row with a NULL key: the reservation was completed or released since.
+WITH owner AS (
+    SELECT id FROM background_jobs
+    WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
+    FOR SHARE
+), moved AS (
+    UPDATE processed_effects e SET execution_id = %(execution_id)s, job_id = owner.id
+    FROM owner
+    WHERE e.key = %(key)s AND e.state = 'reserved'
+    RETURNING e.key
+)
+SELECT moved.key FROM owner LEFT JOIN moved ON true
+
+-- name: complete_effect
+-- Mark an effect done with its result (the ledger's proof it happened).
+UPDATE processed_effects SET state = 'done', result = %(result)s::jsonb, done_at = now()
+WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
+RETURNING key
+
+-- name: release_effect
+-- Drop a reservation after the effect certainly did not happen (so a retry may try).
+DELETE FROM processed_effects
+WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
+
+-- name: hand_back_executions
+-- Graceful shutdown: return unfinished (or never started) jobs to pending now, without
+-- spending an attempt (or end one cancelled if that was requested: it would stop at once
+-- on its next run); each only if its execution still owns it. Returns the jobs moved.
+WITH x AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS x(job_id bigint, execution_id uuid, progress jsonb, checkpoint jsonb)
+), locked AS MATERIALIZED (
+    -- Lock the rows first, in job-id order, whatever plan the UPDATE below gets (a hash
+    -- join walks them in heap order): this and a batch of outcomes (finish_executions,
+    -- in id order too) then wait for each other instead of deadlocking (40P01).
+    SELECT j.id FROM background_jobs j
+    JOIN x ON j.id = x.job_id AND j.execution_id = x.execution_id
+    WHERE j.status = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), job AS (
+    UPDATE background_jobs j
+    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        cancelled_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        available_at = now(), attempts = greatest(j.attempts - 1, 0),
+        last_error_code = CASE WHEN j.cancel_requested_at IS NULL THEN j.last_error_code
+                               ELSE 'CANCELLED' END,
+        lease_expires_at = NULL,
+        checkpoint = COALESCE(x.checkpoint, j.checkpoint),
+        progress = COALESCE(x.progress, j.progress)
+    FROM x JOIN locked l ON l.id = x.job_id
+    WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
+    RETURNING j.id, j.execution_id, j.queue, j.status
+), notified AS (
+    SELECT pg_notify('jobwarden_jobs', queue) FROM (SELECT DISTINCT queue FROM job) AS q
+), closed AS (
+    -- Handed back, or cancelled: the job will not run again, and its execution's record
+    -- says so (the rollup rebuild counts the cancellation from it).
+    UPDATE job_executions e
+    SET finished_at = now(),
+        outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE 'handed_back' END,
+        duration_ms = extract(epoch FROM now() - e.started_at) * 1000
+    FROM job
+    WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = job.execution_id
+)
+SELECT id, (SELECT count(*) FROM notified) FROM job
+
+-- name: unknown_jobs
+-- Jobs whose outcome is unknown and needs reconciliation, oldest first.
+SELECT id, type, queue, attempts, last_error_code, last_error, worker_id, heartbeat_at
+FROM background_jobs WHERE status = 'unknown' ORDER BY id LIMIT %(limit)s
