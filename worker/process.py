@@ -23,7 +23,6 @@ completer, exit 0. A second signal forces the hand-back at once.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -47,7 +46,7 @@ from worker.core.logs import execution_event, ms_since
 from worker.core.states import WorkerState
 from worker.duties import recovery
 from worker.duties.periodic import Duties
-from worker.engine.completer import Completer
+from worker.engine.completer import Completer, hand_back
 from worker.engine.config import WorkerConfig
 from worker.engine.executor import Executor
 from worker.engine.heartbeat import Heartbeat
@@ -59,7 +58,7 @@ from worker.jobs.registry import Registry
 from worker.jobs.registry import registry as default_registry
 from worker.ops.reconcile import register_reconcile_job
 from worker.store.db import DedicatedConnection, connect_kwargs, database_url
-from worker.store.queries import Q, batch_params
+from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.worker")
 
@@ -366,14 +365,9 @@ class WorkerProcess:
                    ran_ms: dict[UUID, float] | None = None) -> None:
         """Return jobs to pending now, without spending an attempt (one statement).
         `ran_ms`: how long each started one ran, by execution id (None: none started)."""
-        rows = [{"job_id": job.id, "execution_id": str(job.execution_id),
-                 "progress": None if progress is None else json.loads(progress),
-                 "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
-                for job, progress, checkpoint in items]
         try:
             with self.control_pool.connection(timeout=5) as conn:
-                handed = {r[0] for r in conn.execute(Q.hand_back_executions,
-                                                     batch_params(rows)).fetchall()}
+                handed = hand_back(conn, items)
         except DB_ERRORS as exc:
             log.error("%d job(s): hand-back failed (%s); their leases will expire and "
                       "recovery will return them", len(items), exc)

@@ -22,11 +22,11 @@ from worker import Registry, RetryPolicy, enqueue, job
 from worker.core.states import ExecutionOutcome as O
 from worker.core.states import JobStatus as S
 from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completion, write_batch
+from worker.engine.completer import Completion, hand_back, write_batch
 from worker.engine.producer import ClaimedJob, claim
 from worker.jobs.job_types import publish_job_types
 from worker.ops.operations import cancel_job, retry_job, skip_job
-from worker.store.queries import Q, batch_params
+from worker.store.queries import Q
 
 LEASE = 30.0
 TYPES = {"mail.send": "email", "report.build": "reports", "bill.charge": "billing"}
@@ -102,9 +102,7 @@ def seeded(clean_db) -> Seeded:
         ids["skipped"] = _finish(conn, take(conn, 1), S.SKIPPED, O.SKIPPED, "USER_GONE")
         ids["snoozed"] = _finish(conn, take(conn, 1), S.PENDING, O.SNOOZED, delay=3600)
         handed = take(conn, 3)
-        conn.execute(Q.hand_back_executions, batch_params(
-            [{"job_id": j.id, "execution_id": str(j.execution_id), "progress": None,
-              "checkpoint": None} for j in handed]))
+        assert hand_back(conn, [(j, None, None) for j in handed]) == {j.id for j in handed}
         conn.commit()
         ids["handed_back"] = [j.id for j in handed]
         lost = take(conn, 2)

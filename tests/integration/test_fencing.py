@@ -166,13 +166,16 @@ def _take_over(db, url: str, pool, registry: Registry) -> Takeover:
 
 # -- A's late writes, one function per kind (each returns the rows it changed) -----------
 
-def _finish(t: Takeover, status: str, outcome: str, error_code=None, error=None) -> list:
-    """A's outcome through the completer's batch statement (a batch of one)."""
+def _finish(t: Takeover, status: str, outcome: str, error_code=None, error=None, *,
+            execution_id=None, lapsed_only: bool = False) -> list:
+    """An end of A's execution through the one statement every way out of running takes
+    (finish_executions, a batch of one)."""
     return t.db.execute(Q.finish_executions, finish_params([{
-        "job_id": t.job_id, "execution_id": t.a, "status": status, "outcome": outcome,
-        "error_code": error_code, "error": error, "delay": 0.0,
+        "job_id": t.job_id, "execution_id": execution_id or t.a, "status": status,
+        "outcome": outcome, "error_code": error_code, "error": error, "delay": 0.0,
         "progress": json.dumps({"processed": 10, "total": 10}),
-        "checkpoint": json.dumps({"page": "done by A"})}])).fetchall()
+        "checkpoint": json.dumps({"page": "done by A"}),
+        "lapsed_only": lapsed_only}])).fetchall()
 
 
 def a_completes(t: Takeover) -> list:
@@ -227,9 +230,7 @@ def a_saves_a_checkpoint(t: Takeover) -> list:
 
 
 def a_hands_the_job_back_at_shutdown(t: Takeover) -> list:
-    return t.db.execute(Q.hand_back_executions, batch_params([{
-        "job_id": t.job_id, "execution_id": str(t.a),
-        "progress": {"processed": 3}, "checkpoint": {"page": 3}}])).fetchall()
+    return _finish(t, "pending", "handed_back")
 
 
 def a_records_its_effect_as_done(t: Takeover) -> list:
@@ -255,14 +256,14 @@ def a_releases_its_effect(t: Takeover) -> list:
 
 def recovery_replays_its_decision_about_a(t: Takeover) -> list:
     """A second recovery pass that read the job while A held it, deciding late."""
-    return t.db.execute(Q.recover_executions, {"rows": json.dumps([
-        {"id": t.job_id, "execution_id": str(t.a), "status": "pending", "delay": 0}])}).fetchall()
+    return _finish(t, "pending", "worker_lost", "WORKER_LOST", "lease expired",
+                   lapsed_only=True)
 
 
 def recovery_decides_about_b_on_a_stale_read(t: Takeover) -> list:
     """A recovery decision about B, whose lease is in fact alive."""
-    return t.db.execute(Q.recover_executions, {"rows": json.dumps([
-        {"id": t.job_id, "execution_id": str(t.b), "status": "pending", "delay": 0}])}).fetchall()
+    return _finish(t, "pending", "worker_lost", "WORKER_LOST", "lease expired",
+                   execution_id=t.b, lapsed_only=True)
 
 
 LATE_STATEMENTS = [

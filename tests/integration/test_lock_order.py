@@ -106,8 +106,10 @@ def test_a_batch_of_outcomes_locks_its_jobs_in_id_order(clean_db, running):
 
 
 def test_a_hand_back_locks_its_jobs_in_id_order(clean_db, running):
+    """A hand-back takes the same statement as a batch of outcomes, with its own rows."""
     low, high = running
-    rows = [{"job_id": j, "execution_id": str(e), "progress": None, "checkpoint": None}
-            for j, e in (high, low)]
-    assert_waits_holding_nothing_higher(clean_db, low, high, Q.hand_back_executions,
-                                        batch_params(rows))
+    rows = [{"job_id": j, "execution_id": e, "status": "pending", "outcome": "handed_back",
+             "error_code": None, "error": None, "delay": 0.0, "progress": '{"done": 1}',
+             "checkpoint": None} for j, e in (high, low)]
+    assert_waits_holding_nothing_higher(clean_db, low, high, Q.finish_executions,
+                                        finish_params(rows))

@@ -10,12 +10,11 @@ a live execution.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from worker import Registry, RetryPolicy, enqueue, job
 from worker.duties.recovery import recover_stale_running
+from worker.engine.completer import finish_params
 from worker.engine.producer import claim
 from worker.store.queries import Q
 
@@ -69,8 +68,9 @@ def test_a_recovery_decision_about_a_live_lease_is_refused(conn, leases):
     # Decided on a stale read (or by a lock step that took too much): the update itself
     # re-checks the lease, so only the ended ones move.
     jobs, _ = leases
-    decided = [{"id": i, "execution_id": str(e), "status": "pending", "delay": 0}
+    decided = [{"job_id": i, "execution_id": e, "status": "pending",
+                "outcome": "worker_lost", "error_code": "WORKER_LOST", "error": "lost",
+                "delay": 0.0, "progress": None, "checkpoint": None, "lapsed_only": True}
                for i, e in jobs.values()]
-    moved = {r[0] for r in conn.execute(Q.recover_executions,
-                                        {"rows": json.dumps(decided)})}
+    moved = {r[0] for r in conn.execute(Q.finish_executions, finish_params(decided))}
     assert moved == expired(jobs)

@@ -116,8 +116,8 @@ def test_the_real_worker_keeps_the_rollups_exact(reg, conn, clean_db):
 def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clean_db):
     """Both move a job from running to pending; only the recorded outcome tells them apart."""
     from worker.duties.recovery import recover_stale_running
+    from worker.engine.completer import hand_back
     from worker.engine.producer import claim
-    from worker.store.queries import Q, batch_params
 
     reg = Registry()
 
@@ -131,10 +131,7 @@ def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clea
     handed, lost, _ = claim(conn, types=["deploy"], leases=[30.0], queues=None, limit=3,
                             worker_id="w")
     conn.commit()
-    back = conn.execute(Q.hand_back_executions, batch_params(
-        [{"job_id": handed.id, "execution_id": str(handed.execution_id), "progress": None,
-          "checkpoint": None}])).fetchall()
-    assert [r[0] for r in back] == [handed.id]
+    assert hand_back(conn, [(handed, None, None)]) == {handed.id}
     conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
                  "WHERE id = %s", [lost.id])
     conn.commit()

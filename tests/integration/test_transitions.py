@@ -16,10 +16,10 @@ from worker.core.states import ExecutionOutcome as O
 from worker.core.states import JobStatus as S
 from worker.core.transitions import TRANSITIONS, lost, next_status, rollup_outcome
 from worker.duties.recovery import recover_stale_running
+from worker.engine import completer
 from worker.engine.completer import Completion, write_batch
 from worker.engine.producer import ClaimedJob, claim
 from worker.engine.runner import Outcome, ended, retry_or_fail
-from worker.store.queries import Q, batch_params
 
 LATER = RetryPolicy(base=3600, cap=3600, jitter=0)
 
@@ -58,9 +58,7 @@ def finish(conn, j: ClaimedJob, outcome: Outcome) -> None:
 
 
 def hand_back(conn, j: ClaimedJob) -> None:
-    assert conn.execute(Q.hand_back_executions, batch_params(
-        [{"job_id": j.id, "execution_id": str(j.execution_id), "progress": None,
-          "checkpoint": None}])).fetchall()
+    assert completer.hand_back(conn, [(j, None, None)]) == {j.id}
     conn.commit()
 
 

@@ -10,14 +10,15 @@ the execution it saw, so a job that completed meanwhile is never overwritten.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from worker.core.errors import WORKER_LOST
 from worker.core.policy import DEFAULT_POLICY
-from worker.core.states import JobStatus
+from worker.core.states import ExecutionOutcome, JobStatus
 from worker.core.transitions import lost
+from worker.engine.completer import Completion, write_batch
 from worker.jobs.registry import Registry
+from worker.store.event_totals import RECOVERED, count
 from worker.store.queries import CallerConnection, Q
 
 log = logging.getLogger("jobwarden.recovery")
@@ -41,17 +42,26 @@ def recover_stale_running(conn: CallerConnection, registry: Registry,
         if not stale:
             return counts
         decided = []
-        for job_id, execution_id, type_name, attempts, max_attempts in stale:
+        for job_id, execution_id, type_name, attempts, max_attempts, worker, beat in stale:
             job_type = registry.get(type_name)
             status = lost(attempts, max_attempts,
                           repeat_safe=job_type is None or job_type.repeat_safe)
             delay = ((job_type.backoff if job_type else DEFAULT_POLICY).delay_for(attempts)
                      if status is JobStatus.PENDING else 0.0)
-            decided.append({"id": job_id, "execution_id": str(execution_id),
-                            "status": status, "delay": delay})
-        for _job_id, status in conn.execute(
-                Q.recover_executions, {"rows": json.dumps(decided)}).fetchall():
-            counts[status] = counts.get(status, 0) + 1
+            decided.append(Completion(
+                job_id=job_id, execution_id=execution_id, type=type_name, attempt=attempts,
+                lease=0.0, status=status, outcome=ExecutionOutcome.WORKER_LOST,
+                error_code=WORKER_LOST, delay=delay, lapsed_only=True,
+                error=f"lease expired: no heartbeat from worker {worker or '?'} "
+                      f"since {beat or '?'}"))
+        # The same write as every other way out of running, guarded by the lease as well
+        # (a worker may have renewed it since the lock was taken: then it is not lost).
+        moved = write_batch(conn, decided)
+        types = [c.type for c in decided if c.execution_id in moved]
+        if types:
+            count(conn, RECOVERED, types)  # the recovered total per type (/metrics)
+        for moved_to in moved.values():
+            counts[moved_to] = counts.get(moved_to, 0) + 1
     if counts:
         log.warning("recovered %d job(s) whose worker was lost: %s", sum(counts.values()), counts,
                     extra={"action": "jobs_recovered", "error_code": WORKER_LOST, **counts})

@@ -32,6 +32,8 @@ from worker.core.logs import execution_event
 from worker.core.sanitize import sanitize_error_code, sanitize_text
 from worker.core.states import ExecutionOutcome, JobStatus
 from worker.core.storable import storable_text
+from worker.core.transitions import TRANSITIONS
+from worker.engine.producer import ClaimedJob
 from worker.store.db import DedicatedConnection
 from worker.store.event_totals import ZOMBIE_OUTCOME, count
 from worker.store.queries import CallerConnection, Q
@@ -64,6 +66,9 @@ class Completion:
     traceback: str | None = None  # the handler's, already sanitized and capped
     queue: str = ""
     duration_ms: float | None = None  # how long the handler ran (None: it never started)
+    #: Recovery's guard: written only while the job's lease is still ended (the worker
+    #: may have renewed it between the lock and the write).
+    lapsed_only: bool = False
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
@@ -77,7 +82,8 @@ class Completion:
                 "status": self.status.value, "outcome": self.outcome.value,
                 "error_code": self.error_code, "error": self.error,
                 "delay": self.delay, "progress": self.progress,
-                "checkpoint": self.checkpoint, "traceback": self.traceback}
+                "checkpoint": self.checkpoint, "traceback": self.traceback,
+                "lapsed_only": self.lapsed_only}
 
     def event(self, action: str) -> dict[str, Any]:
         """The `extra` of a log line about this outcome (worker/core/logs.py)."""
@@ -89,22 +95,48 @@ class Completion:
 
 def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
-    concurrent batches lock rows in one order). progress and checkpoint are JSON text."""
+    concurrent batches lock rows in one order). progress and checkpoint are JSON text.
+    Whether each attempt stays spent is the transitions table's word on its outcome."""
     rows = sorted(rows, key=lambda r: r["job_id"])
+    spent = {o: t.attempt_spent for o, t in TRANSITIONS.items()}
     return {"job_ids": [r["job_id"] for r in rows],
             "execution_ids": [r["execution_id"] for r in rows],
             "statuses": [r["status"] for r in rows], "outcomes": [r["outcome"] for r in rows],
             "error_codes": [r["error_code"] for r in rows], "errors": [r["error"] for r in rows],
             "delays": [r["delay"] for r in rows], "progress": [r["progress"] for r in rows],
             "checkpoints": [r["checkpoint"] for r in rows],
-            "tracebacks": [r.get("traceback") for r in rows]}
+            "tracebacks": [r.get("traceback") for r in rows],
+            "attempts_spent": [spent[ExecutionOutcome(r["outcome"])] for r in rows],
+            "lapsed_only": [r.get("lapsed_only", False) for r in rows]}
 
 
 def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:
     """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
-    for the executions that still owned their jobs (the others were refused)."""
+    for the executions that still owned their jobs (the others were refused). The one
+    store path out of `running`: the completer, a completion in the handler's
+    transaction, the hand-back at shutdown and recovery all write through it."""
     rows = conn.execute(Q.finish_executions, finish_params([c.row() for c in batch])).fetchall()
     return {execution_id: status for _job_id, execution_id, status in rows}
+
+
+def hand_back(conn: CallerConnection,
+              items: list[tuple[ClaimedJob, str | None, str | None]]) -> set[int]:
+    """Graceful shutdown: unfinished (or never started) jobs back to pending now, without
+    spending an attempt (or ended cancelled if that was requested: it would stop at once
+    on its next run), each only if its execution still owns it; the workers of their
+    queues woken in the same transaction. `items`: (job, progress, checkpoint), the last
+    two as JSON text or None. Returns the ids of the jobs moved."""
+    batch = [Completion(job_id=job.id, execution_id=job.execution_id, type=job.type,
+                        attempt=job.attempt, lease=0.0, status=JobStatus.PENDING,
+                        outcome=ExecutionOutcome.HANDED_BACK, progress=progress,
+                        checkpoint=checkpoint, queue=job.queue)
+             for job, progress, checkpoint in items]
+    with conn.transaction():
+        moved = write_batch(conn, batch)
+        queues = [c.queue for c in batch if moved.get(c.execution_id) == JobStatus.PENDING]
+        if queues:
+            conn.execute(Q.notify_queues, {"queues": queues})
+    return {c.job_id for c in batch if c.execution_id in moved}
 
 
 def unstorable(c: Completion, exc: BaseException) -> Completion:

@@ -2,7 +2,7 @@
 console's /metrics): executions recovered from lost workers, and zombie executions —
 those that carried on after another execution had taken their job over.
 
-Recovery adds to its total inside the statement that recovers (recover_executions).
+Recovery adds to its total in the transaction that recovers (`RECOVERED`).
 Zombies are counted where the runtime learns of one, in a statement of their own that
 runs only then, so an execution that owns its job costs nothing extra:
 
@@ -26,6 +26,7 @@ from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.event_totals")
 
+RECOVERED = "recovered"
 ZOMBIE_OUTCOME = "zombie_outcome"
 ZOMBIE_LEASE = "zombie_lease"
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)

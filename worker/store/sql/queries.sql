@@ -154,9 +154,16 @@ SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
--- Record a batch of outcomes, each only if its execution still owns the job; returns
--- the executions written and the status each job took (absent rows were refused).
--- A retry of a job whose cancellation was requested meanwhile ends it cancelled instead.
+-- Every way out of `running` (worker/core/transitions.py): a handler's outcome from the
+-- completer or from its own business transaction, a graceful hand-back, a lost worker's
+-- recovery. Each row is written only if its execution still owns the job (status
+-- 'running' and its execution_id) and, for recovery (`lapsed_only`), only while the
+-- lease is still ended; returns the jobs moved and the status each took (absent rows
+-- were refused). The caller gives each row what the transitions table says: the next
+-- status, the recorded outcome, whether the attempt stays spent, the code.
+-- A move back to pending of a job whose cancellation was requested meanwhile ends it
+-- cancelled instead, with the code CANCELLED; its execution is recorded as cancelled,
+-- except a lost worker's, which stays what it was (it never saw the request).
 -- The rows come as parallel arrays, sorted by job id; they drive the join, a primary-key
 -- lookup per row, so rows are locked in job-id order like the heartbeat's
 -- (tests/integration/test_lock_order.py). The heartbeat's explicit lock step would cost
@@ -175,8 +182,8 @@ WITH job AS (
                                  OR (x.status = 'pending' AND j.cancel_requested_at IS NOT NULL)
                             THEN now() END,
         skipped_at = CASE WHEN x.status = 'skipped' THEN now() END,
-        -- A snooze gives its attempt back and is counted (worker/core/transitions.py).
-        attempts = j.attempts - CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
+        -- A snooze and a hand-back give their attempt back; a snooze is counted.
+        attempts = greatest(j.attempts - CASE WHEN x.attempt_spent THEN 0 ELSE 1 END, 0),
         snoozes = j.snoozes + CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
         last_error_code = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
                                THEN 'CANCELLED'
@@ -188,22 +195,29 @@ WITH job AS (
     FROM unnest(%(job_ids)s::bigint[], %(execution_ids)s::uuid[], %(statuses)s::text[],
                 %(outcomes)s::text[], %(error_codes)s::text[], %(errors)s::text[],
                 %(delays)s::float8[], %(progress)s::jsonb[], %(checkpoints)s::jsonb[],
-                %(tracebacks)s::text[])
+                %(tracebacks)s::text[], %(attempts_spent)s::bool[], %(lapsed_only)s::bool[])
          AS x(job_id, execution_id, status, outcome, error_code, error, delay, progress,
-              checkpoint, traceback)
+              checkpoint, traceback, attempt_spent, lapsed_only)
     WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
+      AND (NOT x.lapsed_only OR j.lease_expires_at < now())
     RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback
+), closed AS (
+    UPDATE job_executions e
+    SET finished_at = now(),
+        outcome = CASE WHEN job.status = 'cancelled' AND job.outcome <> 'worker_lost'
+                       THEN 'cancelled' ELSE job.outcome END,
+        error_code = job.error_code,
+        error = job.error,
+        traceback = job.traceback,
+        -- A lost worker ran until its last heartbeat, as far as anyone knows.
+        duration_ms = extract(epoch FROM CASE WHEN job.outcome = 'worker_lost'
+                                              THEN coalesce(e.heartbeat_at, e.started_at)
+                                              ELSE now() END - e.started_at) * 1000
+    FROM job
+    WHERE e.execution_id = job.execution_id
 )
-UPDATE job_executions e
-SET finished_at = now(),
-    outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE job.outcome END,
-    error_code = job.error_code,
-    error = job.error,
-    traceback = job.traceback,
-    duration_ms = extract(epoch FROM now() - e.started_at) * 1000
-FROM job
-WHERE e.execution_id = job.execution_id
-RETURNING e.job_id, e.execution_id, job.status
+-- The jobs moved, whether or not an execution row was there to close.
+SELECT id, execution_id, status FROM job
 
 -- name: heartbeat_executions
 -- Renew the leases of this worker's running executions in one statement; returns the
@@ -262,58 +276,14 @@ WHERE id = %(job_id)s AND status = 'running' AND execution_id = %(execution_id)s
 RETURNING cancel_requested_at IS NOT NULL AS cancel_requested
 
 -- name: lock_stale_running
--- Running jobs whose lease ran out, locked for recovery (others' recoveries skip them).
-SELECT id, execution_id, type, attempts, max_attempts
+-- Running jobs whose lease ran out, locked for recovery (others' recoveries skip them);
+-- recovery then moves them with finish_executions (`lapsed_only`) in this transaction.
+SELECT id, execution_id, type, attempts, max_attempts, worker_id, heartbeat_at
 FROM background_jobs
 WHERE status = 'running' AND lease_expires_at < now()
 ORDER BY lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
-
--- name: recover_executions
--- Move locked stale jobs to their next state, re-checking staleness and the execution
--- (a job whose cancellation was requested is not retried: it ends cancelled).
-WITH decided AS (
-    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
-        AS d(id bigint, execution_id uuid, status text, delay float8)
-), job AS (
-    UPDATE background_jobs j
-    SET status = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
-                      THEN 'cancelled' ELSE d.status END,
-        available_at = CASE WHEN d.status = 'pending'
-                            THEN now() + make_interval(secs => d.delay)
-                            ELSE j.available_at END,
-        failed_at = CASE WHEN d.status = 'failed' THEN now() END,
-        cancelled_at = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
-                            THEN now() END,
-        -- A cancel requested meanwhile ends the job cancelled, with the code every way
-        -- out of running gives it (worker/core/transitions.py).
-        last_error_code = CASE WHEN d.status = 'pending' AND j.cancel_requested_at IS NOT NULL
-                               THEN 'CANCELLED' ELSE 'WORKER_LOST' END,
-        last_error = 'lease expired: no heartbeat from worker ' || coalesce(j.worker_id, '?')
-                     || ' since ' || coalesce(j.heartbeat_at::text, '?'),
-        lease_expires_at = NULL
-    FROM decided d
-    WHERE j.id = d.id AND j.execution_id = d.execution_id
-      AND j.status = 'running' AND j.lease_expires_at < now()
-    RETURNING j.id, j.execution_id, j.type, j.status, j.last_error
-), counted AS (
-    -- The recovered total per type (/metrics), in the statement that recovers.
-    INSERT INTO job_event_totals AS t (event, type, total)
-    SELECT 'recovered', type, count(*) FROM job GROUP BY type ORDER BY type
-    ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total,
-                                             updated_at = now()
-), closed AS (
-    UPDATE job_executions e
-    SET finished_at = now(), outcome = 'worker_lost', error_code = 'WORKER_LOST',
-        error = job.last_error,
-        duration_ms = extract(epoch FROM coalesce(e.heartbeat_at, e.started_at)
-                              - e.started_at) * 1000
-    FROM job
-    WHERE e.execution_id = job.execution_id
-)
--- Counted from the jobs moved, whether or not an execution row was there to close.
-SELECT id, status FROM job
 
 -- name: register_worker
 -- Announce a worker process (or re-announce it after a reconnect).
@@ -408,48 +378,10 @@ RETURNING key
 DELETE FROM processed_effects
 WHERE key = %(key)s AND state = 'reserved' AND execution_id = %(execution_id)s
 
--- name: hand_back_executions
--- Graceful shutdown: return unfinished (or never started) jobs to pending now, without
--- spending an attempt (or end one cancelled if that was requested: it would stop at once
--- on its next run); each only if its execution still owns it. Returns the jobs moved.
-WITH x AS (
-    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
-        AS x(job_id bigint, execution_id uuid, progress jsonb, checkpoint jsonb)
-), locked AS MATERIALIZED (
-    -- Lock the rows first, in job-id order, whatever plan the UPDATE below gets (a hash
-    -- join walks them in heap order): this and a batch of outcomes (finish_executions,
-    -- in id order too) then wait for each other instead of deadlocking (40P01).
-    SELECT j.id FROM background_jobs j
-    JOIN x ON j.id = x.job_id AND j.execution_id = x.execution_id
-    WHERE j.status = 'running'
-    ORDER BY j.id
-    FOR UPDATE OF j
-), job AS (
-    UPDATE background_jobs j
-    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
-        cancelled_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        available_at = now(), attempts = greatest(j.attempts - 1, 0),
-        last_error_code = CASE WHEN j.cancel_requested_at IS NULL THEN j.last_error_code
-                               ELSE 'CANCELLED' END,
-        lease_expires_at = NULL,
-        checkpoint = COALESCE(x.checkpoint, j.checkpoint),
-        progress = COALESCE(x.progress, j.progress)
-    FROM x JOIN locked l ON l.id = x.job_id
-    WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
-    RETURNING j.id, j.execution_id, j.queue, j.status
-), notified AS (
-    SELECT pg_notify('jobwarden_jobs', queue) FROM (SELECT DISTINCT queue FROM job) AS q
-), closed AS (
-    -- Handed back, or cancelled: the job will not run again, and its execution's record
-    -- says so (the rollup rebuild counts the cancellation from it).
-    UPDATE job_executions e
-    SET finished_at = now(),
-        outcome = CASE WHEN job.status = 'cancelled' THEN 'cancelled' ELSE 'handed_back' END,
-        duration_ms = extract(epoch FROM now() - e.started_at) * 1000
-    FROM job
-    WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = job.execution_id
-)
-SELECT id, (SELECT count(*) FROM notified) FROM job
+-- name: notify_queues
+-- Wake the workers serving these queues (jobs just went back to pending there).
+SELECT count(pg_notify('jobwarden_jobs', queue))
+FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS queue) AS q
 
 -- name: unknown_jobs
 -- Jobs whose outcome is unknown and needs reconciliation, oldest first.
