@@ -38,10 +38,10 @@ from types import FrameType
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
+from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.logs import execution_event, ms_since
 from worker.core.states import WorkerState
 from worker.duties import recovery
@@ -58,11 +58,11 @@ from worker.jobs.registry import Registry
 from worker.jobs.registry import registry as default_registry
 from worker.ops.reconcile import register_reconcile_job
 from worker.store.db import DedicatedConnection, connect_kwargs, database_url
+from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.worker")
 
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 
 
@@ -309,11 +309,11 @@ class WorkerProcess:
 
     def _register(self) -> bool:
         """Register, retrying while the database is unreachable; False if stopped first."""
-        backoff = 0.5
+        backoff = Backoff()
         while not self._stop.is_set():
             try:
                 with self.control_pool.connection() as conn:
-                    conn.execute(Q.register_worker, {
+                    JobStore(conn).rows(Q.register_worker, {
                         "worker_id": self.worker_id, "host": socket.gethostname(),
                         "pid": os.getpid(), "queues": self.queues,
                         "lanes": Jsonb([lane.as_row() for lane in self.lanes]),
@@ -321,17 +321,17 @@ class WorkerProcess:
                         "concurrency": self.concurrency, "version": _version()})
                     publish_job_types(conn, self.types, published_by=self.worker_id)
                 return True
-            except DB_ERRORS as exc:
-                log.warning("cannot register worker (%s); retrying in %.1fs", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10)
+            except DB_UNREACHABLE as exc:
+                wait = backoff.next()
+                log.warning("cannot register worker (%s); retrying in %.1fs", exc, wait)
+                self._stop.wait(wait)
         return False
 
     def _set_stopped(self) -> None:
         try:
             with self.control_pool.connection(timeout=3) as conn:
-                conn.execute(Q.worker_stopped, {"worker_id": self.worker_id})
-        except DB_ERRORS as exc:
+                JobStore(conn).rows(Q.worker_stopped, {"worker_id": self.worker_id})
+        except DB_UNREACHABLE as exc:
             log.warning("could not mark worker stopped: %s", exc)
 
     # -- shutdown ----------------------------------------------------------------------
@@ -368,7 +368,7 @@ class WorkerProcess:
         try:
             with self.control_pool.connection(timeout=5) as conn:
                 handed = hand_back(conn, items)
-        except DB_ERRORS as exc:
+        except DB_UNREACHABLE as exc:
             log.error("%d job(s): hand-back failed (%s); their leases will expire and "
                       "recovery will return them", len(items), exc)
             return

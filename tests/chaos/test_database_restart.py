@@ -54,6 +54,6 @@ def test_a_postgresql_restart_mid_backlog_loses_and_strands_nothing(workers, pri
     assert scalar(url, "SELECT count(*) FROM job_executions WHERE finished_at IS NULL") == 0
     # Every worker is LISTENing again on its new connection.
     wait_for(lambda: scalar(url, "SELECT count(*) FROM pg_stat_activity "
-                                 "WHERE query = 'LISTEN jobwarden_jobs'") == WORKERS,
+                                 "WHERE query LIKE '%%LISTEN jobwarden_jobs'") == WORKERS,
              message="every worker to LISTEN again")
 

@@ -25,7 +25,7 @@ def test_an_idle_worker_wakes_on_notify_long_before_its_next_poll(conn, clean_db
     with running_worker(reg, clean_db, poll_interval=60):
         # Wait until the worker's LISTEN connection is up (the wake-up under test).
         wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                "datname = current_database() AND query LIKE 'LISTEN%%'"),
+                                "datname = current_database() AND query LIKE '%%LISTEN jobwarden_jobs'"),
                  timeout=10, message="the worker to LISTEN")
         started = time.monotonic()
         job_id = enqueue(conn, "ping", {}, registry=reg)

@@ -42,6 +42,7 @@ from worker.ops.reconcile import reconcilable_types, reconcile
 from worker.process import WorkerProcess
 from worker.store.db import connect, migrate
 from worker.store.embedded import stop_embedded
+from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
 
@@ -126,7 +127,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         print(printable(result.message))
         return 0 if result.ok else 1
     with connect() as conn:
-        rows = conn.execute(Q.unknown_jobs, {"limit": args.limit}).fetchall()
+        rows = JobStore(conn).rows(Q.unknown_jobs, {"limit": args.limit})
     if not rows:
         print("no jobs need reconciliation")
         return 0
@@ -241,8 +242,8 @@ def _age_text(seconds: float) -> str:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     with connect() as conn:
-        rows = conn.execute(Q.stats_by_status).fetchall()
-        ages = conn.execute(Q.oldest_pending_age).fetchall()
+        rows = JobStore(conn).rows(Q.stats_by_status)
+        ages = JobStore(conn).rows(Q.oldest_pending_age)
     totals: dict[str, int] = {}
     for status, _q, _t, n in rows:
         totals[status] = totals.get(status, 0) + n

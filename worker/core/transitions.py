@@ -5,9 +5,10 @@ that outcome says where the job goes next, whether the attempt it used stays spe
 which error code the runtime records (None: the handler's own), and how the rollups
 count the move. The runner (a handler's end), recovery (a lost worker) and the
 graceful hand-back read it, and all write through one statement (finish_executions, by
-`worker.engine.completer.write_batch`), each row carrying the table's facts; `tests/integration/test_transitions.py` drives every row
-through the real statements and checks the job, the execution and the rollups against
-it, so the trigger of migration 0018 and the rebuild of 0019 cannot drift from it.
+`worker.engine.completer.write_batch`), each row carrying the table's facts;
+`tests/integration/test_transitions.py` drives every row through the real statements
+and checks the job, the execution and the rollups against it, so the trigger of
+migration 0018 and the rebuild of 0019 cannot drift from it.
 
 One rule is applied by the statements themselves, under the row lock: a job whose
 cancellation was requested never goes back to `pending` — it ends `cancelled`, with the

@@ -19,6 +19,7 @@ from worker.core.transitions import lost
 from worker.engine.completer import Completion, write_batch
 from worker.jobs.registry import Registry
 from worker.store.event_totals import RECOVERED, count
+from worker.store.jobstore import JobStore
 from worker.store.queries import CallerConnection, Q
 
 log = logging.getLogger("jobwarden.recovery")
@@ -38,7 +39,7 @@ def recover_stale_running(conn: CallerConnection, registry: Registry,
     """One recovery pass in its own transaction; returns counts by new status."""
     counts: dict[str, int] = {}
     with conn.transaction():
-        stale = conn.execute(Q.lock_stale_running, {"limit": limit}).fetchall()
+        stale = JobStore(conn).rows(Q.lock_stale_running, {"limit": limit})
         if not stale:
             return counts
         decided = []
@@ -71,8 +72,8 @@ def recover_stale_running(conn: CallerConnection, registry: Registry,
 def mark_gone_workers(conn: CallerConnection, stale_after: float) -> list[str]:
     """Mark workers whose own heartbeat is older than `stale_after` seconds as gone."""
     with conn.transaction():
-        gone = [r[0] for r in conn.execute(Q.mark_gone_workers,
-                                           {"stale_after": stale_after}).fetchall()]
+        gone = [r[0] for r in JobStore(conn).rows(Q.mark_gone_workers,
+                                                  {"stale_after": stale_after})]
     if gone:
         log.warning("workers gone (no heartbeat for %ss): %s", stale_after, gone,
                     extra={"action": "workers_gone", "count": len(gone)})

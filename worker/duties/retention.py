@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import psycopg
 
 from worker.core.policy import parse_duration
-from worker.store.queries import Q, one_row
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.retention")
 
@@ -77,10 +78,11 @@ def run_once(conn: psycopg.Connection, policy: RetentionPolicy) -> dict[str, int
         progressed = False
         for status, age in policy.ages.items():
             with conn.transaction():
-                if not one_row(conn.execute(Q.retention_try_lock))[0]:
+                store = JobStore(conn)
+                if not store.one(Q.retention_try_lock)[0]:
                     return None
-                jobs, gone_effects = one_row(conn.execute(Q.retention_delete_batch, {
-                    "status": status, "older_than": age, "batch": policy.batch}))
+                jobs, gone_effects = store.one(Q.retention_delete_batch, {
+                    "status": status, "older_than": age, "batch": policy.batch})
             deleted[status] += jobs
             effects += gone_effects
             progressed = progressed or jobs == policy.batch
@@ -96,8 +98,8 @@ def count_prunable(conn: psycopg.Connection, statuses: list[str],
                    older_than: float) -> dict[str, int]:
     """How many jobs of each of `statuses` `prune` would delete now (0 for none)."""
     counts = dict.fromkeys(statuses, 0)
-    rows = conn.execute(Q.retention_count, {"statuses": statuses, "older_than": older_than})
-    counts.update(dict(rows.fetchall()))
+    counts.update(dict(JobStore(conn).rows(Q.retention_count,
+                                           {"statuses": statuses, "older_than": older_than})))
     return counts
 
 

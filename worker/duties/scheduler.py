@@ -26,7 +26,8 @@ import psycopg
 from worker.jobs.cron import latest_tick, next_tick, schedule_problem, tick_key
 from worker.jobs.enqueue import enqueue
 from worker.jobs.registry import Registry
-from worker.store.queries import Q, execute
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.scheduler")
 
@@ -35,7 +36,7 @@ DUE_LIMIT = 50
 
 
 def _db_now(conn: psycopg.Connection) -> datetime:
-    now: datetime = execute(conn, "SELECT now()", {})[1][0][0]
+    now: datetime = JobStore(conn).one(Q.db_now)[0]
     return now
 
 
@@ -51,11 +52,11 @@ def publish(conn: psycopg.Connection, registry: Registry, published_by: str,
             for t in registry if t.schedule]
     unscheduled = [t.name for t in registry if not t.schedule]
     if unscheduled:
-        execute(conn, Q.schedules_unpublish, {"types": unscheduled,
-                                              "published_by": published_by})
+        JobStore(conn).rows(Q.schedules_unpublish, {"types": unscheduled,
+                                                    "published_by": published_by})
     if not rows:
         return 0
-    return len(execute(conn, Q.schedules_publish, {"rows": json.dumps(rows)})[1])
+    return len(JobStore(conn).rows(Q.schedules_publish, {"rows": json.dumps(rows)}))
 
 
 def run_once(conn: psycopg.Connection, registry: Registry,
@@ -73,11 +74,10 @@ def run_once(conn: psycopg.Connection, registry: Registry,
         now = now or _db_now(conn)
         seen: list[str] = []
         while True:
-            columns, rows = execute(conn, Q.schedules_due,
-                                    {"now": now, "limit": DUE_LIMIT, "seen": seen})
+            rows = JobStore(conn).dicts(Q.schedules_due,
+                                        {"now": now, "limit": DUE_LIMIT, "seen": seen})
             before = len(broken)
-            for row in rows:
-                s = dict(zip(columns, row, strict=True))
+            for s in rows:
                 seen.append(s["type"])
                 problem = schedule_problem(s["type"], s["cron"], s["timezone"])
                 if problem is None:
@@ -106,10 +106,10 @@ def _run_schedule(conn: psycopg.Connection, registry: Registry, s: dict[str, Any
             ids = [enqueue(conn, s["type"], s["payload"], run_at=tick,
                            idempotency_key=tick_key(s["type"], tick), registry=registry)
                    for tick in ticks]
-            advanced = execute(conn, Q.schedule_advance, {
+            advanced = JobStore(conn).rows(Q.schedule_advance, {
                 "type": s["type"], "expected": s["next_run_at"],
                 "next_run_at": next_tick(s["cron"], s["timezone"], ticks[-1]),
-                "last_run_at": ticks[-1], "last_job_id": ids[-1]})[1]
+                "last_run_at": ticks[-1], "last_job_id": ids[-1]})
             # The row is locked: the compare-and-set cannot miss. If it ever did, the
             # exception rolls the enqueues back with it.
             if not advanced:

@@ -27,6 +27,7 @@ from uuid import UUID
 
 import psycopg
 
+from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.errors import OUTCOME_UNSTORABLE
 from worker.core.logs import execution_event
 from worker.core.sanitize import sanitize_error_code, sanitize_text
@@ -36,11 +37,11 @@ from worker.core.transitions import TRANSITIONS
 from worker.engine.producer import ClaimedJob
 from worker.store.db import DedicatedConnection
 from worker.store.event_totals import ZOMBIE_OUTCOME, count
+from worker.store.jobstore import JobStore
 from worker.store.queries import CallerConnection, Q
 
 log = logging.getLogger("jobwarden.completer")
 
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 #: How PostgreSQL (or psycopg, before sending) refuses a value, as opposed to being away.
 STORE_REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError,
                  UnicodeError, ValueError)
@@ -115,7 +116,7 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
     for the executions that still owned their jobs (the others were refused). The one
     store path out of `running`: the completer, a completion in the handler's
     transaction, the hand-back at shutdown and recovery all write through it."""
-    rows = conn.execute(Q.finish_executions, finish_params([c.row() for c in batch])).fetchall()
+    rows = JobStore(conn).rows(Q.finish_executions, finish_params([c.row() for c in batch]))
     return {execution_id: status for _job_id, execution_id, status in rows}
 
 
@@ -135,7 +136,7 @@ def hand_back(conn: CallerConnection,
         moved = write_batch(conn, batch)
         queues = [c.queue for c in batch if moved.get(c.execution_id) == JobStatus.PENDING]
         if queues:
-            conn.execute(Q.notify_queues, {"queues": queues})
+            JobStore(conn).rows(Q.notify_queues, {"queues": queues})
     return {c.job_id for c in batch if c.execution_id in moved}
 
 
@@ -246,22 +247,22 @@ class Completer:
 
     def _write_with_retry(self, batch: list[Completion]) -> None:
         give_up = time.monotonic() + max(3 * max(c.lease for c in batch), 10.0)
-        backoff = 0.2
+        backoff = Backoff(first=0.2, cap=5.0)
         while True:
             try:
                 owned = write_storable(self._conn.get(), batch)
                 break
-            except DB_ERRORS as exc:
+            except DB_UNREACHABLE as exc:
                 self._conn.drop()
                 if time.monotonic() > give_up or self._give_up.is_set():
                     log.error("could not record %d outcome(s) (%s); recovery will take "
                               "over their jobs", len(batch), exc,
                               extra={"action": "record_failed", "count": len(batch)})
                     return
+                wait = backoff.next()
                 log.warning("recording %d outcome(s) failed (%s); retrying in %.1fs",
-                            len(batch), exc, backoff, extra={"action": "db_unavailable"})
-                self._give_up.wait(backoff)
-                backoff = min(backoff * 2, 5)
+                            len(batch), exc, wait, extra={"action": "db_unavailable"})
+                self._give_up.wait(wait)
         self.written += len(owned)
         refused = [c for c in batch if c.execution_id not in owned]
         recorded: dict[UUID, str] = {}
@@ -269,7 +270,7 @@ class Completer:
             self.refused += len(refused)
             try:
                 recorded = count_refused(self._conn.get(), refused)
-            except DB_ERRORS:
+            except DB_UNREACHABLE:
                 self._conn.drop()
         log_outcomes(batch, owned, recorded)
 
@@ -278,8 +279,8 @@ def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUI
     """Count outcomes the guard refused (zombie executions, for /metrics) and read how
     each of their executions was recorded instead (worker_lost, or an earlier write)."""
     count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])
-    return dict(conn.execute(Q.execution_outcomes, {
-        "execution_ids": [c.execution_id for c in refused]}).fetchall())
+    return dict(JobStore(conn).rows(Q.execution_outcomes, {
+        "execution_ids": [c.execution_id for c in refused]}))
 
 
 def log_outcomes(batch: list[Completion], owned: dict[UUID, str],

@@ -15,13 +15,15 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
+from worker.core.dberrors import DB_UNREACHABLE
 from worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
 from worker.core.sanitize import sanitize_payload
 from worker.core.storable import storable_json, storable_text
 from worker.store.event_totals import ZOMBIE_LEASE, count_on
-from worker.store.queries import Q
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q, Query
 
 log = logging.getLogger("jobwarden.job")
 
@@ -172,11 +174,11 @@ class ExecutionControl:
         progress, checkpoint = self.take_pending()
         try:
             with self.pool.connection() as conn:
-                row = conn.execute(Q.save_progress, {
+                row = JobStore(conn).first(Q.save_progress, {
                     "job_id": self.job_id, "execution_id": self.execution_id,
                     "progress": progress, "checkpoint": checkpoint,
-                }).fetchone()
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+                })
+        except DB_UNREACHABLE as exc:
             # The database is away: keep the values for the worker's next heartbeat, which
             # also owns the lease. Progress is never worth failing the job for.
             self.restore_pending(progress, checkpoint)
@@ -212,7 +214,7 @@ class ExecutionControl:
             else:
                 try:
                     conn.rollback()
-                except (psycopg.OperationalError, psycopg.InterfaceError):
+                except DB_UNREACHABLE:
                     pass  # the connection is gone, and its transaction with it
         finally:
             cm.__exit__(None, None, None)
@@ -348,13 +350,11 @@ class Effect:
         self.result: Any = None
         self._reserve()
 
-    def _run(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    def _run(self, query: Query, **params: Any) -> list[tuple[Any, ...]]:
         c = self._control
         with c.pool.connection() as conn:
-            cur = conn.execute(sql, {"key": self.key, "job_id": c.job_id,
-                                     "execution_id": c.execution_id, **params})
-            # release_effect returns no rows: fetching them would raise, and roll it back.
-            return cur.fetchall() if cur.description is not None else []
+            return JobStore(conn).rows(query, {"key": self.key, "job_id": c.job_id,
+                                               "execution_id": c.execution_id, **params})
 
     def _reserve(self) -> None:
         # Both statements act only while this execution owns the job: no row means a newer

@@ -26,6 +26,7 @@ from uuid import UUID
 from psycopg_pool import ConnectionPool
 
 from worker.core import lease
+from worker.core.dberrors import DB_UNREACHABLE
 from worker.core.errors import CANCELLED
 from worker.core.logs import running_event, waiting_event
 from worker.core.states import ExecutionOutcome, JobStatus
@@ -34,7 +35,8 @@ from worker.engine.completer import Completer, Completion
 from worker.engine.context import ExecutionControl
 from worker.engine.producer import ClaimedJob, JobBuffer
 from worker.jobs.registry import JobType, Registry
-from worker.store.event_totals import DB_ERRORS, ZOMBIE_LEASE, count_on
+from worker.store.event_totals import ZOMBIE_LEASE, count_on
+from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.executor")
@@ -171,10 +173,10 @@ class Executor:
         try:
             with self.pool.connection() as conn:
                 sent = lease.now()
-                row = conn.execute(Q.save_progress, {  # progress None: a renewal only
+                row = JobStore(conn).first(Q.save_progress, {  # progress None: a renewal
                     "job_id": job.id, "execution_id": job.execution_id, "progress": None,
-                    "checkpoint": None}).fetchone()
-        except DB_ERRORS as exc:
+                    "checkpoint": None})
+        except DB_UNREACHABLE as exc:
             log.warning("job %s: cannot confirm its lease before starting it (%s); asking "
                         "again in %.1fs", job.id, exc, CONFIRM_RETRY_SECONDS,
                         extra=waiting_event("lease_unconfirmed", job))
@@ -188,7 +190,7 @@ class Executor:
     def _run(self, ex: Execution) -> None:
         run = ex.control
         try:
-            outcome = runner.execute(ex.job_type, run, ex.job.payload)
+            outcome = runner.run_handler(ex.job_type, run, ex.job.payload)
             seconds = time.monotonic() - run.started
             avg = self.job_seconds
             self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05

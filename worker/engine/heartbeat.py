@@ -22,19 +22,20 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from worker.core import lease
+from worker.core.dberrors import DB_UNREACHABLE
 from worker.core.logs import running_event
 from worker.core.states import WorkerState
 from worker.engine.completer import Completer
 from worker.engine.executor import Execution, Executor
 from worker.store.event_totals import ZOMBIE_LEASE, count_on
+from worker.store.jobstore import JobStore
 from worker.store.queries import Q, batch_params
 
 log = logging.getLogger("jobwarden.heartbeat")
 
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 
 class Heartbeat:
@@ -61,7 +62,7 @@ class Heartbeat:
         while not closing.is_set():
             try:
                 self.beat()
-            except DB_ERRORS as exc:
+            except DB_UNREACHABLE as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
             except Exception:
                 log.exception("heartbeat error")
@@ -80,7 +81,7 @@ class Heartbeat:
             if counts.get("pending"):
                 self._on_recovered()
             return counts
-        except DB_ERRORS as exc:
+        except DB_UNREACHABLE as exc:
             log.warning("recovery pass failed: %s", exc)
             return {}
 
@@ -105,15 +106,14 @@ class Heartbeat:
                 "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
         try:
             with self.control_pool.connection() as conn:
+                store = JobStore(conn)
                 owned: dict[UUID, bool] = {}  # execution id -> cancel requested
                 sent = lease.now()  # the leases renewed now start no earlier than this
                 if rows:
-                    owned = {r[1]: r[2] for r in conn.execute(
-                        Q.heartbeat_executions,
-                        batch_params(list(rows.values()), id_key="id")).fetchall()}
+                    owned = {r[1]: r[2] for r in store.rows(
+                        Q.heartbeat_executions, batch_params(list(rows.values()), id_key="id"))}
                 state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
-                conn.execute(Q.worker_heartbeat, {"worker_id": self.worker_id,
-                                                  "state": state})
+                store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id, "state": state})
         except BaseException:
             for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
                 ex.control.restore_pending(progress, checkpoint)

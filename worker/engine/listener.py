@@ -17,7 +17,10 @@ from collections.abc import Callable
 
 import psycopg
 
+from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.store.db import listen_url
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.listener")
 
@@ -34,18 +37,18 @@ def listen_for_jobs(url: str, wake: Callable[[str | None], None],
                  "waking by polling only", extra={"action": "listen_disabled"})
         return
     url = direct
-    backoff = 0.5
+    backoff = Backoff()
     while not closing.is_set():
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                backoff = 0.5
+                JobStore(conn).rows(Q.listen_for_jobs)  # the channel NOTIFY_CHANNEL names
+                backoff.reset()
                 wake(None)  # jobs may have arrived while we were not listening
                 while not closing.is_set():
                     for note in conn.notifies(timeout=1.0, stop_after=1):
                         wake(note.payload)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, backoff,
+        except DB_UNREACHABLE as exc:
+            wait = backoff.next()
+            log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, wait,
                         extra={"action": "listen_reconnect"})
-            closing.wait(backoff)
-            backoff = min(backoff * 2, 10)
+            closing.wait(wait)

@@ -22,12 +22,13 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import args_row
 
 from worker.core import lease
+from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.logs import waiting_event
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from worker.store.db import DedicatedConnection
+from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.producer")
@@ -71,14 +72,12 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
     `type_queues` and `type_max_attempts` (the declared policy a job that took the
     documented defaults gets; those defaults if not given) are parallel to `types`."""
     n = len(types)
-    cur = conn.cursor(row_factory=args_row(ClaimedJob))
-    cur.execute(Q.claim_jobs, {
+    return JobStore(conn).records(Q.claim_jobs, {
         "types": types, "leases": leases, "limits": limits or [1] * n,
         "type_queues": type_queues or [DEFAULT_QUEUE] * n,
         "type_max_attempts": type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n,
         "queues": queues, "skip_queues": skip_queues, "limit": limit,
-        "worker_id": worker_id})
-    return cur.fetchall()
+        "worker_id": worker_id}, ClaimedJob)
 
 
 class JobBuffer:
@@ -213,26 +212,26 @@ class Producer:
     def run(self) -> None:
         """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
         slot) or the poll interval passes."""
-        backoff = 0.5
+        backoff = Backoff()
         while not self.stop.is_set():
             self.wake.clear()
             want = self.wanted()
             if want:
                 try:
                     jobs = self._claim(want)
-                    backoff = 0.5
+                    backoff.reset()
                 except psycopg.errors.UniqueViolation:
                     # Another worker took the same slot of a concurrency_key in the same
                     # instant; the index refused ours. Claim again: the next claim sees
                     # that slot taken (and skips the key if it has no other free one).
                     log.debug("claim lost a concurrency_key race; claiming again")
                     continue
-                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                except DB_UNREACHABLE as exc:
                     self._conn.drop()
-                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff,
+                    wait = backoff.next()
+                    log.warning("claim failed (%s); retrying in %.1fs", exc, wait,
                                 extra={"action": "db_unavailable"})
-                    self.stop.wait(backoff)
-                    backoff = min(backoff * 2, 10)
+                    self.stop.wait(wait)
                     continue
                 if jobs:
                     self.buffer.put(jobs)

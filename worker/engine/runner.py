@@ -16,10 +16,10 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from pydantic import ValidationError
 
 from worker.core import errors as E
+from worker.core.dberrors import DB_UNREACHABLE
 from worker.core.logs import ms_since
 from worker.core.policy import DEFAULT_POLICY
 from worker.core.sanitize import (
@@ -41,7 +41,6 @@ from worker.engine.completer import (
 )
 from worker.engine.context import ExecutionControl, LeaseLost
 from worker.jobs.registry import JobType
-from worker.store.event_totals import DB_ERRORS
 
 log = logging.getLogger("jobwarden.runner")
 
@@ -174,7 +173,8 @@ def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[s
             f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
 
 
-def execute(job_type: JobType, run: ExecutionControl, payload: dict[str, Any]) -> Outcome | None:
+def run_handler(job_type: JobType, run: ExecutionControl,
+                payload: dict[str, Any]) -> Outcome | None:
     """Run the handler (given `run.ctx`, its view); returns its Outcome, or None when the
     execution lost its lease."""
     exc: BaseException | None = None
@@ -217,7 +217,7 @@ def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: floa
     try:
         owned = run.execution_id in write_batch(conn, [c])
         run.close_transaction(commit=owned)
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+    except DB_UNREACHABLE as exc:
         # Nobody knows whether the business writes and the completion committed. Never
         # complete without them: the caller hands the job to a retry instead, which the
         # guard refuses if the commit did happen.
@@ -238,7 +238,7 @@ def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: floa
         try:
             with run.pool.connection() as conn:
                 recorded = count_refused(conn, [c])
-        except DB_ERRORS:
+        except DB_UNREACHABLE:
             recorded = {c.execution_id: "unknown"}
     log_outcomes([c], {c.execution_id: outcome.status} if owned else {}, recorded)
     return owned

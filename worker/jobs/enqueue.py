@@ -21,7 +21,8 @@ from worker.core.sanitize import describe_validation
 from worker.jobs.job_spec import JobSpec, check_payload
 from worker.jobs.job_types import defaulted_fields, with_published_policies
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name, registry
-from worker.store.queries import Q, execute
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 
@@ -119,11 +120,6 @@ def _names_literal(names: list[str]) -> str:
     return '{"' + '","'.join(names) + '"}'
 
 
-def run_query(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """Run one named query on the caller's connection, inside the caller's transaction."""
-    return execute(conn, sql, params)[1]
-
-
 def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
                  *, registry: Registry = registry) -> list[int]:
     """Enqueue several jobs in one statement; returns their ids in the order given.
@@ -141,14 +137,15 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     known = with_published_policies(conn, {spec.type for spec in specs}, registry)
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
-    inserted = run_query(conn, Q.enqueue_jobs, cols)
+    store = JobStore(conn)  # the caller's connection, in the caller's transaction
+    inserted = store.rows(Q.enqueue_jobs, cols)
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
     keys = cols["idempotency_keys"] or [None] * len(specs)
     missing = sorted({k for k in keys if k and k not in by_key})
     if missing:
         # Held by a live job that was there first; ON CONFLICT waited for its writer.
-        by_key.update(dict(run_query(conn, Q.live_jobs_by_idempotency_key, {"keys": missing})))
+        by_key.update(dict(store.rows(Q.live_jobs_by_idempotency_key, {"keys": missing})))
         lost = [k for k in missing if k not in by_key]
         if lost:  # the holder finished between the two statements: insert afresh
             retry = [s for s in specs if s.idempotency_key in lost]

@@ -29,7 +29,8 @@ import psycopg
 
 from worker.core.policy import RetryPolicy
 from worker.jobs.registry import JobType, Registry
-from worker.store.queries import Q, execute
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.job_types")
 
@@ -67,7 +68,7 @@ def publish_job_types(conn: psycopg.Connection, types: Iterable[JobType],
     rows = [policy_row(t, published_by) for t in types]
     if not rows:
         return {"published": 0}
-    published = execute(conn, Q.job_types_publish, {"rows": json.dumps(rows)})[1]
+    published = JobStore(conn).rows(Q.job_types_publish, {"rows": json.dumps(rows)})
     return {"published": len(published)}
 
 
@@ -84,8 +85,8 @@ def adopt_defaulted(conn: psycopg.Connection, names: Iterable[str], *,
     moved = 0
     for _ in range(max_batches if names else 0):
         with conn.transaction():
-            rows = execute(conn, Q.job_types_adopt_defaulted,
-                           {"types": names, "batch": batch})[1]
+            rows = JobStore(conn).rows(Q.job_types_adopt_defaulted,
+                                       {"types": names, "batch": batch})
         moved += len(rows)
         if len(rows) < batch:
             break
@@ -100,10 +101,8 @@ def published_policies(conn: Any, names: Iterable[str]) -> dict[str, JobType]:
     names = sorted(set(names))
     if not names:
         return {}
-    columns, rows = execute(conn, Q.job_types_get, {"types": names})
     found = {}
-    for row in rows:
-        r = dict(zip(columns, row, strict=True))
+    for r in JobStore(conn).dicts(Q.job_types_get, {"types": names}):
         found[r["type"]] = JobType(
             name=r["type"], handler=_not_here, queue=r["queue"],
             max_attempts=r["max_attempts"], timeout=r["timeout_seconds"],

@@ -27,7 +27,8 @@ from worker.core.states import JobStatus
 from worker.core.storable import storable_text
 from worker.jobs.cron import next_tick, schedule_problem
 from worker.jobs.registry import check_name
-from worker.store.queries import CallerConnection, Q, execute
+from worker.store.jobstore import JobStore
+from worker.store.queries import CallerConnection, Q, Query
 
 #: Roles allowed to act (viewers only read).
 ACTING_ROLES = ("operator", "admin")
@@ -481,7 +482,6 @@ _DONE = {
 }
 
 
-def _rows(conn: CallerConnection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run a named query on a SQLAlchemy or psycopg connection; rows as dicts."""
-    names, rows = execute(conn, sql, params)
-    return [dict(zip(names, r, strict=True)) for r in rows]
+def _rows(conn: CallerConnection, query: Query, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """A named query's rows as dicts, on the caller's (SQLAlchemy or psycopg) connection."""
+    return JobStore(conn).dicts(query, params)

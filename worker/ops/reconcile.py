@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from worker.jobs.registry import JobType, Registry
 from worker.ops.operations import mark_completed, retry_job
-from worker.store.queries import CallerConnection, Q, execute
+from worker.store.jobstore import JobStore
+from worker.store.queries import CallerConnection, Q
 
 if TYPE_CHECKING:
     from worker.engine.context import JobContext
@@ -59,10 +60,9 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
     requester's reason, is added to each audit row's reason."""
     asked = f" (requested: {note})" if note else ""
     verdicts: dict[str, list[int]] = {DONE: [], NOT_DONE: [], UNKNOWN: []}
-    columns, rows = execute(conn, Q.reconcile_candidates, {
-        "types": reconcilable_types(registry), "job_id": job_id, "limit": limit})
-    for row in rows:
-        job = ReviewJob(**dict(zip(columns, row, strict=True)))
+    for row in JobStore(conn).dicts(Q.reconcile_candidates, {
+            "types": reconcilable_types(registry), "job_id": job_id, "limit": limit}):
+        job = ReviewJob(**row)
         verdict = _ask(registry, job)
         if verdict == DONE:
             mark_completed(conn, job.id, actor=actor, role=role,

@@ -20,8 +20,10 @@ from __future__ import annotations
 import logging
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
+from worker.core.dberrors import DB_UNREACHABLE
+from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.event_totals")
@@ -29,13 +31,12 @@ log = logging.getLogger("jobwarden.event_totals")
 RECOVERED = "recovered"
 ZOMBIE_OUTCOME = "zombie_outcome"
 ZOMBIE_LEASE = "zombie_lease"
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 
 
 def count(conn: psycopg.Connection, event: str, types: list[str]) -> None:
     """Add one to `event`'s total for each entry of `types` (one statement on `conn`)."""
     if types:
-        conn.execute(Q.count_events, {"event": event, "types": types})
+        JobStore(conn).rows(Q.count_events, {"event": event, "types": types})
 
 
 def count_on(pool: ConnectionPool, event: str, types: list[str]) -> None:
@@ -45,5 +46,5 @@ def count_on(pool: ConnectionPool, event: str, types: list[str]) -> None:
     try:
         with pool.connection() as conn:
             count(conn, event, types)
-    except DB_ERRORS as exc:
+    except DB_UNREACHABLE as exc:
         log.warning("could not count %d %s event(s): %s", len(types), event, exc)

@@ -4,7 +4,8 @@ The console keeps its own queries in console/sql and loads them with `load_queri
 
 Each query in a .sql file starts with a header line `-- name: query_name` followed by a
 one-line comment saying what it does. Parameters use psycopg's `%(name)s` style, which
-both psycopg and SQLAlchemy's `exec_driver_sql` accept.
+both psycopg and SQLAlchemy's `exec_driver_sql` accept. worker/store/jobstore.py runs
+them, and nothing else does.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-#: A connection in the caller's transaction, as execute() takes it: a psycopg Connection,
-#: or a SQLAlchemy Connection or Session. Any, because execute() tells these unrelated
-#: classes apart by what they have, which no union of them would let it say.
+#: A connection in the caller's transaction, as the JobStore takes it: a psycopg
+#: Connection, or a SQLAlchemy Connection or Session. Any, because the store tells these
+#: unrelated classes apart by what they have, which no union of them would let it say.
 CallerConnection = Any
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -39,10 +38,22 @@ def load_queries(folder: Path) -> dict[str, str]:
     return queries
 
 
-class Queries(dict[str, str]):
+class Query(str):
+    """One named query: its SQL text, and its name (for logs and errors). The JobStore
+    runs only these (worker/store/jobstore.py)."""
+
+    name: str
+
+    def __new__(cls, name: str, sql: str) -> Query:
+        query = super().__new__(cls, sql)
+        query.name = name
+        return query
+
+
+class Queries(dict[str, Query]):
     """Named queries, readable as attributes: `Q.claim_jobs`."""
 
-    def __getattr__(self, name: str) -> str:
+    def __getattr__(self, name: str) -> Query:
         try:
             return self[name]
         except KeyError:
@@ -50,38 +61,8 @@ class Queries(dict[str, str]):
 
 
 #: All named queries: `Q.claim_jobs` or `Q["claim_jobs"]`.
-Q = Queries(load_queries(Path(__file__).parent / "sql"))
-
-
-def execute(conn: CallerConnection, sql: str,
-            params: Mapping[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run a query on the caller's connection, inside the caller's transaction: a psycopg
-    Connection, or a SQLAlchemy Connection or Session. Returns (column names, rows)."""
-    if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
-        result = conn.exec_driver_sql(sql, dict(params))
-    elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
-        result = conn.connection().exec_driver_sql(sql, dict(params))
-    elif hasattr(conn, "execute") and hasattr(conn, "cursor"):  # psycopg Connection
-        result = conn.execute(sql, params)
-    else:
-        raise TypeError("needs a psycopg connection or a SQLAlchemy Connection/Session, "
-                        f"not {type(conn).__name__}")
-    if hasattr(result, "returns_rows"):  # SQLAlchemy
-        if not result.returns_rows:
-            return [], []
-        return list(result.keys()), [tuple(r) for r in result.fetchall()]
-    if result.description is None:  # psycopg
-        return [], []
-    return [d.name for d in result.description], [tuple(r) for r in result.fetchall()]
-
-
-def one_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """The row of a statement that always returns exactly one (a function call, an
-    aggregate): a missing row is a broken query, said as such rather than as a TypeError."""
-    row = cursor.fetchone()
-    if row is None:
-        raise RuntimeError("a statement that always returns one row returned none")
-    return row
+Q = Queries({name: Query(name, sql)
+             for name, sql in load_queries(Path(__file__).parent / "sql").items()})
 
 
 def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str, Any]:

@@ -312,12 +312,6 @@ WHERE state IN ('running', 'draining')
   AND heartbeat_at < now() - make_interval(secs => %(stale_after)s)
 RETURNING worker_id
 
--- name: job_status
--- One job's state (for tests, the CLI and waiting callers).
-SELECT id, status, attempts, max_attempts, last_error_code, last_error, available_at,
-       completed_at, failed_at, execution_id, worker_id, checkpoint, progress
-FROM background_jobs WHERE id = %(job_id)s
-
 -- name: stats_by_status
 -- Job counts by status, queue and type.
 SELECT status, queue, type, count(*) AS n FROM background_jobs
@@ -387,3 +381,11 @@ FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS queue) AS q
 -- Jobs whose outcome is unknown and needs reconciliation, oldest first.
 SELECT id, type, queue, attempts, last_error_code, last_error, worker_id, heartbeat_at
 FROM background_jobs WHERE status = 'unknown' ORDER BY id LIMIT %(limit)s
+
+-- name: db_now
+-- The database's clock (the start of the transaction): schedules tick by it, not ours.
+SELECT now()
+
+-- name: listen_for_jobs
+-- Subscribe this session to the wake-ups of enqueues and retries (worker/engine/listener.py).
+LISTEN jobwarden_jobs

@@ -1,0 +1,97 @@
+"""The JobStore: the runtime's one door to the database (docs/architecture.md §1).
+
+Every statement the runtime runs passes through here, and each is a named query of
+worker/store/sql (`Q.claim_jobs`, a `Query`): a string, or SQL built at a call site, is
+refused, so the SQL lives in one place and a log line can always say which statement
+failed. `tests/unit/test_runtime_store.py` fails when a module of worker/ outside this
+one runs a statement (`.execute(`, `.cursor(`, `exec_driver_sql`, ...), and when a
+`Q.<name>` names no query.
+
+A JobStore wraps the caller's connection, inside the caller's transaction: a psycopg
+Connection (the worker's own), or a SQLAlchemy Connection or Session (an application
+enqueueing in its request's transaction, the console's operator actions). It opens and
+commits nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import args_row
+
+from worker.store.queries import CallerConnection, Query
+
+T = TypeVar("T")
+Params = Mapping[str, Any] | None
+
+
+class JobStore:
+    """The caller's connection, seen as the runtime's store: one method per way of
+    reading a statement's answer."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: CallerConnection) -> None:
+        self.conn = conn
+
+    def rows(self, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
+        """Every row the statement returns (none for a statement that returns no rows)."""
+        return self.table(query, params)[1]
+
+    def first(self, query: Query, params: Params = None) -> tuple[Any, ...] | None:
+        """The first row, or None when the statement matched nothing."""
+        rows = self.rows(query, params)
+        return rows[0] if rows else None
+
+    def one(self, query: Query, params: Params = None) -> tuple[Any, ...]:
+        """The row of a statement that always returns exactly one (a function call, an
+        aggregate): a missing row is a broken query, said as such."""
+        row = self.first(query, params)
+        if row is None:
+            raise RuntimeError(f"{query.name} always returns one row but returned none")
+        return row
+
+    def dicts(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
+        """Every row as a dict of its columns."""
+        names, rows = self.table(query, params)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def records(self, query: Query, params: Params, record: type[T]) -> list[T]:
+        """Every row built into `record` from its columns, in order (psycopg only: the
+        worker's own hot paths, such as the claim)."""
+        cur = self._psycopg().cursor(row_factory=args_row(record))
+        cur.execute(_checked(query), params)
+        return cur.fetchall()
+
+    def table(self, query: Query, params: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """(column names, rows) of the statement."""
+        sql, conn = _checked(query), self.conn
+        if isinstance(conn, psycopg.Connection):  # the worker's own: the hot paths
+            cur = conn.execute(sql, params)
+            if cur.description is None:
+                return [], []
+            return [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()]
+        if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
+            result = conn.exec_driver_sql(sql, dict(params or {}))
+        elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
+            result = conn.connection().exec_driver_sql(sql, dict(params or {}))
+        else:
+            raise TypeError("needs a psycopg connection or a SQLAlchemy Connection/Session, "
+                            f"not {type(conn).__name__}")
+        if not result.returns_rows:
+            return [], []
+        return list(result.keys()), [tuple(r) for r in result.fetchall()]
+
+    def _psycopg(self) -> psycopg.Connection:
+        if not isinstance(self.conn, psycopg.Connection):
+            raise TypeError(f"needs a psycopg connection, not {type(self.conn).__name__}")
+        return self.conn
+
+
+def _checked(query: Query) -> str:
+    if not isinstance(query, Query):
+        raise TypeError("the runtime runs only named queries of worker/store/sql "
+                        f"(Q.<name>), not {type(query).__name__} {str(query)[:40]!r}")
+    return query
