@@ -1,6 +1,8 @@
 """Seed test 10 (backlog): enqueue N jobs, drain them with real worker processes, report
 enqueue rate, claim latency under the backlog, throughput, oldest-pending age and the
-load the queue puts on PostgreSQL (commits and WAL bytes per job).
+load the queue puts on PostgreSQL (commits and WAL bytes per job; the WAL figure is the
+whole cluster's LSN delta, so other sessions' writes are in it: `python -m bench.peers
+--only wal` counts this database's WAL alone, per table and index).
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/bench_backlog.py --jobs 100000 --workers 2 --concurrency 8
@@ -20,21 +22,17 @@ import subprocess
 import sys
 import time
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench.peers.dbutil import with_db  # noqa: E402
+from bench.peers.walstats import db_counters  # noqa: E402
 from worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
 from worker.store.db import database_url, migrate  # noqa: E402
 from worker.store.queries import Q  # noqa: E402
-
-
-def with_db(url: str, name: str) -> str:
-    p = urlsplit(url)
-    return urlunsplit((p.scheme, p.netloc, "/" + name, p.query, p.fragment))
 
 
 def create_database(server: str) -> tuple[str, str]:
@@ -63,13 +61,6 @@ def claim_latency(url: str, samples: int) -> list[float]:
             times.append((time.perf_counter() - start) * 1000)
             conn.rollback()
     return times
-
-
-def db_counters(conn) -> tuple[int, int]:
-    commits = conn.execute("SELECT xact_commit FROM pg_stat_database "
-                           "WHERE datname = current_database()").fetchone()[0]
-    wal = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0]
-    return int(commits), int(wal)
 
 
 def main() -> int:

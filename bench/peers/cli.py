@@ -13,9 +13,9 @@ import sys
 import time
 import traceback
 
-from bench.peers import procs, report
-from bench.peers.dbutil import machine, server_settings
-from bench.peers.scenarios import SCENARIOS, Sizes, run
+from bench.peers import procs, report, walstats
+from bench.peers.dbutil import PEER_STATS, machine, server_settings
+from bench.peers.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Sizes, run
 from bench.peers.systems import ROOT, SystemFailed, all_systems, prepare
 
 QUICK = Sizes(jobs=2_000, sleep_jobs=400, latency_jobs=30, backlog=4_000,
@@ -34,14 +34,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--sleep-concurrency", type=int, help="concurrency for the 10 ms jobs")
     ap.add_argument("--latency-jobs", type=int, help="jobs in the latency scenario")
     ap.add_argument("--latency-rate", type=float, help="jobs per second in the latency scenario")
-    ap.add_argument("--drain-timeout", type=float, help="seconds before a drain gives up")
-    ap.add_argument("--backlog-timeout", type=float, help="seconds before the backlog gives up")
-    ap.add_argument("--only", help=f"comma-separated scenarios: {','.join(SCENARIOS)}")
+    ap.add_argument("--drain-timeout", type=float,
+                    help="safety timeout of a drain, seconds (default 600)")
+    ap.add_argument("--backlog-timeout", type=float,
+                    help="safety timeout of the backlog, seconds (default 900)")
+    ap.add_argument("--peer-stats", choices=PEER_STATS, default="analyzed",
+                    help="analyzed (default): ANALYZE each peer's tables after the load, "
+                         "before its workers start, as autovacuum would; none: as shipped, "
+                         "never analyzed. Jobwarden's tables are never analyzed")
+    ap.add_argument("--only", help=f"comma-separated scenarios: {','.join(SCENARIOS)} "
+                                   f"(default: all but wal)")
     ap.add_argument("--systems", help=f"comma-separated systems: {','.join(names)}")
     ap.add_argument("--json", help="where to write the raw figures "
                                    "(default bench/results/peers-DATE.json)")
     args = ap.parse_args(argv)
-    args.scenarios = _pick(args.only, SCENARIOS, "scenario")
+    args.scenarios = _pick(args.only, SCENARIOS, "scenario") if args.only \
+        else list(DEFAULT_SCENARIOS)
     args.system_names = _pick(args.systems, names, "system")
     return args
 
@@ -103,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     if scenario == "enqueue" and "drain1" in args.scenarios:
                         continue  # measured as drain1's set-up, in drain1's fresh database
                     try:
-                        figures = run(scenario, system, server, sizes)
+                        figures = run(scenario, system, server, sizes, args.peer_stats)
                     except SystemFailed as exc:
                         figures = {"failed": str(exc)}
                     except Exception as exc:  # one system's bug must not end the run
@@ -120,22 +128,31 @@ def main(argv: list[str] | None = None) -> int:
                     elif scenario == "drain1" and "enqueue" in args.scenarios:
                         results[system.name].setdefault("enqueue", []).append(
                             {"failed": figures.get("failed", "no figure"), "round": r + 1})
-                    shown = {k: v for k, v in figures.items() if k != "traceback"}
+                    shown = {k: v for k, v in figures.items()
+                             if k != "traceback" and not isinstance(v, dict)}
                     print(f"round {r + 1} {scenario:10} {system.name:14} "
                           f"{time.monotonic() - t:6.1f}s {json.dumps(shown)}", flush=True)
+                    if figures.get("timed_out"):
+                        print(f"WARNING: {system.name} {scenario} hit the safety timeout "
+                              f"({figures.get('timeout_s', '?')} s): its figure is the rate "
+                              f"over the {figures.get('done')} jobs done by then", flush=True)
     finally:
         procs.stop_all()
     names = [s.name for s in systems]
     text = report.table(results, names, args.scenarios)
+    details = [walstats.detail(name, run_) for name in names
+               for run_ in results[name].get("wal", []) if "total" in run_]
     out = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "server": server_settings(server),
         "machine": machine(),
         "sizes": vars(sizes), "rounds": rounds, "scenarios": args.scenarios,
+        "peer_stats": args.peer_stats,
         "systems": {s.name: {"version": s.version, "settings": s.settings,
                              "failed": unavailable.get(s.name)} for s in systems},
         "results": results,
         "table": text,
+        "wal_details": details,
         "wall_seconds": round(time.monotonic() - started, 1),
     }
     out["summary"] = _summary(results)
@@ -146,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(out, f, indent=1)
     print()
     print(text)
+    for block in details:
+        print()
+        print(block)
     print()
     for line in _summary_lines(out):
         print(line)
@@ -171,11 +191,16 @@ def _summary_lines(out: dict) -> list[str]:
     lines = [f"{out['date']}; PostgreSQL {srv['server_version']}, shared_buffers "
              f"{srv['shared_buffers']}, autovacuum {srv['autovacuum']}, synchronous_commit "
              f"{srv['synchronous_commit']}, fsync {srv['fsync']}; {m['nproc']} cores, "
-             f"{m['memory_gb']} GB; {out['rounds']} round(s) in {out['wall_seconds']:.0f}s"]
+             f"{m['memory_gb']} GB; {out['rounds']} round(s) in {out['wall_seconds']:.0f}s",
+             "peers' tables: " + ("ANALYZEd after the load, before their workers start"
+                                  if out["peer_stats"] == "analyzed" else
+                                  "never analyzed (as shipped)")
+             + "; Jobwarden's: never analyzed"]
     if s["jobwarden_drain1_share_of_ceiling"] is not None:
         lines.append(f"Jobwarden's 1-process drain is {s['jobwarden_drain1_share_of_ceiling']:.1%}"
                      " of the raw SQL ceiling")
     lines.append("ratios are of the medians: above 1 Jobwarden is ahead in jobs/s; in ms and MB"
                  " below 1 Jobwarden is ahead")
-    lines.append("* timed out: the figure is the rate over the jobs done before the timeout")
+    lines.append("* timed out: the drain hit its safety timeout; the figure is the rate over "
+                 "the jobs done before it")
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -48,3 +49,26 @@ def machine() -> dict[str, object]:
     load = os.getloadavg()
     return {"nproc": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1),
             "loadavg_at_start": [round(x, 2) for x in load]}
+
+
+#: How the peers' tables are left before their workers start: `analyzed` (ANALYZE on each
+#: of the peer's tables after the load, as autovacuum would do on a production server) or
+#: `none` (as shipped: never analyzed, the state after a burst with autovacuum off).
+PEER_STATS = ("analyzed", "none")
+
+
+def analyze_peer(url: str, system_name: str) -> dict:
+    """ANALYZE every table of a peer's database (each scenario's database holds one
+    system's tables and nothing else); the tables and how long it took. Jobwarden is
+    never analyzed: it must stay fast on tables without statistics."""
+    if system_name == "jobwarden":
+        raise ValueError("Jobwarden's tables are never analyzed by the harness")
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables "
+            "ORDER BY 1").fetchall()]
+        start = time.monotonic()
+        for table in tables:
+            conn.execute(f"ANALYZE {table}")
+        seconds = time.monotonic() - start
+    return {"analyzed_tables": tables, "analyze_seconds": round(seconds, 3)}

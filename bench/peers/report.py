@@ -8,7 +8,11 @@ import statistics
 ROWS = [
     ("enqueue", "jobs_per_s", "bulk enqueue, jobs/s", True),
     ("drain1", "jobs_per_s", "no-op drain, 1 process, jobs/s", True),
+    ("drain1", "steady_jobs_per_s", "no-op drain, 1 process, steady state (10–90%), jobs/s",
+     True),
     ("drain2", "jobs_per_s", "no-op drain, 2 processes, jobs/s", True),
+    ("drain2", "steady_jobs_per_s", "no-op drain, 2 processes, steady state (10–90%), jobs/s",
+     True),
     ("sleep10ms", "jobs_per_s", "10 ms jobs, 1 process, jobs/s", True),
     ("latency", "p50_ms", "enqueue→start p50, ms", False),
     ("latency", "p99_ms", "enqueue→start p99, ms", False),
@@ -16,6 +20,11 @@ ROWS = [
     ("backlog", "last_tenth_jobs_per_s", "backlog, last tenth, jobs/s", True),
     ("*", "peak_rss_mb", "peak worker RSS, MB", False),
     ("ceiling", "jobs_per_s", "ceiling: raw SQL, 100 rows/tx, jobs/s", True),
+    ("wal", "wal_bytes_per_job", "WAL bytes per job, enqueue + drain (this database)", False),
+    ("wal", "cluster_wal_bytes_per_job", "WAL bytes per job, whole cluster (LSN delta)", False),
+    ("wal", "heap_tuples_written_per_job", "heap tuples written per job", False),
+    ("wal", "non_hot_updates_per_job", "non-HOT updates per job", False),
+    ("wal", "index_entries_per_job", "index entries written per job", False),
 ]
 
 
@@ -41,8 +50,11 @@ def cell(results: dict, system: str, scenario: str, figure: str) -> tuple[str, f
         return "", None
     med = statistics.median(values)
     text = ("; ".join(_fmt(v) for v in values))
-    if any(r.get("timed_out") for r in runs if isinstance(r, dict)):
-        text += " (timed out*)"
+    limits = sorted({r.get("timeout_s") for r in runs if isinstance(r, dict)
+                     and r.get("timed_out")}, key=lambda t: t or 0)
+    if limits:
+        at = "/".join(f"{t:.0f} s" for t in limits if t)
+        text += f" (timed out{' at ' + at if at else ''}*)"
     return text, med
 
 

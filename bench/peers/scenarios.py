@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-from bench.peers import ceiling, procs
-from bench.peers.dbutil import fresh_database
+from bench.peers import ceiling, procs, walstats
+from bench.peers.dbutil import analyze_peer, fresh_database
 from bench.peers.systems import ROOT, System, SystemFailed
 
 
@@ -24,12 +24,18 @@ class Sizes:
     latency_jobs: int = 200     # enqueued one per transaction...
     latency_rate: float = 20.0  # ...at this many per second
     backlog: int = 100_000
-    drain_timeout: float = 15.0     # per no-op / sleep drain
-    backlog_timeout: float = 25.0
+    # Safety timeouts only: at these sizes every system measured finishes well inside them,
+    # so a drain runs to its end; one that does not is marked as timed out in its cell.
+    drain_timeout: float = 600.0    # per no-op / sleep drain
+    backlog_timeout: float = 900.0
     poll: float = 0.25
 
 
-SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "latency", "backlog", "ceiling")
+SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "latency", "backlog", "ceiling",
+             "wal")
+#: What a run without --only measures: `wal` checkpoints the server and decodes its WAL,
+#: so it runs when asked for (`--only wal`).
+DEFAULT_SCENARIOS = tuple(s for s in SCENARIOS if s != "wal")
 
 
 def _db_now(url: str) -> float:
@@ -78,14 +84,35 @@ def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | 
     seconds = end - t0
     return {"jobs": jobs, "done": done, "workers": workers, "concurrency": concurrency,
             "seconds": round(seconds, 3), "jobs_per_s": round(done / seconds, 1),
-            "timed_out": timed_out, "peak_rss_mb": rss.peak_mb(), "t0": t0, "times": times}
+            "steady_jobs_per_s": steady(times), "timed_out": timed_out,
+            "timeout_s": timeout, "peak_rss_mb": rss.peak_mb(), "t0": t0, "times": times}
+
+
+def steady(times: list[float]) -> float | None:
+    """The steady-state rate: jobs per second between the 10% and the 90% completion, on
+    the finish times the system itself wrote (the database clock), so neither the start-up
+    nor the tail is in it."""
+    times = sorted(times)
+    lo, hi = len(times) // 10, len(times) - len(times) // 10 - 1
+    if hi - lo < 1 or times[hi] <= times[lo]:
+        return None
+    return round((hi - lo) / (times[hi] - times[lo]), 1)
+
+
+def leave_stats(system: System, url: str, peer_stats: str) -> dict:
+    """After the load, before the workers start: ANALYZE the peer's tables when asked
+    (`analyzed`); Jobwarden's tables are never analyzed."""
+    if system.name == "jobwarden" or peer_stats == "none":
+        return {"stats": "not analyzed"}
+    return {"stats": "analyzed", **analyze_peer(url, system.name)}
 
 
 def _setup(system: System, url: str, concurrency: int | None = None) -> None:
     system.install(url, concurrency)
 
 
-def run(scenario: str, system: System, server: str, sizes: Sizes) -> dict:
+def run(scenario: str, system: System, server: str, sizes: Sizes,
+        peer_stats: str = "analyzed") -> dict:
     """Run one scenario for one system in a database created (and dropped) for it."""
     with fresh_database(server, f"{scenario}_{system.name}") as url:
         if scenario == "enqueue":
@@ -96,17 +123,20 @@ def run(scenario: str, system: System, server: str, sizes: Sizes) -> dict:
         if scenario in ("drain1", "drain2"):
             _setup(system, url)
             seconds = system.enqueue(url, sizes.jobs)
+            stats = leave_stats(system, url, peer_stats)
             out = drain(system, url, sizes.jobs, 1 if scenario == "drain1" else 2,
                         system.drain_concurrency, sizes.drain_timeout, sizes.poll, scenario)
             out.pop("times"), out.pop("t0")
             out["enqueue_seconds"] = round(seconds, 3)
-            return out
+            return {**out, **stats}
         if scenario == "sleep10ms":
             _setup(system, url, sizes.sleep_concurrency)
             system.enqueue(url, sizes.sleep_jobs, "sleep")
+            stats = leave_stats(system, url, peer_stats)
             out = drain(system, url, sizes.sleep_jobs, 1, sizes.sleep_concurrency,
                         sizes.drain_timeout, sizes.poll, scenario)
             out.pop("times"), out.pop("t0")
+            out.update(stats)
             out["ideal_jobs_per_s"] = round(sizes.sleep_concurrency / 0.010)
             out["share_of_ideal"] = round(out["jobs_per_s"] / out["ideal_jobs_per_s"], 3)
             return out
@@ -116,17 +146,21 @@ def run(scenario: str, system: System, server: str, sizes: Sizes) -> dict:
         if scenario == "backlog":
             _setup(system, url)
             system.enqueue(url, sizes.backlog)
+            stats = leave_stats(system, url, peer_stats)
             out = drain(system, url, sizes.backlog, 1, system.drain_concurrency,
                         sizes.backlog_timeout, max(sizes.poll, 1.0), scenario)
             out.update(tenths(out.pop("times")))
             out.pop("t0")
-            return out
+            return {**out, **stats}
         if scenario == "ceiling":
             if system.name != "jobwarden":
                 raise SystemFailed("the ceiling runs on Jobwarden's schema only")
             _setup(system, url)
             system.enqueue(url, sizes.jobs)
             return ceiling.raw_loop(url, sizes.jobs, timeout=sizes.drain_timeout)
+        if scenario == "wal":
+            _setup(system, url)
+            return wal(system, url, sizes, peer_stats)
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
@@ -194,3 +228,48 @@ def _read(path: str) -> dict[int, float]:
             i, t = line.split()
             out[int(i)] = float(t)
     return out
+
+
+def wal(system: System, url: str, sizes: Sizes, peer_stats: str) -> dict:
+    """WAL, heap tuples and index entries per job over the enqueue and the drain of
+    `sizes.jobs` no-op jobs (bench/peers/walstats.py says how each is counted). A
+    CHECKPOINT first, so no checkpoint falls inside the window (none is due for
+    checkpoint_timeout) and full-page images are only those of pages that existed
+    before it; the ANALYZE of a peer is between the two phases and in neither."""
+    checkpoint = "done"
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.Error as exc:
+        checkpoint = f"failed: {exc}".strip()
+    s0 = walstats.snapshot(url)
+    enqueue_seconds = system.enqueue(url, sizes.jobs)
+    s1 = walstats.snapshot(url)
+    stats = leave_stats(system, url, peer_stats)
+    s1b = walstats.snapshot(url) if stats["stats"] == "analyzed" else s1
+    out = drain(system, url, sizes.jobs, 1, system.drain_concurrency, sizes.drain_timeout,
+                sizes.poll, "wal")
+    out.pop("t0"), out.pop("times")
+    s2 = walstats.snapshot(url)
+    done = out["done"]
+    if done == 0:
+        raise SystemFailed("no job finished")
+    source = walstats.wal_source(url)
+    decoded: list[walstats.Decoded | None] = [None, None]
+    if not isinstance(source, str):
+        decoded = [walstats.decode(*source, a.lsn, b.lsn) for a, b in ((s0, s1), (s1b, s2))]
+    enqueue = walstats.phase(s0, s1, done, decoded[0])
+    drained = walstats.phase(s1b, s2, done, decoded[1])
+    total = walstats.combine(enqueue, drained)
+    figures = {"jobs": sizes.jobs, "done": done, "timed_out": out["timed_out"],
+               "drain": drained, "enqueue": enqueue, "total": total,
+               "checkpoint": checkpoint, "enqueue_seconds": round(enqueue_seconds, 3),
+               "drain_seconds": out["seconds"], "jobs_per_s": out["jobs_per_s"], **stats}
+    for key in ("wal_bytes_per_job", "cluster_wal_bytes_per_job",
+                "heap_tuples_written_per_job", "non_hot_updates_per_job",
+                "index_entries_per_job"):
+        if key in total:
+            figures[key] = round(total[key], 2)
+    if isinstance(source, str):
+        figures["waldump"] = source
+    return figures
