@@ -235,29 +235,42 @@ def wal(system: System, url: str, sizes: Sizes, peer_stats: str) -> dict:
     `sizes.jobs` no-op jobs (bench/peers/walstats.py says how each is counted). A
     CHECKPOINT first, so no checkpoint falls inside the window (none is due for
     checkpoint_timeout) and full-page images are only those of pages that existed
-    before it; the ANALYZE of a peer is between the two phases and in neither."""
+    before it; the ANALYZE of a peer is between the two phases and in neither. The
+    window's WAL segments are copied as each completes, so a checkpoint of another
+    session cannot recycle them before they are decoded."""
     checkpoint = "done"
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
     except psycopg.Error as exc:
         checkpoint = f"failed: {exc}".strip()
-    s0 = walstats.snapshot(url)
-    enqueue_seconds = system.enqueue(url, sizes.jobs)
-    s1 = walstats.snapshot(url)
-    stats = leave_stats(system, url, peer_stats)
-    s1b = walstats.snapshot(url) if stats["stats"] == "analyzed" else s1
-    out = drain(system, url, sizes.jobs, 1, system.drain_concurrency, sizes.drain_timeout,
-                sizes.poll, "wal")
-    out.pop("t0"), out.pop("times")
-    s2 = walstats.snapshot(url)
-    done = out["done"]
-    if done == 0:
-        raise SystemFailed("no job finished")
     source = walstats.wal_source(url)
-    decoded: list[walstats.Decoded | None] = [None, None]
-    if not isinstance(source, str):
-        decoded = [walstats.decode(*source, a.lsn, b.lsn) for a, b in ((s0, s1), (s1b, s2))]
+    s0 = walstats.snapshot(url)
+    copy = None if isinstance(source, str) else walstats.WalCopy(url, source[1], s0.lsn)
+    try:
+        enqueue_seconds = system.enqueue(url, sizes.jobs)
+        s1 = walstats.snapshot(url)
+        stats = leave_stats(system, url, peer_stats)
+        s1b = walstats.snapshot(url) if stats["stats"] == "analyzed" else s1
+        out = drain(system, url, sizes.jobs, 1, system.drain_concurrency,
+                    sizes.drain_timeout, sizes.poll, "wal")
+        out.pop("t0"), out.pop("times")
+        s2 = walstats.snapshot(url)
+        done = out["done"]
+        if done == 0:
+            raise SystemFailed("no job finished")
+        decoded: list[walstats.Decoded | None] = [None, None]
+        if copy is not None and not isinstance(source, str):
+            try:
+                wal_dir = copy.finish(s2.lsn)
+                names = walstats.relation_names(url)
+                decoded = [walstats.decode(source[0], wal_dir, source[2], names, a.lsn, b.lsn)
+                           for a, b in ((s0, s1), (s1b, s2))]
+            except RuntimeError as exc:
+                source = str(exc)
+    finally:
+        if copy is not None:
+            copy.close()
     enqueue = walstats.phase(s0, s1, done, decoded[0])
     drained = walstats.phase(s1b, s2, done, decoded[1])
     total = walstats.combine(enqueue, drained)

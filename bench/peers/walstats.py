@@ -23,6 +23,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -45,7 +47,7 @@ class Snapshot:
     lsn_bytes: int
     wal: dict[str, int]                    # pg_stat_wal: records, fpi, bytes (cluster)
     commits: int                           # this database
-    others: dict[str, int]                 # the other databases: commits, tuples written
+    others: dict[str, tuple[int, int]]     # every other database: commits, tuples written
     checkpoints: int
     tables: dict[str, dict[str, int]]      # schema.table -> n_tup_* counters
     indexes: dict[str, dict[str, object]]  # schema.index -> table, bytes
@@ -60,8 +62,8 @@ SELECT format('%I.%I', schemaname, indexrelname), format('%I.%I', schemaname, re
        pg_relation_size(indexrelid)
 FROM pg_stat_user_indexes"""
 _OTHERS = """
-SELECT coalesce(sum(xact_commit), 0), coalesce(sum(tup_inserted + tup_updated + tup_deleted), 0)
-FROM pg_stat_database WHERE datname IS DISTINCT FROM current_database()"""
+SELECT datname, xact_commit, tup_inserted + tup_updated + tup_deleted
+FROM pg_stat_database WHERE datname IS NOT NULL AND datname <> current_database()"""
 
 
 def snapshot(url: str) -> Snapshot:
@@ -82,14 +84,14 @@ def snapshot(url: str) -> Snapshot:
         records, fpi, wal_bytes = conn.execute(
             "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal").fetchone()
         commits, _ = db_counters(conn)
-        o_commits, o_tuples = conn.execute(_OTHERS).fetchone()
+        others = {name: (int(c), int(t)) for name, c, t in conn.execute(_OTHERS).fetchall()}
         checkpoints = conn.execute(
             "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").fetchone()[0]
         indexes = {name: {"table": table, "bytes": size}
                    for name, table, size in conn.execute(_INDEXES).fetchall()}
     return Snapshot(lsn, int(lsn_bytes),
                     {"records": int(records), "fpi": int(fpi), "bytes": int(wal_bytes)},
-                    commits, {"commits": int(o_commits), "tuples": int(o_tuples)},
+                    commits, others,
                     int(checkpoints), tables, indexes)
 
 
@@ -101,7 +103,8 @@ def _tables(conn) -> dict[str, dict[str, int]]:
 def _wait_alone(conn, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                       "current_database() AND pid <> pg_backend_pid()").fetchone()[0]:
+                       "current_database() AND pid <> pg_backend_pid() "
+                       "AND application_name <> %s", (COPIER,)).fetchone()[0]:
         if time.monotonic() > deadline:
             raise RuntimeError("other sessions stayed in the database for 30 s")
         time.sleep(0.1)
@@ -126,9 +129,9 @@ def waldump_binary(server_version_num: int) -> str | None:
     return None
 
 
-def wal_source(url: str) -> tuple[str, str, int, dict[int, str]] | str:
-    """(pg_waldump, the server's pg_wal, this database's oid, filenode -> relation name),
-    or why the WAL cannot be read from here."""
+def wal_source(url: str) -> tuple[str, str, int] | str:
+    """(pg_waldump, the server's pg_wal, this database's oid), or why the WAL cannot be
+    read from here."""
     with psycopg.connect(url, autocommit=True) as conn:
         version = int(conn.execute("SHOW server_version_num").fetchone()[0])
         try:
@@ -138,17 +141,89 @@ def wal_source(url: str) -> tuple[str, str, int, dict[int, str]] | str:
         segment = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()[0]
         oid = conn.execute("SELECT oid FROM pg_database "
                            "WHERE datname = current_database()").fetchone()[0]
-        names = {int(f): n for f, n in conn.execute(
-            "SELECT pg_relation_filenode(c.oid), format('%I.%I', n.nspname, c.relname) "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE pg_relation_filenode(c.oid) IS NOT NULL").fetchall()}
     binary = waldump_binary(version)
     if binary is None:
         return f"no pg_waldump for PostgreSQL {version // 10000} (set BENCH_PG_WALDUMP)"
     pg_wal = os.path.join(datadir, "pg_wal")
     if not os.access(os.path.join(pg_wal, segment), os.R_OK):
         return f"the server's WAL is not readable here ({pg_wal}: another host or user)"
-    return binary, pg_wal, int(oid), names
+    return binary, pg_wal, int(oid)
+
+
+def relation_names(url: str) -> dict[int, str]:
+    """filenode -> schema.relation for every relation of the database (catalogs too)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {int(f): n for f, n in conn.execute(
+            "SELECT pg_relation_filenode(c.oid), format('%I.%I', n.nspname, c.relname) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE pg_relation_filenode(c.oid) IS NOT NULL").fetchall()}
+
+
+#: The copier's sessions, which the snapshots do not wait for.
+COPIER = "jwbench-walcopy"
+
+
+class WalCopy:
+    """Copies the server's WAL segments into a directory of its own as soon as each is
+    complete, from the segment of `start_lsn` on: any checkpoint (another session's too)
+    recycles the segments before its redo point, and a window's segments would be gone
+    before pg_waldump reads them."""
+
+    def __init__(self, url: str, pg_wal: str, start_lsn: str, interval: float = 0.1):
+        self.pg_wal, self.interval = pg_wal, interval
+        self.dir = tempfile.mkdtemp(prefix="jwbench-wal-")
+        self.error = ""
+        self._conn = psycopg.connect(url, autocommit=True, application_name=COPIER)
+        size = int(self._conn.execute("SELECT setting FROM pg_settings "
+                                      "WHERE name = 'wal_segment_size'").fetchone()[0])
+        self._per_id = 0x100000000 // size
+        self._next = self._name(start_lsn)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _name(self, lsn: str | None = None) -> str:
+        return self._conn.execute("SELECT pg_walfile_name(%s::pg_lsn)" if lsn else
+                                  "SELECT pg_walfile_name(pg_current_wal_lsn())",
+                                  (lsn,) if lsn else None).fetchone()[0]
+
+    def _successor(self, name: str) -> str:
+        tli, hi, lo = int(name[:8], 16), int(name[8:16], 16), int(name[16:], 16) + 1
+        if lo == self._per_id:
+            hi, lo = hi + 1, 0
+        return f"{tli:08X}{hi:08X}{lo:08X}"
+
+    def _copy_before(self, last: str, inclusive: bool) -> None:
+        while not self.error and (self._next < last or (inclusive and self._next == last)):
+            try:
+                shutil.copyfile(os.path.join(self.pg_wal, self._next),
+                                os.path.join(self.dir, self._next))
+            except FileNotFoundError:
+                self.error = (f"segment {self._next} was recycled before it was copied "
+                              "(a checkpoint during the window): run again")
+                return
+            self._next = self._successor(self._next)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._copy_before(self._name(), inclusive=False)
+
+    def finish(self, end_lsn: str) -> str:
+        """Copy the rest, up to the segment of `end_lsn` (the last one as written so far);
+        the directory to decode, or raise if a segment could not be copied."""
+        self._stop.set()
+        self._thread.join()
+        self._copy_before(self._name(end_lsn), inclusive=True)
+        if self.error:
+            raise RuntimeError(self.error)
+        return self.dir
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._conn.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @dataclass
@@ -158,7 +233,6 @@ class Decoded:
     fpi: int = 0
     fpi_bytes: int = 0
     commits: int = 0
-    error: str = ""                        # pg_waldump's complaint, if it stopped early
     by_relation: dict[str, dict[str, int]] = field(default_factory=dict)
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -216,9 +290,7 @@ def decode(binary: str, pg_wal: str, db_oid: int, names: dict[int, str],
     _, err = proc.communicate()
     if proc.returncode != 0:
         reason = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        if out.records == 0:
-            raise RuntimeError(f"pg_waldump: {reason}")
-        out.error = reason
+        raise RuntimeError(f"pg_waldump: {reason}")
     out.by_relation = {k: dict(v) for k, v in rels.items()}
     out.by_kind = {k: dict(v) for k, v in kinds.items()}
     return out
@@ -262,7 +334,7 @@ def phase(before: Snapshot, after: Snapshot, jobs: int, decoded: Decoded | None)
         "deletes_per_job": sum(t["del"] for t in tables.values()),
         "tables": tables,
         "indexes": indexes,
-        "other_databases": {k: after.others[k] - before.others[k] for k in after.others},
+        "other_databases": _others(before, after),
         "checkpoints_in_window": after.checkpoints - before.checkpoints,
         "lsn": [before.lsn, after.lsn],
     }
@@ -272,8 +344,6 @@ def phase(before: Snapshot, after: Snapshot, jobs: int, decoded: Decoded | None)
         out["fpi_per_job"] = decoded.fpi * per
         out["fpi_bytes_per_job"] = decoded.fpi_bytes * per
         out["wal_commits_per_job"] = decoded.commits * per
-        if decoded.error:
-            out["waldump_error"] = decoded.error
         for name, r in decoded.by_relation.items():
             if name in indexes:
                 indexes[name]["entries"] = r.get("index_entries", 0) * per
@@ -307,6 +377,15 @@ def combine(a: dict, b: dict) -> dict:
     return out
 
 
+def _others(before: Snapshot, after: Snapshot) -> dict[str, int]:
+    """The other databases' commits and tuples written in the window (of those there at
+    both ends: a database dropped meanwhile takes its counters with it)."""
+    both = before.others.keys() & after.others.keys()
+    return {"commits": sum(after.others[d][0] - before.others[d][0] for d in both),
+            "tuples": sum(after.others[d][1] - before.others[d][1] for d in both),
+            "databases_created_or_dropped": len(before.others.keys() ^ after.others.keys())}
+
+
 def _f(v: float | None, digits: int = 2) -> str:
     if v is None:
         return ""
@@ -325,7 +404,7 @@ def detail(system: str, run: dict) -> str:
             ("WAL records", "wal_records_per_job"),
             ("full-page images", "fpi_per_job"),
             ("WAL bytes, whole cluster (LSN delta)", "cluster_wal_bytes_per_job"),
-            ("commits", "commits_per_job"),
+            ("commits (WAL commit records)", "wal_commits_per_job"),
             ("heap tuples written (inserts + updates)", "heap_tuples_written_per_job"),
             ("non-HOT updates", "non_hot_updates_per_job"),
             ("deletes", "deletes_per_job"),
@@ -358,9 +437,11 @@ def detail(system: str, run: dict) -> str:
     notes = []
     if untouched:
         notes.append(f"indexes not written: {', '.join(untouched)}")
-    notes += [f"other databases in the window: {total['other_databases']['commits']:,} commits, "
-             f"{total['other_databases']['tuples']:,} tuples written; checkpoints in the "
-             f"window: {total['checkpoints_in_window']}"]
+    others = total["other_databases"]
+    notes.append(f"other databases in the window: {others['commits']:,} commits, "
+                 f"{others['tuples']:,} tuples written, "
+                 f"{others.get('databases_created_or_dropped', 0)} created or dropped; "
+                 f"checkpoints in the window: {total['checkpoints_in_window']}")
     if not decoded:
         notes.append(f"WAL not decoded: {run.get('waldump', 'unknown reason')}")
     return "\n".join(lines + [""] + notes)
