@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
+    host = machine()  # before the run: its load average is the one the run started in
     systems = [s for s in all_systems() if s.name in args.system_names]
     results: dict[str, dict[str, list[dict]]] = {s.name: {} for s in systems}
     unavailable: dict[str, str] = {}
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "server": server_settings(server),
-        "machine": machine(),
+        "machine": host,
         "sizes": vars(sizes), "rounds": rounds, "scenarios": args.scenarios,
         "peer_stats": args.peer_stats,
         "systems": {s.name: {"version": s.version, "settings": s.settings,

@@ -53,7 +53,7 @@ def cell(results: dict, system: str, scenario: str, figure: str) -> tuple[str, f
     limits = sorted({r.get("timeout_s") for r in runs if isinstance(r, dict)
                      and r.get("timed_out")}, key=lambda t: t or 0)
     if limits:
-        at = "/".join(f"{t:.0f} s" for t in limits if t)
+        at = "/".join(f"{t:g} s" for t in limits if t)
         text += f" (timed out{' at ' + at if at else ''}*)"
     return text, med
 
