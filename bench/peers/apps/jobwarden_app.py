@@ -9,8 +9,7 @@ import time
 import psycopg
 
 from bench.peers.apps.common import SLEEP_SECONDS, database_url, driver, write_stamp
-from worker import job
-from worker.jobs.enqueue import JobSpec, enqueue_many
+from worker import JobSpec, enqueue_many, job
 
 
 @job("bench_noop", lease=30)
