@@ -14,15 +14,13 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flask import current_app
 
 from worker.store.db import jobwarden_home
-
-if TYPE_CHECKING:
-    from console.mount import Console
 
 #: Where console.mount keeps the mounted Console in `app.extensions`.
 EXTENSION = "jobwarden_console"
@@ -144,7 +142,25 @@ def login_throttle_settings() -> dict:
     return found
 
 
-def mounted() -> Console:
+#: A host's `user_loader`: the signed-in user as (name, role), or None.
+UserLoader = Callable[[], "tuple[str, str] | None"]
+
+
+class MountedConsole(Protocol):
+    """What a request reads of the mounted console (console.mount.Console is one): its
+    settings and who signs users in. Declared here, so that the modules reading it name
+    nothing above the settings layer (and console.mount imports this module, not the
+    other way round)."""
+
+    settings: dict[str, Any]
+    user_loader: UserLoader | None
+    login_view: str | None
+
+    @property
+    def own_login(self) -> bool: ...
+
+
+def mounted() -> MountedConsole:
     """The Console mounted in the current app (console.mount)."""
     return current_app.extensions[EXTENSION]
 

@@ -12,14 +12,13 @@ The host's own pages, templates, error handlers and login are left as they were.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
 from console import auth, errors, formatting, security
-from console.config import EXTENSION, load_settings
+from console.config import EXTENSION, UserLoader, load_settings
 from console.database import ConsoleDatabase
 from console.resources import resource_dir
 from console.views import AREAS, overview
@@ -27,8 +26,6 @@ from console.views import install as install_navigation
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"
-
-UserLoader = Callable[[], "tuple[str, str] | None"]
 
 
 class Console:
