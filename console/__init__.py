@@ -16,9 +16,9 @@ from __future__ import annotations
 from flask import Flask
 
 from console import security
-from console.config import load_settings, secret_key, standalone_config
+from console.core.config import load_settings, secret_key, standalone_config
+from console.core.resources import resource_dir
 from console.mount import Console
-from console.resources import resource_dir
 from console.security import safe_next_url
 from worker.core.sanitize import RedactingFilter
 from worker.store.db import database_url
@@ -28,7 +28,7 @@ __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 
 def create_app(config: dict | None = None) -> Flask:
     """The standalone console. `config` overrides settings read from the environment:
-    Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/config.py)."""
+    Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/core/config.py)."""
     app = Flask(__name__, static_folder=None, template_folder=None)
     app.config.update(standalone_config())
     app.config.update(config or {})

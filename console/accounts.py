@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.exc import DBAPIError
 
-from console.account_policy import check_password, normalize_username
 from console.auth import hash_password
+from console.core.account_policy import check_password, normalize_username
 from console.database import CQ, Query, connected
 from console.schema import ROLES
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console import live_workers
+from console.core import live_workers
 from console.formatting import age
 
 FAILED_RATE = 0.10

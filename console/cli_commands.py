@@ -9,8 +9,8 @@ from __future__ import annotations
 import getpass
 import sys
 
-from console.account_policy import normalize_username
 from console.accounts import user_add, user_reset
+from console.core.account_policy import normalize_username
 from console.demo import run_demo
 from console.schema import ROLES
 from console.server import make_server, serve

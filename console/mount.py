@@ -18,9 +18,9 @@ from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
 from console import auth, errors, formatting, security
-from console.config import EXTENSION, UserLoader, load_settings
+from console.core.config import EXTENSION, UserLoader, load_settings
+from console.core.resources import resource_dir
 from console.database import ConsoleDatabase
-from console.resources import resource_dir
 from console.views import AREAS, overview
 from console.views import install as install_navigation
 
@@ -42,7 +42,7 @@ class Console:
 
     `database_url` is where the jobs are: the database the host enqueues them in (default:
     DATABASE_URL; with neither, mounting fails rather than read another database).
-    `settings` overrides the console's settings (console/config.py).
+    `settings` overrides the console's settings (console/core/config.py).
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/jobs",

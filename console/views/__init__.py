@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from flask import Blueprint
 
 from console import auth
-from console.config import mounted
+from console.core.config import mounted
 from console.identity import current_user
 from console.views import (
     actions,

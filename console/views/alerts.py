@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 
 from console import alerts
-from console.config import settings
+from console.core.config import settings
 from console.database import CQ, get_db
 from console.views.metrics import Recent
 

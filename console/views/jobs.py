@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.config import settings
+from console.core.config import settings
 from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.queries import JobFilter, jobs_page

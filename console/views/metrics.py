@@ -27,8 +27,9 @@ from prometheus_client.core import (
     GaugeMetricFamily,
 )
 
-from console import live_workers, queries, sla
-from console.config import settings
+from console import queries, sla
+from console.core import live_workers
+from console.core.config import settings
 from console.database import CQ, get_db
 from console.identity import current_user
 from worker.core.sanitize import redact

@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
 from console.auth import role_required
-from console.config import settings
+from console.core.config import settings
 from console.database import CQ, get_db
 from console.forms import ActionForm
 from console.identity import current_user

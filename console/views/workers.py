@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 
 from console import queries
-from console.config import settings
+from console.core.config import settings
 from console.database import get_db
 from console.security import is_htmx
 

@@ -70,7 +70,7 @@ def test_every_environment_variable_the_code_reads_is_in_the_reference():
 
     read = {name for folder in ("worker", "console") for path in (root / folder).rglob("*.py")
             for name in _VARIABLE.findall(path.read_text())}
-    read |= {"JOBWARDEN_" + name for name in DEFAULTS}  # console/config.py builds these
+    read |= {"JOBWARDEN_" + name for name in DEFAULTS}  # console/core/config.py builds these
     documented = set(re.findall(r"^\| `([A-Z_]+)`", REFERENCE.read_text(), re.MULTILINE))
     assert {"DATABASE_URL", "JOBWARDEN_HOME", "JOBWARDEN_SECRET_KEY"} <= read
     assert read - documented == set(), "variables read by the code but not documented"

@@ -8,11 +8,11 @@ from tests.unit import import_rules
 from tests.unit.import_rules import circles
 
 #: The only modules that may import console.mount: the package's front door (Console,
-#: create_app). Views and hooks read the mounted console through console.config.
+#: create_app). Views and hooks read the mounted console through console.core.config.
 MOUNT_IMPORTERS = {"console"}
 #: The bottom layer: settings and their accessors import nothing of the console.
-IMPORTS_NO_CONSOLE = {"console.config", "console.account_policy", "console.live_workers",
-                      "console.resources"}
+IMPORTS_NO_CONSOLE = {"console.core.config", "console.core.account_policy", "console.core.live_workers",
+                      "console.core.resources"}
 
 
 def graph() -> dict[str, set[str]]:
