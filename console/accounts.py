@@ -6,8 +6,8 @@ from sqlalchemy.exc import DBAPIError
 
 from console.auth import hash_password
 from console.core.account_policy import check_password, normalize_username
-from console.database import CQ, Query, connected
-from console.schema import ROLES
+from console.data.database import CQ, Query, connected
+from console.data.schema import ROLES
 
 
 def user_add(username: str, role: str, password: str, database_url: str | None = None) -> None:

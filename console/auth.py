@@ -31,7 +31,7 @@ from flask import (
 from console import login_throttle
 from console.core.account_policy import normalize_username
 from console.core.config import mounted, settings
-from console.database import CQ, get_db
+from console.data.database import CQ, get_db
 from console.forms import LoginForm, LogoutForm
 from console.identity import (
     ANONYMOUS,

@@ -11,8 +11,8 @@ import sys
 
 from console.accounts import user_add, user_reset
 from console.core.account_policy import normalize_username
+from console.data.schema import ROLES
 from console.demo import run_demo
-from console.schema import ROLES
 from console.server import make_server, serve
 from worker.cli.args import port
 

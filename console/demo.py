@@ -11,7 +11,7 @@ import threading
 import time
 
 from console.accounts import user_add
-from console.database import CQ, ConsoleDatabase, connected
+from console.data.database import CQ, ConsoleDatabase, connected
 from console.server import make_server
 from worker.jobs.enqueue import JobSpec, enqueue_many
 from worker.ops.operations import cancel_job, retry_job

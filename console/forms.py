@@ -9,7 +9,7 @@ from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAr
 from wtforms.validators import AnyOf, DataRequired, Length, Optional
 
 from console.core.config import settings
-from console.schema import ROLES
+from console.data.schema import ROLES
 from worker.ops.operations import REASON_MAX
 from worker.store.schema import JOB_STATUSES
 

@@ -13,7 +13,7 @@ from flask import g
 from werkzeug.local import LocalProxy
 
 from console.core.account_policy import REFUSED_CATEGORIES, USERNAME_MAX
-from console.schema import ROLES
+from console.data.schema import ROLES
 
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from console.core.config import LOGIN_THROTTLE_DEFAULTS, settings
-from console.database import CQ, get_db
+from console.data.database import CQ, get_db
 
 ACCOUNT, ADDRESS = "account", "address"
 #: Defaults for the console settings of the same names (console/core/config.py).

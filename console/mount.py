@@ -20,7 +20,7 @@ from jinja2 import FileSystemLoader, PrefixLoader
 from console import auth, errors, formatting, security
 from console.core.config import EXTENSION, UserLoader, load_settings
 from console.core.resources import resource_dir
-from console.database import ConsoleDatabase
+from console.data.database import ConsoleDatabase
 from console.views import AREAS, overview
 from console.views import install as install_navigation
 

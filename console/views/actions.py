@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 
 from console.auth import role_required
-from console.database import get_db
+from console.data.database import get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from console.security import safe_next_url

@@ -6,7 +6,7 @@ from flask import Blueprint, render_template
 
 from console import alerts
 from console.core.config import settings
-from console.database import CQ, get_db
+from console.data.database import CQ, get_db
 from console.views.metrics import Recent
 
 bp = Blueprint("alerts", __name__)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, abort, render_template, request, url_for
 
 from console.core.config import settings
-from console.database import CQ, get_db
+from console.data.database import CQ, get_db
+from console.data.queries import JobFilter, jobs_page
 from console.forms import ActionForm
-from console.queries import JobFilter, jobs_page
 from console.security import is_htmx
 from worker.ops.operations import allowed_actions
 from worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 
-from console import queries
 from console.auth import role_required
-from console.database import get_db
+from console.data import queries
+from console.data.database import get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from worker.jobs.registry import NAME_PATTERN

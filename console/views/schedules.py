@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 
 from console.auth import role_required
-from console.database import CQ, get_db
+from console.data.database import CQ, get_db
 from console.forms import ActionForm
 from console.identity import current_user
 from worker.jobs import cron

@@ -8,7 +8,7 @@ from sqlalchemy.exc import IntegrityError
 from console.auth import hash_password, role_required
 from console.core.account_policy import MIN_PASSWORD, check_password, normalize_username
 from console.core.config import mounted
-from console.database import CQ, get_db
+from console.data.database import CQ, get_db
 from console.forms import UserAccessForm, UserForm
 from console.identity import current_user
 

@@ -19,7 +19,8 @@ from flask import (
 from flask_login import LoginManager, UserMixin, current_user, login_user
 from sqlalchemy import event
 
-from console import Console, sample_data
+from console import Console
+from console.data import sample_data
 from tests.helpers import job_row, scalar
 
 #: The session's CSRF token as every console page carries it (htmx sends it as a header).
