@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from flask import Flask
 
-from console import security
 from console.core.config import load_settings, secret_key, standalone_config
 from console.core.resources import resource_dir
 from console.mount import Console
-from console.security import safe_next_url
+from console.web import security
+from console.web.security import safe_next_url
 from worker.core.sanitize import RedactingFilter
 from worker.store.db import database_url
 
@@ -36,7 +36,7 @@ def create_app(config: dict | None = None) -> Flask:
         app.config["SECRET_KEY"] = secret_key()
     security.install_standalone(app)
     # The standalone server's own log lines are redacted too (the console's are, mounted
-    # or not: console.errors).
+    # or not: console.web.errors).
     if not any(isinstance(f, RedactingFilter) for f in app.logger.filters):
         app.logger.addFilter(RedactingFilter())
     own = {key: value for key, value in (config or {}).items() if key in load_settings()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.core import live_workers
-from console.formatting import age
+from console.web.formatting import age
 
 FAILED_RATE = 0.10
 FAILED_MIN_EXECUTIONS = 20

@@ -17,12 +17,12 @@ from typing import Any
 from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
-from console import auth, errors, formatting, security
 from console.core.config import EXTENSION, UserLoader, load_settings
 from console.core.resources import resource_dir
 from console.data.database import ConsoleDatabase
 from console.views import AREAS, overview
 from console.views import install as install_navigation
+from console.web import auth, errors, formatting, security
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"

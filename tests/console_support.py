@@ -27,7 +27,7 @@ def cheap_password_hashing():
     """Argon2 at its cheapest: production parameters cost ~0.7 s a hash on CI machines."""
     from argon2 import PasswordHasher, profiles
 
-    from console import auth
+    from console.web import auth
 
     production = auth.hasher
     auth.hasher = PasswordHasher.from_parameters(profiles.CHEAPEST)

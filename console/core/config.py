@@ -24,7 +24,7 @@ from worker.store.db import jobwarden_home
 
 #: Where console.mount keeps the mounted Console in `app.extensions`.
 EXTENSION = "jobwarden_console"
-#: Defaults of the sign-in throttle's settings (console/login_throttle.py), each
+#: Defaults of the sign-in throttle's settings (console/web/login_throttle.py), each
 #: overridable by JOBWARDEN_<name> in the environment.
 LOGIN_THROTTLE_DEFAULTS = {
     "LOGIN_ACCOUNT_FREE_FAILURES": 5,
@@ -110,7 +110,7 @@ def load_settings() -> dict:
         "JOB_POLL_SECONDS": 2,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
-        # The CSRF check on the console's POSTs (console.security): off only for tests;
+        # The CSRF check on the console's POSTs (console.web.security): off only for tests;
         # a host's WTF_CSRF_* settings never change it.
         "CSRF_ENABLED": True,
         **login_throttle_settings(),

@@ -12,7 +12,7 @@ from flask import Blueprint, abort, render_template, request, url_for
 from console.core.config import settings
 from console.data.database import CQ, get_db
 from console.data.queries import JobFilter, failed_groups, jobs_page, text_filter
-from console.security import is_htmx
+from console.web.security import is_htmx
 from worker.ops import operations
 
 bp = Blueprint("failed", __name__)

@@ -7,8 +7,8 @@ from flask import Blueprint, abort, render_template, request, url_for
 from console.core.config import settings
 from console.data.database import CQ, get_db
 from console.data.queries import JobFilter, jobs_page
-from console.forms import ActionForm
-from console.security import is_htmx
+from console.web.forms import ActionForm
+from console.web.security import is_htmx
 from worker.ops.operations import allowed_actions
 from worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
 

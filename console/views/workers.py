@@ -7,7 +7,7 @@ from flask import Blueprint, render_template
 from console.core.config import settings
 from console.data import queries
 from console.data.database import get_db
-from console.security import is_htmx
+from console.web.security import is_htmx
 
 bp = Blueprint("workers", __name__)
 

@@ -25,8 +25,9 @@ def known_modules(package: str) -> dict[str, Path]:
 def imports(source: str, known: set[str], package: str, *,
             type_checking: bool = False) -> list[tuple[int, str, bool]]:
     """(line, module of `package`, inside a function) for each import of one;
-    `from console import auth` names the module console.auth when there is one. Imports
-    under `if TYPE_CHECKING:` are annotations only and left out unless `type_checking`."""
+    `from console.web import auth` names the module console.web.auth when there is one.
+    Imports under `if TYPE_CHECKING:` are annotations only and left out unless
+    `type_checking`."""
     found = []
 
     def visit(node: ast.AST, in_function: bool) -> None:

@@ -6,8 +6,8 @@ import pytest
 
 from console.core.config import parse_duration, parse_sla_targets
 from console.data.queries import JobFilter, clamp_limit
-from console.formatting import age, progress_fraction
-from console.security import safe_next_url
+from console.web.formatting import age, progress_fraction
+from console.web.security import safe_next_url
 
 
 @pytest.mark.parametrize("target", [

@@ -16,10 +16,10 @@ from worker.store.schema import JOB_STATUSES
 
 class ConsoleForm(FlaskForm):
     """A console form: it carries the console's CSRF token whatever the host's Flask-WTF
-    settings are (console.security checks it on every POST)."""
+    settings are (console.web.security checks it on every POST)."""
 
     class Meta:
-        csrf_field_name = "csrf_token"  # console.security.CSRF_FIELD
+        csrf_field_name = "csrf_token"  # console.web.security.CSRF_FIELD
 
         @property
         def csrf(self) -> bool:
