@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from console import create_app
-from console.cli_commands import user_add
+from console.cli.accounts import user_add
 from console.data import sample_data
 from worker.store.db import sqlalchemy_url
 

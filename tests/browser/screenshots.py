@@ -23,7 +23,8 @@ import psycopg
 from playwright.sync_api import sync_playwright
 from sqlalchemy import create_engine
 
-from console.cli_commands import make_server, user_add
+from console.cli.accounts import user_add
+from console.cli.server import make_server
 from console.data import sample_data
 from worker.store import db as dbmod
 

@@ -329,7 +329,7 @@ def test_users_are_the_hosts_to_manage_so_the_users_page_is_not_there(host, clea
 def test_a_host_user_and_a_console_user_of_the_same_name_are_different_actors(
         host, failed_job, clean_db, users):
     from console import create_app
-    from console.cli_commands import user_add
+    from console.cli.accounts import user_add
     from tests.console_support import PASSWORD, csrf_token, login
 
     user_add("sop", "operator", PASSWORD, database_url=clean_db)

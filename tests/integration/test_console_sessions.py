@@ -73,7 +73,7 @@ def test_signing_in_again_after_a_reset_works(app, client, login, post_form):
 
 
 def test_a_password_reset_from_the_cli_ends_sessions_too(app, operator, clean_db):
-    from console.cli_commands import user_reset
+    from console.cli.accounts import user_reset
 
     user_reset("otto", "another long passphrase", database_url=clean_db)
     assert not signed_in(operator)
