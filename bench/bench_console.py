@@ -148,7 +148,7 @@ def report_counts(url: str) -> None:
 
 def measure(url: str, requests: int) -> list[tuple[str, float, float]]:
     from console import create_app
-    from console.cli_commands import user_add, user_reset
+    from console.cli.accounts import user_add, user_reset
 
     try:
         user_add("bench", "operator", "bench-password", database_url=url)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from flask import Flask
 
-from console import security
-from console.config import load_settings, secret_key, standalone_config
+from console.core.config import load_settings, secret_key, standalone_config
+from console.core.resources import resource_dir
 from console.mount import Console
-from console.resources import resource_dir
-from console.security import safe_next_url
+from console.web import security
+from console.web.security import safe_next_url
 from worker.core.sanitize import RedactingFilter
 from worker.store.db import database_url
 
@@ -28,7 +28,7 @@ __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 
 def create_app(config: dict | None = None) -> Flask:
     """The standalone console. `config` overrides settings read from the environment:
-    Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/config.py)."""
+    Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/core/config.py)."""
     app = Flask(__name__, static_folder=None, template_folder=None)
     app.config.update(standalone_config())
     app.config.update(config or {})
@@ -36,7 +36,7 @@ def create_app(config: dict | None = None) -> Flask:
         app.config["SECRET_KEY"] = secret_key()
     security.install_standalone(app)
     # The standalone server's own log lines are redacted too (the console's are, mounted
-    # or not: console.errors).
+    # or not: console.web.errors).
     if not any(isinstance(f, RedactingFilter) for f in app.logger.filters):
         app.logger.addFilter(RedactingFilter())
     own = {key: value for key, value in (config or {}).items() if key in load_settings()}

@@ -12,23 +12,20 @@ The host's own pages, templates, error handlers and login are left as they were.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
-from console import auth, errors, formatting, security
-from console.config import EXTENSION, load_settings
-from console.database import ConsoleDatabase
-from console.resources import resource_dir
+from console.core.config import EXTENSION, UserLoader, load_settings
+from console.core.resources import resource_dir
+from console.data.database import ConsoleDatabase
 from console.views import AREAS, overview
 from console.views import install as install_navigation
+from console.web import auth, errors, formatting, security
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"
-
-UserLoader = Callable[[], "tuple[str, str] | None"]
 
 
 class Console:
@@ -45,7 +42,7 @@ class Console:
 
     `database_url` is where the jobs are: the database the host enqueues them in (default:
     DATABASE_URL; with neither, mounting fails rather than read another database).
-    `settings` overrides the console's settings (console/config.py).
+    `settings` overrides the console's settings (console/core/config.py).
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/jobs",

@@ -2,7 +2,7 @@
 
 The migrations create the console's tables too, so autogenerate and `alembic check`
 compare the database with both packages' tables: worker/store/schema.py's, and those
-console/schema.py adds to the same metadata. Applying migrations needs no metadata, and
+console/data/schema.py adds to the same metadata. Applying migrations needs no metadata, and
 the runtime's `jobwarden migrate` (worker.store.db.alembic_config) says so with
 `attributes["upgrade_only"]`: a worker never loads the console.
 """
@@ -20,7 +20,7 @@ def target_metadata():
     """What the database is compared with: None when only applying migrations."""
     if config.attributes.get("upgrade_only"):
         return None
-    import console.schema  # noqa: F401  (declares the console's tables on `metadata`)
+    import console.data.schema  # noqa: F401  (declares the console's tables on `metadata`)
 
     return metadata
 

@@ -12,8 +12,9 @@ import re
 import pytest
 from sqlalchemy import create_engine
 
-from console import create_app, sample_data
-from console.cli_commands import user_add
+from console import create_app
+from console.cli.accounts import user_add
+from console.data import sample_data
 from worker.store.db import sqlalchemy_url
 
 PASSWORD = "correct horse battery"
@@ -26,7 +27,7 @@ def cheap_password_hashing():
     """Argon2 at its cheapest: production parameters cost ~0.7 s a hash on CI machines."""
     from argon2 import PasswordHasher, profiles
 
-    from console import auth
+    from console.web import auth
 
     production = auth.hasher
     auth.hasher = PasswordHasher.from_parameters(profiles.CHEAPEST)
@@ -56,7 +57,7 @@ def client(app):
 
 @pytest.fixture
 def engine(clean_db):
-    """A SQLAlchemy engine on the test database, for seeding rows with console.sample_data."""
+    """A SQLAlchemy engine on the test database, for seeding rows with console.data.sample_data."""
     eng = create_engine(sqlalchemy_url(clean_db))
     yield eng
     eng.dispose()
@@ -64,7 +65,7 @@ def engine(clean_db):
 
 @pytest.fixture
 def make_job(engine):
-    """A function that inserts one job in the given status (console.sample_data)."""
+    """A function that inserts one job in the given status (console.data.sample_data)."""
     def make(status: str, **fields) -> int:
         with engine.begin() as conn:
             return sample_data.insert_job(conn, status=status, **fields)

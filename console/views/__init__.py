@@ -12,9 +12,7 @@ from dataclasses import dataclass
 
 from flask import Blueprint
 
-from console import auth
-from console.config import mounted
-from console.identity import current_user
+from console.core.config import mounted
 from console.views import (
     actions,
     alerts,
@@ -31,6 +29,8 @@ from console.views import (
     users,
     workers,
 )
+from console.web import auth
+from console.web.identity import current_user
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 
-from console.auth import role_required
-from console.database import get_db
-from console.forms import ActionForm
-from console.identity import current_user
-from console.security import safe_next_url
+from console.data.database import get_db
+from console.web.auth import role_required
+from console.web.forms import ActionForm
+from console.web.identity import current_user
+from console.web.security import safe_next_url
 from worker.ops import operations
 
 bp = Blueprint("actions", __name__)

@@ -7,9 +7,9 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, render_template, request
 
-from console.config import settings
-from console.database import CQ, get_db
-from console.queries import clamp_limit, positive_int, text_filter
+from console.core.config import settings
+from console.data.database import CQ, get_db
+from console.data.queries import clamp_limit, positive_int, text_filter
 from worker.ops.operations import AUDITED_ACTIONS
 
 bp = Blueprint("audit", __name__)

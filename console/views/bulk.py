@@ -12,14 +12,14 @@ import uuid
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from console.auth import role_required
-from console.database import CQ, get_db
-from console.errors import page
-from console.forms import ActionForm
-from console.identity import current_user
-from console.queries import JobFilter, positive_int
-from console.schema import SELECTION_ACTIONS
-from console.security import safe_next_url
+from console.data.database import CQ, get_db
+from console.data.queries import JobFilter, positive_int
+from console.data.schema import SELECTION_ACTIONS
+from console.web.auth import role_required
+from console.web.errors import page
+from console.web.forms import ActionForm
+from console.web.identity import current_user
+from console.web.security import safe_next_url
 from worker.ops import operations
 from worker.store.schema import JOB_STATUSES
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.config import settings
-from console.database import CQ, get_db
-from console.queries import JobFilter, failed_groups, jobs_page, text_filter
-from console.security import is_htmx
+from console.core.config import settings
+from console.data.database import CQ, get_db
+from console.data.queries import JobFilter, failed_groups, jobs_page, text_filter
+from console.web.security import is_htmx
 from worker.ops import operations
 
 bp = Blueprint("failed", __name__)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.config import settings
-from console.database import CQ, get_db
-from console.forms import ActionForm
-from console.queries import JobFilter, jobs_page
-from console.security import is_htmx
+from console.core.config import settings
+from console.data.database import CQ, get_db
+from console.data.queries import JobFilter, jobs_page
+from console.web.forms import ActionForm
+from console.web.security import is_htmx
 from worker.ops.operations import allowed_actions
 from worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
 

@@ -27,10 +27,11 @@ from prometheus_client.core import (
     GaugeMetricFamily,
 )
 
-from console import live_workers, queries, sla
-from console.config import settings
-from console.database import CQ, get_db
-from console.identity import current_user
+from console.core import live_workers
+from console.core.config import settings
+from console.data import queries, sla
+from console.data.database import CQ, get_db
+from console.web.identity import current_user
 from worker.core.sanitize import redact
 from worker.jobs import cron
 

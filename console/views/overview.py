@@ -6,10 +6,11 @@ import time
 
 from flask import Blueprint, abort, current_app, render_template, request
 
-from console import live_workers, queries, trends
-from console import sla as sla_model
-from console.config import settings
-from console.database import CQ, get_db
+from console.core import live_workers
+from console.core.config import settings
+from console.data import queries, trends
+from console.data import sla as sla_model
+from console.data.database import CQ, get_db
 from worker.ops import operations
 from worker.store.schema import JOB_STATUSES
 

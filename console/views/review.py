@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
-from console.auth import role_required
-from console.config import settings
-from console.database import CQ, get_db
-from console.forms import ActionForm
-from console.identity import current_user
-from console.queries import clamp_limit, positive_int
+from console.core.config import settings
+from console.data.database import CQ, get_db
+from console.data.queries import clamp_limit, positive_int
+from console.web.auth import role_required
+from console.web.forms import ActionForm
+from console.web.identity import current_user
 from worker.jobs.enqueue import enqueue
 from worker.ops.operations import ALLOWED_FROM
 from worker.ops.reconcile import RECONCILE_TYPE

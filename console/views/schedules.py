@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 
-from console.auth import role_required
-from console.database import CQ, get_db
-from console.forms import ActionForm
-from console.identity import current_user
+from console.data.database import CQ, get_db
+from console.web.auth import role_required
+from console.web.forms import ActionForm
+from console.web.identity import current_user
 from worker.jobs import cron
 from worker.jobs.registry import NAME_PATTERN
 from worker.ops import operations

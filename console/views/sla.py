@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template
 
-from console import sla as sla_model
-from console.config import settings
-from console.database import get_db
-from console.security import is_htmx
+from console.core.config import settings
+from console.data import sla as sla_model
+from console.data.database import get_db
+from console.web.security import is_htmx
 
 bp = Blueprint("sla", __name__)
 

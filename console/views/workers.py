@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template
 
-from console import queries
-from console.config import settings
-from console.database import get_db
-from console.security import is_htmx
+from console.core.config import settings
+from console.data import queries
+from console.data.database import get_db
+from console.web.security import is_htmx
 
 bp = Blueprint("workers", __name__)
 

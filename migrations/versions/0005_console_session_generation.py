@@ -8,7 +8,7 @@ A session cookie records the generation it was issued under; signing out, a pass
 reset, a role change and disabling the account increment it, so every cookie issued
 before (copies included) stops working on its next request.
 
-Sign-in now normalises the name it is given (NFKC, case-folded: console/account_policy.py),
+Sign-in now normalises the name it is given (NFKC, case-folded: console/core/account_policy.py),
 so names stored earlier with capitals are stored lower-cased here, or their users could no
 longer sign in. A name whose lower-cased form another user already holds is left as it is
 (an admin renames one of the two); the warning below names none of them.

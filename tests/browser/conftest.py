@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from console.cli_commands import make_server
+from console.cli.server import make_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("JOBWARDEN_CHROMIUM", "/usr/bin/chromium")

@@ -13,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from console import sample_data
+from console.data import sample_data
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from console.config import load_settings
+from console.core.config import load_settings
 from console.views.metrics import BUCKETS
 from tests.figures.conftest import SLA_S, rows
 

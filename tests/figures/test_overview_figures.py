@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from console.config import load_settings
-from console.formatting import percent
+from console.core.config import load_settings
+from console.web.formatting import percent
 from tests.figures.conftest import rows
 from worker.store.schema import JOB_STATUSES
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from console.formatting import age, millis, percent
+from console.web.formatting import age, millis, percent
 from tests.figures.conftest import SLA_S, rows
 
 

@@ -8,7 +8,7 @@ import re
 import psycopg
 import pytest
 
-from console import sample_data
+from console.data import sample_data
 from tests.console_support import login
 from tests.helpers import job_row
 

@@ -12,7 +12,8 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from console import create_app, sample_data
+from console import create_app
+from console.data import sample_data
 from tests.helpers import wait_for
 from worker import Registry, enqueue, job
 from worker.core.states import ExecutionOutcome, JobStatus

@@ -19,7 +19,8 @@ from flask import (
 from flask_login import LoginManager, UserMixin, current_user, login_user
 from sqlalchemy import event
 
-from console import Console, sample_data
+from console import Console
+from console.data import sample_data
 from tests.helpers import job_row, scalar
 
 #: The session's CSRF token as every console page carries it (htmx sends it as a header).
@@ -328,7 +329,7 @@ def test_users_are_the_hosts_to_manage_so_the_users_page_is_not_there(host, clea
 def test_a_host_user_and_a_console_user_of_the_same_name_are_different_actors(
         host, failed_job, clean_db, users):
     from console import create_app
-    from console.cli_commands import user_add
+    from console.cli.accounts import user_add
     from tests.console_support import PASSWORD, csrf_token, login
 
     user_add("sop", "operator", PASSWORD, database_url=clean_db)

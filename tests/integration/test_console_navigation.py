@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from console.identity import ROLE_RANK
 from console.views import AREAS
+from console.web.identity import ROLE_RANK
 
 LINK = re.compile(r'<a href="([^"]+)"[^>]*>([^<]+)')
 

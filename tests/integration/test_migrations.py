@@ -13,7 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-import console.schema  # noqa: F401  (adds console_users to the metadata compared below)
+import console.data.schema  # noqa: F401  (adds console_users to the metadata compared below)
 from worker.store.db import downgrade, migrate, sqlalchemy_url
 from worker.store.schema import metadata
 

@@ -3,7 +3,7 @@ an id reused from the audit log never suppresses an unrelated action."""
 
 from __future__ import annotations
 
-from console.sample_data import insert_job
+from console.data.sample_data import insert_job
 from tests.helpers import job_row
 from worker.ops import operations
 from worker.store.queries import Q

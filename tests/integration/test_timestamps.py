@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from console import sample_data
+from console.data import sample_data
 from tests.console_support import login
 from worker import Registry, job
 from worker.duties.scheduler import publish

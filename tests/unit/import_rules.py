@@ -5,6 +5,7 @@ of the import rules in docs/architecture.md §1: the runtime's layers
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +25,9 @@ def known_modules(package: str) -> dict[str, Path]:
 def imports(source: str, known: set[str], package: str, *,
             type_checking: bool = False) -> list[tuple[int, str, bool]]:
     """(line, module of `package`, inside a function) for each import of one;
-    `from console import auth` names the module console.auth when there is one. Imports
-    under `if TYPE_CHECKING:` are annotations only and left out unless `type_checking`."""
+    `from console.web import auth` names the module console.web.auth when there is one.
+    Imports under `if TYPE_CHECKING:` are annotations only and left out unless
+    `type_checking`."""
     found = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
@@ -64,6 +66,38 @@ def graph(package: str, *, type_checking: bool = False) -> dict[str, set[str]]:
                 path.read_text(), set(known), package, type_checking=type_checking)
                    if target != name}
             for name, path in known.items()}
+
+
+def relative_imports(package: str) -> list[str]:
+    """Each `from .x import` in a package, as 'module:line': a relative import hides the
+    module's layer from a reader (and from these scans)."""
+    return [f"{name}:{line}" for name, path in known_modules(package).items()
+            for line, target, _nested in imports(path.read_text(), set(), package,
+                                                 type_checking=True)
+            if target.startswith(".")]
+
+
+def layer_of(module: str, layers: Mapping[str, int]) -> str:
+    """The layer a module belongs to: the longest entry of `layers` it falls under."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in layers:
+            return ".".join(parts[:n])
+    raise AssertionError(f"{module} is in no layer of {sorted(layers)}")
+
+
+def against_the_layers(edges: dict[str, set[str]], layers: Mapping[str, int]) -> list[str]:
+    """Every import that runs against the layers, as 'importer -> imported'. `layers` ranks
+    each layer, lowest first: a module imports its own layer or a lower-ranked one; two
+    layers of the same rank never import each other."""
+    wrong = []
+    for importer, targets in sorted(edges.items()):
+        here = layer_of(importer, layers)
+        for target in sorted(targets):
+            there = layer_of(target, layers)
+            if here != there and layers[there] >= layers[here]:
+                wrong.append(f"{importer} -> {target}")
+    return wrong
 
 
 def circles(edges: dict[str, set[str]]) -> list[list[str]]:

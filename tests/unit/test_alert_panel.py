@@ -5,7 +5,7 @@ for; the integration tests read the same line from a real held snapshot."""
 
 from __future__ import annotations
 
-from console.alerts import evaluate
+from console.views.alerts import evaluate
 from console.views.metrics import Recent
 
 

@@ -66,11 +66,11 @@ def test_every_command_and_its_help_is_in_the_reference():
 
 def test_every_environment_variable_the_code_reads_is_in_the_reference():
     root = REFERENCE.parents[2]
-    from console.login_throttle import DEFAULTS
+    from console.web.login_throttle import DEFAULTS
 
     read = {name for folder in ("worker", "console") for path in (root / folder).rglob("*.py")
             for name in _VARIABLE.findall(path.read_text())}
-    read |= {"JOBWARDEN_" + name for name in DEFAULTS}  # console/config.py builds these
+    read |= {"JOBWARDEN_" + name for name in DEFAULTS}  # console/core/config.py builds these
     documented = set(re.findall(r"^\| `([A-Z_]+)`", REFERENCE.read_text(), re.MULTILINE))
     assert {"DATABASE_URL", "JOBWARDEN_HOME", "JOBWARDEN_SECRET_KEY"} <= read
     assert read - documented == set(), "variables read by the code but not documented"

@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from console.schema import SELECTION_ACTIONS
+from console.data.schema import SELECTION_ACTIONS
 from worker.ops import operations
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.config import parse_duration, parse_sla_targets
-from console.formatting import age, progress_fraction
-from console.queries import JobFilter, clamp_limit
-from console.security import safe_next_url
+from console.core.config import parse_duration, parse_sla_targets
+from console.data.queries import JobFilter, clamp_limit
+from console.web.formatting import age, progress_fraction
+from console.web.security import safe_next_url
 
 
 @pytest.mark.parametrize("target", [

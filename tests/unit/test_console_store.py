@@ -1,5 +1,5 @@
-"""The console's SQL goes through one module, console/database.py (its store): every
-query in console/sql is used, call sites name queries by attribute (`CQ.console_jobs_page`,
+"""The console's SQL goes through one module, console/data/database.py (its store): every
+query in console/data/sql is used, call sites name queries by attribute (`CQ.console_jobs_page`,
 never a string), and no other console module runs SQL."""
 
 from __future__ import annotations
@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from console import database
-from console.database import CQ, Reader
+from console.data import database
+from console.data.database import CQ, Reader
 from worker.store.queries import load_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "console"
 #: The console's store: the one module that runs SQL.
-STORE = "console/database.py"
+STORE = "console/data/database.py"
 #: Modules that may hold SQL machinery without being the store, and why.
 EXEMPT = {
-    "console/schema.py": "SQLAlchemy table definitions: text() only for server defaults, "
+    "console/data/schema.py": "SQLAlchemy table definitions: text() only for server defaults, "
                          "it runs nothing",
-    "console/sample_data.py": "seeds rows for tests, screenshots and the benchmark; no page "
+    "console/data/sample_data.py": "seeds rows for tests, screenshots and the benchmark; no page "
                               "or command of the console calls it",
 }
 #: Calls that run SQL on a connection, and names that build or open one.
@@ -115,7 +115,7 @@ def test_every_query_a_console_module_names_exists():
 
 
 def test_every_query_in_console_sql_is_used():
-    own = load_queries(CONSOLE / "sql")
+    own = load_queries(CONSOLE / "data" / "sql")
     used = {name for path in console_modules() for name in cq_names(path.read_text())}
     assert sorted(set(own) - used) == []
 

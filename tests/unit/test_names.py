@@ -2,7 +2,7 @@
 
 import pytest
 
-from console.security import _REQUEST_ID
+from console.web.security import _REQUEST_ID
 from worker.jobs.registry import check_name
 
 

@@ -32,26 +32,11 @@ LAYERS = {
 
 
 def layer_of(module: str) -> str:
-    """The layer a module belongs to: the longest entry of LAYERS it falls under."""
-    parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        if ".".join(parts[:n]) in LAYERS:
-            return ".".join(parts[:n])
-    raise AssertionError(f"{module} is in no layer of LAYERS")
+    return import_rules.layer_of(module, LAYERS)
 
 
 def against_the_layers(edges: dict[str, set[str]]) -> list[str]:
-    """Every import that runs against the layers, as 'importer -> imported'."""
-    wrong = []
-    for importer, targets in sorted(edges.items()):
-        here = layer_of(importer)
-        for target in sorted(targets):
-            there = layer_of(target)
-            if here == there:
-                continue
-            if LAYERS[there] >= LAYERS[here]:
-                wrong.append(f"{importer} -> {target}")
-    return wrong
+    return import_rules.against_the_layers(edges, LAYERS)
 
 
 def console_imports(path: Path) -> list[str]:
@@ -141,10 +126,7 @@ def test_the_layer_check_sees_an_import_that_runs_upwards():
 
 def test_the_runtime_imports_itself_by_absolute_name():
     """`from .x import` would hide a module's layer from a reader (and from this scan)."""
-    relative = [f"{name}:{line}" for name, path in import_rules.known_modules("worker").items()
-                for line, target, _nested in import_rules.imports(
-                    path.read_text(), set(), "worker") if target.startswith(".")]
-    assert relative == []
+    assert import_rules.relative_imports("worker") == []
 
 
 def test_there_is_no_import_circle_inside_the_runtime():

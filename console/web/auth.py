@@ -28,19 +28,19 @@ from flask import (
     url_for,
 )
 
-from console import login_throttle
-from console.account_policy import normalize_username
-from console.config import mounted, settings
-from console.database import CQ, get_db
-from console.forms import LoginForm, LogoutForm
-from console.identity import (
+from console.core.account_policy import normalize_username
+from console.core.config import mounted, settings
+from console.data.database import CQ, get_db
+from console.web import login_throttle
+from console.web.forms import LoginForm, LogoutForm
+from console.web.identity import (
     ANONYMOUS,
     ConsoleUser,
     HostIdentityError,
     current_user,
     host_user,
 )
-from console.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
+from console.web.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
 
 bp = Blueprint("auth", __name__)
 log = logging.getLogger("jobwarden.console")

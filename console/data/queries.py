@@ -10,8 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from console.database import CQ, Reader
-from console.live_workers import ALL_QUEUES
+from console.core.live_workers import ALL_QUEUES
+from console.data.database import CQ, Reader
 from worker.store.schema import JOB_STATUSES
 
 TEXT_FILTER_MAX = 200

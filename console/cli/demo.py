@@ -10,9 +10,9 @@ import sys
 import threading
 import time
 
-from console.accounts import user_add
-from console.database import CQ, ConsoleDatabase, connected
-from console.server import make_server
+from console.cli.accounts import user_add
+from console.cli.server import make_server
+from console.data.database import CQ, ConsoleDatabase, connected
 from worker.jobs.enqueue import JobSpec, enqueue_many
 from worker.ops.operations import cancel_job, retry_job
 from worker.store.db import database_url, migrate

@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from console.config import LOGIN_THROTTLE_DEFAULTS, settings
-from console.database import CQ, get_db
+from console.core.config import LOGIN_THROTTLE_DEFAULTS, settings
+from console.data.database import CQ, get_db
 
 ACCOUNT, ADDRESS = "account", "address"
-#: Defaults for the console settings of the same names (console/config.py).
+#: Defaults for the console settings of the same names (console/core/config.py).
 DEFAULTS = LOGIN_THROTTLE_DEFAULTS
 
 

@@ -1,4 +1,4 @@
--- The operations console's read queries (console/queries.py is the only caller).
+-- The operations console's read queries (console/data/queries.py is the only caller).
 -- Optional filters are written `(%(x)s IS NULL OR col = %(x)s)`; the console disables
 -- prepared statements, so every execution gets a custom plan with those guards folded.
 

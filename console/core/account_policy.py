@@ -10,7 +10,7 @@ posing in "ada").
 Passwords: at least MIN_PASSWORD characters, not whitespace only, at least five distinct
 characters, not mostly the user name, not digits only, not a well-known password with a
 number stuck on. A small built-in list rather than a strength-estimation library: sign-in
-is throttled (console/login_throttle.py), so the policy only has to stop the trivial.
+is throttled (console/web/login_throttle.py), so the policy only has to stop the trivial.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def normalize_username(raw: str | None) -> str:
                          "control characters")
     if ":" in name:
         # Reserved: the console names users its host vouches for "host:<name>"
-        # (console.identity), and a console user must never pass for one of them.
+        # (console.web.identity), and a console user must never pass for one of them.
         raise ValueError("a user name cannot hold a colon")
     scripts = {_script(c) for c in name if c.isalpha()}
     if len(scripts) > 1:

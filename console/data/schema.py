@@ -44,7 +44,7 @@ console_users = Table(
     CheckConstraint(check_in("role", ROLES), name="console_users_role_check"),
 )
 
-# Failed sign-ins per "account:<name>" and "address:<ip>" (console/login_throttle.py).
+# Failed sign-ins per "account:<name>" and "address:<ip>" (console/web/login_throttle.py).
 console_login_throttle = Table(
     "console_login_throttle",
     metadata,

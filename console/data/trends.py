@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.database import CQ, Reader
+from console.data.database import CQ, Reader
 
 OUTCOMES = ("completed", "failed", "retried")
 #: range name -> (seconds shown, seconds per bucket)

@@ -14,19 +14,17 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flask import current_app
 
 from worker.store.db import jobwarden_home
 
-if TYPE_CHECKING:
-    from console.mount import Console
-
 #: Where console.mount keeps the mounted Console in `app.extensions`.
 EXTENSION = "jobwarden_console"
-#: Defaults of the sign-in throttle's settings (console/login_throttle.py), each
+#: Defaults of the sign-in throttle's settings (console/web/login_throttle.py), each
 #: overridable by JOBWARDEN_<name> in the environment.
 LOGIN_THROTTLE_DEFAULTS = {
     "LOGIN_ACCOUNT_FREE_FAILURES": 5,
@@ -112,7 +110,7 @@ def load_settings() -> dict:
         "JOB_POLL_SECONDS": 2,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
-        # The CSRF check on the console's POSTs (console.security): off only for tests;
+        # The CSRF check on the console's POSTs (console.web.security): off only for tests;
         # a host's WTF_CSRF_* settings never change it.
         "CSRF_ENABLED": True,
         **login_throttle_settings(),
@@ -144,7 +142,25 @@ def login_throttle_settings() -> dict:
     return found
 
 
-def mounted() -> Console:
+#: A host's `user_loader`: the signed-in user as (name, role), or None.
+UserLoader = Callable[[], "tuple[str, str] | None"]
+
+
+class MountedConsole(Protocol):
+    """What a request reads of the mounted console (console.mount.Console is one): its
+    settings and who signs users in. Declared here, so that the modules reading it name
+    nothing above the settings layer (and console.mount imports this module, not the
+    other way round)."""
+
+    settings: dict[str, Any]
+    user_loader: UserLoader | None
+    login_view: str | None
+
+    @property
+    def own_login(self) -> bool: ...
+
+
+def mounted() -> MountedConsole:
     """The Console mounted in the current app (console.mount)."""
     return current_app.extensions[EXTENSION]
 

@@ -8,7 +8,7 @@ from flask import Blueprint, render_template
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from console.database import CQ, describe, get_db
+from console.data.database import CQ, describe, get_db
 from worker.core.sanitize import RedactingFilter
 
 log = logging.getLogger("jobwarden.console")

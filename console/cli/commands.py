@@ -9,11 +9,11 @@ from __future__ import annotations
 import getpass
 import sys
 
-from console.account_policy import normalize_username
-from console.accounts import user_add, user_reset
-from console.demo import run_demo
-from console.schema import ROLES
-from console.server import make_server, serve
+from console.cli.accounts import user_add, user_reset
+from console.cli.demo import run_demo
+from console.cli.server import make_server, serve
+from console.core.account_policy import normalize_username
+from console.data.schema import ROLES
 from worker.cli.args import port
 
 __all__ = ["make_server", "read_password", "register", "serve", "user_add", "user_reset"]

@@ -11,8 +11,8 @@ def resource_dir(name: str) -> Path:
     A wheel carries them inside the package (pyproject.toml's force-include); the
     repository keeps them at its top level, where an editable install finds them.
     """
-    here = Path(__file__).resolve().parent
-    for candidate in (here / name, here.parent / name):
+    package = Path(__file__).resolve().parents[1]  # console/, above console/core/
+    for candidate in (package / name, package.parent / name):
         if candidate.is_dir():
             return candidate
     raise RuntimeError(f"the console's {name}/ folder is missing: reinstall jobwarden")

@@ -1,6 +1,6 @@
 """The console's store: the one module of the console that runs SQL.
 
-Queries are named in console/sql (and worker/store/sql, for the runtime's reads the console
+Queries are named in console/data/sql (and worker/store/sql, for the runtime's reads the console
 shares) and reached as attributes of `CQ`: `reader.all(CQ.console_jobs_page, ...)`. A
 misspelt name raises AttributeError where it is read, and tests/unit/test_console_store.py
 reads every `CQ.<name>` in console/ against the .sql files, so a typo fails in the unit
@@ -42,16 +42,17 @@ class _Catalogue:
 
     def __getattr__(self, name: str) -> Query:
         # Only reached for a name that is not a query: the attributes above are found first.
-        raise AttributeError(f"no console or runtime query named {name!r} (console/sql, "
+        raise AttributeError(f"no console or runtime query named {name!r} (console/data/sql, "
                              "worker/store/sql)")
 
 
 def _console_queries() -> dict[str, str]:
-    """The console's own queries (console/sql) beside the runtime's; a name clash is an error."""
+    """The console's own queries (console/data/sql) beside the runtime's; a name clash is
+    an error."""
     own = load_queries(Path(__file__).parent / "sql")
     clash = sorted(set(own) & set(RUNTIME_QUERIES))
     if clash:
-        raise RuntimeError(f"console/sql redefines runtime queries: {', '.join(clash)}")
+        raise RuntimeError(f"console/data/sql redefines runtime queries: {', '.join(clash)}")
     return {**RUNTIME_QUERIES, **own}
 
 

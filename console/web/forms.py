@@ -8,18 +8,18 @@ from flask_wtf import FlaskForm
 from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAreaField
 from wtforms.validators import AnyOf, DataRequired, Length, Optional
 
-from console.config import settings
-from console.schema import ROLES
+from console.core.config import settings
+from console.data.schema import ROLES
 from worker.ops.operations import REASON_MAX
 from worker.store.schema import JOB_STATUSES
 
 
 class ConsoleForm(FlaskForm):
     """A console form: it carries the console's CSRF token whatever the host's Flask-WTF
-    settings are (console.security checks it on every POST)."""
+    settings are (console.web.security checks it on every POST)."""
 
     class Meta:
-        csrf_field_name = "csrf_token"  # console.security.CSRF_FIELD
+        csrf_field_name = "csrf_token"  # console.web.security.CSRF_FIELD
 
         @property
         def csrf(self) -> bool:
@@ -56,7 +56,7 @@ class ActionForm(ConsoleForm):
 
 
 class UserForm(ConsoleForm):
-    """Add or reset a user; names and passwords are checked by console.account_policy,
+    """Add or reset a user; names and passwords are checked by console.core.account_policy,
     the same functions `jobwarden user add` calls."""
 
     username = StringField("User name", validators=[DataRequired(), Length(max=400)])
