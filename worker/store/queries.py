@@ -1,6 +1,6 @@
 """Named SQL queries, loaded from worker/store/sql/*.sql — the one place the runtime's SQL lives.
 
-The console keeps its own queries in console/sql and loads them with `load_queries`.
+The console keeps its own queries in console/data/sql and loads them with `load_queries`.
 
 Each query in a .sql file starts with a header line `-- name: query_name` followed by a
 one-line comment saying what it does. Parameters use psycopg's `%(name)s` style, which

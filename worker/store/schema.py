@@ -1,7 +1,7 @@
 """The schema the code expects, as SQLAlchemy metadata.
 
 Alembic migrations own the database; this module is the runtime's view of it. The
-console adds its own table (`console_users`, in console/schema.py) to the same
+console adds its own table (`console_users`, in console/data/schema.py) to the same
 `metadata`, and tests/integration/test_migrations.py checks that upgrading an empty
 database yields exactly the union.
 """
