@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from console.core.live_workers import ALL_QUEUES
@@ -226,33 +227,75 @@ def _float(value) -> float | None:
 
 
 SPARK_W, SPARK_H, SPARK_MINUTES = 120, 24, 60
+#: A group whose code occurred this recently (failed, retried or ended unknown) is
+#: marked "active now" on /failed.
+ACTIVE_SECONDS = 15 * 60
+_NEVER = datetime.min.replace(tzinfo=UTC)
+#: The most jobs a retrying group counts (queries stay bounded in a storm of millions).
+RETRYING_CAP = 10_000
 
 
-def failed_groups(reader: Reader, limit: int = 500) -> list[dict]:
-    """Failed jobs by error code (`jobs` and `types`: the failed jobs now), each with the
-    times of the code's occurrences, failures and retries of any type alike (so that a row
-    never mixes the two): `first_seen`, its current streak's start (a retry does not reset
-    it), `last_seen`, its latest occurrence, and `spark` (SVG points of its occurrences
-    per minute over the last hour) with `spark_total`. Occurrences come from the
-    per-minute rollup; a failure older than the rollup's 8 days counts by its failed_at."""
-    groups = reader.all(CQ.console_failed_groups, limit=limit)
+def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None) -> list[dict]:
+    """Failed jobs by error code (`jobs` and `types`: the failed jobs now; of `job_type`
+    only when given), each with the times of the code's occurrences, failures and retries
+    alike (so that a row never mixes the two): `first_seen`, its current streak's start (a
+    retry does not reset it), `last_seen`, its latest occurrence, `active` when that was
+    within ACTIVE_SECONDS, and `spark` (SVG points of its occurrences per minute over the
+    last hour) with `spark_total`. Occurrences come from the per-minute rollup; a failure
+    older than the rollup's 8 days counts by its failed_at. The latest activity first: a
+    live incident's group on top, however few jobs it has failed so far."""
+    groups = reader.all(CQ.console_failed_groups, limit=limit, type=job_type)
     codes = [g["error_code"] for g in groups if g["error_code"]]
-    streaks, spark = {}, defaultdict(lambda: [0] * SPARK_MINUTES)
+    streaks = {}
     if codes:
-        streaks = {r["error_code"]: r
-                   for r in reader.all(CQ.console_failed_group_streaks, codes=codes)}
-        for r in reader.all(CQ.console_failed_group_sparklines, codes=codes):
-            if 0 <= r["bucket"] < SPARK_MINUTES:
-                spark[r["error_code"]][SPARK_MINUTES - 1 - r["bucket"]] += r["jobs"]
+        streaks = {r["error_code"]: r for r in reader.all(
+            CQ.console_failed_group_streaks, codes=codes, type=job_type)}
+    spark = _sparklines(reader, codes, job_type, lambda r: r["error_code"])
     for g in groups:
         streak = streaks.get(g["error_code"])
         if streak is not None:
             g["first_seen"] = streak["streak_start"]
             g["last_seen"] = max(g["last_seen"], streak["last_minute"])
-        values = spark[g["error_code"]] if g["error_code"] else [0] * SPARK_MINUTES
-        top = max(values) or 1
-        g["spark_total"] = sum(values)
-        g["spark"] = " ".join(
-            f"{i * SPARK_W / (SPARK_MINUTES - 1):.1f},{SPARK_H - 2 - (SPARK_H - 4) * v / top:.1f}"
-            for i, v in enumerate(values))
+        g["active"] = (g["last_seen"] is not None
+                       and (g["db_now"] - g["last_seen"]).total_seconds() <= ACTIVE_SECONDS)
+        _draw(g, spark.get(g["error_code"]) if g["error_code"] else None)
+    # A failure imported without failed_at has no time: such a group goes last.
+    groups.sort(key=lambda g: (g["last_seen"] or _NEVER, g["jobs"]), reverse=True)
     return groups
+
+
+def retrying_groups(reader: Reader, limit: int = 200, job_type: str | None = None) -> list[dict]:
+    """Retrying now: per (error code, type), the executions that failed with the code and
+    went back to pending in the last hour (`retries`, from the rollup, with their first
+    and last minute and `spark`), and the jobs still waiting for or running their next
+    attempt (`jobs`, up to RETRYING_CAP, `capped` then; `running`, `next_attempt_at`,
+    `fewest_attempts_left`, a sample). The latest retries first."""
+    groups = reader.all(CQ.console_retrying_groups, limit=limit, type=job_type,
+                        cap=RETRYING_CAP)
+    spark = _sparklines(reader, sorted({g["error_code"] for g in groups}), job_type,
+                        lambda r: (r["error_code"], r["type"]), outcomes=("retried",))
+    for g in groups:
+        g["capped"] = g["jobs"] >= RETRYING_CAP
+        _draw(g, spark.get((g["error_code"], g["type"])))
+    return groups
+
+
+def _sparklines(reader: Reader, codes: list[str], job_type: str | None, key,
+                outcomes: tuple[str, ...] = ("failed", "retried", "unknown")) -> dict:
+    """Occurrences per minute of the last hour, oldest first, per `key(row)`."""
+    spark: dict = defaultdict(lambda: [0] * SPARK_MINUTES)
+    if codes:
+        for r in reader.all(CQ.console_failed_group_sparklines, codes=codes, type=job_type):
+            if r["outcome"] in outcomes and 0 <= r["bucket"] < SPARK_MINUTES:
+                spark[key(r)][SPARK_MINUTES - 1 - r["bucket"]] += r["jobs"]
+    return spark
+
+
+def _draw(group: dict, values: list[int] | None) -> None:
+    """A group's sparkline: `spark_total` and `spark`, SVG points of its values."""
+    values = values or [0] * SPARK_MINUTES
+    top = max(values) or 1
+    group["spark_total"] = sum(values)
+    group["spark"] = " ".join(
+        f"{i * SPARK_W / (SPARK_MINUTES - 1):.1f},{SPARK_H - 2 - (SPARK_H - 4) * v / top:.1f}"
+        for i, v in enumerate(values))

@@ -1,4 +1,5 @@
-"""Failed jobs grouped by error code; drill down; bulk retry or skip with a preview.
+"""Failed jobs grouped by error code, what is retrying now; drill down; bulk retry or
+skip with a preview.
 
 A group's bulk action goes through the review of console/views/bulk.py: the failed jobs
 of the group are stored as a selection when the operator asks to review them, and the
@@ -11,7 +12,13 @@ from flask import Blueprint, abort, render_template, request, url_for
 
 from console.core.config import settings
 from console.data.database import CQ, get_db
-from console.data.queries import JobFilter, failed_groups, jobs_page, text_filter
+from console.data.queries import (
+    JobFilter,
+    failed_groups,
+    jobs_page,
+    retrying_groups,
+    text_filter,
+)
 from console.web.security import is_htmx
 from worker.ops import operations
 
@@ -20,32 +27,49 @@ bp = Blueprint("failed", __name__)
 
 @bp.get("/failed")
 def index():
-    """One row per error code among failed jobs."""
+    """What is retrying now, then one row per error code among failed jobs (of one type
+    with `?type=`), the latest activity first."""
+    job_type = text_filter(request.args.get("type"))
     with get_db().reading() as reader:
-        groups = failed_groups(reader, limit=500)
+        retrying = retrying_groups(reader, job_type=job_type)
+        groups = failed_groups(reader, limit=500, job_type=job_type)
     template = "jobwarden/_failed_groups.html" if is_htmx() else "jobwarden/failed.html"
-    return render_template(template, groups=groups)
+    return render_template(template, groups=groups, retrying=retrying, job_type=job_type)
 
 
 @bp.get("/failed/group")
 def group():
-    """One error code's failed jobs, its types, and the bulk actions with their preview."""
+    """One error code's failed jobs (of one type with `type`; or a type's, any code), its
+    types or codes, what of it is retrying now, and the bulk actions with their preview."""
     code = text_filter(request.args.get("code"))
-    if not code:
-        abort(404)
     job_type = text_filter(request.args.get("type"))
+    if not code and not job_type:
+        abort(404)
     cfg = settings()
     flt = JobFilter.from_args(
         {**request.args.to_dict(), "status": "failed", "error_code": code, "type": job_type},
         cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
     with get_db().reading() as reader:
-        types = reader.all(CQ.console_failed_group_types, error_code=code)
+        if code:
+            types = reader.all(CQ.console_failed_group_types, error_code=code)
+            codes = []
+            preview = operations.preview_group(reader.conn, code, job_type)
+        else:
+            # A type alone (an alert names one): its failed jobs of every code.
+            types = []
+            codes = reader.all(CQ.console_failed_type_codes, type=job_type)
+            preview = {"jobs": sum(c["jobs"] for c in codes),
+                       "seen_until": max((c["last_seen"] for c in codes if c["last_seen"]),
+                                         default=None)}
+        retrying = [g for g in retrying_groups(reader, job_type=job_type)
+                    if code is None or g["error_code"] == code]
         page = jobs_page(reader, flt)
-        preview = operations.preview_group(reader.conn, code, job_type)
+
     def page_link(before, after=None):
         """The group's page at a keyset position (the same signature as the jobs list's)."""
         return url_for("jobwarden.failed.group", code=code, type=job_type, before=before,
                        after=after, limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)
 
-    return render_template("jobwarden/failed_group.html", code=code, job_type=job_type, types=types,
-                           page=page, flt=flt, preview=preview, page_link=page_link)
+    return render_template("jobwarden/failed_group.html", code=code, job_type=job_type,
+                           types=types, codes=codes, retrying=retrying, page=page, flt=flt,
+                           preview=preview, page_link=page_link)

@@ -17,7 +17,8 @@ def scenario(engine):
 
 
 PAGES = ["/", "/_overview/counts", "/_overview/health", "/failed", "/failed/group?code=AUTH_FAILED",
-         "/jobs", "/queues", "/schedules", "/review", "/workers", "/sla", "/audit"]
+         "/failed?type=send_email", "/failed/group?type=send_email",
+         "/failed/group?code=AUTH_FAILED&type=send_email", "/jobs", "/queues", "/schedules", "/review", "/workers", "/sla", "/audit"]
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -53,6 +54,20 @@ def test_failed_groups_show_one_row_per_error_code(viewer, scenario):
     assert 'data-testid="preview-count">6<' in group
     for job_id in scenario["auth_failed"]:
         assert f'data-job-id="{job_id}"' in group
+
+
+def test_a_failed_group_needs_a_code_or_a_type_and_a_type_alone_narrows_it(viewer, scenario):
+    assert viewer.get("/failed/group").status_code == 404
+    assert viewer.get("/failed/group?code=&type=").status_code == 404
+    by_type = viewer.get("/failed/group?type=send_email").get_data(as_text=True)
+    assert 'data-testid="group-by-code"' in by_type
+    assert 'value="None"' not in by_type  # no code: the bulk form names none
+    other = viewer.get("/failed/group?type=no_such_type").get_data(as_text=True)
+    assert 'data-testid="preview-count">0<' in other
+    listed = viewer.get("/failed?type=no_such_type").get_data(as_text=True)
+    assert 'data-error-code="' not in listed and "No failed jobs of type no_such_type" in listed
+    # The page polls itself with its filter.
+    assert 'hx-get="/failed?type=no_such_type"' in listed
 
 
 def test_the_jobs_list_filters_and_pages_by_keyset(viewer, scenario):

@@ -131,8 +131,9 @@ WHERE status = 'running' AND worker_id = ANY(%(worker_ids)s::text[])
 ORDER BY started_at;
 
 -- name: console_failed_groups
--- Failed jobs grouped by error code, with affected types, first/last seen and a sample.
-SELECT g.error_code, g.jobs, g.types, g.first_seen, g.last_seen,
+-- Failed jobs grouped by error code (of one type, or all), with affected types, first/last
+-- seen and a sample; the latest failures first (queries.failed_groups orders by activity).
+SELECT g.error_code, g.jobs, g.types, g.first_seen, g.last_seen, now() AS db_now,
        s.id AS sample_job_id, s.last_error AS sample_error
 FROM (
     SELECT last_error_code AS error_code, count(*) AS jobs,
@@ -140,16 +141,26 @@ FROM (
            min(failed_at) AS first_seen, max(failed_at) AS last_seen
     FROM background_jobs
     WHERE status = 'failed'
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
     GROUP BY last_error_code
 ) g
 LEFT JOIN LATERAL (
     SELECT b.id, b.last_error FROM background_jobs b
     WHERE b.status = 'failed' AND b.last_error_code = g.error_code
+      AND (%(type)s::text IS NULL OR b.type = %(type)s::text)
     ORDER BY b.failed_at DESC
     LIMIT 1
 ) s ON true
-ORDER BY g.jobs DESC, g.error_code NULLS LAST
+ORDER BY g.last_seen DESC NULLS LAST, g.jobs DESC, g.error_code NULLS LAST
 LIMIT %(limit)s::int;
+
+-- name: console_failed_type_codes
+-- One type's failed jobs by error code (a failed group named by its type alone).
+SELECT last_error_code AS error_code, count(*) AS jobs, max(failed_at) AS last_seen
+FROM background_jobs
+WHERE status = 'failed' AND type = %(type)s::text
+GROUP BY last_error_code
+ORDER BY jobs DESC, last_error_code NULLS LAST;
 
 -- name: console_failed_group_types
 -- One failed group's jobs by type.
@@ -471,6 +482,7 @@ WITH m AS (
     FROM job_minute_counts
     WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
       AND outcome IN ('failed', 'retried', 'unknown')
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
     GROUP BY error_code, minute
 ), gaps AS (
     SELECT error_code, minute,
@@ -484,15 +496,54 @@ FROM gaps
 GROUP BY error_code;
 
 -- name: console_failed_group_sparklines
--- Per error code and minute of the last hour: how often it occurred (failed or retried).
-SELECT error_code,
+-- Per error code, type, outcome (failed, retried, unknown) and minute of the last hour:
+-- how often the code occurred, of one type or all (failed groups sum a code's outcomes,
+-- retrying groups take a code and type's retries).
+SELECT error_code, type, outcome,
        floor(extract(epoch FROM date_trunc('minute', now()) - minute) / 60)::int AS bucket,
        sum(jobs)::bigint AS jobs
 FROM job_minute_counts
 WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
   AND minute > date_trunc('minute', now()) - interval '60 minutes'
   AND outcome IN ('failed', 'retried', 'unknown')
-GROUP BY 1, 2;
+  AND (%(type)s::text IS NULL OR type = %(type)s::text)
+GROUP BY 1, 2, 3, 4;
+
+-- name: console_retrying_groups
+-- Retrying now, per error code and type: executions that failed with the code and went
+-- back to pending for another attempt in the last hour (the rollup's `retried`: a retry,
+-- a timeout or a lost worker with attempts left), and the jobs of that code and type
+-- still waiting for, or running, that attempt. A retry storm shows here from its first
+-- retry, before any job's attempts are spent (a failed group needs them spent). The jobs
+-- are counted up to `cap` per group, through the (type, status) and error-code indexes.
+WITH r AS (
+    SELECT error_code, type, sum(jobs)::bigint AS retries,
+           min(minute) AS first_minute, max(minute) AS last_minute
+    FROM job_minute_counts
+    WHERE minute > date_trunc('minute', now()) - interval '60 minutes'
+      AND outcome = 'retried' AND error_code <> ''
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
+    GROUP BY error_code, type
+)
+SELECT r.error_code, r.type, r.retries, r.first_minute, r.last_minute,
+       w.jobs, w.running, w.next_attempt_at, w.fewest_attempts_left, w.sample_job_id,
+       (SELECT b.last_error FROM background_jobs b WHERE b.id = w.sample_job_id)
+           AS sample_error
+FROM r
+CROSS JOIN LATERAL (
+    SELECT count(*) AS jobs, count(*) FILTER (WHERE x.status = 'running') AS running,
+           min(x.available_at) FILTER (WHERE x.status = 'pending') AS next_attempt_at,
+           min(x.max_attempts - x.attempts) AS fewest_attempts_left,
+           max(x.id) AS sample_job_id
+    FROM (SELECT b.id, b.status, b.available_at, b.attempts, b.max_attempts
+          FROM background_jobs b
+          WHERE b.status IN ('pending', 'running') AND b.type = r.type
+            AND b.last_error_code = r.error_code
+          LIMIT %(cap)s::int) x
+) w
+WHERE w.jobs > 0
+ORDER BY r.last_minute DESC, w.jobs DESC, r.error_code, r.type
+LIMIT %(limit)s::int;
 
 -- name: console_worker_rates
 -- Executions each of the given workers brought to an outcome in the last 5 minutes: not
