@@ -24,7 +24,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 def test_the_alerting_rules_are_valid_prometheus_rules():
     result = promtool("check", "rules", "jobwarden.rules.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 12 rules found" in result.stdout
+    assert "SUCCESS: 13 rules found" in result.stdout
 
 
 def test_each_alert_fires_on_its_series_and_stays_quiet_on_the_others():
