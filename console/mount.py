@@ -17,6 +17,7 @@ from typing import Any
 from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
+from console.core import config
 from console.core.config import EXTENSION, UserLoader, load_settings
 from console.core.resources import resource_dir
 from console.data.database import ConsoleDatabase
@@ -42,12 +43,15 @@ class Console:
 
     `database_url` is where the jobs are: the database the host enqueues them in (default:
     DATABASE_URL; with neither, mounting fails rather than read another database).
-    `settings` overrides the console's settings (console/core/config.py).
+    `external_url` is the address people open the console at, prefix included
+    (`https://shop.example.com/ops/jobs`; default JOBWARDEN_CONSOLE_URL): the alerts'
+    links start with it. `settings` overrides the console's settings (console/core/config.py).
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/jobs",
                  user_loader: UserLoader | None = None, login_view: str | None = None,
-                 database_url: str | None = None, settings: dict[str, Any] | None = None):
+                 database_url: str | None = None, external_url: str | None = None,
+                 settings: dict[str, Any] | None = None):
         self.url_prefix = url_prefix.rstrip("/")
         self.user_loader = user_loader
         self.login_view = login_view
@@ -55,6 +59,9 @@ class Console:
         self.settings.update(settings or {})
         if database_url:
             self.settings["DATABASE_URL"] = database_url
+        if external_url:
+            self.settings["EXTERNAL_URL"] = external_url
+        self.settings["EXTERNAL_URL"] = config.external_url(self.settings.get("EXTERNAL_URL"))
         self.db: ConsoleDatabase | None = None
         if app is not None:
             self.init_app(app)

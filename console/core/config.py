@@ -34,6 +34,10 @@ LOGIN_THROTTLE_DEFAULTS = {
     "LOGIN_FAILURE_WINDOW_SECONDS": 900,
 }
 
+#: Where the alerts' runbooks are when JOBWARDEN_RUNBOOK_URL does not say: the operating
+#: guide's page, as a path into the repository or the installed docs.
+RUNBOOKS = "docs/guide/operating.md"
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -59,6 +63,18 @@ def parse_sla_targets(text: str | None) -> dict[str, float]:
         if name.strip() and seconds is not None:
             targets[name.strip()] = seconds
     return targets
+
+
+def external_url(value: str | None) -> str | None:
+    """The console's external address without its trailing slash, or None when unset;
+    anything but an absolute http(s) URL is refused (the alerts' links would be broken)."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+        raise ValueError(f"the console's external URL must be an absolute http(s) address "
+                         f"such as https://ops.example.com/jobs, not {value!r}")
+    return value.rstrip("/")
 
 
 def _env_flag(name: str, default: bool = False) -> bool:
@@ -104,6 +120,11 @@ def load_settings() -> dict:
         "STALE_HEARTBEAT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_STALE_AFTER")) or 30,
         "WORKER_GONE_SECONDS": parse_duration(os.environ.get("JOBWARDEN_WORKER_GONE_AFTER")) or 60,
         "METRICS_TOKEN": os.environ.get("JOBWARDEN_METRICS_TOKEN") or None,
+        # The address people open the console at (scheme, host and mount path), for the
+        # links alerts carry (console.views.metrics, jobwarden_console_info); unset, the
+        # address the scraper used. And where the alerts' runbooks are read.
+        "EXTERNAL_URL": external_url(os.environ.get("JOBWARDEN_CONSOLE_URL")),
+        "RUNBOOK_URL": (os.environ.get("JOBWARDEN_RUNBOOK_URL") or "").strip() or RUNBOOKS,
         "PAGE_SIZE": 50,
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,

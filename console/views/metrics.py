@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hmac
 
-from flask import Blueprint, Response, abort, request
+from flask import Blueprint, Response, abort, request, url_for
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -53,12 +53,21 @@ def _authorized() -> bool:
 class _Snapshot:
     """A prometheus-client collector over one read of the database."""
 
-    def __init__(self, overview: queries.Overview, workers: list[dict], recent: Recent):
+    def __init__(self, overview: queries.Overview, workers: list[dict], recent: Recent,
+                 links: tuple[str, str]):
         self.overview = overview
         self.workers = workers
         self.recent = recent
+        self.links = links
 
     def collect(self):
+        info = GaugeMetricFamily(
+            "jobwarden_console_info",
+            "Where the console and the alerts' runbooks are: the rules' console_url and "
+            "runbook_url annotations start with these labels.",
+            labels=["console_url", "runbook_url"])
+        info.add_metric(list(self.links), 1)
+        yield info
         jobs = GaugeMetricFamily("jobwarden_jobs", "Jobs by status, queue and type.",
                                  labels=["status", "queue", "type"])
         for row in self.overview.count_rows:
@@ -293,6 +302,15 @@ class Recent:
         yield vacuumed
 
 
+def console_links() -> tuple[str, str]:
+    """The console's external address (the setting, else the one this request came to:
+    the scraper's) and the runbooks' address."""
+    cfg = settings()
+    console_url = cfg.get("EXTERNAL_URL") or url_for("jobwarden.overview.index",
+                                                     _external=True).rstrip("/")
+    return console_url, cfg["RUNBOOK_URL"]
+
+
 @bp.get("/metrics")
 def metrics():
     """Prometheus text exposition of queue health."""
@@ -305,5 +323,5 @@ def metrics():
         recent = Recent.read(reader, stale_s=settings()["STALE_HEARTBEAT_SECONDS"],
                              sla_configured=settings()["SLA_TARGETS"])
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(overview, workers, recent))
+    registry.register(_Snapshot(overview, workers, recent, console_links()))
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

@@ -7,9 +7,14 @@ fire and series for which it must not; promtool evaluates the rules over them.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
+
+from console.data import sample_data
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 
@@ -31,3 +36,68 @@ def test_each_alert_fires_on_its_series_and_stays_quiet_on_the_others():
     result = promtool("test", "rules", "jobwarden.rules.test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+RULES = (RULES_DIR / "jobwarden.rules.yml").read_text()
+RULE_TESTS = (RULES_DIR / "jobwarden.rules.test.yml").read_text()
+OPERATING = (RULES_DIR.parents[1] / "docs" / "guide" / "operating.md").read_text()
+#: The console's address in the rules' tests (their jobwarden_console_info series).
+TEST_CONSOLE = "https://ops.example.com/jobs"
+
+
+def alerts() -> dict[str, str]:
+    """Each alert of the rules file and its text, up to the next rule."""
+    return dict(re.findall(r"- alert: (\w+)\n(.*?)(?=\n      - (?:alert|record):|\Z)", RULES,
+                           re.S))
+
+
+def test_every_alert_links_to_its_console_view_and_to_its_runbook():
+    found = alerts()
+    assert len(found) == 10
+    for name, body in found.items():
+        console = re.search(r"^\s+console_url: '(.+)'$", body, re.M)
+        runbook = re.search(r"^\s+runbook_url: '(.+)'$", body, re.M)
+        assert console and runbook, name
+        assert console.group(1).startswith(
+            '{{ with query "max by (console_url) (jobwarden_console_info)" }}'), name
+        assert runbook.group(1).endswith(f"#{name.lower()}"), name
+        # The runbook section the anchor names exists (GitHub's anchor of a heading).
+        assert f"\n### {name}\n" in OPERATING, name
+        # promtool checks each firing alert's annotations whole: every alert has a case.
+        assert f"alertname: {name}\n" in RULE_TESTS, name
+
+
+def test_the_failed_rate_and_retry_storm_alerts_keep_the_error_code():
+    for name in ("JobwardenFailedRateHigh", "JobwardenRetryStorm"):
+        body = alerts()[name]
+        assert "sum by (type, error_code)" in body
+        assert "code={{ $labels.error_code | urlquery }}&type={{ $labels.type | urlquery }}" in body
+
+
+@pytest.fixture
+def linked(engine):
+    """The queues, types and SLA targets the rules' tests name, so that every view their
+    links open has what it links to."""
+    urls = re.findall(r'console_url: "([^"]+)"', RULE_TESTS)
+    with engine.begin() as conn:
+        for queue in {m for u in urls for m in re.findall(r"/queues#queue-(.+)$", u)}:
+            sample_data.insert_job(conn, "some_type", "pending", queue=queue)
+        for job_type in {m for u in urls for m in re.findall(r"/sla#sla-(.+)$", u)}:
+            sample_data.insert_job(conn, job_type, "pending", queue="q")
+            conn.exec_driver_sql(
+                "INSERT INTO job_types (type, queue, max_attempts, lease_seconds, backoff, "
+                "sla_seconds, version, repeat_safe, published_by) "
+                "VALUES (%(t)s, 'q', 5, 60, '{}', 120, 1, true, 'w')", {"t": job_type})
+    return urls
+
+
+def test_every_link_the_alerts_carry_opens_a_console_view_that_holds_its_anchor(viewer, linked):
+    assert len(linked) >= 10
+    for url in linked:
+        path = url.removeprefix(TEST_CONSOLE)
+        assert path.startswith("/"), url
+        address, _, anchor = path.partition("#")
+        response = viewer.get(address)
+        assert response.status_code == 200, url
+        if anchor:
+            assert f'id="{anchor}"' in response.get_data(as_text=True), url

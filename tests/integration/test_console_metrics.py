@@ -361,3 +361,45 @@ def test_dead_tuples_stay_while_a_snapshot_is_held_and_vacuum_removes_them_after
         probe.execute("VACUUM background_jobs")
         found, stats = scrape_with_stats(scraper, probe, "background_jobs")
         assert tuples(found, "dead") == stats[1] == 0
+
+
+def console_info(client, base_url: str = "http://localhost") -> dict[str, str]:
+    text = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"},
+                      base_url=base_url).get_data(as_text=True)
+    (labels,) = [dict(labels) for (name, labels), value in samples(text).items()
+                 if name == "jobwarden_console_info" and value == 1]
+    return labels
+
+
+def test_the_console_tells_the_alerts_where_it_and_the_runbooks_are(clean_db, users):
+    """jobwarden_console_info carries the setting; unset, the address the scraper used
+    (the rules' console_url starts with it) and the runbooks' path in the repository."""
+    plain = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db,
+                        "METRICS_TOKEN": TOKEN})
+    told = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db,
+                       "METRICS_TOKEN": TOKEN, "EXTERNAL_URL": "https://ops.example.com/jobs/",
+                       "RUNBOOK_URL": "https://wiki.example.com/operating"})
+    try:
+        assert console_info(plain.test_client(), "http://console.internal:8000") == {
+            "console_url": "http://console.internal:8000",
+            "runbook_url": "docs/guide/operating.md"}
+        assert console_info(told.test_client(), "http://console.internal:8000") == {
+            "console_url": "https://ops.example.com/jobs",
+            "runbook_url": "https://wiki.example.com/operating"}
+    finally:
+        plain.extensions["jobwarden_db"].dispose()
+        told.extensions["jobwarden_db"].dispose()
+
+
+def test_the_external_url_comes_from_the_environment_and_must_be_absolute(monkeypatch):
+    from console.core.config import load_settings
+
+    monkeypatch.setenv("JOBWARDEN_CONSOLE_URL", "https://ops.example.com/jobs/")
+    monkeypatch.setenv("JOBWARDEN_RUNBOOK_URL", "https://wiki.example.com/operating")
+    found = load_settings()
+    assert (found["EXTERNAL_URL"], found["RUNBOOK_URL"]) == (
+        "https://ops.example.com/jobs", "https://wiki.example.com/operating")
+    for wrong in ("ops.example.com/jobs", "/jobs", "ftp://ops.example.com", "https:// x"):
+        monkeypatch.setenv("JOBWARDEN_CONSOLE_URL", wrong)
+        with pytest.raises(ValueError, match="absolute http"):
+            load_settings()

@@ -416,3 +416,24 @@ def test_the_consoles_own_login_issues_a_new_csrf_token_at_sign_in(tmp_path, cle
         assert retry(client, failed_job, token(client, "/ops/jobs/")).status_code == 303
     finally:
         app.extensions["jobwarden_db"].dispose()
+
+
+def console_url_label(client) -> str:
+    text = client.get("/ops/jobs/metrics").get_data(as_text=True)
+    return re.search(r'^jobwarden_console_info\{console_url="([^"]*)"', text, re.M).group(1)
+
+
+def test_the_alerts_links_start_with_the_mounted_consoles_external_url(tmp_path, clean_db):
+    """Console(external_url=...) is where people open it; without it, the address the
+    request came to, the mount path included."""
+    told = make_host(tmp_path, clean_db, user_loader=host_identity, login_view="auth.login",
+                     external_url="https://shop.example.com/ops/jobs")
+    plain = make_host(tmp_path, clean_db, user_loader=host_identity, login_view="auth.login")
+    try:
+        assert console_url_label(signed_in(told, "viv")) == "https://shop.example.com/ops/jobs"
+        assert console_url_label(signed_in(plain, "viv")) == "http://localhost/ops/jobs"
+        with pytest.raises(ValueError, match="absolute http"):
+            Console(Flask("bad"), external_url="shop.example.com/ops/jobs", database_url=clean_db)
+    finally:
+        told.extensions["jobwarden_db"].dispose()
+        plain.extensions["jobwarden_db"].dispose()
