@@ -31,9 +31,12 @@ def _panel_context(panel: str) -> dict:
                         reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])}
         if panel == "trends":
             queue = queries.text_filter(request.args.get("queue"))
-            return {"trend": trends.trend(reader, request.args.get("range", "1h"), queue),
-                    "queues": sorted({r["queue"] for r in
-                                      reader.all(CQ.console_counts_by_queue_type)}),
+            job_type = queries.text_filter(request.args.get("type"))
+            counted = reader.all(CQ.console_counts_by_queue_type)
+            return {"trend": trends.trend(reader, request.args.get("range", "1h"), queue,
+                                          job_type),
+                    "queues": sorted({r["queue"] for r in counted}),
+                    "types": sorted({r["type"] for r in counted}),
                     "chart": trends}
         workers = queries.workers_with_jobs(reader, cfg["WORKER_GONE_SECONDS"])
         return {

@@ -23,25 +23,31 @@ def test_usual_rate_sits_beside_the_last_hour(viewer, engine, clean_db):
             SELECT date_trunc('minute', now()) - make_interval(days => d, mins => m),
                    'email', 'send_email', 'completed', 500
             FROM generate_series(1, 7) d, generate_series(0, 59) m""")
-        # 420 jobs completed by one statement now: the trigger counts them.
+        # 70 jobs completed by one statement now: the trigger counts them.
         conn.exec_driver_sql("""
             INSERT INTO background_jobs (queue, type, payload, status, attempts,
                                          execution_id, started_at)
             SELECT 'email', 'send_email', '{}', 'running', 1, gen_random_uuid(), now()
-            FROM generate_series(1, 420)""")
+            FROM generate_series(1, 70)""")
         conn.exec_driver_sql("UPDATE background_jobs SET status = 'completed', "
                              "completed_at = now() WHERE status = 'running'")
         # ... in the minute that just ended (the clock driven, not waited for): the rates
-        # are over full minutes.
+        # are over the last 10 full minutes.
         conn.exec_driver_sql("UPDATE job_minute_counts SET minute = minute - interval '1 minute' "
                              "WHERE minute = date_trunc('minute', now())")
     html = viewer.get("/").get_data(as_text=True)
     usual = re.search(r'data-testid="usual-completed">\s*([^<]*)<', html).group(1)
     assert "usually 500.0/min" in usual
     assert 'data-value="7.0">7.0/min' in html
-    # Another queue has no such history: the filter shows its own numbers.
+    # Another queue has no such history: the filter shows its own numbers; so does a type.
     other = viewer.get("/_overview/trends?range=24h&queue=reports").get_data(as_text=True)
     assert "no usual rate yet" in other and 'data-value="0.0"' in other
+    typed = viewer.get("/_overview/trends?type=send_email").get_data(as_text=True)
+    assert "usually 500.0/min" in typed and 'data-value="7.0">7.0/min' in typed
+    assert "type send_email" in typed
+    assert re.search(r'id="overview-trends-body"[^>]*hx-get="[^"]*type=send_email', typed)
+    none = viewer.get("/_overview/trends?type=other_type").get_data(as_text=True)
+    assert "no usual rate yet" in none
 
 
 def test_the_chart_draws_three_series_with_axes(viewer, scenario):

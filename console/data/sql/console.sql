@@ -40,8 +40,9 @@ WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
 
 -- name: console_trend
 -- Jobs per outcome and time bucket over the `range_s` seconds of full minutes before the
--- current one (one queue or all); the current, unfinished minute comes as bucket -1 (the
--- chart must not draw it as a full minute: every line would dip toward 0 at "now").
+-- current one (one queue or all, one type or all); the current, unfinished minute comes
+-- as bucket -1 (the chart must not draw it as a full minute: every line would dip toward
+-- 0 at "now").
 -- Read one hour at a time (OFFSET 0 keeps each slice a range scan of the primary key):
 -- the rollup holds 8 days, and without statistics a plain range would read all of them.
 SELECT floor(extract(epoch FROM date_trunc('minute', now()) - interval '1 minute' - x.minute)
@@ -56,6 +57,7 @@ CROSS JOIN LATERAL (
       AND m.minute <= date_trunc('minute', now())
                       - make_interval(hours => h.hour, mins => least(h.hour, 1))
       AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+      AND (%(type)s::text IS NULL OR m.type = %(type)s::text)
       AND m.outcome IN ('completed', 'failed', 'retried')
     OFFSET 0
 ) x
@@ -63,7 +65,8 @@ GROUP BY 1, 2;
 
 -- name: console_usual_rate
 -- The usual rate per outcome for this hour of the day: jobs per minute in the same hour
--- on each of the previous 7 days, over the minutes those days had any data.
+-- on each of the previous 7 days, over the minutes those days had any data (one queue or
+-- all, one type or all).
 -- One range scan per day (OFFSET 0 keeps the planner from flattening it into a join
 -- that reads the whole rollup when it has no statistics).
 SELECT x.outcome,
@@ -76,6 +79,7 @@ CROSS JOIN LATERAL (
     WHERE m.minute > date_trunc('minute', now()) - make_interval(days => d.day, hours => 1)
       AND m.minute <= date_trunc('minute', now()) - make_interval(days => d.day)
       AND (%(queue)s::text IS NULL OR m.queue = %(queue)s::text)
+      AND (%(type)s::text IS NULL OR m.type = %(type)s::text)
       AND m.outcome IN ('completed', 'failed', 'retried')
     OFFSET 0
 ) x
