@@ -86,6 +86,7 @@ def job_rows_shown(doc: Element) -> list[dict]:
             "type": tr.one("row-type").text(),
             "attempts": tr.one("row-attempts").text(),
             "error": tr.one("row-error-code").text(),
+            "scheduled": tr.one("row-scheduled").time(),
             "created": tr.one("row-created").time(),
             "key": tr.one("row-idempotency-key").text(),
         })
@@ -99,11 +100,13 @@ def job_rows_real(url: str, where: str = "true", params=None) -> list[dict]:
         "type": type_, "attempts": f"{attempts}/{max_attempts}",
         "error": ("" if code is None else code if status in CURRENT_ERROR
                   else f"earlier: {code}"),
+        # a pending job's available_at: when it becomes runnable
+        "scheduled": iso_of(available) if status == "pending" else None,
         "created": iso_of(created), "key": key or "",
-    } for id_, status, cancel, queue, type_, attempts, max_attempts, code, created, key in rows(
-        url, f"SELECT id, status, cancel_requested_at, queue, type, attempts, max_attempts, "
-             f"last_error_code, created_at, idempotency_key FROM background_jobs "
-             f"WHERE {where} ORDER BY id DESC", params)]
+    } for id_, status, cancel, queue, type_, attempts, max_attempts, code, available, created, key
+        in rows(url, f"SELECT id, status, cancel_requested_at, queue, type, attempts, "
+                     f"max_attempts, last_error_code, available_at, created_at, idempotency_key "
+                     f"FROM background_jobs WHERE {where} ORDER BY id DESC", params)]
 
 
 def distinct(url: str, column: str) -> list[str]:

@@ -70,6 +70,20 @@ def test_a_failed_group_needs_a_code_or_a_type_and_a_type_alone_narrows_it(viewe
     assert 'hx-get="/failed?type=no_such_type"' in listed
 
 
+def test_the_jobs_list_polls_its_rows_with_its_filters_and_a_group_page_does_not(viewer,
+                                                                                scenario):
+    html = viewer.get("/jobs?status=pending&queue=reports").get_data(as_text=True)
+    section = re.search(r'<section id="job-rows"([^>]*)>', html).group(1)
+    assert 'data-poll-rows hx-get="/jobs?status=pending&amp;queue=reports"' in section
+    assert re.search(r'hx-trigger="every \d+s"', section)
+    fragment = viewer.get("/jobs?status=pending&queue=reports", headers={"HX-Request": "true"})
+    body = fragment.get_data(as_text=True)
+    assert body.lstrip().startswith('<section id="job-rows"')
+    assert "<html" not in body and 'data-poll-rows' in body
+    group = viewer.get("/failed/group?code=AUTH_FAILED").get_data(as_text=True)
+    assert '<section id="job-rows">' in group and "data-poll-rows" not in group
+
+
 def test_the_jobs_list_filters_and_pages_by_keyset(viewer, scenario):
     html = viewer.get("/jobs?status=pending&queue=reports&limit=10").get_data(as_text=True)
     assert html.count('data-job-id="') == 10
