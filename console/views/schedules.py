@@ -1,4 +1,5 @@
-"""Schedules: each periodic job type's next run, last run and its outcome, paused or not."""
+"""Schedules: each periodic job type's next run, last run and its outcome, paused or not;
+pause, resume and run now (audited)."""
 
 from __future__ import annotations
 
@@ -23,16 +24,18 @@ def index():
         rows = [{**row, "problem": cron.schedule_problem(row["type"], row["cron"],
                                                               row["timezone"])}
                 for row in reader.all(CQ.schedules_list)]
-    forms = {}
+    forms, run_forms = {}, {}
     if current_user.has_role("operator"):
         forms = {row["type"]: ActionForm.fresh() for row in rows}
-    return render_template("jobwarden/schedules.html", schedules=rows, forms=forms)
+        run_forms = {row["type"]: ActionForm.fresh() for row in rows}
+    return render_template("jobwarden/schedules.html", schedules=rows, forms=forms,
+                           run_forms=run_forms)
 
 
 @bp.post("/schedules/<job_type>/<action>")
 @role_required("operator")
 def schedule_action(job_type: str, action: str):
-    """Pause or resume a schedule with the operator's reason (audited); 303 back."""
+    """Pause, resume or run now a schedule with the operator's reason (audited); 303 back."""
     act = operations.SCHEDULE_ACTIONS.get(action)
     if act is None or not NAME_PATTERN.match(job_type):
         abort(404)

@@ -155,3 +155,60 @@ def test_schedule_pause_checks_role_reason_and_text_like_every_other_action(clea
     # a NUL is stored visibly escaped, as in every action's reason (worker/core/storable.py)
     assert reason.startswith("a\\x00b") and len(reason) == operations.REASON_MAX
     assert request_id == "o-2"
+
+
+def test_run_now_enqueues_the_schedules_job_audited_and_leaves_its_ticks(operator, post_form,
+                                                                         clean_db):
+    publish_report_schedule(clean_db)
+    with psycopg.connect(clean_db) as conn:
+        conn.execute("UPDATE job_schedules SET payload = '{\"region\": \"eu\"}', paused = true")
+        conn.commit()
+        before = conn.execute("SELECT next_run_at, count(*) OVER () FROM job_schedules"
+                              ).fetchone()
+        jobs_before = conn.execute("SELECT count(*) FROM background_jobs").fetchone()[0]
+    page = operator.get("/schedules").get_data(as_text=True)
+    assert 'data-action="run"' in page and "Run now" in page
+    response = post_form(operator, "/schedules/nightly_report/run",
+                         {"reason": "customer asked for today's report", "request_id": "run-1"},
+                         token_from="/schedules", follow_redirects=True)
+    page = response.get_data(as_text=True)
+    with psycopg.connect(clean_db) as conn:
+        job_id, status, payload, available = conn.execute(
+            "SELECT id, status, payload, available_at <= now() FROM background_jobs "
+            "ORDER BY id DESC LIMIT 1").fetchone()
+        schedule = conn.execute("SELECT next_run_at, paused, last_job_id, last_run_at <= now() "
+                                "FROM job_schedules").fetchone()
+        total = conn.execute("SELECT count(*) FROM background_jobs").fetchone()[0]
+    assert f"job #{job_id} enqueued to run now. Its schedule stays paused." in html.unescape(page)
+    assert (status, payload, available, total) == ("pending", {"region": "eu"}, True,
+                                                   jobs_before + 1)
+    # its ticks are as they were: the next one, the pause; the run is its last one
+    assert schedule == (before[0], True, job_id, True)
+    assert f'href="/jobs/{job_id}"' in page
+    assert audit_rows(clean_db)[-1] == (
+        "run_schedule", "otto", "operator", "customer asked for today's report", "run-1")
+    assert scalar(clean_db, "SELECT job_id::int || ' ' || (details->>'schedule') FROM job_audit "
+                            "WHERE action = 'run_schedule'") == f"{job_id} nightly_report"
+    # the same form again acts once
+    again = post_form(operator, "/schedules/nightly_report/run",
+                      {"reason": "customer asked for today's report", "request_id": "run-1"},
+                      token_from="/schedules", follow_redirects=True).get_data(as_text=True)
+    assert "Already done" in again
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == jobs_before + 1
+
+
+def test_run_now_needs_the_operator_role_and_a_schedule_that_exists(viewer, post_form,
+                                                                    clean_db):
+    publish_report_schedule(clean_db)
+    assert post_form(viewer, "/schedules/nightly_report/run",
+                     {"reason": "x", "request_id": "v-run"},
+                     token_from="/schedules").status_code == 403
+    assert 'data-action="run"' not in viewer.get("/schedules").get_data(as_text=True)
+    with psycopg.connect(clean_db) as conn:
+        result = operations.run_schedule_now(conn, "no_such", actor="otto", role="operator",
+                                             reason="typo")
+        assert not result.ok and "does not exist" in result.message
+        with pytest.raises(PermissionError, match="viewer"):
+            operations.run_schedule_now(conn, "nightly_report", actor="vera", role="viewer",
+                                        reason="x")
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 0

@@ -26,6 +26,7 @@ from worker.core.sanitize import redact
 from worker.core.states import JobStatus
 from worker.core.storable import storable_text
 from worker.jobs.cron import next_tick, schedule_problem
+from worker.jobs.enqueue import enqueue
 from worker.jobs.registry import check_name
 from worker.store.jobstore import JobStore
 from worker.store.queries import CallerConnection, Q, Query
@@ -44,10 +45,11 @@ ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
 }
 #: Every action a job_audit row can name, in the order the audit log's filter offers them:
 #: the job actions above, a cancel asked of a running job, run now / reschedule, and the
-#: queue and schedule (worker/store/sql/schedules.sql) controls.
+#: queue and schedule (worker/store/sql/schedules.sql) controls, a schedule run now among
+#: them.
 AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed",
                    "mark_failed", "run_now", "reschedule", "pause_queue", "resume_queue",
-                   "pause_schedule", "resume_schedule")
+                   "pause_schedule", "resume_schedule", "run_schedule")
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}
@@ -273,7 +275,25 @@ def resume_schedule(conn: CallerConnection, job_type: str, *, actor: str, role: 
     return _set_schedule_paused(conn, job_type, False, actor, role, reason, request_id)
 
 
-SCHEDULE_ACTIONS = {"pause": pause_schedule, "resume": resume_schedule}
+def run_schedule_now(conn: CallerConnection, job_type: str, *, actor: str, role: str,
+                     reason: str, request_id: str | None = None) -> ActionResult:
+    """Enqueue a schedule's job now, with its payload, as an extra run: its ticks stay as
+    they were (paused or not). The job becomes the schedule's last run; audited."""
+    action = "run_schedule"
+    checked = _schedule_to_act_on(conn, action, job_type, actor, role, reason, request_id)
+    if isinstance(checked, ActionResult):
+        return checked
+    reason, s = checked
+    job_id = enqueue(conn, job_type, s["payload"])
+    _rows(conn, Q.schedule_ran_now, {"type": job_type, "job_id": job_id, "actor": actor,
+                                     "role": role, "reason": reason, "request_id": request_id})
+    note = " Its schedule stays paused." if s["paused"] else ""
+    return ActionResult(True, action, 1,
+                        f"Schedule {job_type!r}: job #{job_id} enqueued to run now.{note}")
+
+
+SCHEDULE_ACTIONS = {"pause": pause_schedule, "resume": resume_schedule,
+                    "run": run_schedule_now}
 
 
 def set_all_queues(conn: CallerConnection, verb: str, *, actor: str, role: str, reason: str
@@ -381,9 +401,11 @@ def _set_paused(conn: CallerConnection, queue: str, paused: bool, actor: str, ro
     return ActionResult(True, action, 0, f"Queue {queue!r} is active again.")
 
 
-def _set_schedule_paused(conn: CallerConnection, job_type: str, paused: bool, actor: str,
-                         role: str, reason: str, request_id: str | None) -> ActionResult:
-    action = "pause_schedule" if paused else "resume_schedule"
+def _schedule_to_act_on(conn: CallerConnection, action: str, job_type: str, actor: str,
+                        role: str, reason: str, request_id: str | None
+                        ) -> ActionResult | tuple[str, dict[str, Any]]:
+    """What every schedule action checks first (role, reason, name, a form submitted
+    again, the schedule's row): the reason to record and the row, or the answer."""
     reason = _check(actor, role, reason)
     check_name("schedule", job_type)
     if request_id and (done := _already_done(conn, action, request_id, actor,
@@ -393,7 +415,16 @@ def _set_schedule_paused(conn: CallerConnection, job_type: str, paused: bool, ac
     if not found:
         return ActionResult(False, action, 0, f"Schedule {job_type!r} does not exist. "
                                               "Nothing was changed.")
-    s = found[0]
+    return reason, found[0]
+
+
+def _set_schedule_paused(conn: CallerConnection, job_type: str, paused: bool, actor: str,
+                         role: str, reason: str, request_id: str | None) -> ActionResult:
+    action = "pause_schedule" if paused else "resume_schedule"
+    checked = _schedule_to_act_on(conn, action, job_type, actor, role, reason, request_id)
+    if isinstance(checked, ActionResult):
+        return checked
+    reason, s = checked
     # A row this process cannot read is still paused and resumed (it keeps next_run_at):
     # the operator must be able to stop and start it whatever its state.
     problem = schedule_problem(job_type, s["cron"], s["timezone"])

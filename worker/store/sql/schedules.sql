@@ -1,5 +1,6 @@
--- Periodic jobs (worker/duties/scheduler.py is the only caller): each scheduled type's next
--- tick, advanced by compare-and-set so one job is enqueued per tick.
+-- Periodic jobs: each scheduled type's next tick, advanced by compare-and-set so one job is
+-- enqueued per tick (worker/duties/scheduler.py); an operator's pause, resume and extra run
+-- (worker/ops/operations.py).
 
 -- name: schedules_publish
 -- Upsert the schedules a worker's handlers declare, only where that worker's policy of the
@@ -74,6 +75,23 @@ WITH changed AS (
     RETURNING id
 )
 SELECT count(*) AS changed FROM audit;
+
+-- name: schedule_ran_now
+-- An operator's extra run of a schedule (worker/ops/operations.py): the job just enqueued
+-- in this transaction becomes the schedule's last run, audited in the same statement;
+-- its next tick stays as it was.
+WITH ran AS (
+    UPDATE job_schedules
+    SET last_run_at = now(), last_job_id = %(job_id)s::bigint
+    WHERE type = %(type)s::text
+    RETURNING type
+)
+INSERT INTO job_audit (job_id, actor, role, action, reason, from_status, to_status,
+                       request_id, details)
+SELECT %(job_id)s::bigint, %(actor)s::text, %(role)s::text, 'run_schedule', %(reason)s::text,
+       NULL, 'pending', %(request_id)s::text, jsonb_build_object('schedule', type)
+FROM ran
+RETURNING id;
 
 -- name: schedules_get
 -- One schedule's row, with the database's clock (a resume's next tick is after it).
