@@ -46,15 +46,24 @@ class Console:
     `external_url` is the address people open the console at, prefix included
     (`https://shop.example.com/ops/jobs`; default JOBWARDEN_CONSOLE_URL): the alerts'
     links start with it. `settings` overrides the console's settings (console/core/config.py).
+
+    The top bar links back to the host: to its `home_view` endpoint, labelled
+    `home_label` (default: the site's root, when mounted under a prefix), and, with a
+    host's login, to its `logout_view` endpoint (a form with the session's CSRF token
+    when that endpoint takes POST, a link otherwise).
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/jobs",
                  user_loader: UserLoader | None = None, login_view: str | None = None,
                  database_url: str | None = None, external_url: str | None = None,
-                 settings: dict[str, Any] | None = None):
+                 home_view: str | None = None, home_label: str = "Back to the app",
+                 logout_view: str | None = None, settings: dict[str, Any] | None = None):
         self.url_prefix = url_prefix.rstrip("/")
         self.user_loader = user_loader
         self.login_view = login_view
+        self.home_view = home_view
+        self.home_label = home_label
+        self.logout_view = logout_view
         self.settings = load_settings()
         self.settings.update(settings or {})
         if database_url:

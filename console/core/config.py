@@ -176,6 +176,11 @@ class MountedConsole(Protocol):
     settings: dict[str, Any]
     user_loader: UserLoader | None
     login_view: str | None
+    #: The host's pages the top bar links to: its home, its sign-out (endpoints).
+    home_view: str | None
+    home_label: str
+    logout_view: str | None
+    url_prefix: str
 
     @property
     def own_login(self) -> bool: ...

@@ -19,6 +19,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from flask import (
     Blueprint,
     abort,
+    current_app,
     flash,
     g,
     redirect,
@@ -69,9 +70,25 @@ def install(parent: Blueprint) -> None:
     @parent.context_processor
     def console_user_context():
         return {"current_user": current_user, "logout_form": LogoutForm(),
-                "own_login": mounted().own_login,
+                "own_login": mounted().own_login, "host_links": host_links,
                 "config_poll": settings()["OVERVIEW_POLL_SECONDS"],
                 "console_settings": settings()}
+
+
+def host_links() -> dict:
+    """The host's pages the top bar links to: `home_url` (the mounted console's
+    home_view, else the site's root when mounted under a prefix) with its label, and
+    `logout_url` (a host login's logout_view; `logout_post` when it takes a POST form)."""
+    mount = mounted()
+    home = url_for(mount.home_view) if mount.home_view else (
+        request.script_root + "/" if mount.url_prefix else None)
+    links = {"home_url": home, "home_label": mount.home_label, "logout_url": None,
+             "logout_post": False}
+    if mount.logout_view and not mount.own_login:
+        links["logout_url"] = url_for(mount.logout_view)
+        links["logout_post"] = any("POST" in (rule.methods or ())
+                                   for rule in current_app.url_map.iter_rules(mount.logout_view))
+    return links
 
 
 def identify() -> None:

@@ -16,7 +16,8 @@ from flask import (
     session,
     template_rendered,
 )
-from flask_login import LoginManager, UserMixin, current_user, login_user
+from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
+from flask_wtf.csrf import validate_csrf
 from sqlalchemy import event
 
 from console import Console
@@ -61,6 +62,17 @@ def make_host(tmp_path, database_url: str, host_config: dict | None = None,
     def login():
         login_user(HostUser(request.args["as"]))
         return "signed in"
+
+    @auth.post("/logout")
+    def logout():  # the host's sign-out, with Flask-WTF's CSRF check as a host has it
+        validate_csrf(request.form.get("csrf_token"))
+        logout_user()
+        return "signed out"
+
+    @auth.get("/bye")
+    def bye():  # a host whose sign-out is a plain link
+        logout_user()
+        return "signed out"
 
     app.register_blueprint(auth)
 
@@ -437,3 +449,48 @@ def test_the_alerts_links_start_with_the_mounted_consoles_external_url(tmp_path,
     finally:
         told.extensions["jobwarden_db"].dispose()
         plain.extensions["jobwarden_db"].dispose()
+
+
+def top_bar(client, path: str = "/ops/jobs/failed") -> str:
+    html = client.get(path).get_data(as_text=True)
+    return re.search(r'<div class="who">(.*?)</div>', html, re.S).group(1)
+
+
+def test_the_mounted_console_links_back_to_the_host_and_signs_out_through_it(tmp_path,
+                                                                            clean_db):
+    app = make_host(tmp_path, clean_db, user_loader=host_identity, login_view="auth.login",
+                    home_view="home", home_label="Shop admin", logout_view="auth.logout")
+    try:
+        client = signed_in(app, "viv")
+        bar = top_bar(client)
+        assert re.search(r'<a class="host-home" href="/" data-testid="host-home">« Shop admin</a>',
+                         bar), bar
+        form = re.search(r'<form method="post" action="/logout" class="inline">\s*'
+                         r'<input type="hidden" name="csrf_token" value="([^"]+)">', bar)
+        assert form, bar
+        # The console's token is the session's, so the host's own CSRF check takes it.
+        assert client.post("/logout", data={"csrf_token": form.group(1)}).status_code == 200
+        assert client.get("/ops/jobs/failed").status_code == 302  # signed out: to the login
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+
+
+def test_a_hosts_get_sign_out_is_a_link_and_without_a_home_view_home_is_the_site_root(
+        tmp_path, clean_db):
+    app = make_host(tmp_path, clean_db, user_loader=host_identity, login_view="auth.login",
+                    logout_view="auth.bye")
+    plain = make_host(tmp_path, clean_db, user_loader=host_identity, login_view="auth.login")
+    try:
+        bar = top_bar(signed_in(app, "viv"))
+        assert '<a class="host-home" href="/" data-testid="host-home">« Back to the app</a>' in bar
+        assert '<a class="host-logout" href="/bye" data-testid="sign-out">Sign out</a>' in bar
+        # A host that names no sign-out gets none it cannot honour (its own is elsewhere).
+        assert 'data-testid="sign-out"' not in top_bar(signed_in(plain, "viv"))
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+        plain.extensions["jobwarden_db"].dispose()
+
+
+def test_the_standalone_console_has_its_own_sign_out_and_no_host_to_go_back_to(viewer):
+    bar = top_bar(viewer, "/failed")
+    assert 'data-testid="host-home"' not in bar and 'data-testid="sign-out"' in bar

@@ -76,7 +76,8 @@ def test_the_mounted_console_is_read_through_the_settings_layer():
     """config.mounted() is typed by a Protocol declared beside it; a Console is one."""
     members = set(MountedConsole.__annotations__) | {
         name for name in vars(MountedConsole) if not name.startswith("_")}
-    assert members == {"settings", "user_loader", "login_view", "own_login"}
+    assert members == {"settings", "user_loader", "login_view", "own_login", "home_view",
+                       "home_label", "logout_view", "url_prefix"}
     console = Console(None, user_loader=lambda: None, login_view="host.login",
                       database_url="postgresql://nowhere/none")
     assert [name for name in sorted(members) if not hasattr(console, name)] == []

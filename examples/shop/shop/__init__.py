@@ -41,5 +41,6 @@ def create_app(config: dict | None = None) -> Flask:
 
     # The jobs console, inside the shop: the shop's staff sign in once, at /admin/login.
     Console(app, url_prefix="/ops/jobs", user_loader=admin.console_identity,
-            login_view="admin.login", database_url=url)
+            login_view="admin.login", database_url=url, home_view="admin.dashboard",
+            home_label="Shop admin", logout_view="admin.logout")
     return app
