@@ -34,13 +34,13 @@ document.addEventListener("htmx:beforeSwap", function (event) {
 });
 
 // The Jobs list polls its rows: a poll never replaces them under the operator's hand —
-// while a row is ticked or the selection bar (or any field of the list) has the focus,
-// the poll is skipped and the next one tries again.
+// while a row is ticked or the selection bar has the focus, the poll is skipped and the
+// next one tries again.
 document.addEventListener("htmx:beforeRequest", function (event) {
   var elt = event.detail.elt;
   if (!(elt instanceof HTMLElement) || !elt.hasAttribute("data-poll-rows")) return;
+  var bar = elt.querySelector(".select-bar");
   var busy = elt.querySelector("input[name=job_id]:checked, input[name=all_matching]:checked")
-    || (document.activeElement && elt.contains(document.activeElement)
-        && document.activeElement.matches("input, select, textarea, button"));
+    || (bar && bar.contains(document.activeElement));
   if (busy) event.preventDefault();
 });

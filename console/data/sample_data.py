@@ -140,3 +140,29 @@ def seed_console_scenario(conn) -> dict[str, Any]:
     # their outcomes from their timestamps, as the migration does for existing jobs.
     conn.execute(text("SELECT jobwarden_rollup_rebuild()"))
     return ids
+
+
+def seed_retry_storm(conn, job_type: str = "sync_crm", *, queue: str = "crm",
+                     code: str = "CRM_UNAVAILABLE", jobs: int = 40,
+                     error: str = "CRM answered 503 Service Unavailable", since: float = 240.0,
+                     rebuild: bool = True) -> list[int]:
+    """An outage still retrying: `jobs` pending jobs of `job_type` whose attempts so far
+    (1 or 2 of 5) all failed with `code` over the last `since` seconds, each waiting for
+    its next attempt within minutes. The rollup is rebuilt from the executions unless
+    `rebuild` is False (a caller that rebuilds it once for everything)."""
+    now = conn.execute(select(func.now())).scalar_one()
+    ids = []
+    for i in range(jobs):
+        attempts = 1 + i % 2
+        job_id = insert_job(conn, job_type, "pending", queue=queue, ago=since,
+                            payload={"accountId": 300 + i}, attempts=attempts, max_attempts=5,
+                            last_error_code=code, last_error=error,
+                            available_at=now + timedelta(seconds=30 + 5 * i))
+        for attempt in range(1, attempts + 1):
+            insert_execution(conn, job_id, attempt=attempt, outcome="retry", error_code=code,
+                             error=error, started_ago=since * (attempts - attempt + 1) / 2
+                             - i * since / (2 * jobs), duration_ms=120)
+        ids.append(job_id)
+    if rebuild:
+        conn.execute(text("SELECT jobwarden_rollup_rebuild()"))
+    return ids

@@ -4,10 +4,10 @@
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \
         .venv/bin/python -m tests.browser.screenshots
 
-Seeds a throwaway database with console.data.sample_data's incident scenario, serves the
-console, signs in as an admin, retries one job (so the audit log has an entry), opens a
-bulk review, and saves PNGs under docs/screenshots/: `<page>.png` at 1440 px wide and
-`<page>-phone.png` at 390 px.
+Seeds a throwaway database with console.data.sample_data's incident scenario and an
+outage still retrying, serves the console, signs in as an admin, retries one job (so the
+audit log has an entry), opens a bulk review, and saves PNGs under docs/screenshots/:
+`<page>.png` at 1440 px wide and `<page>-phone.png` at 390 px.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ PAGES = [
     ("overview", "/"),
     ("failed-groups", "/failed"),
     ("failed-group", "/failed/group?code=AUTH_FAILED"),
+    ("failed-group-retrying", "/failed/group?code=CRM_UNAVAILABLE&type=sync_crm"),
     ("jobs", "/jobs?queue=reports"),
     ("queues", "/queues"),
     ("schedules", "/schedules"),
@@ -61,6 +62,8 @@ def main() -> int:
         engine = create_engine(dbmod.sqlalchemy_url(url))
         with engine.begin() as conn:
             ids = sample_data.seed_console_scenario(conn)
+            # A CRM outage still retrying: "Retrying now" on /failed, the storm alert.
+            sample_data.seed_retry_storm(conn)
         engine.dispose()
         user_add("otto", "admin", "screenshots-only", database_url=url)
         server = make_server("127.0.0.1", 0, config={

@@ -148,3 +148,11 @@ def test_an_order_a_crm_outage_and_its_repair_from_the_mounted_console(shop_page
     expect(audit).to_contain_text("olga")
     expect(audit).to_contain_text("CRM back after maintenance")
     assert scalar(clean_db, "SELECT actor FROM job_audit") == "host:olga"
+
+    # The console's top bar leads back to the shop, and signs out through the shop's login.
+    page.get_by_test_id("host-home").click()
+    expect(page).to_have_url(re.compile(r"/admin/$"))
+    page.goto("/ops/jobs/")
+    page.get_by_test_id("sign-out").click()
+    page.goto("/ops/jobs/failed")
+    expect(page).to_have_url(re.compile(r"/admin/login\?next=/ops/jobs/failed"))

@@ -84,6 +84,21 @@ def test_the_jobs_list_polls_its_rows_with_its_filters_and_a_group_page_does_not
     assert '<section id="job-rows">' in group and "data-poll-rows" not in group
 
 
+def test_an_outage_still_retrying_is_on_failed_and_fires_the_storm_alert(viewer, engine):
+    """console.data.sample_data's retry storm (the screenshots' and the bench's)."""
+    with engine.begin() as conn:
+        ids = sample_data.seed_retry_storm(conn, jobs=30)
+    html = viewer.get("/failed").get_data(as_text=True)
+    row = re.search(r'<tr data-retrying-code="CRM_UNAVAILABLE" data-type="sync_crm">(.*?)</tr>',
+                    html, re.S).group(1)
+    assert re.search(r'data-testid="retrying-jobs">30<', row)
+    assert re.search(r'data-testid="retrying-retries">45 retries<', row)  # 1 or 2 each
+    assert 'data-error-code="CRM_UNAVAILABLE"' not in html  # none failed for good yet
+    alerts = viewer.get("/_overview/alerts").get_data(as_text=True)
+    assert re.search(r'data-alert="JobwardenRetryStorm".*?alert-state">FIRING<', alerts, re.S)
+    assert len(ids) == 30
+
+
 def test_the_jobs_list_filters_and_pages_by_keyset(viewer, scenario):
     html = viewer.get("/jobs?status=pending&queue=reports&limit=10").get_data(as_text=True)
     assert html.count('data-job-id="') == 10
