@@ -20,7 +20,7 @@ RECENT_MINUTES = 10
 #: range name -> (seconds shown, seconds per bucket)
 RANGES = {"1h": (3600, 60), "24h": (86400, 600)}
 WIDTH, HEIGHT = 720, 180
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 8, 22
+LEFT, RIGHT, TOP, BOTTOM = 56, 8, 8, 22
 
 
 @dataclass
