@@ -5,7 +5,8 @@
 
 Creates (or, with --reuse, reuses) the database `jobwarden_bench` on DATABASE_URL's
 server, fills it with --jobs jobs (--failed of them failed across --codes error codes,
-one execution row per started job, the last hour busy), and then requests each page
+one execution row per started job, the last hour busy, and --retrying jobs of an outage
+still retrying as the fill ends), and then requests each page
 --requests times through the app in-process, printing the server time (median and p95).
 The goal: each page under 150 ms median at 10,000,000 jobs.
 """
@@ -30,7 +31,11 @@ PAGES = [
     ("overview", "/"),
     ("overview counts panel", "/_overview/counts"),
     ("failed groups", "/failed"),
+    ("failed groups of a type", "/failed?type=type_7"),
     ("failed group drill-down", "/failed/group?code=ERR_07"),
+    ("failed group, code and type", "/failed/group?code=ERR_07&type=type_7"),
+    ("failed group, a type alone", "/failed/group?type=type_7"),
+    ("retrying group", "/failed/group?code=CRM_UNAVAILABLE&type=type_3"),
     ("jobs list", "/jobs"),
     ("jobs list, status=failed", "/jobs?status=failed"),
     ("jobs list, type filter", "/jobs?type=type_3"),
@@ -40,6 +45,7 @@ PAGES = [
     ("job detail", "/jobs/{some_job}"),
     ("trend chart, 24 hours", "/_overview/trends?range=24h"),
     ("trend chart, one queue", "/_overview/trends?range=1h&queue=queue_2"),
+    ("trend chart, one type", "/_overview/trends?range=1h&type=type_3"),
     ("workers", "/workers"),
     ("queues", "/queues"),
     ("audit log", "/audit"),
@@ -126,6 +132,9 @@ def prepare(server_url: str, name: str, args) -> str:
             conn.execute(EXECUTIONS, {"lo": lo, "hi": min(lo + CHUNK - 1, args.jobs)})
             print(f"  {min(lo + CHUNK - 1, args.jobs):,} jobs after "
                   f"{time.monotonic() - started:.0f}s", flush=True)
+        # An outage still retrying when the fill ends: --retrying type_3 jobs whose
+        # attempts failed with CRM_UNAVAILABLE, among type_3's pending backlog.
+        seed_retry_storm(url, args.retrying)
         # The triggers counted the inserts; the per-minute history of outcomes that
         # happened "before" the fill comes from the jobs' timestamps.
         conn.execute("SELECT jobwarden_rollup_rebuild()")
@@ -135,6 +144,17 @@ def prepare(server_url: str, name: str, args) -> str:
         conn.execute("VACUUM ANALYZE")
     print(f"filled {args.jobs:,} jobs in {time.monotonic() - started:.0f}s", flush=True)
     return url
+
+
+def seed_retry_storm(url: str, jobs: int) -> None:
+    from sqlalchemy import create_engine
+
+    from console.data import sample_data
+
+    engine = create_engine(dbmod.sqlalchemy_url(url))
+    with engine.begin() as conn:
+        sample_data.seed_retry_storm(conn, "type_3", queue="queue_3", jobs=jobs, rebuild=False)
+    engine.dispose()
 
 
 def report_counts(url: str) -> None:
@@ -188,6 +208,8 @@ def main(argv=None) -> int:
     p.add_argument("--failed", type=int, default=100_000)
     p.add_argument("--codes", type=int, default=20)
     p.add_argument("--pending", type=int, default=50_000)
+    p.add_argument("--retrying", type=int, default=2_000,
+                   help="type_3 jobs still retrying CRM_UNAVAILABLE when the fill ends")
     p.add_argument("--requests", type=int, default=30)
     p.add_argument("--database", default="jobwarden_bench", help="database name to (re)create")
     p.add_argument("--reuse", action="store_true", help="time an already filled database")
