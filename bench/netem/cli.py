@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import fields
 
 from bench.netem import cluster as clustermod
 from bench.netem import net as netmod
@@ -21,7 +22,7 @@ from bench.netem.report import latency_tables, scale_tables
 from bench.netem.runs import Lab, drain_in, open_lab, probe
 from bench.peers import procs
 from bench.peers.dbutil import PEER_STATS, machine
-from bench.peers.systems import ROOT, SystemFailed, all_systems, prepare
+from bench.peers.systems import ROOT, PgQueuer, System, SystemFailed, all_systems, prepare
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -33,6 +34,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     lat.add_argument("--systems", default="jobwarden,pgqueuer",
                      help="comma-separated (default jobwarden,pgqueuer)")
     lat.add_argument("--jobs", type=int, default=20_000, help="no-op jobs per drain (20,000)")
+    lat.add_argument("--pgqueuer-batch", type=int, action="append", default=[],
+                     help="also run pgqueuer with `pgq run --batch-size N` (as pgqueuer-bN; "
+                          "its default is 10); repeatable")
     lat.add_argument("--peer-stats", choices=PEER_STATS, default="analyzed",
                      help="analyzed (default): the peer's tables ANALYZEd after the load")
     sc = sub.add_parser("scale", help="1, 2, 4, 8 Jobwarden worker processes, one namespace "
@@ -59,9 +63,25 @@ def _rtts(text: str) -> list[str]:
     return [f"{float(v):g}" for v in text.split(",") if v.strip()]
 
 
+class BatchedPgQueuer(PgQueuer):
+    """pgqueuer with a larger dequeue batch than its default: what a user facing a long
+    round trip would try first. Its own cells (`pgqueuer-bN`); analyzed like the other."""
+
+    def __init__(self, base: System, batch: int):
+        super().__init__(**{f.name: getattr(base, f.name) for f in fields(base)})
+        self.name, self.batch = f"pgqueuer-b{batch}", batch
+        self.settings = f"{base.settings}; --batch-size {batch}"
+
+    def worker_argv(self, url, concurrency):
+        return super().worker_argv(url, concurrency) + ["--batch-size", str(self.batch)]
+
+
 def run_latency(args, lab: Lab) -> dict:
     names = [v.strip() for v in args.systems.split(",") if v.strip()]
     systems = [s for s in all_systems() if s.name in names]
+    pgq = next((s for s in all_systems() if s.name == "pgqueuer"), None)
+    for batch in args.pgqueuer_batch if pgq else []:
+        systems.append(BatchedPgQueuer(pgq, batch))
     for s in systems:
         prepare(s)
     rtts = _rtts(args.rtts)

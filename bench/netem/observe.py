@@ -63,6 +63,35 @@ def host_ticks() -> tuple[int, int]:
     return busy, busy + idle + iowait
 
 
+def all_ticks() -> dict[int, tuple[str, int]]:
+    """Every process's (name, own ticks), for what else used the machine."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        fields_ = text[text.rindex(")") + 2:].split()
+        out[int(name)] = (comm, int(fields_[11]) + int(fields_[12]))
+    return out
+
+
+def _others(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]],
+            ours: set[int], top: int = 6) -> list[tuple[str, float]]:
+    """The processes not ours that used the most CPU in the window, by name."""
+    by_name: Counter[str] = Counter()
+    for pid, (comm, t) in after.items():
+        if pid in ours:
+            continue
+        start = before.get(pid)
+        by_name[comm] += t - (start[1] if start and start[0] == comm else 0)
+    return [(name, round(t / CLK, 2)) for name, t in by_name.most_common(top) if t]
+
+
 @dataclass
 class ServerTicks:
     postmaster: tuple[int, int]
@@ -83,11 +112,17 @@ class ActivitySampler:
     cluster's `postgres` database: what each workload backend was doing (state and wait
     event), and what kind each server process was (for the CPU split)."""
 
-    QUERY = ("SELECT pid, backend_type, coalesce(application_name, ''), coalesce(state, ''), "
-             "coalesce(wait_event_type, ''), coalesce(wait_event, ''), "
-             "CASE WHEN wait_event_type = 'Lock' THEN left(regexp_replace(query, '\\s+', ' ', "
-             "'g'), 70) END "
-             "FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+    # For a backend waiting on a heavyweight lock: its statement and the statement of the
+    # first session blocking it (their opening comment names Jobwarden's statements).
+    QUERY = """
+SELECT a.pid, a.backend_type, coalesce(a.application_name, ''), coalesce(a.state, ''),
+       coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
+       CASE WHEN a.wait_event_type = 'Lock' THEN
+           left(regexp_replace(a.query, '\\s+', ' ', 'g'), 60) || ' <- ' || coalesce((
+               SELECT left(regexp_replace(b.query, '\\s+', ' ', 'g'), 60)
+               FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '?')
+       END
+FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()"""
 
     def __init__(self, url: str, interval: float = 0.1):
         self.url, self.interval = url, interval
@@ -127,7 +162,7 @@ class ActivitySampler:
                 self.kinds[pid] = "workload"
                 n += 1
                 self.workload[_category(state, wait)] += 1
-                if wtype == "Lock":  # a heavyweight lock: which, and the statement waiting
+                if wtype == "Lock":  # a heavyweight lock: which, who waits, who blocks
                     self.lock_waits[wevent] += 1
                     self.lock_queries[f"{wevent}: {query}"] += 1
             elif btype == "client backend":
@@ -182,6 +217,7 @@ class Observer:
         self._host = host_ticks()
         self._self = os.times()
         self._extra = {name: (ticks(pid) or (0, 0))[0] for name, pid in self.extra.items()}
+        self._all = all_ticks()
         self.sampler = ActivitySampler(self.admin_url)
         self.sampler.start()
         return self
@@ -191,7 +227,9 @@ class Observer:
         server = server_ticks(self.postmaster)
         host = host_ticks()
         me = os.times()
-        workers = sum((ticks(p) or (0, 0))[0] for w in self._workers for p in tree(w.pid))
+        everyone = all_ticks()
+        worker_pids = {p for w in self._workers for p in tree(w.pid)}
+        workers = sum((ticks(p) or (0, 0))[0] for p in worker_pids)
         extra = {name: (ticks(pid) or (0, 0))[0] - self._extra[name]
                  for name, pid in self.extra.items()}
         self.sampler.stop()
@@ -220,6 +258,11 @@ class Observer:
             "host_capacity_s": round(total / CLK, 3),
             "host_busy_share": round(busy / total, 3) if total else None,
             "other_cpu_s": round(busy / CLK - known, 3),
+            # Processes never seen by the sampler are not in server.procs: those started
+            # and ended inside the window are in the postmaster's cutime instead.
+            "other_top": _others(self._all, everyone, {
+                os.getpid(), self.postmaster, *server.procs, *self._server.procs,
+                *worker_pids, *self.extra.values()}),
             "activity": self.sampler.result(),
         }
 

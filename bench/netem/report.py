@@ -39,6 +39,10 @@ def _pct(v: float) -> str:
     return f"{v * 100:.0f}%"
 
 
+def _f3(v: float) -> str:
+    return f"{v:.3f}"
+
+
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -70,23 +74,24 @@ def latency_tables(results: dict, probes: dict, rtts: list[str], systems: list[s
 
 def where_the_time_goes(results: dict, probes: dict, rtts: list[str], systems: list[str]) -> str:
     head = ["system", "round trip", "commits per job", "statements per job",
-            "packets per job (to server / back)", "serial round trips per job",
+            "packets per job (to server / back)", "serial round trips per job (steady)",
             "server CPU, ms per 1,000 jobs", "worker CPU, ms per 1,000 jobs",
             "host CPU busy (2 cores)", "delay line lateness, mean µs"]
     lines = [_row(head), "|" + "---|" * len(head)]
     base = rtts[0]
     for s in systems:
-        r0 = statistics.median(_values(results[s][base], "jobs_per_s") or [0])
+        r0 = statistics.median(_values(results[s][base], "steady_jobs_per_s") or [0])
         for rtt in rtts:
             runs = results[s][rtt]
-            rate = statistics.median(_values(runs, "jobs_per_s") or [0])
+            rate = statistics.median(_values(runs, "steady_jobs_per_s") or [0])
             serial = latency_round_trips(rate, r0, probes[rtt]["median_ms"],
                                          probes[base]["median_ms"])
-            up, down = _cell(runs, "packets_up_per_job")[0], _cell(runs, "packets_down_per_job")[0]
+            up = _cell(runs, "packets_up_per_job", _f3)[0]
+            down = _cell(runs, "packets_down_per_job", _f3)[0]
             lines.append(_row([
                 s, f"{rtt} ms",
-                _cell(runs, "commits_per_job", lambda v: f"{v:.3f}")[0],
-                _cell(runs, "statements.calls_per_job", lambda v: f"{v:.2f}")[0],
+                _cell(runs, "commits_per_job", _f3)[0],
+                _cell(runs, "statements.calls_per_job", _f3)[0],
                 f"{up} / {down}",
                 "" if serial is None else f"{serial:.3f}",
                 _cell(runs, "server_cpu_ms_per_1000")[0],
