@@ -46,6 +46,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     sc.add_argument("--pgbouncer-pool", type=int, default=8,
                     help="PgBouncer's default_pool_size at the largest size (default 8; "
                          "0: no PgBouncer run)")
+    sc.add_argument("--plan-cache-modes", default="auto",
+                    help="comma-separated plan_cache_mode values for the direct workers' "
+                         "sessions, each size run with each (default auto: the server's "
+                         "default; force_custom_plan plans every claim afresh, as through a "
+                         "transaction pooler)")
     for p in (lat, sc):
         p.add_argument("--rounds", type=int, default=2, help="rounds, order alternating (2)")
         p.add_argument("--drain-timeout", type=float, default=600.0,
@@ -117,26 +122,37 @@ def run_scale(args, lab: Lab) -> dict:
     probes = {"veth": probe(hosts[0], lab.pg.url)}
     print(f"veth link: SELECT 1 round trip from a namespace: median "
           f"{probes['veth']['median_ms']} ms", flush=True)
-    configs = [(n, False) for n in sizes]
+    modes = [m.strip() for m in args.plan_cache_modes.split(",") if m.strip()]
+    configs = [(n, False, mode) for n in sizes for mode in modes]
     if args.pgbouncer_pool:
         lab.start_bouncer(args.pgbouncer_pool)
-        configs.append((max(sizes), True))
-    keys = [f"{n}/{'pgbouncer' if pooled else 'direct'}" for n, pooled in configs]
+        configs.append((max(sizes), True, "auto"))
+    keys = [f"{n}/{'pgbouncer' if pooled else 'direct'}" + ("" if mode == "auto" else f"/{mode}")
+            for n, pooled, mode in configs]
     results: dict[str, list[dict]] = {k: [] for k in keys}
     for r in range(args.rounds):
         order = list(zip(keys, configs, strict=True))
-        for key, (n, pooled) in (order if r % 2 == 0 else order[::-1]):
+        for key, (n, pooled, mode) in (order if r % 2 == 0 else order[::-1]):
             t = time.monotonic()
+            # libpq passes PGOPTIONS to the server at connect: the workers' sessions plan
+            # their prepared statements as asked (PgBouncer drops it, and prepares nothing).
+            env = {} if mode == "auto" else {"PGOPTIONS": f"-c plan_cache_mode={mode}"}
             try:
                 fig = drain_in(lab, jobwarden, hosts[:n], args.jobs,
                                f"scale{n}{'b' if pooled else ''}", pooled=pooled,
-                               count_claims=True, timeout=args.drain_timeout)
+                               count_claims=True, timeout=args.drain_timeout, worker_env=env)
             except SystemFailed as exc:
                 fig = {"failed": str(exc)}
             fig.update(round=r + 1, key=key)
             results[key].append(fig)
             _print(f"round {r + 1} {key:14}", fig, t)
+    if args.pgbouncer_pool:
+        results_note = f"PgBouncer {lab.bouncer_version}, pool_mode transaction, " \
+                       f"default_pool_size {args.pgbouncer_pool}"
+    else:
+        results_note = "no PgBouncer run"
     return {"sizes": sizes, "probes": probes, "pgbouncer_pool": args.pgbouncer_pool,
+            "pgbouncer": results_note, "plan_cache_modes": modes,
             "results": results, "table": scale_tables(results, keys)}
 
 

@@ -103,9 +103,9 @@ def where_the_time_goes(results: dict, probes: dict, rtts: list[str], systems: l
 
 
 def _label(run_key: str) -> str:
-    n, via = run_key.split("/")
-    return f"{n} {'process' if n == '1' else 'processes'}" + (", PgBouncer" if via == "pgbouncer"
-                                                              else "")
+    n, via, *mode = run_key.split("/")
+    return (f"{n} {'process' if n == '1' else 'processes'}"
+            + (", PgBouncer" if via == "pgbouncer" else "") + "".join(f", {m}" for m in mode))
 
 
 def scale_tables(results: dict, keys: list[str]) -> str:
@@ -130,7 +130,8 @@ def scale_tables(results: dict, keys: list[str]) -> str:
             _cell(runs, "commits_per_s")[0], f"{flushes} ({per})",
             _cell(runs, "wal_sync_ms_per_s", _int)[0]]))
     head = ["worker processes", "claims", "rows per claim", "short claims while jobs pending",
-            "lock waits (samples)", "busy backends: on CPU", "busy: waiting on LWLock/IO",
+            "claim: buffers per call", "claim: ms per call", "lock waits (samples)",
+            "busy backends: on CPU", "busy: waiting on LWLock/IO",
             "busy: in a transaction, waiting for the worker", "server connections (max seen)"]
     lines += ["", _row(head), "|" + "---|" * len(head)]
     for key in keys:
@@ -142,12 +143,20 @@ def scale_tables(results: dict, keys: list[str]) -> str:
             _label(key), _cell(runs, "claims.claims", _int)[0],
             _cell(runs, "claims.rows_per_claim", _int)[0],
             _cell(runs, "claims.short_while_pending", _int)[0],
+            "; ".join(_int(v) for v in _claim_stat(runs, "blocks_per_call")),
+            "; ".join(_int(v) for v in _claim_stat(runs, "mean_ms")),
             "; ".join(locks),
             "; ".join(_pct(b["cpu"]) for b in shares),
             "; ".join(_pct(b["io"]) for b in shares),
             "; ".join(_pct(b["client"]) for b in shares),
             _cell(runs, "cpu.activity.workload_backends_max", _int)[0]]))
     return "\n".join(lines)
+
+
+def _claim_stat(runs: list[dict], key: str) -> list[float]:
+    """A figure of Jobwarden's claim statement (pg_stat_statements), per run."""
+    return [t[key] for r in runs for t in r.get("statements", {}).get("top", [])
+            if t["query"].startswith("-- Claim up to")]
 
 
 def _int(v: float) -> str:

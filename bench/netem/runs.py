@@ -51,6 +51,7 @@ class Lab:
     bouncer_port: int | None = None
     bouncer_pid: int | None = None
     bouncer_pool: int | None = None
+    bouncer_version: str = ""
     hosts: list[netmod.Host] = field(default_factory=list)
 
     @property
@@ -59,12 +60,13 @@ class Lab:
         return f"{self.pg.url}?application_name={HARNESS_APP}"
 
     def start_bouncer(self, pool_size: int) -> None:
-        from tests.pgbouncer import pgbouncer
+        from tests.pgbouncer import pgbouncer, version
 
         before = set(children(os.getpid()))
         self.bouncer_port = self.stack.enter_context(
             pgbouncer(self.pg.url, pool_size=pool_size, listen_addr=self.net.host_addr))
         self.bouncer_pool = pool_size
+        self.bouncer_version = version()
         started = [p for p in children(os.getpid()) if p not in before]
         self.bouncer_pid = started[0] if started else None
 
@@ -121,7 +123,8 @@ def _link_figures(before, after, done: int) -> dict:
 
 def drain_in(lab: Lab, system: System, hosts: list[netmod.Host], jobs: int, tag: str, *,
              pooled: bool = False, count_claims: bool = False, peer_stats: str = "analyzed",
-             timeout: float = 600.0, poll: float = 0.25) -> dict:
+             timeout: float = 600.0, poll: float = 0.25,
+             worker_env: dict[str, str] | None = None) -> dict:
     """One drain: a fresh database, `jobs` no-op jobs enqueued from the host's namespace,
     the peer analyzed (never Jobwarden), then one worker process in each of `hosts`'
     namespaces, on the system's defaults; through PgBouncer when `pooled`."""
@@ -130,12 +133,12 @@ def drain_in(lab: Lab, system: System, hosts: list[netmod.Host], jobs: int, tag:
         name = urlsplit(url).path.lstrip("/")
         direct = with_db(lab.pg.url, name)
         worker_url = direct
-        env: dict[str, str] = {}
+        env: dict[str, str] = dict(worker_env or {})
         if pooled:
             assert lab.bouncer_port is not None, "start_bouncer first"
             worker_url = with_db(f"postgresql://postgres@{lab.net.host_addr}:"
                                  f"{lab.bouncer_port}/postgres", name)
-            env = {"JOBWARDEN_POOLER": "transaction", "JOBWARDEN_LISTEN_URL": direct}
+            env.update(JOBWARDEN_POOLER="transaction", JOBWARDEN_LISTEN_URL=direct)
         if count_claims:
             env["BENCH_CLAIM_LOG"] = os.path.join(claim_dir, "claims")
 
