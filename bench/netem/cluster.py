@@ -8,7 +8,7 @@ with `trust` for the bench's subnets. Its settings are initdb's defaults (fsync,
 synchronous_commit, full_page_writes on; shared_buffers 128MB) except: autovacuum off
 (as on the shared development server, so no vacuum runs inside a drain),
 `pg_stat_statements` loaded (statements and rows per job) and `track_wal_io_timing` on
-(how long WAL flushes took). A separate cluster also keeps other sessions' work out of
+(how long WAL flushes took). A separate cluster also keeps other workloads out of
 its counters, and the shared server's configuration is never touched.
 
 Its directory holds `owner.pid` (the harness's pid): `sweep()` stops and removes the

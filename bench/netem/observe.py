@@ -17,7 +17,7 @@ workers' start to the poll that saw the last job finished:
 - the delay lines and PgBouncer, when present; the harness process itself;
 - **host**: all cores' busy ticks from /proc/stat (user, nice, system, irq, softirq,
   steal); what the processes above do not explain is everything else on the machine
-  (other sessions' work, the kernel's).
+  (other programs' work, the kernel's).
 """
 
 from __future__ import annotations
@@ -112,8 +112,10 @@ class ActivitySampler:
     cluster's `postgres` database: what each workload backend was doing (state and wait
     event), and what kind each server process was (for the CPU split)."""
 
-    # For a backend waiting on a heavyweight lock: its statement and the statement of the
-    # first session blocking it (their opening comment names Jobwarden's statements).
+    # For a backend waiting on a heavyweight lock: its statement, the statement of the
+    # first session blocking it (their opening comment names Jobwarden's statements), and
+    # the table: of the tuple lock a backend holds while it waits for a row's updater, or
+    # of the extension lock it waits for.
     QUERY = """
 SELECT a.pid, a.backend_type, coalesce(a.application_name, ''), coalesce(a.state, ''),
        coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
@@ -121,6 +123,10 @@ SELECT a.pid, a.backend_type, coalesce(a.application_name, ''), coalesce(a.state
            left(regexp_replace(a.query, '\\s+', ' ', 'g'), 60) || ' <- ' || coalesce((
                SELECT left(regexp_replace(b.query, '\\s+', ' ', 'g'), 60)
                FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '?')
+       END,
+       CASE WHEN a.wait_event_type = 'Lock' THEN
+           (SELECT l.relation FROM pg_locks l WHERE l.pid = a.pid AND l.relation IS NOT NULL
+              AND l.locktype IN ('tuple', 'extend') ORDER BY l.granted LIMIT 1)
        END
 FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()"""
 
@@ -131,7 +137,8 @@ FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()"""
         self.background: Counter[str] = Counter()
         self.samples = 0
         self.lock_waits: Counter[str] = Counter()
-        self.lock_queries: Counter[str] = Counter()
+        self.lock_queries: Counter[tuple[str, int | None, str]] = Counter()
+        self.relations: dict[int, str] = {}  # oid -> name, from name_relations()
         self.max_workload_backends = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -156,7 +163,7 @@ FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()"""
     def _sample(self, rows) -> None:
         self.samples += 1
         n = 0
-        for pid, btype, app, state, wtype, wevent, query in rows:
+        for pid, btype, app, state, wtype, wevent, query, rel in rows:
             wait = f"{wtype}:{wevent}" if wtype else ""
             if btype == "client backend" and app != HARNESS_APP:
                 self.kinds[pid] = "workload"
@@ -164,13 +171,23 @@ FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()"""
                 self.workload[_category(state, wait)] += 1
                 if wtype == "Lock":  # a heavyweight lock: which, who waits, who blocks
                     self.lock_waits[wevent] += 1
-                    self.lock_queries[f"{wevent}: {query}"] += 1
+                    self.lock_queries[(wevent, rel, query)] += 1
             elif btype == "client backend":
                 self.kinds[pid] = "harness"
             else:
                 self.kinds[pid] = "background"
                 self.background[f"{btype} {wait or 'on CPU'}"] += 1
         self.max_workload_backends = max(self.max_workload_backends, n)
+
+    def name_relations(self, url: str) -> None:
+        """Name the tables of the lock waits, in their database (`url`)."""
+        oids = sorted({rel for _, rel, _ in self.lock_queries if rel})
+        if not oids:
+            return
+        with psycopg.connect(url, autocommit=True) as conn:
+            self.relations = dict(conn.execute(
+                "SELECT oid::bigint, relname::text FROM pg_class WHERE oid = ANY(%s)",
+                (oids,)).fetchall())
 
     def result(self) -> dict:
         total = sum(self.workload.values()) or 1
@@ -181,7 +198,9 @@ FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()"""
                                 for k, v in self.workload.most_common()},
             "lock_wait_samples": sum(self.lock_waits.values()),
             "lock_waits": dict(self.lock_waits),
-            "lock_wait_statements": dict(self.lock_queries.most_common(5)),
+            "lock_wait_statements": {
+                f"{event} on {self.relations.get(rel, rel) if rel else '?'}: {query}": n
+                for (event, rel, query), n in self.lock_queries.most_common(6)},
             "background": dict(self.background.most_common(8)),
             **({"error": self.error} if self.error else {}),
         }

@@ -162,6 +162,8 @@ def drain_in(lab: Lab, system: System, hosts: list[netmod.Host], jobs: int, tag:
         out = drain(system, url, jobs, len(hosts), system.drain_concurrency, timeout, poll,
                     tag, launch=launch, observe=observer)
         out.pop("times"), out.pop("t0")
+        observer.sampler.name_relations(url)
+        observer.figures["activity"] = observer.sampler.result()
         links1 = _links(hosts)
         if pooled:
             close_pooled(url)
