@@ -108,6 +108,8 @@ def load_settings() -> dict:
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,
         "JOB_POLL_SECONDS": 2,
+        # Jobs per chunk of a bulk action (one transaction each, console/data/bulk.py).
+        "BULK_CHUNK_SIZE": 1000,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
         # The CSRF check on the console's POSTs (console.web.security): off only for tests;
