@@ -165,7 +165,12 @@ def test_a_stopped_canary_touches_nothing_more(operator, post_form, clean_db):
     post(operator, f"/bulk/{sel}", {"reason": "try 5%", "request_id": "s1", "mode": "canary",
                                     "canary": "5%"})
     assert pending_ids(clean_db) == set(group[:150])
+    # The audit log lists it while it is under way, with a link back to it.
+    audit = operator.get("/audit").get_data(as_text=True)
+    assert f'data-bulk-id="{sel}"' in audit and f'href="/bulk/{sel}"' in audit
+    assert "150 of 3000 dealt with, canary of 150" in audit
     assert post(operator, f"/bulk/{sel}/stop").status_code == 303
+    assert 'data-testid="bulk-unfinished"' not in operator.get("/audit").get_data(as_text=True)
     post(operator, f"/bulk/{sel}/continue")
     post(operator, f"/bulk/{sel}/step")
     assert statuses(clean_db) == {"pending": 150, "failed": 2850}
