@@ -29,7 +29,7 @@ from worker.core.storable import storable_text
 from worker.ops import operations
 
 #: The review's failure-age buckets: key, label, and the bucket's age range in seconds
-#: (from, to; None: unbounded), the same ranges as console_selection_breakdown's CASE.
+#: (from, to; None: unbounded), the same ranges as console_selection_create's CASE.
 AGE_BUCKETS = (
     ("hour", "in the last hour", 0, 3600),
     ("day", "1 to 24 hours ago", 3600, 86400),
@@ -43,14 +43,13 @@ TICKED_MAX = 10_000
 
 @dataclass(frozen=True)
 class Breakdown:
-    """The review of a selection: how its jobs stand now."""
+    """The review of a selection: how its jobs stood when they were selected."""
 
-    present: int  # jobs still in the table (retention may have deleted some since)
     eligible: int  # jobs in a status the action starts from
     by_status: list[dict[str, Any]]  # status, jobs, eligible (bool)
     by_type: list[dict[str, Any]]  # type, jobs, eligible
-    by_age: list[dict[str, Any]]  # key, label, jobs, failed_from, failed_to
-    db_now: datetime | None
+    by_age: list[dict[str, Any]]  # key, label, jobs, failed_from, failed_to, narrows
+    counted_at: datetime
 
 
 def create_selection(reader: Reader, *, selection_id: str, actor: str, action: str,
@@ -72,39 +71,38 @@ def create_selection(reader: Reader, *, selection_id: str, actor: str, action: s
     return row["jobs"] if row else 0
 
 
-def breakdown(reader: Reader, selection_id: str, action: str) -> Breakdown:
-    """The selection's jobs now, by status, by type and by failure age (one query)."""
-    rows = reader.all(CQ.console_selection_breakdown, id=selection_id)
-    allowed = operations.SELECTION_FROM[action]
+def breakdown(sel: dict[str, Any]) -> Breakdown:
+    """The selection's jobs by status, by type and by failure age, as the statement that
+    stored them counted them (console_selection_create): the same for any size."""
+    allowed = operations.SELECTION_FROM[sel["action"]]
     by_status: dict[str, int] = defaultdict(int)
     by_type: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     by_age: dict[str, int] = defaultdict(int)
-    for r in rows:
+    for r in sel["breakdown"] or ():
         by_status[r["status"]] += r["jobs"]
         counts = by_type[r["type"]]
         counts[0] += r["jobs"]
         counts[1] += r["jobs"] if r["status"] in allowed else 0
         by_age[r["age"]] += r["jobs"]
-    db_now = rows[0]["db_now"] if rows else None
+    counted_at = sel["created_at"]
     ages = []
     for key, label, newest, oldest in AGE_BUCKETS:
         if not by_age.get(key):
             continue
-        bounds = (None, None)
-        if db_now is not None and newest is not None:
-            bounds = (db_now - timedelta(seconds=oldest) if oldest is not None else None,
-                      db_now - timedelta(seconds=newest) if newest else None)
+        failed_from = failed_to = None
+        if newest is not None:
+            failed_from = counted_at - timedelta(seconds=oldest) if oldest is not None else None
+            failed_to = counted_at - timedelta(seconds=newest) if newest else None
         ages.append({"key": key, "label": label, "jobs": by_age[key],
-                     "failed_from": bounds[0], "failed_to": bounds[1],
-                     "narrows": key != "never"})
+                     "failed_from": failed_from, "failed_to": failed_to,
+                     "narrows": newest is not None})
     return Breakdown(
-        present=sum(by_status.values()),
         eligible=sum(n for s, n in by_status.items() if s in allowed),
         by_status=[{"status": s, "jobs": n, "eligible": s in allowed}
                    for s, n in sorted(by_status.items(), key=lambda kv: -kv[1])],
         by_type=[{"type": t, "jobs": c[0], "eligible": c[1]}
                  for t, c in sorted(by_type.items(), key=lambda kv: (-kv[1][0], kv[0]))],
-        by_age=ages, db_now=db_now)
+        by_age=ages, counted_at=counted_at)
 
 
 def stored_reason(text: str) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from worker.ops.operations import SELECTION_FROM
 from worker.store.schema import TS, background_jobs, check_in, job_audit, metadata
@@ -74,6 +74,8 @@ console_selections = Table(
     # When the action was started (the selection is used once).
     Column("used_at", TS),
     Column("jobs", Integer, nullable=False, server_default=text("0")),
+    # Its jobs by status, type and failure age when selected: [{status, type, age, jobs}].
+    Column("breakdown", JSONB),
     Column("state", Text, nullable=False, server_default=text("'reviewed'")),
     Column("reason", Text),
     Column("request_id", Text),

@@ -128,7 +128,7 @@ def review(selection_id):
         sel = _selection(reader, selection_id)
         if sel["state"] != "reviewed":
             return render_template("jobwarden/bulk_progress.html", **_progress(reader, sel))
-        found = bulk.breakdown(reader, selection_id, sel["action"])
+        found = bulk.breakdown(sel)
         sample = reader.one(CQ.console_selection_range, id=selection_id, lo=0, hi=SAMPLE,
                             page=bulk.SELECTION_PAGE)["job_ids"]
     return render_template(

@@ -12,7 +12,9 @@ an audit row per job, all under the selection's id as `bulk_id`):
 - `console_selection_jobs` holds the selected ids in pages of up to 1,000, in the order
   the action takes them (newest first). An array per page keeps a million ids in a
   thousand rows of 8 kB, written by one `INSERT … SELECT`.
-- `console_selections` gains the action's state: `reviewed` (not started), `canary` (the
+- `console_selections` gains how many jobs it holds and their `breakdown` by status, type
+  and failure age, counted by the statement that stored them (so a review costs the same
+  for ten jobs or a million), and the action's state: `reviewed` (not started), `canary` (the
   first `canary` jobs only, then a decision), `running`, `stopped`, `done`; `next_ord`,
   how many of its jobs (in page order) the chunks have dealt with; the totals changed
   and left alone; the operator's reason and the form's request id. Progress lives in
@@ -49,6 +51,7 @@ def upgrade() -> None:
 
         ALTER TABLE console_selections
             ADD COLUMN jobs integer NOT NULL DEFAULT 0,
+            ADD COLUMN breakdown jsonb,
             ADD COLUMN state text NOT NULL DEFAULT 'reviewed',
             ADD COLUMN reason text,
             ADD COLUMN request_id text,
@@ -58,7 +61,21 @@ def upgrade() -> None:
             ADD COLUMN left_alone integer NOT NULL DEFAULT 0,
             ADD COLUMN finished_at timestamptz,
             ADD CONSTRAINT console_selections_state_check CHECK (state IN {STATES});
-        -- A selection used before this migration acted in one statement: it is done.
+        -- A selection used before this migration acted in one statement: it is done. One
+        -- still usable (unused, of the last hour) gets its review's breakdown.
+        UPDATE console_selections s
+        SET breakdown = (
+            SELECT jsonb_agg(to_jsonb(c) ORDER BY c.status, c.type, c.age) FROM (
+                SELECT j.status, j.type,
+                       CASE WHEN j.failed_at IS NULL THEN 'never'
+                            WHEN j.failed_at >= now() - interval '1 hour' THEN 'hour'
+                            WHEN j.failed_at >= now() - interval '1 day' THEN 'day'
+                            WHEN j.failed_at >= now() - interval '7 days' THEN 'week'
+                            ELSE 'older' END AS age,
+                       count(*) AS jobs
+                FROM unnest(s.job_ids) AS u (id) JOIN background_jobs j ON j.id = u.id
+                GROUP BY 1, 2, 3) c)
+        WHERE s.used_at IS NULL AND s.created_at > now() - interval '1 hour';
         UPDATE console_selections
         SET jobs = cardinality(job_ids),
             state = CASE WHEN used_at IS NULL THEN 'reviewed' ELSE 'done' END,
@@ -94,7 +111,7 @@ def downgrade() -> None:
                                 WHERE p.selection_id = s.id), '{}');
         ALTER TABLE console_selections ALTER COLUMN job_ids SET NOT NULL,
             DROP CONSTRAINT console_selections_state_check,
-            DROP COLUMN jobs, DROP COLUMN state, DROP COLUMN reason,
+            DROP COLUMN jobs, DROP COLUMN breakdown, DROP COLUMN state, DROP COLUMN reason,
             DROP COLUMN request_id, DROP COLUMN canary, DROP COLUMN next_ord,
             DROP COLUMN changed, DROP COLUMN left_alone, DROP COLUMN finished_at;
         DROP TABLE IF EXISTS console_selection_jobs;

@@ -10,13 +10,23 @@
 -- Hold a set of jobs for one bulk action by one operator: the given ids (ticked), or the
 -- jobs of another selection (`within`: narrowing it), or every job matching the filters
 -- (all of them also narrow the first two). No row is written when no job matches.
+-- `breakdown`: the jobs by status, type and failure age as this statement read them (the
+-- review shows it whatever the selection's size); the age buckets are half-open ranges of
+-- failed_at ending at now(), the selection's created_at, so narrowing to a bucket's
+-- bounds picks exactly its jobs.
 WITH members AS (
     SELECT unnest(%(job_ids)s::bigint[]) AS id
     UNION ALL
     SELECT unnest(p.job_ids) FROM console_selection_jobs p
     WHERE p.selection_id = %(within)s::uuid
 ), picked AS (
-    SELECT j.id, row_number() OVER (ORDER BY j.id DESC) - 1 AS ord
+    SELECT j.id, j.status, j.type,
+           CASE WHEN j.failed_at IS NULL THEN 'never'
+                WHEN j.failed_at >= now() - interval '1 hour' THEN 'hour'
+                WHEN j.failed_at >= now() - interval '1 day' THEN 'day'
+                WHEN j.failed_at >= now() - interval '7 days' THEN 'week'
+                ELSE 'older' END AS age,
+           row_number() OVER (ORDER BY j.id DESC) - 1 AS ord
     FROM background_jobs j
     WHERE (NOT %(given)s::boolean OR j.id IN (SELECT id FROM members))
       AND (%(status)s::text IS NULL OR j.status = %(status)s::text)
@@ -28,10 +38,13 @@ WITH members AS (
            OR j.id = %(search_id)s::bigint)
       AND (%(failed_from)s::timestamptz IS NULL OR j.failed_at >= %(failed_from)s::timestamptz)
       AND (%(failed_to)s::timestamptz IS NULL OR j.failed_at < %(failed_to)s::timestamptz)
+), counts AS (
+    SELECT status, type, age, count(*) AS jobs FROM picked GROUP BY status, type, age
 ), selection AS (
-    INSERT INTO console_selections (id, actor, action, description, jobs)
-    SELECT %(id)s::uuid, %(actor)s::text, %(action)s::text, %(description)s::text, count(*)
-    FROM picked
+    INSERT INTO console_selections (id, actor, action, description, jobs, breakdown)
+    SELECT %(id)s::uuid, %(actor)s::text, %(action)s::text, %(description)s::text,
+           sum(c.jobs), jsonb_agg(to_jsonb(c) ORDER BY c.status, c.type, c.age)
+    FROM counts c
     HAVING count(*) > 0
     RETURNING id, jobs
 ), pages AS (
@@ -46,8 +59,8 @@ SELECT coalesce((SELECT jobs FROM selection), 0) AS jobs, (SELECT count(*) FROM 
 -- name: console_selection_get
 -- One of this operator's selections and its action's progress; `usable`: not started and
 -- made in the last hour (a review older than that is stale: select again).
-SELECT id, action, description, created_at, used_at, jobs, state, reason, request_id,
-       canary, next_ord, changed, left_alone, finished_at, now() AS db_now,
+SELECT id, action, description, created_at, used_at, jobs, breakdown, state, reason,
+       request_id, canary, next_ord, changed, left_alone, finished_at,
        used_at IS NULL AND created_at > now() - interval '1 hour' AS usable,
        EXISTS (SELECT 1 FROM console_selection_jobs p WHERE p.selection_id = s.id) AS held
 FROM console_selections s
@@ -62,23 +75,6 @@ WHERE p.selection_id = %(id)s::uuid
   AND p.page BETWEEN %(lo)s::int / %(page)s::int AND (%(hi)s::int - 1) / %(page)s::int
   AND p.page * %(page)s::int + u.n - 1 >= %(lo)s::int
   AND p.page * %(page)s::int + u.n - 1 < %(hi)s::int;
-
--- name: console_selection_breakdown
--- How the selected jobs stand now, by status, type and failure age (the review): the age
--- buckets are half-open ranges of failed_at ending at the statement's now(), so narrowing
--- to a bucket's bounds picks exactly its jobs. A job deleted since (retention) is missing.
-SELECT j.status, j.type,
-       CASE WHEN j.failed_at IS NULL THEN 'never'
-            WHEN j.failed_at >= now() - interval '1 hour' THEN 'hour'
-            WHEN j.failed_at >= now() - interval '1 day' THEN 'day'
-            WHEN j.failed_at >= now() - interval '7 days' THEN 'week'
-            ELSE 'older' END AS age,
-       count(*) AS jobs, now() AS db_now
-FROM console_selection_jobs p
-CROSS JOIN LATERAL unnest(p.job_ids) AS u (id)
-JOIN background_jobs j ON j.id = u.id
-WHERE p.selection_id = %(id)s::uuid
-GROUP BY 1, 2, 3;
 
 -- name: console_selection_statuses
 -- How the given jobs stand now, per status (a canary's outcome).
