@@ -111,7 +111,7 @@ def load_settings() -> dict:
         # Jobs per chunk of a bulk action (one transaction each, console/data/bulk.py).
         "BULK_CHUNK_SIZE": 1000,
         # Jobs one payload or error-text search scans (console/data/search.py).
-        "SEARCH_WINDOW": 200_000,
+        "SEARCH_WINDOW": 100_000,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
         # The CSRF check on the console's POSTs (console.web.security): off only for tests;
