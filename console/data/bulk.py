@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg.errors import QueryCanceled
+from sqlalchemy.exc import DBAPIError
+
 from console.data.database import CQ, ConsoleDatabase, Reader
 from console.data.schema import SELECTION_PAGE
 from worker.core.sanitize import redact
@@ -52,22 +55,34 @@ class Breakdown:
     counted_at: datetime
 
 
+class SelectionTooSlow(Exception):
+    """Storing the selection took longer than its time limit: nothing was stored."""
+
+
 def create_selection(reader: Reader, *, selection_id: str, actor: str, action: str,
                      description: str, job_ids: list[int] | None = None,
                      within: str | None = None, filters: dict[str, Any] | None = None,
-                     failed_from: datetime | None = None,
-                     failed_to: datetime | None = None) -> int:
+                     failed_from: datetime | None = None, failed_to: datetime | None = None,
+                     time_limit: float | None = None) -> int:
     """Store the jobs to act on (in `reader`'s transaction): `job_ids`, or the jobs of the
     selection `within`, or (neither given) every job matching `filters` (the jobs list's
     JobFilter.params()); always narrowed by `filters` and failed_from <= failed_at <
-    failed_to. Returns how many jobs it holds; 0 stores nothing."""
+    failed_to. Returns how many jobs it holds; 0 stores nothing. Raises SelectionTooSlow
+    (the transaction is then aborted) when the statement outlasts `time_limit` seconds."""
     flt = {k: (filters or {}).get(k) for k in ("status", "queue", "type", "error_code",
                                                "search_key", "search_id")}
-    row = reader.one(CQ.console_selection_create, id=selection_id, actor=actor,
-                     action=action, description=description, page=SELECTION_PAGE,
-                     job_ids=job_ids, within=within,
-                     given=job_ids is not None or within is not None,
-                     failed_from=failed_from, failed_to=failed_to, **flt)
+    if time_limit:
+        reader.one(CQ.console_selection_time_limit, ms=max(1, round(time_limit * 1000)))
+    try:
+        row = reader.one(CQ.console_selection_create, id=selection_id, actor=actor,
+                         action=action, description=description, page=SELECTION_PAGE,
+                         job_ids=job_ids, within=within,
+                         given=job_ids is not None or within is not None,
+                         failed_from=failed_from, failed_to=failed_to, **flt)
+    except DBAPIError as error:
+        if isinstance(error.orig, QueryCanceled):
+            raise SelectionTooSlow(time_limit) from error
+        raise
     return row["jobs"] if row else 0
 
 

@@ -88,12 +88,17 @@ def select():
             return redirect(back, code=303)
     description += _between_note(failed_from, failed_to)
     selection_id = str(uuid.uuid4())
-    with get_db().transaction() as tx:
-        tx.run(CQ.console_selection_prune)
-        jobs = bulk.create_selection(
-            tx, selection_id=selection_id, actor=current_user.actor, action=action,
-            description=description, job_ids=job_ids, filters=filters,
-            failed_from=failed_from, failed_to=failed_to)
+    try:
+        with get_db().transaction() as tx:
+            tx.run(CQ.console_selection_prune)
+            jobs = bulk.create_selection(
+                tx, selection_id=selection_id, actor=current_user.actor, action=action,
+                description=description, job_ids=job_ids, filters=filters,
+                failed_from=failed_from, failed_to=failed_to,
+                time_limit=settings()["BULK_SELECT_SECONDS"])
+    except bulk.SelectionTooSlow:
+        flash(_too_slow(), "error")
+        return redirect(back, code=303)
     if not jobs:
         flash("No jobs selected. Nothing was changed.", "error")
         return redirect(back, code=303)
@@ -159,11 +164,16 @@ def narrow(selection_id):
     description = sel["description"] + (f", type {job_type}" if job_type else "")
     description += _between_note(failed_from, failed_to)
     narrowed = str(uuid.uuid4())
-    with get_db().transaction() as tx:
-        jobs = bulk.create_selection(
-            tx, selection_id=narrowed, actor=current_user.actor, action=sel["action"],
-            description=description, within=selection_id, filters={"type": job_type},
-            failed_from=failed_from, failed_to=failed_to)
+    try:
+        with get_db().transaction() as tx:
+            jobs = bulk.create_selection(
+                tx, selection_id=narrowed, actor=current_user.actor, action=sel["action"],
+                description=description, within=selection_id, filters={"type": job_type},
+                failed_from=failed_from, failed_to=failed_to,
+                time_limit=settings()["BULK_SELECT_SECONDS"])
+    except bulk.SelectionTooSlow:
+        flash(_too_slow(), "error")
+        return redirect(back, code=303)
     if not jobs:
         flash("None of the selected jobs is of that type or failed in that range. "
               "Nothing was changed.", "error")
@@ -299,6 +309,12 @@ def _progress(reader, sel: dict, busy: bool = False) -> dict:
         "deciding": sel["state"] == "canary" and sel["next_ord"] >= (sel["canary"] or 0),
         "poll_seconds": settings()["JOB_POLL_SECONDS"],
     }
+
+
+def _too_slow() -> str:
+    return (f"Selecting these jobs took longer than {settings()['BULK_SELECT_SECONDS']:g} s "
+            "(a few million jobs): narrow the filter, e.g. to a type or an error code. "
+            "Nothing was selected.")
 
 
 def _summary(sel: dict) -> tuple[bool, str]:

@@ -18,6 +18,7 @@ import urllib.request
 import psycopg
 import pytest
 
+from console import create_app
 from tests.console_support import PASSWORD, csrf_token, login
 from tests.helpers import first_line, scalar, start_process, stop_process, wait_for
 from worker.ops.operations import retry_job
@@ -371,3 +372,19 @@ def test_selections_made_before_migration_0030_keep_their_jobs_both_ways(empty_d
         back = conn.execute("SELECT description, job_ids[1:3], cardinality(job_ids) "
                             "FROM console_selections ORDER BY description").fetchall()
     assert back == [("old", [2500, 2499, 2498], 2500), ("used", [7, 3], 2)]
+
+
+def test_a_selection_too_slow_to_store_is_refused_and_stores_nothing(clean_db, users):
+    seed(clean_db, 25_000)
+    app = create_app({"TESTING": True, "SECRET_KEY": "t", "DATABASE_URL": clean_db,
+                      "BULK_SELECT_SECONDS": 0.001})
+    client = app.test_client()
+    assert login(client, "otto").status_code == 303
+    page = post(client, "/bulk/select", {"action": "retry", "all_matching": "1",
+                                         "status": "failed"})
+    assert page.status_code == 303
+    assert "took longer than 0.001 s" in client.get(page.headers["Location"]).get_data(
+        as_text=True)
+    assert scalar(clean_db, "SELECT count(*) FROM console_selections") == 0
+    assert scalar(clean_db, "SELECT count(*) FROM console_selection_jobs") == 0
+    app.extensions["jobwarden_db"].dispose()

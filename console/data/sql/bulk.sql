@@ -56,6 +56,11 @@ WITH members AS (
 )
 SELECT coalesce((SELECT jobs FROM selection), 0) AS jobs, (SELECT count(*) FROM pages) AS pages;
 
+-- name: console_selection_time_limit
+-- How long the selecting statement of this transaction may run (milliseconds): a request
+-- must answer before the web server gives up on it.
+SELECT set_config('statement_timeout', %(ms)s::text, true) AS statement_timeout;
+
 -- name: console_selection_get
 -- One of this operator's selections and its action's progress; `usable`: not started and
 -- made in the last hour (a review older than that is stale: select again).
