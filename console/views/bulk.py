@@ -196,9 +196,9 @@ def apply(selection_id):
         return redirect(back, code=303)
     db = get_db()
     with db.reading() as reader:
-        sel = _selection(reader, selection_id)
+        sel = reader.one(CQ.console_selection_get, id=selection_id, actor=current_user.actor)
     canary = None
-    if sel["usable"] and request.form.get("mode") == "canary":
+    if sel is not None and sel["usable"] and request.form.get("mode") == "canary":
         try:
             canary = bulk.parse_canary(request.form.get("canary"), sel["jobs"])
         except ValueError as problem:
@@ -209,9 +209,12 @@ def apply(selection_id):
                          actor=current_user.actor, reason=bulk.stored_reason(form.reason.data),
                          request_id=form.request_id.data, canary=canary)
     if started is None:
-        with db.reading() as reader:  # the state the other submission left
-            sel = _selection(reader, selection_id)
-        if sel["request_id"] == form.request_id.data:
+        # Someone else's selection reads as expired (it reveals nothing); this one's own
+        # resubmission says what the first submission did.
+        with db.reading() as reader:
+            sel = reader.one(CQ.console_selection_get, id=selection_id,
+                             actor=current_user.actor)
+        if sel is not None and sel["request_id"] == form.request_id.data:
             flash(f"Already done: this {sel['action'].replace('_', ' ')} was started at "
                   f"{sel['used_at']:%H:%M:%S} by {current_user.actor}; it was not repeated.",
                   "ok")
