@@ -8,6 +8,9 @@ server, fills it with --jobs jobs (--failed of them failed across --codes error 
 one execution row per started job, the last hour busy, and --retrying jobs of an outage
 still retrying as the fill ends), and then requests each page
 --requests times through the app in-process, printing the server time (median and p95).
+The bulk reviews are of two selections it makes first (one failed group, every failed
+job), timing the request that makes each; --bulk-chunks N also times N chunks of a bulk
+retry (which changes the database).
 The goal: each page under 150 ms median at 10,000,000 jobs.
 """
 
@@ -52,6 +55,13 @@ PAGES = [
     ("needs review", "/review"),
     ("SLA", "/sla"),
     ("metrics", "/metrics"),
+    ("search, job id", "/search?q={some_job}"),
+    ("search, idempotency key", "/search?q=key%3Akey-424242"),
+    ("search, payload value", "/search?q=customer.id%3D4242"),
+    ("search, payload, older window", "/search?q=customer.id%3D4242&before={older_window}"),
+    ("search, error text", "/search?q=error%3Atimed%20out"),
+    ("bulk review, one group", "/bulk/{review_group}"),
+    ("bulk review, every failed job", "/bulk/{review_failed}"),
 ]
 
 # Statuses by share of the non-failed jobs (failed is given exactly by --failed).
@@ -61,7 +71,8 @@ INSERT INTO background_jobs (queue, type, payload, status, priority, attempts, m
     last_error_code, last_error, idempotency_key, execution_id, worker_id, heartbeat_at,
     lease_expires_at)
 SELECT 'queue_' || (g %% 5), 'type_' || (g %% 10),
-       jsonb_build_object('n', g, 'email', 'user' || g || '@example.com'),
+       jsonb_build_object('n', g, 'email', 'user' || g || '@example.com',
+                          'customer', jsonb_build_object('id', g %% 100000)),
        s.status, 0, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END, 5,
        t.created, t.created,
        CASE WHEN s.status NOT IN ('pending', 'cancelled') THEN t.created + interval '2 seconds' END,
@@ -136,7 +147,10 @@ def prepare(server_url: str, name: str, args) -> str:
         # attempts failed with CRM_UNAVAILABLE, among type_3's pending backlog.
         seed_retry_storm(url, args.retrying)
         # The triggers counted the inserts; the per-minute history of outcomes that
-        # happened "before" the fill comes from the jobs' timestamps.
+        # happened "before" the fill comes from the jobs' timestamps. Statistics first:
+        # on never-analyzed tables the rebuild's anti-joins take a plan that ran over
+        # 19 minutes at 1,000,000 jobs on the 2-core machine (7 s once analyzed).
+        conn.execute("ANALYZE")
         conn.execute("SELECT jobwarden_rollup_rebuild()")
         # Production runs autovacuum, which keeps the visibility map and statistics of a
         # table this size current (README.md, "Console at scale"); a fresh bench database
@@ -166,7 +180,7 @@ def report_counts(url: str) -> None:
         print(f"  {codes} error codes among failed jobs")
 
 
-def measure(url: str, requests: int) -> list[tuple[str, float, float]]:
+def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, float]]:
     from console import create_app
     from console.cli.accounts import user_add, user_reset
 
@@ -182,9 +196,23 @@ def measure(url: str, requests: int) -> list[tuple[str, float, float]]:
             "SELECT id FROM background_jobs ORDER BY id DESC OFFSET 50 LIMIT 1").fetchone()[0]
         some_job = conn.execute("SELECT min(id) FROM background_jobs "
                                 "WHERE status = 'failed'").fetchone()[0]
+        newest = conn.execute("SELECT max(id) FROM background_jobs").fetchone()[0]
+    window = app.extensions["jobwarden_console"].settings["SEARCH_WINDOW"]
+    # The bulk reviews: one failed group, and every failed job (the selection is made by
+    # one request each, timed once: a POST that stores the ids).
+    reviews = {}
+    for name, form in (("review_group", {"error_code": "ERR_07"}), ("review_failed", {})):
+        started = time.perf_counter()
+        response = client.post("/bulk/select", data={"action": "retry", "all_matching": "1",
+                                                      "status": "failed", **form})
+        took = (time.perf_counter() - started) * 1000
+        assert response.status_code == 303, response.status_code
+        reviews[name] = response.headers["Location"].split("/bulk/", 1)[1].split("?")[0]
+        print(f"  selecting for {name.replace('_', ' ')}: {took:.0f} ms (once)", flush=True)
     results = []
     for label, path in PAGES:
-        path = path.format(second_page=second_page + 1, some_job=some_job)
+        path = path.format(second_page=second_page + 1, some_job=some_job,
+                           older_window=max(newest + 1 - window, 2), **reviews)
         response = client.get(path)
         assert response.status_code == 200, (path, response.status_code)
         timings = []
@@ -196,10 +224,33 @@ def measure(url: str, requests: int) -> list[tuple[str, float, float]]:
         timings.sort()
         p95 = timings[min(len(timings) - 1, int(round(0.95 * len(timings))) - 1)]
         results.append((f"{label} ({path})", statistics.median(timings), p95))
-        print(f"  {label:28} median {statistics.median(timings):7.1f} ms   p95 {p95:7.1f} ms",
+        print(f"  {label:30} median {statistics.median(timings):7.1f} ms   p95 {p95:7.1f} ms",
               flush=True)
+    if chunks:
+        response = client.post("/bulk/select", data={"action": "retry", "all_matching": "1",
+                                                     "status": "failed", "error_code": "ERR_19"})
+        time_chunks(client, response.headers["Location"].split("/bulk/", 1)[1].split("?")[0],
+                    chunks)
     app.extensions["jobwarden_db"].dispose()
     return results
+
+
+def time_chunks(client, selection: str, chunks: int) -> None:
+    """Retry the group's selection chunk by chunk (this changes the database: those jobs
+    go back to pending), timing each POST that does one chunk."""
+    response = client.post(f"/bulk/{selection}", data={
+        "reason": "bench", "request_id": f"bench-{selection}", "mode": "all"})
+    assert response.status_code == 303, response.status_code
+    timings = []
+    for _ in range(chunks):
+        started = time.perf_counter()
+        response = client.post(f"/bulk/{selection}/step", headers={"HX-Request": "true"})
+        timings.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+        if 'hx-post="' not in response.get_data(as_text=True):
+            break
+    print(f"  bulk retry, one chunk per POST: median {statistics.median(timings):7.1f} ms "
+          f"over {len(timings)} chunks", flush=True)
 
 
 def main(argv=None) -> int:
@@ -214,6 +265,9 @@ def main(argv=None) -> int:
     p.add_argument("--database", default="jobwarden_bench", help="database name to (re)create")
     p.add_argument("--reuse", action="store_true", help="time an already filled database")
     p.add_argument("--load-only", action="store_true", help="fill the database, time nothing")
+    p.add_argument("--bulk-chunks", type=int, default=0, metavar="N",
+                   help="also time N chunks of a bulk retry of group ERR_19 (changes the "
+                        "database: those jobs go back to pending)")
     args = p.parse_args(argv)
     if args.failed * 10 > args.jobs:
         p.error("--failed may be at most a tenth of --jobs")
@@ -223,7 +277,7 @@ def main(argv=None) -> int:
     if args.load_only:
         return 0
     print(f"server time over {args.requests} requests per page (in-process, no network):")
-    results = measure(url, args.requests)
+    results = measure(url, args.requests, args.bulk_chunks)
     slow = [r for r in results if r[1] > 150]
     print("all pages under 150 ms median" if not slow else
           "over 150 ms median: " + ", ".join(r[0] for r in slow))

@@ -27,7 +27,7 @@ TABLES = (
     "job_audit", "job_executions", "processed_effects", "background_jobs",
     "job_workers", "console_users", "queue_controls", "job_types", "console_login_throttle",
     "job_schedules", "job_event_totals",
-    "console_selections",
+    "console_selections", "console_selection_jobs", "console_bulk_steps",
 )
 
 

@@ -26,9 +26,9 @@ from psycopg.conninfo import conninfo_to_dict
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
-def free_port() -> int:
+def free_port(addr: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((addr, 0))
         return s.getsockname()[1]
 
 
@@ -59,11 +59,12 @@ def run_as(host: str) -> str:
 
 
 @contextmanager
-def pgbouncer(server_url: str, *, pool_size: int = 4):
-    """Run PgBouncer in front of `server_url`'s server; yields its port."""
+def pgbouncer(server_url: str, *, pool_size: int = 4, listen_addr: str = "127.0.0.1"):
+    """Run PgBouncer in front of `server_url`'s server, listening on `listen_addr`;
+    yields its port."""
     assert os.path.exists(PGBOUNCER), "pgbouncer is missing: `make pgbouncer` installs it"
     host, server_port = server_address(server_url)
-    port = free_port()
+    port = free_port(listen_addr)
     home = Path(tempfile.mkdtemp(prefix="jobwarden-pgbouncer-"))
     user = urlsplit(server_url).username or "postgres"
     (home / "userlist.txt").write_text(f'"{user}" ""\n')
@@ -72,7 +73,7 @@ def pgbouncer(server_url: str, *, pool_size: int = 4):
 * = host={host} port={server_port}
 
 [pgbouncer]
-listen_addr = 127.0.0.1
+listen_addr = {listen_addr}
 listen_port = {port}
 unix_socket_dir =
 auth_type = trust
@@ -97,7 +98,7 @@ ignore_startup_parameters = extra_float_digits,options,application_name
         deadline = time.monotonic() + 20
         while True:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                socket.create_connection((listen_addr, port), timeout=1).close()
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:

@@ -68,18 +68,25 @@ def tail(path: str, lines: int = 5) -> str:
     return " | ".join(kept[-lines:])
 
 
+def children(pid: int) -> list[int]:
+    """pid's child processes, from /proc/<pid>/task/*/children (none once it is gone)."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
 def _tree(pid: int) -> list[int]:
-    """pid and all its descendants, from /proc/<pid>/task/*/children."""
+    """pid and all its descendants."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
         out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except OSError:
-            continue
+        todo.extend(children(p))
     return out
 
 

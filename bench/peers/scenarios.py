@@ -7,6 +7,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import psycopg
@@ -52,17 +54,24 @@ def _count(conn, system: System) -> int:
 
 
 def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | None,
-          timeout: float, poll: float, tag: str) -> dict:
+          timeout: float, poll: float, tag: str, *,
+          launch: Callable[[int], tuple[list[str], dict[str, str]]] | None = None,
+          observe: Callable[[list], AbstractContextManager] | None = None) -> dict:
     """Start `workers` worker processes on `jobs` enqueued jobs; wait (at most `timeout`)
-    until all have finished. Times are the database's: worker start to last finish."""
+    until all have finished. Times are the database's: worker start to last finish.
+
+    `launch(i)` gives worker i's command line and environment (default: the system's
+    worker command on `url`); `observe(processes)` is a context entered once they have
+    started and left when the drain is seen complete, before they are stopped."""
     fd, log = tempfile.mkstemp(prefix=f"jwbench-{tag}-{system.name}-", suffix=".log")
     os.close(fd)
+    launch = launch or (lambda i: (system.worker_argv(url, concurrency), system.env(url)))
     t0 = _db_now(url)
-    started = [procs.spawn(system.worker_argv(url, concurrency), system.env(url), ROOT, log)
-               for _ in range(workers)]
+    started = [procs.spawn(*launch(i), ROOT, log) for i in range(workers)]
     timed_out = False
     try:
-        with procs.RssWatch(started) as rss, psycopg.connect(url, autocommit=True) as conn:
+        with procs.RssWatch(started) as rss, psycopg.connect(url, autocommit=True) as conn, \
+                (observe or (lambda _: nullcontext()))(started):
             deadline = time.monotonic() + timeout
             while _count(conn, system) < jobs:
                 dead = [p for p in started if p.poll() is not None]

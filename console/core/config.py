@@ -129,6 +129,13 @@ def load_settings() -> dict:
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,
         "JOB_POLL_SECONDS": 2,
+        # Jobs per chunk of a bulk action (one transaction each, console/data/bulk.py).
+        "BULK_CHUNK_SIZE": 1000,
+        # How long storing a selection may take: the request must answer before the web
+        # server's own timeout (gunicorn's default is 30 s).
+        "BULK_SELECT_SECONDS": 20.0,
+        # Jobs one payload or error-text search scans (console/data/search.py).
+        "SEARCH_WINDOW": 100_000,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
         # The CSRF check on the console's POSTs (console.web.security): off only for tests;

@@ -36,8 +36,10 @@ def index():
     older = urlencode({**keep, "before": next_before}) if next_before else None
     bulk = (get_db().all(CQ.console_audit_bulk_summary, bulk_id=filters["bulk_id"])
             if filters["bulk_id"] else [])
+    # Bulk actions started and not ended: their chunks run while their page is open.
+    unfinished = get_db().all(CQ.console_bulk_unfinished, limit=20)
     return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
-                           bulk=bulk, actions=AUDITED_ACTIONS)
+                           bulk=bulk, actions=AUDITED_ACTIONS, unfinished=unfinished)
 
 
 def uuid_filter(value) -> str | None:

@@ -1,25 +1,42 @@
 """Select and act: tick jobs (or all matching a filter), review the set, act with a reason.
 
-The reviewed set is stored server-side (`console_selections`) when the operator asks to
-review it; the confirming form carries only the selection's id and the reason. So what
-the action touches is exactly what the review showed (minus jobs that moved on), never
-what a stale or edited form says.
+The reviewed set is stored server-side (`console_selections` and its pages of ids) when
+the operator asks to review it, whatever its size; the confirming form carries only the
+selection's id, the reason and the canary. So what the action touches is exactly what the
+review showed (minus jobs that moved on), never what a stale or edited form says.
+
+The review breaks the set down by status, type and failure age; narrowing it (a type, a
+"failed between" range, an age bucket) stores a new selection holding only those of its
+jobs. The action runs in chunks (console/data/bulk.py), optionally after a canary: the
+first N (or N%) jobs, whose outcome the page counts from the tables until the operator
+continues or stops.
+
+Who runs the chunks: the operator's page, one chunk per request (htmx asks for the next
+as soon as one answers; without JavaScript a button does). No thread of the web process
+holds the work, and every chunk commits its progress with its jobs, so a console restart
+loses nothing: the page's next request (or the operator reopening it) carries on. A
+worker duty would run on with the tab closed, but it would put console state into the
+runtime and need a worker of the console's version; a bulk action the operator walks
+away from simply waits, listed on the audit log, until reopened or stopped.
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
+from console.core.config import settings
+from console.data import bulk
 from console.data.database import CQ, get_db
-from console.data.queries import JobFilter, positive_int
+from console.data.queries import JobFilter, positive_int, text_filter
 from console.data.schema import SELECTION_ACTIONS
 from console.web.auth import role_required
 from console.web.errors import page
 from console.web.forms import ActionForm
 from console.web.identity import current_user
-from console.web.security import safe_next_url
+from console.web.security import is_htmx, safe_next_url
 from worker.ops import operations
 from worker.store.schema import JOB_STATUSES
 
@@ -29,8 +46,10 @@ bp = Blueprint("bulk", __name__)
 #: unknown outcomes (those are decided on Needs review).
 LIST_ACTIONS = tuple(a for a, froms in operations.SELECTION_FROM.items()
                      if set(froms) - {"unknown"})
-#: The most jobs one selection may hold; "all matching" beyond it asks for a narrower filter.
-SELECTION_MAX = 10_000
+#: The canary the review suggests, in jobs.
+CANARY_DEFAULT = 100
+#: Jobs the page lists by id (the sample of a review, the left-alone ones of a run).
+SAMPLE = 50
 
 
 @bp.post("/bulk/select")
@@ -43,6 +62,13 @@ def select():
         flash(f"Choose {', '.join(a.replace('_', ' ') for a in SELECTION_ACTIONS)}. "
               "Nothing was changed.", "error")
         return redirect(back, code=303)
+    try:
+        failed_from, failed_to = _failed_between(request.form)
+    except ValueError as problem:
+        flash(str(problem), "error")
+        return redirect(back, code=303)
+    job_ids = None
+    filters = None
     if request.form.get("all_matching"):
         status = request.form.get("status") or ""
         if status and status not in JOB_STATUSES:
@@ -51,24 +77,31 @@ def select():
             return page(400, "Unknown status", f"Unknown status {status!r}: choose one of "
                         f"{', '.join(JOB_STATUSES)}. Nothing was selected.")
         flt = JobFilter.from_args({**request.form.to_dict(), "before": None, "after": None})
-        found = get_db().all(CQ.console_jobs_page, **{**flt.params(), "limit": SELECTION_MAX + 1})
-        if len(found) > SELECTION_MAX:
-            flash(f"More than {SELECTION_MAX:,} jobs match this filter: narrow it first. "
-                  "Nothing was changed.", "error")
-            return redirect(back, code=303)
-        job_ids = [r["id"] for r in found]
+        filters = flt.params()
         description = "all jobs matching " + (_describe(flt) or "no filter")
     else:
         ids = {positive_int(v) for v in request.form.getlist("job_id")}
-        job_ids = sorted((i for i in ids if i), reverse=True)[:SELECTION_MAX]
+        job_ids = sorted((i for i in ids if i), reverse=True)[:bulk.TICKED_MAX]
         description = f"{len(job_ids)} ticked job(s)"
-    if not job_ids:
+        if not job_ids:
+            flash("No jobs selected. Nothing was changed.", "error")
+            return redirect(back, code=303)
+    description += _between_note(failed_from, failed_to)
+    selection_id = str(uuid.uuid4())
+    try:
+        with get_db().transaction() as tx:
+            tx.run(CQ.console_selection_prune)
+            jobs = bulk.create_selection(
+                tx, selection_id=selection_id, actor=current_user.actor, action=action,
+                description=description, job_ids=job_ids, filters=filters,
+                failed_from=failed_from, failed_to=failed_to,
+                time_limit=settings()["BULK_SELECT_SECONDS"])
+    except bulk.SelectionTooSlow:
+        flash(_too_slow(), "error")
+        return redirect(back, code=303)
+    if not jobs:
         flash("No jobs selected. Nothing was changed.", "error")
         return redirect(back, code=303)
-    selection_id = str(uuid.uuid4())
-    with get_db().transaction() as tx:
-        tx.all(CQ.console_selection_create, id=selection_id, actor=current_user.actor,
-               action=action, job_ids=job_ids, description=description)
     return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id, next=back),
                     code=303)
 
@@ -82,57 +115,246 @@ def _selection_id(value: str) -> str:
         abort(404)
 
 
+def _selection(reader, selection_id: str) -> dict:
+    sel = reader.one(CQ.console_selection_get, id=selection_id, actor=current_user.actor)
+    if sel is None:
+        abort(404)
+    return sel
+
+
 @bp.get("/bulk/<selection_id>")
 @role_required("operator")
 def review(selection_id):
-    """The stored set: how many, how they stand now, and the reason box to act."""
+    """Before the action: the stored set, broken down, with the reason box, the canary
+    and the narrowing filters. Once started: its progress."""
     selection_id = _selection_id(selection_id)
+    back = safe_next_url(request.args.get("next"), url_for("jobwarden.jobs.index"))
     with get_db().reading() as reader:
-        sel = reader.one(CQ.console_selection_get, id=str(selection_id),
-                         actor=current_user.actor)
-        if sel is None:
-            abort(404)
-        statuses = reader.all(CQ.console_selection_statuses, job_ids=sel["job_ids"])
-    eligible = sum(s["jobs"] for s in statuses
-                   if s["status"] in operations.SELECTION_FROM[sel["action"]])
+        sel = _selection(reader, selection_id)
+        if sel["state"] != "reviewed":
+            return render_template("jobwarden/bulk_progress.html", **_progress(reader, sel))
+        found = bulk.breakdown(sel)
+        sample = reader.one(CQ.console_selection_range, id=selection_id, lo=0, hi=SAMPLE,
+                            page=bulk.SELECTION_PAGE)["job_ids"]
     return render_template(
-        "jobwarden/bulk.html", sel=sel, past=operations.SELECTION_PAST, statuses=statuses,
-        eligible=eligible,
-        allowed_from=operations.SELECTION_FROM[sel["action"]], form=ActionForm.fresh(),
-        sample=sel["job_ids"][:50],
-        next=safe_next_url(request.args.get("next"), url_for("jobwarden.jobs.index")))
+        "jobwarden/bulk.html", sel=sel, past=operations.SELECTION_PAST, found=found,
+        ages=bulk.AGE_BUCKETS, form=ActionForm.fresh(), sample=sample, next=back,
+        canary_default=min(CANARY_DEFAULT, max(sel["jobs"] // 10, 1)),
+        chunk=settings()["BULK_CHUNK_SIZE"])
+
+
+@bp.post("/bulk/<selection_id>/narrow")
+@role_required("operator")
+def narrow(selection_id):
+    """A new selection holding only those of this one's jobs of a type, or failed in a
+    range of time: its review replaces this one's."""
+    selection_id = _selection_id(selection_id)
+    back = url_for("jobwarden.bulk.review", selection_id=selection_id)
+    with get_db().reading() as reader:
+        sel = _selection(reader, selection_id)
+    try:
+        failed_from, failed_to = _failed_between(request.form)
+    except ValueError as problem:
+        flash(str(problem), "error")
+        return redirect(back, code=303)
+    job_type = text_filter(request.form.get("type"))
+    if not (job_type or failed_from or failed_to):
+        flash("Give a type or a time range to narrow to. Nothing was changed.", "error")
+        return redirect(back, code=303)
+    description = sel["description"] + (f", type {job_type}" if job_type else "")
+    description += _between_note(failed_from, failed_to)
+    narrowed = str(uuid.uuid4())
+    try:
+        with get_db().transaction() as tx:
+            jobs = bulk.create_selection(
+                tx, selection_id=narrowed, actor=current_user.actor, action=sel["action"],
+                description=description, within=selection_id, filters={"type": job_type},
+                failed_from=failed_from, failed_to=failed_to,
+                time_limit=settings()["BULK_SELECT_SECONDS"])
+    except bulk.SelectionTooSlow:
+        flash(_too_slow(), "error")
+        return redirect(back, code=303)
+    if not jobs:
+        flash("None of the selected jobs is of that type or failed in that range. "
+              "Nothing was changed.", "error")
+        return redirect(back, code=303)
+    return redirect(url_for("jobwarden.bulk.review", selection_id=narrowed,
+                            next=request.form.get("next") or None), code=303)
 
 
 @bp.post("/bulk/<selection_id>")
 @role_required("operator")
 def apply(selection_id):
-    """Act on exactly the stored set, once, with the operator's reason."""
+    """Start the action on exactly the stored set, once, with the operator's reason: all
+    of it, or a canary first. Its first chunk runs in this request; a set of one chunk is
+    done when the page comes back."""
     selection_id = _selection_id(selection_id)
     form = ActionForm()
     back = url_for("jobwarden.bulk.review", selection_id=selection_id)
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(back, code=303)
+    db = get_db()
+    with db.reading() as reader:
+        sel = reader.one(CQ.console_selection_get, id=selection_id, actor=current_user.actor)
+    canary = None
+    if sel is not None and sel["usable"] and request.form.get("mode") == "canary":
+        try:
+            canary = bulk.parse_canary(request.form.get("canary"), sel["jobs"])
+        except ValueError as problem:
+            flash(str(problem), "error")
+            return redirect(back, code=303)
+    with db.transaction() as tx:
+        started = tx.one(CQ.console_selection_start, id=selection_id,
+                         actor=current_user.actor, reason=bulk.stored_reason(form.reason.data),
+                         request_id=form.request_id.data, canary=canary)
+    if started is None:
+        # Someone else's selection reads as expired (it reveals nothing); this one's own
+        # resubmission says what the first submission did.
+        with db.reading() as reader:
+            sel = reader.one(CQ.console_selection_get, id=selection_id,
+                             actor=current_user.actor)
+        if sel is not None and sel["request_id"] == form.request_id.data:
+            flash(f"Already done: this {sel['action'].replace('_', ' ')} was started at "
+                  f"{sel['used_at']:%H:%M:%S} by {current_user.actor}; it was not repeated.",
+                  "ok")
+            return redirect(back, code=303)
+        flash("This selection was already used or has expired: select again. "
+              "Nothing was changed.", "error")
+        return redirect(url_for("jobwarden.jobs.index"), code=303)
+    done = _run_chunk(selection_id)
+    if done is not None and done.state == "done":
+        with db.reading() as reader:
+            sel = _selection(reader, selection_id)
+        ok, message = _summary(sel)
+        flash(message, "ok" if ok else "error")
+        if ok:
+            return redirect(url_for("jobwarden.audit.index", bulk=selection_id), code=303)
+    return redirect(back, code=303)
+
+
+@bp.post("/bulk/<selection_id>/step")
+@role_required("operator")
+def step(selection_id):
+    """Do the action's next chunk (the page's htmx asks for one after another)."""
+    selection_id = _selection_id(selection_id)
+    done = _run_chunk(selection_id)
+    if done is None:  # nothing to do now, or not this operator's selection (404)
+        with get_db().reading() as reader:
+            _selection(reader, selection_id)
+    if not is_htmx():
+        return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id), code=303)
+    return _progress_fragment(selection_id, busy=done is None)
+
+
+@bp.get("/bulk/<selection_id>/_progress")
+@role_required("operator")
+def progress(selection_id):
+    """The progress panel (polled while a canary's jobs run and the operator decides)."""
+    return _progress_fragment(_selection_id(selection_id))
+
+
+@bp.post("/bulk/<selection_id>/continue")
+@role_required("operator")
+def resume(selection_id):
+    """After the canary: act on the rest of the set."""
+    return _decide(selection_id, CQ.console_bulk_continue,
+                   "The canary is not done yet, or the action was stopped: nothing was "
+                   "changed.")
+
+
+@bp.post("/bulk/<selection_id>/stop")
+@role_required("operator")
+def stop(selection_id):
+    """Stop the action where it is: the chunks done stay done, none other starts."""
+    return _decide(selection_id, CQ.console_bulk_stop,
+                   "This bulk action had already ended: nothing was changed.")
+
+
+def _decide(selection_id: str, query, refused: str):
+    selection_id = _selection_id(selection_id)
     with get_db().transaction() as tx:
-        held = tx.all(CQ.console_selection_get, id=str(selection_id), actor=current_user.actor)
-        used = tx.all(CQ.console_selection_consume, id=str(selection_id),
-                      actor=current_user.actor)
-        if not used:
-            done = held and operations.already_done(tx.conn, held[0]["action"],
-                                                    form.request_id.data,
-                                                    current_user.actor, str(selection_id))
-            message = done.message if done else (
-                "This selection was already used or has expired: select again. "
-                "Nothing was changed.")
-            flash(message, "ok" if done else "error")
-            return redirect(url_for("jobwarden.jobs.index"), code=303)
-        result = operations.act_on_selection(
-            tx.conn, used[0]["action"], used[0]["job_ids"], actor=current_user.actor,
-            role=current_user.role, reason=form.reason.data, bulk_id=str(selection_id),
-            request_id=form.request_id.data)
-    flash(result.message, "ok" if result.ok else "error")
-    return redirect(url_for("jobwarden.audit.index", bulk=str(selection_id)) if result.ok else back,
-                    code=303)
+        _selection(tx, selection_id)
+        changed = tx.one(query, id=selection_id, actor=current_user.actor)
+    if changed is None:
+        flash(refused, "error")
+    elif query is CQ.console_bulk_continue:
+        _run_chunk(selection_id)
+    return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id), code=303)
+
+
+def _run_chunk(selection_id: str) -> bulk.Chunk | None:
+    return bulk.run_chunk(get_db(), selection_id, actor=current_user.actor,
+                          role=current_user.role, chunk=settings()["BULK_CHUNK_SIZE"])
+
+
+def _progress_fragment(selection_id: str, busy: bool = False):
+    with get_db().reading() as reader:
+        context = _progress(reader, _selection(reader, selection_id), busy)
+    return render_template("jobwarden/_bulk_progress.html", **context)
+
+
+def _progress(reader, sel: dict, busy: bool = False) -> dict:
+    """What the progress page shows: the totals, the canary's outcome counted from the
+    tables, the jobs left alone, and whether the page should ask for the next chunk."""
+    canary = None
+    if sel["canary"] and sel["held"]:
+        canary = bulk.range_statuses(reader, sel["id"], 0, sel["canary"])
+    left_alone = (reader.one(CQ.console_bulk_left_alone_sample, id=sel["id"],
+                             limit=SAMPLE)["job_ids"] if sel["left_alone"] else [])
+    limit = sel["canary"] if sel["state"] == "canary" else sel["jobs"]
+    return {
+        "sel": sel, "canary": canary, "left_alone_ids": left_alone,
+        "past": operations.SELECTION_PAST, "busy": busy,
+        # More chunks to do now: the page asks for the next at once (later when another
+        # request of the same action holds its lock).
+        "driving": sel["state"] in ("canary", "running") and sel["next_ord"] < limit,
+        "deciding": sel["state"] == "canary" and sel["next_ord"] >= (sel["canary"] or 0),
+        "poll_seconds": settings()["JOB_POLL_SECONDS"],
+    }
+
+
+def _too_slow() -> str:
+    return (f"Selecting these jobs took longer than {settings()['BULK_SELECT_SECONDS']:g} s "
+            "(a few million jobs): narrow the filter, e.g. to a type or an error code. "
+            "Nothing was selected.")
+
+
+def _summary(sel: dict) -> tuple[bool, str]:
+    past = operations.SELECTION_PAST[sel["action"]]
+    if not sel["changed"]:
+        return False, (f"None of the {sel['jobs']} selected job(s) could be {past}: they had "
+                       "moved on. Nothing was changed.")
+    note = (f"; {sel['left_alone']} had moved on and were left alone"
+            if sel["left_alone"] else "")
+    return True, f"{past.capitalize()} {sel['changed']} of {sel['jobs']} selected job(s){note}."
+
+
+def _failed_between(form) -> tuple[datetime | None, datetime | None]:
+    """The "failed between" range of a form (`failed_from`, `failed_to`): times given
+    as YYYY-MM-DDTHH:MM[:SS] in UTC (the zone the console shows), or with an offset."""
+    bounds = []
+    for name in ("failed_from", "failed_to"):
+        text = (form.get(name) or "").strip()
+        if not text:
+            bounds.append(None)
+            continue
+        try:
+            moment = datetime.fromisoformat(text[:40])
+        except ValueError:
+            raise ValueError(f"Give the failure times as YYYY-MM-DDTHH:MM (UTC) or with an "
+                             f"offset, not {text[:40]!r}. Nothing was changed.") from None
+        bounds.append(moment if moment.utcoffset() is not None else moment.replace(tzinfo=UTC))
+    if bounds[0] and bounds[1] and bounds[0] >= bounds[1]:
+        raise ValueError("The range's start must come before its end. Nothing was changed.")
+    return bounds[0], bounds[1]
+
+
+def _between_note(failed_from: datetime | None, failed_to: datetime | None) -> str:
+    """How a selection's description names its "failed between" range."""
+    parts = [f"{label} {moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+             for label, moment in (("from", failed_from), ("before", failed_to)) if moment]
+    return ", failed " + " and ".join(parts) if parts else ""
 
 
 def _describe(flt: JobFilter) -> str:

@@ -44,6 +44,7 @@ PAGES = [
     ("sla", "/sla"),
     ("audit", "/audit"),
     ("bulk-review", "{bulk_review}"),
+    ("search", "/search?q=orderId%3D7100"),
     ("users", "/users"),
     ("login", "/login"),
 ]

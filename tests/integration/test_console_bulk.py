@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, timedelta
 
 import psycopg
 import pytest
@@ -138,3 +139,80 @@ def test_all_matching_with_an_unknown_status_is_refused_and_selects_nothing(
     with psycopg.connect(clean_db) as conn:
         assert conn.execute("SELECT count(*) FROM console_selections").fetchone()[0] == 0
     assert {job_row(clean_db, i)["status"] for i in failed_jobs} == {"failed"}
+
+
+@pytest.fixture
+def aged_failures(engine):
+    """AUTH_FAILED send_email jobs that failed 10 minutes, 3 hours and 3 days ago (two
+    each), and one sync_crm job of the same code that failed 5 days ago."""
+    ids = {}
+    with engine.begin() as conn:
+        for label, ago, job_type in (("10m", 600, "send_email"), ("3h", 3 * 3600, "send_email"),
+                                     ("3d", 3 * 86400, "send_email"),
+                                     ("5d", 5 * 86400, "sync_crm")):
+            ids[label] = [sample_data.insert_job(conn, job_type, "failed",
+                                                 error_code="AUTH_FAILED")
+                          for _ in range(1 if label == "5d" else 2)]
+            conn.exec_driver_sql("UPDATE background_jobs SET failed_at = now() - "
+                                 "make_interval(secs => %(ago)s) WHERE id = ANY(%(ids)s)",
+                                 {"ago": ago, "ids": ids[label]})
+    return ids
+
+
+def test_the_review_is_narrowed_by_type_and_failed_between(
+        operator, post_form, aged_failures, clean_db):
+    review_url = select(post_form, operator, {"action": "retry", "all_matching": "1",
+                                              "status": "failed", "error_code": "AUTH_FAILED"})
+    sel = selection_id(review_url)
+    review = operator.get(review_url).get_data(as_text=True)
+    assert 'data-testid="selected-count">7<' in review
+    for bucket, jobs in (("hour", 2), ("day", 2), ("week", 3)):
+        assert re.search(rf'data-age-row="{bucket}">.*?data-testid="age-jobs">{jobs}<',
+                         review, re.S), bucket
+    with psycopg.connect(clean_db) as conn:
+        now = conn.execute("SELECT now()").fetchone()[0]
+    # failed between 4 days and 1 hour ago: the 3-hour and 3-day-old ones
+    response = post_form(operator, f"/bulk/{sel}/narrow", {
+        "failed_from": f"{(now - timedelta(days=4)).astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
+        "failed_to": (now - timedelta(hours=1)).isoformat()})
+    assert response.status_code == 303
+    narrowed = operator.get(response.headers["Location"]).get_data(as_text=True)
+    assert 'data-testid="selected-count">4<' in narrowed and "failed from" in narrowed
+    # narrowing that one to a type keeps what is left of it
+    by_type = post_form(operator, f"/bulk/{selection_id(response.headers['Location'])}/narrow",
+                        {"type": "send_email"})
+    page = operator.get(by_type.headers["Location"]).get_data(as_text=True)
+    assert 'data-testid="selected-count">4<' in page
+    post_form(operator, f"/bulk/{selection_id(by_type.headers['Location'])}",
+              {"reason": "just these", "request_id": "n1", "mode": "all"})
+    assert {job_row(clean_db, i)["status"] for i in aged_failures["3h"] + aged_failures["3d"]} \
+        == {"pending"}
+    assert {job_row(clean_db, i)["status"] for i in aged_failures["10m"] + aged_failures["5d"]} \
+        == {"failed"}
+
+
+@pytest.mark.parametrize("fields, problem", [
+    ({"failed_from": "yesterday"}, "Give the failure times as YYYY-MM-DDTHH:MM"),
+    ({"failed_from": "2026-12-02T10:00", "failed_to": "2026-12-01T10:00"},
+     "The range's start must come before its end"),
+    ({"failed_to": "9999-99-99"}, "Give the failure times"),
+    ({"type": "  "}, "Give a type or a time range"),
+    ({}, "Give a type or a time range"),
+])
+def test_a_bad_narrowing_is_refused_and_selects_nothing(
+        operator, post_form, aged_failures, clean_db, fields, problem):
+    sel = selection_id(select(post_form, operator, {"action": "skip", "all_matching": "1",
+                                                    "status": "failed"}))
+    page = post_form(operator, f"/bulk/{sel}/narrow", fields,
+                     follow_redirects=True).get_data(as_text=True)
+    assert problem in html.unescape(page)
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT count(*) FROM console_selections").fetchone()[0] == 1
+    # the same checks guard the selection made from a list
+    if "type" not in fields and fields:
+        page = post_form(operator, "/bulk/select", {"action": "skip", "all_matching": "1",
+                                                    "status": "failed", **fields},
+                         follow_redirects=True).get_data(as_text=True)
+        assert problem in html.unescape(page)
+    assert {job_row(clean_db, i)["status"] for ids in aged_failures.values() for i in ids} \
+        == {"failed"}

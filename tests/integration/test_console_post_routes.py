@@ -37,6 +37,10 @@ def routes(app, seeded: dict) -> dict[str, list[tuple[str, dict]]]:
         "jobwarden.users.access": [(f"/users/{seeded['otto_id']}/access", {})],
         "jobwarden.bulk.select": [("/bulk/select", {"job_id": str(job)})],
         "jobwarden.bulk.apply": [(f"/bulk/{seeded['selection']}", {})],
+        "jobwarden.bulk.narrow": [(f"/bulk/{seeded['selection']}/narrow", {"type": "x"})],
+        "jobwarden.bulk.step": [(f"/bulk/{seeded['started']}/step", {})],
+        "jobwarden.bulk.resume": [(f"/bulk/{seeded['started']}/continue", {})],
+        "jobwarden.bulk.stop": [(f"/bulk/{seeded['started']}/stop", {})],
     }
 
 
@@ -63,12 +67,23 @@ def seeded(app, make_job, clean_db):
         otto_id = conn.execute("SELECT id FROM console_users WHERE username = 'otto'"
                                ).fetchone()[0]
     values = {status: make_job(status) for status in ("failed", "pending", "unknown")}
+    values["canary"] = [make_job("failed") for _ in range(3)]
     admin = app.test_client()
     assert login(admin, "ada").status_code == 303
-    made = admin.post("/bulk/select", data={"action": "retry", "job_id": str(values["failed"]),
-                                            "csrf_token": csrf_token(admin, "/jobs")})
-    selection = made.headers["Location"].split("/bulk/", 1)[1].split("?")[0]
-    return {**values, "otto_id": otto_id, "selection": selection, "admin": admin}
+
+    def selection(ids: list[int]) -> str:
+        made = admin.post("/bulk/select", data={
+            "action": "retry", "job_id": [str(i) for i in ids],
+            "csrf_token": csrf_token(admin, "/jobs")})
+        return made.headers["Location"].split("/bulk/", 1)[1].split("?")[0]
+
+    # A bulk action started with a canary of one, for the routes that steer one.
+    started = selection(values["canary"])
+    assert admin.post(f"/bulk/{started}", data={
+        "reason": "canary", "request_id": "c", "mode": "canary", "canary": "1",
+        "csrf_token": csrf_token(admin, "/jobs")}).status_code == 303
+    return {**values, "otto_id": otto_id, "selection": selection([values["failed"]]),
+            "started": started, "admin": admin}
 
 
 def test_the_walk_lists_every_post_route_of_the_console(app, seeded):

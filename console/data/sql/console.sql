@@ -447,36 +447,6 @@ UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean
 WHERE id = %(user_id)s::bigint
 RETURNING id;
 
--- name: console_selection_create
--- Hold a reviewed set of jobs for one bulk action by one operator.
-INSERT INTO console_selections (id, actor, action, job_ids, description)
-VALUES (%(id)s::uuid, %(actor)s::text, %(action)s::text, %(job_ids)s::bigint[],
-        %(description)s::text)
-RETURNING id;
-
--- name: console_selection_get
--- A selection of this operator's that is still usable (unused, made in the last hour).
-SELECT id, action, job_ids, description, created_at, used_at,
-       cardinality(job_ids) AS jobs
-FROM console_selections
-WHERE id = %(id)s::uuid AND actor = %(actor)s::text
-  AND created_at > now() - interval '1 hour';
-
--- name: console_selection_statuses
--- How the selected jobs stand now, per status (the review's breakdown).
-SELECT status, count(*) AS jobs
-FROM background_jobs
-WHERE id = ANY(%(job_ids)s::bigint[])
-GROUP BY status
-ORDER BY jobs DESC;
-
--- name: console_selection_consume
--- Use a selection once: compare-and-set on used_at, in the action's own transaction.
-UPDATE console_selections SET used_at = now()
-WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND used_at IS NULL
-  AND created_at > now() - interval '1 hour'
-RETURNING action, job_ids;
-
 -- name: console_failed_group_streaks
 -- Per error code: when its current streak began (the first minute after the last gap of
 -- more than an hour in which the code occurred, failed, retried or unknown), from the

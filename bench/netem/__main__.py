@@ -1,0 +1,5 @@
+import sys
+
+from bench.netem.cli import main
+
+sys.exit(main())

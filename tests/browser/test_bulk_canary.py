@@ -1,0 +1,66 @@
+"""A 25,000-job failed group retried with a canary of 100 first, in the browser: the canary
+runs on a real worker and its outcome shows on the page; only then does one click retry
+the rest, chunk after chunk, with the progress on the page and every job audited once."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import stop_worker
+from tests.helpers import scalar
+
+pytestmark = pytest.mark.browser
+
+GROUP = 25_000
+CANARY = 100
+
+SEED = f"""
+INSERT INTO background_jobs (queue, type, payload, status, attempts, max_attempts,
+                             failed_at, last_error_code, last_error)
+SELECT 'browser', 'browser_task', jsonb_build_object('n', g), 'failed', 3, 3,
+       now() - make_interval(secs => {GROUP} - g), 'AUTH_FAILED', 'token expired'
+FROM generate_series(1, {GROUP}) g
+"""
+
+
+def by_status(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute("SELECT status, count(*) FROM background_jobs GROUP BY 1"))
+
+
+def test_a_group_is_retried_with_a_canary_first_then_the_rest_in_one_click(
+        page, sign_in, start_worker, engine, clean_db):
+    with engine.begin() as conn:
+        conn.exec_driver_sql(SEED)
+    sign_in("otto")
+    page.goto("/failed/group?code=AUTH_FAILED")
+    page.get_by_role("button", name=f"Retry {GROUP} job(s)…").click()
+    expect(page.get_by_test_id("selected-count")).to_have_text(str(GROUP))
+    page.get_by_label("Reason").fill("CRM token renewed")
+    expect(page.get_by_test_id("canary-size")).to_have_value(str(CANARY))
+    page.get_by_test_id("start-canary").click()
+
+    expect(page.get_by_test_id("bulk-state")).to_contain_text("The canary is done")
+    expect(page.get_by_test_id("canary-pending")).to_have_text(str(CANARY))
+    assert by_status(clean_db) == {"pending": CANARY, "failed": GROUP - CANARY}
+
+    # A real worker runs the canary; the page counts how its jobs end, from the tables.
+    worker = start_worker()
+    expect(page.get_by_test_id("canary-completed")).to_have_text(str(CANARY), timeout=60_000)
+    stop_worker(worker)
+    assert by_status(clean_db) == {"completed": CANARY, "failed": GROUP - CANARY}
+
+    page.get_by_test_id("bulk-continue").click()
+    expect(page.get_by_test_id("bulk-state")).to_contain_text("Done", timeout=120_000)
+    expect(page.get_by_test_id("bulk-done")).to_have_text(str(GROUP))
+    expect(page.get_by_test_id("bulk-changed")).to_have_text(str(GROUP))
+    expect(page.get_by_test_id("bulk-left-alone")).to_have_text("0")
+    assert by_status(clean_db) == {"completed": CANARY, "pending": GROUP - CANARY}
+    assert scalar(clean_db, "SELECT count(DISTINCT job_id) FILTER (WHERE bulk_id IS NOT NULL) "
+                            "= count(*) FROM job_audit") is True
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit WHERE reason = "
+                            "'CRM token renewed'") == GROUP
+    page.get_by_role("link", name="Audit log of this bulk action").click()
+    expect(page.get_by_test_id("bulk-count")).to_have_text(str(GROUP))

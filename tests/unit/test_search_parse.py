@@ -1,0 +1,67 @@
+"""The search box's forms, read before any SQL runs (console/data/search.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.data.search import SearchError, parse
+
+
+@pytest.mark.parametrize("text, kind, field, value", [
+    ("12345", "id", "job_id", 12345),
+    ("  #77 ", "id", "job_id", 77),
+    ("key:welcome:user:52", "key", "key", "welcome:user:52"),
+    ("KEY: spaced key ", "key", "key", "spaced key"),
+    ("welcome:user:52", "key", "key", "welcome:user:52"),
+    ("key:error:x", "key", "key", "error:x"),
+    ("customer_id=42", "payload", "path", ["customer_id"]),
+    ("customer.id = 42", "payload", "path", ["customer", "id"]),
+    ("items.0.sku=A-1", "payload", "path", ["items", "0", "sku"]),
+    ("error:timed out", "error", "pattern", "%timed out%"),
+    ("error:100%_done\\", "error", "pattern", "%100\\%\\_done\\\\%"),
+])
+def test_each_form_is_read_as_its_kind(text, kind, field, value):
+    search = parse(text)
+    assert search.kind == kind and getattr(search, field) == value
+
+
+@pytest.mark.parametrize("value, values", [
+    ("42", ["42", '"42"']),
+    ("-1.5e3", ["-1.5e3", '"-1.5e3"']),
+    ("true", ["true", '"true"']),
+    ("null", ["null", '"null"']),
+    ('"42"', ['"42"']),
+    ("alice@example.com", ['"alice@example.com"']),
+    ('say "hi"', ['"say \\"hi\\""']),
+    ("0042", ['"0042"']),  # not a JSON number: a string
+])
+def test_a_payload_value_matches_its_json_forms(value, values):
+    assert parse(f"a.b={value}").values == values
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "Type what to search for"),
+    ("x" * 201, "at most 200 characters"),
+    ("a\tb", "control characters"),
+    ("99999999999999999999", "No job has the id"),
+    ("0", "No job has the id"),
+    ("key:", "Give the idempotency key"),
+    ("error:  ", "Give the text to find"),
+    ("=42", "Write a payload path"),
+    ("a..b=1", "Write a payload path"),
+    (".a=1", "Write a payload path"),
+    ("a b=1", "Write a payload path"),
+    ("a=", "Give the value to find"),
+    ("a=[1,2]", "not a list or an object"),
+    ('a={"b": 1}', "not a list or an object"),
+    ('a="unterminated', "one JSON string"),
+    ('a="x" "y"', "one JSON string"),
+    (".".join("abcdefghijk") + "=1", "at most 10 parts"),
+    ("a=1e99999", None),  # a long exponent is text, never a number PostgreSQL overflows on
+])
+def test_unreadable_searches_are_refused_with_the_reason(text, problem):
+    if problem is None:
+        assert parse(text).values == [f'"{text[2:]}"']
+        return
+    with pytest.raises(SearchError, match=problem):
+        parse(text)
