@@ -451,21 +451,26 @@ RETURNING id;
 -- Per error code: when its current streak began (the first minute after the last gap of
 -- more than an hour in which the code occurred, failed, retried or unknown), from the
 -- per-minute rollup; a retry does not reset it. `last_minute`: its latest occurrence.
+-- Read per hour: a gap of more than an hour always runs from one hour's last occurrence
+-- to a later hour's first, so each hour's first and last minute are all it needs — the
+-- window then sorts at most 192 rows a code, not one per minute (a week of failures
+-- every minute sorted 100,000 rows on disk: 220 ms).
 WITH m AS (
-    SELECT error_code, minute
+    SELECT error_code, date_trunc('hour', minute) AS hour, min(minute) AS first_minute,
+           max(minute) AS last_minute
     FROM job_minute_counts
     WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
       AND outcome IN ('failed', 'retried', 'unknown')
       AND (%(type)s::text IS NULL OR type = %(type)s::text)
-    GROUP BY error_code, minute
+    GROUP BY error_code, date_trunc('hour', minute)
 ), gaps AS (
-    SELECT error_code, minute,
-           minute - lag(minute) OVER (PARTITION BY error_code ORDER BY minute) AS gap
+    SELECT error_code, first_minute, last_minute,
+           first_minute - lag(last_minute) OVER (PARTITION BY error_code ORDER BY hour) AS gap
     FROM m
 )
-SELECT error_code, max(minute) FILTER (WHERE gap IS NULL OR gap > interval '1 hour')
+SELECT error_code, max(first_minute) FILTER (WHERE gap IS NULL OR gap > interval '1 hour')
            AS streak_start,
-       max(minute) AS last_minute
+       max(last_minute) AS last_minute
 FROM gaps
 GROUP BY error_code;
 
