@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
@@ -44,6 +45,17 @@ def test_enqueue_through_sqlalchemy_connection_and_session(clean_db):
     assert job_row(clean_db, a)["payload"] == {"via": "connection"}
     assert job_row(clean_db, c)["payload"] == {"via": "session"}
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE id = %s", [b]) == 0
+
+
+def test_enqueue_on_a_connection_whose_rows_are_dicts(clean_db):
+    """An application's connection may have any row factory: the store reads tuples."""
+    with psycopg.connect(clean_db, row_factory=dict_row) as conn:
+        ids = enqueue_many(conn, [JobSpec("t", {"n": 1}), JobSpec("t", {"n": 2},
+                                                                 idempotency_key="k")])
+        again = enqueue(conn, "t", {"n": 2}, idempotency_key="k")
+        conn.commit()
+    assert [job_row(clean_db, i)["payload"] for i in ids] == [{"n": 1}, {"n": 2}]
+    assert again == ids[1]
 
 
 def test_idempotency_key_returns_the_live_job(conn, clean_db):

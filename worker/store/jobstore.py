@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import args_row
+from psycopg.rows import args_row, tuple_row
 
 from worker.store.queries import CallerConnection, Query
 
@@ -69,10 +69,13 @@ class JobStore:
         """(column names, rows) of the statement."""
         sql, conn = _checked(query), self.conn
         if isinstance(conn, psycopg.Connection):  # the worker's own: the hot paths
-            cur = conn.execute(sql, params)
+            # Tuples whatever row factory the caller's connection was given (dict_row
+            # rows would turn into their keys).
+            cur = conn.cursor(row_factory=tuple_row)
+            cur.execute(sql, params)
             if cur.description is None:
                 return [], []
-            return [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()]
+            return [d.name for d in cur.description], cur.fetchall()
         if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy Connection
             result = conn.exec_driver_sql(sql, dict(params or {}))
         elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # SQLAlchemy Session
