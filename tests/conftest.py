@@ -9,7 +9,9 @@ tables that earlier tests made for themselves (race_log, invoices, ...).
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -145,3 +147,28 @@ def default_registry():
     default_registry_.clear()
     for job_type in saved:
         default_registry_.register(job_type)
+
+
+SHOP = Path(__file__).resolve().parents[1] / "examples" / "shop"
+
+
+@pytest.fixture
+def shop_package(default_registry):
+    """The example shop (examples/shop) imported afresh into an empty default registry.
+
+    The shop declares its job types with `@job` at import, into the process-wide registry.
+    Another test may have filled that registry with types of the same names (the demo's
+    `charge_card`, `sync_crm`), and an import that failed half-way leaves its first types
+    behind; either way the shop's import would meet "already registered". So the shop's
+    modules are forgotten before and after, and `default_registry` gives back what was
+    there."""
+    def forget() -> None:
+        for name in [m for m in sys.modules if m == "shop" or m.startswith("shop.")]:
+            del sys.modules[name]
+
+    if str(SHOP) not in sys.path:
+        sys.path.insert(0, str(SHOP))
+    forget()
+    import shop
+    yield shop
+    forget()

@@ -27,10 +27,8 @@ PASSWORD = "staff password 1"
 
 
 @pytest.fixture
-def shop_url(database_url, clean_db, tmp_path):
+def shop_url(shop_package, database_url, clean_db, tmp_path):
     """The shop on a free port, its tables fresh, staff olga (operator), and a worker."""
-    if str(SHOP) not in sys.path:
-        sys.path.insert(0, str(SHOP))
     from shop import create_app
     from shop.admin import add_staff
     from shop.models import db

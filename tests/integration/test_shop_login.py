@@ -4,21 +4,16 @@ to a path of the shop: users copy the example, so it must be as strict as the co
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-SHOP = Path(__file__).resolve().parents[2] / "examples" / "shop"
 PASSWORD = "staff password 1"
 _CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 
 
 @pytest.fixture
-def shop(database_url, clean_db):
+def shop(shop_package, database_url, clean_db):
     """The shop on the test database, its tables fresh, with staff member olga."""
-    if str(SHOP) not in sys.path:
-        sys.path.insert(0, str(SHOP))
     from shop import create_app
     from shop.admin import add_staff
     from shop.models import db
