@@ -137,6 +137,9 @@ ORDER BY started_at;
 -- name: console_failed_groups
 -- Failed jobs grouped by error code (of one type, or all), with affected types, first/last
 -- seen and a sample; the latest failures first (queries.failed_groups orders by activity).
+-- Both parts read a partial index of failed jobs alone, index-only but the sample's row:
+-- (last_error_code, type) for every type, (type, last_error_code, failed_at, id) of
+-- migration 0040 for one (without it a type's groups read every failed job's row).
 SELECT g.error_code, g.jobs, g.types, g.first_seen, g.last_seen, now() AS db_now,
        s.id AS sample_job_id, s.last_error AS sample_error
 FROM (
@@ -176,37 +179,51 @@ ORDER BY jobs DESC;
 
 -- name: console_jobs_page
 -- One keyset page of jobs, newest first, matching the filters; older than before_id.
-SELECT id, queue, type, version, status, priority, attempts, max_attempts, last_error_code,
-       idempotency_key, created_at, available_at, started_at, completed_at, failed_at,
-       cancel_requested_at, worker_id
-FROM background_jobs
-WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(type)s::text IS NULL OR type = %(type)s::text)
-  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
-  AND (%(search_key)s::text IS NULL
-       OR idempotency_key = %(search_key)s::text
-       OR id = %(search_id)s::bigint)
-  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
-ORDER BY id DESC
-LIMIT %(limit)s::int;
+-- The page's ids are chosen first, reading only ids: a filter an index covers (a failed
+-- type's jobs, by the partial index of migration 0040) is then an index-only scan, never
+-- a read of every matching row to sort them. A key search orders by `id + 0`, which no
+-- index provides: on never-analyzed tables the planner would otherwise walk the primary
+-- key backwards hoping to meet the key soon (the whole table at 10,000,000 jobs).
+SELECT j.id, j.queue, j.type, j.version, j.status, j.priority, j.attempts, j.max_attempts,
+       j.last_error_code, j.idempotency_key, j.created_at, j.available_at, j.started_at,
+       j.completed_at, j.failed_at, j.cancel_requested_at, j.worker_id
+FROM (
+    SELECT id FROM background_jobs
+    WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(search_key)s::text IS NULL
+           OR idempotency_key = %(search_key)s::text
+           OR id = %(search_id)s::bigint)
+      AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+    ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END DESC
+    LIMIT %(limit)s::int
+) page
+JOIN background_jobs j ON j.id = page.id
+ORDER BY j.id DESC;
 
 -- name: console_jobs_page_newer
--- The keyset page just newer than after_id (oldest first; the console reverses it).
-SELECT id, queue, type, version, status, priority, attempts, max_attempts, last_error_code,
-       idempotency_key, created_at, available_at, started_at, completed_at, failed_at,
-       cancel_requested_at, worker_id
-FROM background_jobs
-WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(type)s::text IS NULL OR type = %(type)s::text)
-  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
-  AND (%(search_key)s::text IS NULL
-       OR idempotency_key = %(search_key)s::text
-       OR id = %(search_id)s::bigint)
-  AND id > %(after_id)s::bigint
-ORDER BY id ASC
-LIMIT %(limit)s::int;
+-- The keyset page just newer than after_id (oldest first; the console reverses it); its
+-- ids chosen first, as console_jobs_page's.
+SELECT j.id, j.queue, j.type, j.version, j.status, j.priority, j.attempts, j.max_attempts,
+       j.last_error_code, j.idempotency_key, j.created_at, j.available_at, j.started_at,
+       j.completed_at, j.failed_at, j.cancel_requested_at, j.worker_id
+FROM (
+    SELECT id FROM background_jobs
+    WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(search_key)s::text IS NULL
+           OR idempotency_key = %(search_key)s::text
+           OR id = %(search_id)s::bigint)
+      AND id > %(after_id)s::bigint
+    ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END ASC
+    LIMIT %(limit)s::int
+) page
+JOIN background_jobs j ON j.id = page.id
+ORDER BY j.id ASC;
 
 -- name: console_job_get
 -- One job with its ages measured on the database clock.
