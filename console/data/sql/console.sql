@@ -1,6 +1,9 @@
 -- The operations console's read queries (console/data/queries.py is the only caller).
 -- Optional filters are written `(%(x)s IS NULL OR col = %(x)s)`; the console disables
 -- prepared statements, so every execution gets a custom plan with those guards folded.
+-- A trailing window over executions has an upper bound no row reaches (`< now() +
+-- interval '1 day'`), as in metrics.sql: without statistics a one-sided range reads as a
+-- third of the table, a two-sided one as a few rows (the index).
 
 -- name: console_counts_by_queue_type
 -- Job counts per (status, queue, type), summed from the rollup the triggers of migration
@@ -36,7 +39,8 @@ SELECT coalesce(sum(jobs) FILTER (WHERE outcome <> 'snoozed'), 0)::bigint AS fin
        (SELECT count(*) FROM job_executions
         WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered
 FROM job_minute_counts
-WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
+WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
+  AND minute < now() + interval '1 day';
 
 -- name: console_trend
 -- Jobs per outcome and time bucket over the `range_s` seconds of full minutes before the
@@ -302,7 +306,7 @@ SELECT type,
        -- executions whose handler raised (a retry, a failure, a timeout, an ambiguous end)
        count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown')) AS raised
 FROM job_executions
-WHERE started_at > now() - interval '1 hour'
+WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
 GROUP BY type;
 
 -- name: console_sla_outcomes_by_type
@@ -314,6 +318,7 @@ SELECT type,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'unknown'), 0)::bigint AS unknown
 FROM job_minute_counts
 WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
+  AND minute < now() + interval '1 day'
 GROUP BY type;
 
 -- name: console_sla_wait_buckets
@@ -323,7 +328,7 @@ SELECT type,
        max(extract(epoch FROM started_at - scheduled_at)) AS worst_wait_s,
        count(*) AS started
 FROM job_executions
-WHERE started_at > now() - interval '1 hour'
+WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
 GROUP BY type, bucket;
 
 -- name: console_sla_pending_by_type
@@ -560,7 +565,7 @@ LIMIT %(limit)s::int;
 -- those it handed back at shutdown, nor those recovered from it (recovery ended them).
 SELECT worker_id, count(*) AS finished
 FROM job_executions
-WHERE finished_at > now() - interval '5 minutes'
+WHERE finished_at > now() - interval '5 minutes' AND finished_at < now() + interval '1 day'
   AND worker_id = ANY(%(worker_ids)s::text[])
   AND outcome NOT IN ('handed_back', 'worker_lost')
 GROUP BY worker_id;
