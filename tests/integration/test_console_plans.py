@@ -119,6 +119,13 @@ def test_a_types_failed_codes_and_jobs_come_from_the_index(never_analyzed):
         assert buffers < 400, (code, plan)
 
 
+def test_a_codes_newest_failed_jobs_are_a_walk_of_the_index(never_analyzed):
+    # CODE_3 has 1,000 failed jobs over every heap page; the page needs 51 of them
+    buffers, plan = explain(never_analyzed, CQ.console_jobs_page,
+                            **{**JOBS_PAGE, "status": "failed", "error_code": "CODE_3"})
+    assert "background_jobs_failed_code_id_idx" in plan and buffers < 300, plan
+
+
 def test_a_key_search_looks_the_key_up(never_analyzed):
     buffers, plan = explain(never_analyzed, CQ.console_jobs_page,
                             **{**JOBS_PAGE, "search_key": "key-1234"})
