@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from console.data.database import CQ
+from console.data.database import CQ, ConsoleDatabase
 from worker.store.db import migrate
 
 JOBS = 200_000
@@ -162,3 +162,20 @@ def test_a_trailing_window_of_executions_reads_the_window(never_analyzed, query)
     # every execution with JIT).
     scans = [n for n in nodes(plan) if n.get("Relation Name") == "job_executions"]
     assert scans and max(n["Plan Rows"] for n in scans) <= JOBS // 100, plan
+
+
+def test_the_consoles_transactions_plan_without_jit_and_leave_the_session_alone(clean_db):
+    db = ConsoleDatabase(clean_db, pool_size=1)
+    try:
+        with db.engine.connect() as raw:
+            server_default = raw.exec_driver_sql("SHOW jit").scalar_one()
+        with db.reading() as reader:
+            assert reader.conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
+        with db.transaction() as reader:
+            assert reader.conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
+        # the same pooled connection, outside the console's transactions: as it was
+        # (a pooler in transaction mode hands it to other clients)
+        with db.engine.connect() as raw:
+            assert raw.exec_driver_sql("SHOW jit").scalar_one() == server_default
+    finally:
+        db.dispose()

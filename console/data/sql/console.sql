@@ -5,6 +5,10 @@
 -- interval '1 day'`), as in metrics.sql: without statistics a one-sided range reads as a
 -- third of the table, a two-sided one as a few rows (the index).
 
+-- name: console_transaction_settings
+-- Planner settings for the rest of this transaction: no JIT (console/data/database.py).
+SELECT set_config('jit', 'off', true) AS jit;
+
 -- name: console_counts_by_queue_type
 -- Job counts per (status, queue, type), summed from the rollup the triggers of migration
 -- 0009 keep (docs/architecture.md §3): a few hundred rows whatever the number of jobs.
