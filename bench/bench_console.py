@@ -6,7 +6,8 @@
 Creates (or, with --reuse, reuses) the database `jobwarden_bench` on DATABASE_URL's
 server, fills it with --jobs jobs (--failed of them failed across --codes error codes,
 one execution row per started job, the last hour busy, and --retrying jobs of an outage
-still retrying as the fill ends), and then requests each page
+still retrying as the fill ends; never analyzed: no column statistics, as with autovacuum
+off), and then requests each page
 --requests times through the app in-process, printing the server time (median and p95).
 The bulk reviews are of two selections it makes first (one failed group, every failed
 job), timing the request that makes each; --bulk-chunks N also times N chunks of a bulk
@@ -201,8 +202,8 @@ def prepare(server_url: str, name: str, args) -> str:
         conn.execute(dict(indexes)[LAST_INDEX])
         step("rollups rebuilt")
         # A plain VACUUM (no ANALYZE) sets the visibility map, as any vacuum of a table
-        # this size would, so index-only scans read no heap (README.md, "Console at
-        # scale"); it gathers no column statistics.
+        # this size would, so index-only scans read no heap (bench/README.md, "Console
+        # pages"); it gathers no column statistics.
         conn.execute("VACUUM")
     print(f"filled {args.jobs:,} jobs in {time.monotonic() - started:.0f}s", flush=True)
     return url
