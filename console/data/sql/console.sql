@@ -1,9 +1,9 @@
 -- The operations console's read queries (console/data/queries.py is the only caller).
 -- Optional filters are written `(%(x)s IS NULL OR col = %(x)s)`; the console disables
 -- prepared statements, so every execution gets a custom plan with those guards folded.
--- A trailing window over executions has an upper bound no row reaches (`< now() +
--- interval '1 day'`), as in metrics.sql: without statistics a one-sided range reads as a
--- third of the table, a two-sided one as a few rows (the index).
+-- A trailing window (of executions, of the minute rollup) has an upper bound no row
+-- reaches (`< now() + interval '1 day'`), as in metrics.sql: without statistics a
+-- one-sided range reads as a third of the table, a two-sided one as a few rows (the index).
 
 -- name: console_transaction_settings
 -- Planner settings for the rest of this transaction: no JIT (console/data/database.py).
