@@ -6,7 +6,8 @@
 Creates (or, with --reuse, reuses) the database `jobwarden_bench` on DATABASE_URL's
 server, fills it with --jobs jobs (--failed of them failed across --codes error codes,
 one execution row per started job, the last hour busy, and --retrying jobs of an outage
-still retrying as the fill ends), and then requests each page
+still retrying as the fill ends; never analyzed: no column statistics, as with autovacuum
+off), and then requests each page
 --requests times through the app in-process, printing the server time (median and p95).
 The bulk reviews are of two selections it makes first (one failed group, every failed
 job), timing the request that makes each; --bulk-chunks N also times N chunks of a bulk
@@ -64,7 +65,8 @@ PAGES = [
     ("bulk review, every failed job", "/bulk/{review_failed}"),
 ]
 
-# Statuses by share of the non-failed jobs (failed is given exactly by --failed).
+# Statuses by share of the non-failed jobs (failed: every `every`-th job, --failed of them
+# when --jobs is a multiple of it).
 FILL = """
 INSERT INTO background_jobs (queue, type, payload, status, priority, attempts, max_attempts,
     created_at, available_at, started_at, completed_at, failed_at, cancelled_at, skipped_at,
@@ -80,7 +82,8 @@ SELECT 'queue_' || (g %% 5), 'type_' || (g %% 10),
        CASE WHEN s.status = 'failed' THEN t.created + interval '3 seconds' END,
        CASE WHEN s.status = 'cancelled' THEN t.created END,
        CASE WHEN s.status = 'skipped' THEN t.created END,
-       CASE WHEN s.status = 'failed' THEN 'ERR_' || lpad(((g / 10) %% %(codes)s)::text, 2, '0') END,
+       CASE WHEN s.status = 'failed'
+            THEN 'ERR_' || lpad(((g / %(every)s) %% %(codes)s)::text, 2, '0') END,
        CASE WHEN s.status = 'failed' THEN 'provider said no for job ' || g END,
        'key-' || g,
        CASE WHEN s.status = 'running' THEN gen_random_uuid() END,
@@ -90,7 +93,8 @@ SELECT 'queue_' || (g %% 5), 'type_' || (g %% 10),
 FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS g
 CROSS JOIN LATERAL (SELECT
     CASE
-      WHEN g %% 10 = 7 AND g <= %(failed)s * 10 THEN 'failed'
+      -- every `every`-th job (all of type_7): failures spread over the whole week
+      WHEN g %% %(every)s = 7 THEN 'failed'
       WHEN g %% 1000 = 1 THEN 'running'
       WHEN g %% 100 = 2 THEN 'unknown'
       WHEN g %% 50 = 3 THEN 'cancelled'
@@ -118,6 +122,23 @@ WHERE started_at IS NOT NULL AND id BETWEEN %(lo)s AND %(hi)s;
 
 CHUNK = 1_000_000
 
+# The fill writes the two big tables with only their primary keys, then builds every other
+# index and constraint once, sorted: at 10,000,000 jobs a row-by-row index insert (and a
+# foreign-key check per execution row) is what made the fill take hours on 2 cores.
+BIG_TABLES = ("background_jobs", "job_executions")
+DEFERRED_CONSTRAINTS = """
+SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
+WHERE conrelid = ANY(%(tables)s::regclass[]) AND contype IN ('u', 'f')
+ORDER BY contype DESC, conname
+"""
+DEFERRED_INDEXES = """
+SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i
+WHERE i.indrelid = ANY(%(tables)s::regclass[]) AND NOT i.indisprimary
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
+ORDER BY 1
+"""
+LAST_INDEX = "job_executions_started_idx"
+
 
 def _with_dbname(url: str, name: str) -> str:
     parts = urlsplit(url)
@@ -134,28 +155,56 @@ def prepare(server_url: str, name: str, args) -> str:
     dbmod.migrate(url)
     started = time.monotonic()
     pending = min(args.pending, args.jobs // 4)
-    # A million rows per statement: progress shows, and no transition table is huge.
+    # A multiple of 10 keeps every failed job of type_7 (type_N is id mod 10).
+    every = max(10, args.jobs // args.failed // 10 * 10)
+
+    def step(what: str) -> None:
+        print(f"  {what} after {time.monotonic() - started:.0f}s", flush=True)
+
     with psycopg.connect(url, autocommit=True) as conn:
+        tables = {"tables": list(BIG_TABLES)}
+        constraints = conn.execute(DEFERRED_CONSTRAINTS, tables).fetchall()
+        indexes = conn.execute(DEFERRED_INDEXES, tables).fetchall()
+        for table, constraint, _ in constraints:
+            conn.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{constraint}"')
+        for index, _ in indexes:
+            conn.execute(f"DROP INDEX {index}")
+        # A million rows per statement: progress shows, and no transition table is huge.
         for lo in range(1, args.jobs + 1, CHUNK):
-            conn.execute(FILL, {"jobs": args.jobs, "failed": args.failed, "codes": args.codes,
+            conn.execute(FILL, {"jobs": args.jobs, "every": every, "codes": args.codes,
                                 "pending": pending, "lo": lo,
                                 "hi": min(lo + CHUNK - 1, args.jobs)})
             conn.execute(EXECUTIONS, {"lo": lo, "hi": min(lo + CHUNK - 1, args.jobs)})
-            print(f"  {min(lo + CHUNK - 1, args.jobs):,} jobs after "
-                  f"{time.monotonic() - started:.0f}s", flush=True)
+            step(f"{min(lo + CHUNK - 1, args.jobs):,} jobs")
         # An outage still retrying when the fill ends: --retrying type_3 jobs whose
         # attempts failed with CRM_UNAVAILABLE, among type_3's pending backlog.
         seed_retry_storm(url, args.retrying)
+        # Session settings only (the shared server is not reconfigured): room to sort.
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        for index, definition in indexes:
+            if index != LAST_INDEX:
+                conn.execute(definition)
+        for table, constraint, definition in constraints:
+            conn.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{constraint}" {definition}')
+        step(f"{len(indexes) - 1} indexes and {len(constraints)} constraints built")
         # The triggers counted the inserts; the per-minute history of outcomes that
-        # happened "before" the fill comes from the jobs' timestamps. Statistics first:
-        # on never-analyzed tables the rebuild's anti-joins take a plan that ran over
-        # 19 minutes at 1,000,000 jobs on the 2-core machine (7 s once analyzed).
-        conn.execute("ANALYZE")
-        conn.execute("SELECT jobwarden_rollup_rebuild()")
-        # Production runs autovacuum, which keeps the visibility map and statistics of a
-        # table this size current (README.md, "Console at scale"); a fresh bench database
-        # gets the same once, here.
-        conn.execute("VACUUM ANALYZE")
+        # happened "before" the fill comes from the jobs' timestamps. No ANALYZE: the
+        # pages are timed on the statistics a database without autovacuum has (none for
+        # these tables), as the queue's own benchmarks are. On never-analyzed tables the
+        # rebuild's lateral "next execution" look-up walks job_executions_started_idx
+        # filtering by job (a scan of the index per execution: it ran over 19 minutes at
+        # 1,000,000 jobs); without that index it takes (job_id, attempt), one probe each,
+        # and hash joins do the rest. So that index is built after the rebuild.
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_nestloop = off")
+            conn.execute("SET LOCAL work_mem = '256MB'")
+            conn.execute("SELECT jobwarden_rollup_rebuild()")
+        conn.execute(dict(indexes)[LAST_INDEX])
+        step("rollups rebuilt")
+        # A plain VACUUM (no ANALYZE) sets the visibility map, as any vacuum of a table
+        # this size would, so index-only scans read no heap (bench/README.md, "Console
+        # pages"); it gathers no column statistics.
+        conn.execute("VACUUM")
     print(f"filled {args.jobs:,} jobs in {time.monotonic() - started:.0f}s", flush=True)
     return url
 

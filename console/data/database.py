@@ -140,13 +140,13 @@ class ConsoleDatabase:
     def reading(self) -> Iterator[Reader]:
         """One connection for several reads that belong together (one page)."""
         with self.engine.connect() as conn:
-            yield Reader(conn)
+            yield _planned(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[Reader]:
         """Statements in one transaction that commits on success."""
         with self.engine.begin() as conn:
-            yield Reader(conn)
+            yield _planned(conn)
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -160,6 +160,18 @@ def connected(url: str | None = None) -> Iterator[ConsoleDatabase]:
         yield db
     finally:
         db.dispose()
+
+
+def _planned(conn) -> Reader:
+    """A reader whose transaction plans without JIT. The console's statements are short
+    reads, and on tables without statistics (autovacuum off) their estimates reach the
+    JIT threshold for a few hundred rows: compiling cost 15-35 ms a statement at
+    10,000,000 jobs, /metrics 440 ms instead of 166 on a loaded machine
+    (bench/README.md, "Console pages"). Local to the transaction, so nothing is left in
+    a session a pooler (PgBouncer, transaction mode) hands to another client."""
+    reader = Reader(conn)
+    reader.one(CQ.console_transaction_settings)
+    return reader
 
 
 def _rows(conn, query: Query, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -160,7 +160,7 @@ def run(reader: Reader, search: Search, *, window: int, limit: int,
     params: dict[str, Any] = {"job_id": search.job_id, "key": search.key,
                               "path": search.path, "values": search.values or None,
                               "pattern": search.pattern, "limit": limit + 1,
-                              "top": BIGINT_MAX, "floor": 0}
+                              "top": None, "floor": None}
     if search.bounded:
         top = before or reader.one(CQ.console_search_newest)["newest"] + 1
         bottom = max(top - window, 1)

@@ -6,7 +6,9 @@ send_email AUTH_FAILED failures are made five days old: an old group of the same
 another type), a real worker runs 60 `sync_crm` jobs whose CRM token expired: each
 attempt fails with AUTH_FAILED and waits 5 minutes for the next (tests/browser/
 browser_app.py). The test drives the clock for the later attempts (their available_at),
-never waits for a backoff.
+never waits for a backoff. At the end, search finds one account's job by its payload value.
+A second test retries a 25,000-job outage of the same kind from its alert's link, with a
+canary of 100 first.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.browser_app import CRM_FIXED
+from tests.browser.conftest import stop_worker
 from tests.browser.test_incident_drill import GROUP as OLD_GROUP
 from tests.browser.test_incident_drill import OTHERS, SEED
 from tests.helpers import scalar, wait_for
@@ -157,3 +160,78 @@ def test_a_retry_storm_shows_before_attempts_are_spent_and_its_alert_retries_in_
     # The worker runs them again, and now they complete.
     wait_for(lambda: attempts_of(clean_db, ids) == [("completed", 4, OUTAGE)], timeout=60,
              message="the retried jobs completed")
+
+    # An account's job, found by its payload value among the million and the outage.
+    page.goto("/search")
+    page.get_by_test_id("search-box").fill("account=42")
+    page.get_by_test_id("search-box").press("Enter")
+    found = page.get_by_test_id("search-results").locator("tbody tr")
+    expect(found).to_have_count(1)
+    expect(found).to_have_attribute("data-job-id", str(ids[42]))
+    expect(found.get_by_test_id("matched")).to_have_text("42")
+    found.locator(f'a[href$="/jobs/{ids[42]}"]').click()
+    expect(page).to_have_url(re.compile(rf"/jobs/{ids[42]}$"))
+
+
+CANARY_GROUP = 25_000
+CANARY = 100
+
+
+def test_a_25000_job_outage_is_retried_from_its_alert_with_a_canary_of_100_first(
+        page, sign_in, engine, clean_db, tmp_path, monkeypatch, start_worker, live_console):
+    """The same drill at 25,000 failed sync_crm jobs (beside the million others and the old
+    group of the code): from the failed-rate alert's link, a canary of 100 runs on a real
+    worker and shows how it ended before one click retries the rest; nothing else moves."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(SEED)
+        conn.exec_driver_sql("UPDATE background_jobs SET failed_at = now() - interval '5 days' "
+                             "WHERE last_error_code = 'AUTH_FAILED'")
+        conn.exec_driver_sql(f"""
+            INSERT INTO background_jobs (queue, type, payload, status, attempts, max_attempts,
+                                         failed_at, last_error_code, last_error)
+            SELECT 'browser', 'sync_crm', jsonb_build_object('account', g), 'failed', 3, 3,
+                   now() - make_interval(secs => {CANARY_GROUP} - g), 'AUTH_FAILED',
+                   'CRM answered 401: the API token expired'
+            FROM generate_series(1, {CANARY_GROUP}) g""")
+    fixed = tmp_path / "crm-token-renewed"
+    monkeypatch.setenv(CRM_FIXED, str(fixed))
+    others = "SELECT status, count(*) FROM background_jobs WHERE type <> 'sync_crm' GROUP BY 1"
+    with psycopg.connect(clean_db) as conn:
+        before = dict(conn.execute(others))
+
+    def outage() -> dict[str, int]:
+        with psycopg.connect(clean_db) as conn:
+            return dict(conn.execute("SELECT status, count(*) FROM background_jobs "
+                                     "WHERE type = 'sync_crm' GROUP BY 1"))
+
+    sign_in("otto")
+    page.goto(alert_link("JobwardenFailedRateHigh", live_console, type="sync_crm",
+                         error_code="AUTH_FAILED"))
+    expect(page.get_by_test_id("preview-count")).to_have_text(str(CANARY_GROUP))
+    page.get_by_role("button", name=f"Retry {CANARY_GROUP} job(s)…").click()
+    expect(page.get_by_test_id("selected-count")).to_have_text(str(CANARY_GROUP))
+    page.get_by_label("Reason").fill("CRM token renewed, ticket OPS-89")
+    expect(page.get_by_test_id("canary-size")).to_have_value(str(CANARY))
+    page.get_by_test_id("start-canary").click()
+    expect(page.get_by_test_id("bulk-state")).to_contain_text("The canary is done")
+    expect(page.get_by_test_id("canary-pending")).to_have_text(str(CANARY))
+    assert outage() == {"pending": CANARY, "failed": CANARY_GROUP - CANARY}
+
+    # The token renewed, a real worker runs the canary; the page shows how it ended.
+    fixed.touch()
+    worker = start_worker()
+    expect(page.get_by_test_id("canary-completed")).to_have_text(str(CANARY), timeout=60_000)
+    stop_worker(worker)
+    assert outage() == {"completed": CANARY, "failed": CANARY_GROUP - CANARY}
+
+    page.get_by_test_id("bulk-continue").click()
+    expect(page.get_by_test_id("bulk-state")).to_contain_text("Done", timeout=120_000)
+    expect(page.get_by_test_id("bulk-changed")).to_have_text(str(CANARY_GROUP))
+    expect(page.get_by_test_id("bulk-left-alone")).to_have_text("0")
+    assert outage() == {"completed": CANARY, "pending": CANARY_GROUP - CANARY}
+    # Only the outage's jobs moved, each audited once under the reason.
+    with psycopg.connect(clean_db) as conn:
+        assert dict(conn.execute(others)) == before
+    assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM job_audit WHERE reason = "
+                            "'CRM token renewed, ticket OPS-89'") == CANARY_GROUP
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == CANARY_GROUP

@@ -44,3 +44,85 @@ def test_first_seen_is_the_current_streaks_start_not_the_last_retry(viewer, stre
     assert 'aria-label="82 in the last hour"' in row
     points = re.search(r'<polyline points="([^"]+)"', row).group(1).split()
     assert len(points) == 60 and len({p.split(",")[1] for p in points}) == 2
+
+
+#: Occurrences per (code, type), in minutes before the current one: each a job that failed
+#: (or, with "r", went back to pending for a retry) with the code. The gaps: ALPHA's 180
+#: minutes (ends a streak), BETA's exact hour (does not) and 61 minutes (does), GAMMA's
+#: types that keep the streak only together, a week-long streak of one every 50 minutes.
+PATTERN = {
+    ("ALPHA", "t1"): [0, 30, 60, 90, 120, 300 + 180, 300 + 200],
+    ("BETA", "t1"): [5, 65, "r125", 186, 200],
+    ("GAMMA", "t1"): [0, 50],
+    ("GAMMA", "t2"): ["r100", 140, 300],
+    ("WEEK", "t2"): list(range(3, 7 * 24 * 60, 50)),
+}
+
+
+@pytest.fixture
+def streaks(engine):
+    """The PATTERN's jobs with one execution each, the rollup rebuilt from them; the
+    streaks each code (of every type, and of each type) should show, computed here from
+    the executions as the definition reads: the first minute after the last gap of more
+    than an hour among the code's occurrences."""
+    with engine.begin() as conn:
+        for (code, job_type), minutes in PATTERN.items():
+            for m in minutes:
+                retried = isinstance(m, str)
+                ago = int(m[1:]) if retried else m
+                conn.exec_driver_sql(f"""
+                    WITH at AS (SELECT date_trunc('minute', now())
+                                       - make_interval(mins => {ago}) + interval '7 seconds' AS t),
+                    j AS (
+                        INSERT INTO background_jobs (queue, type, payload, status, attempts,
+                            max_attempts, last_error_code, last_error, failed_at, created_at)
+                        SELECT 'q', '{job_type}', '{{}}', '{"pending" if retried else "failed"}',
+                               1, 3, '{code}', 'boom', {"NULL" if retried else "t"}, t - interval '1 minute'
+                        FROM at RETURNING id)
+                    INSERT INTO job_executions (job_id, execution_id, attempt, queue, type,
+                        worker_id, scheduled_at, started_at, finished_at, outcome, error_code,
+                        error, duration_ms)
+                    SELECT j.id, gen_random_uuid(), 1, 'q', '{job_type}', 'w',
+                           t - interval '2 seconds', t - interval '1 second', t,
+                           '{"retry" if retried else "failed"}', '{code}', 'boom', 1000
+                    FROM j, at""")
+        conn.exec_driver_sql("SELECT jobwarden_rollup_rebuild()")
+        occurred = conn.exec_driver_sql("""
+            SELECT error_code, type, date_trunc('minute', finished_at) FROM job_executions
+            WHERE outcome IN ('retry', 'failed', 'unknown')""").fetchall()
+        current = conn.exec_driver_sql("SELECT date_trunc('minute', now())").scalar_one()
+
+    def start(minutes):
+        minutes = sorted(minutes)
+        first = minutes[0]
+        for before, after in zip(minutes, minutes[1:], strict=False):
+            if after - before > timedelta(hours=1):
+                first = after
+        return first
+
+    expected = {}
+    for job_type in (None, "t1", "t2"):
+        by_code = {}
+        for code, t, minute in occurred:
+            if job_type in (None, t):
+                by_code.setdefault(code, []).append(minute)
+        expected[job_type] = {code: start(m) for code, m in by_code.items()}
+    return expected, current
+
+
+@pytest.mark.parametrize("job_type", [None, "t1", "t2"])
+def test_first_seen_is_each_streaks_start_by_the_definition(viewer, streaks, job_type):
+    html = viewer.get("/failed" + (f"?type={job_type}" if job_type else "")).get_data(
+        as_text=True)
+    shown = {code: datetime.fromisoformat(since) for code, since in re.findall(
+        r'<tr data-error-code="([^"]+)">.*?data-testid="first-seen"><time datetime="([^"]+)"',
+        html, re.S)}
+    # a code shows as a failed group when it has failed jobs (of the type): GAMMA of t2
+    # has one, BETA's retry alone would not make a group
+    expected, current = streaks
+    assert shown == expected[job_type]
+    # and the definition as the PATTERN reads it, in minutes before the current one
+    ago = {code: round((current - at).total_seconds() / 60) for code, at in shown.items()}
+    assert ago == {None: {"ALPHA": 120, "BETA": 125, "GAMMA": 140, "WEEK": 10053},
+                   "t1": {"ALPHA": 120, "BETA": 125, "GAMMA": 50},
+                   "t2": {"GAMMA": 140, "WEEK": 10053}}[job_type]

@@ -268,6 +268,19 @@ Index(
     background_jobs.c.idempotency_key,
     postgresql_where=text("idempotency_key IS NOT NULL"),
 )
+# One type's failed groups and jobs, one code's newest failed jobs, from the index alone
+# (migration 0040): failed rows only, so no transition of the hot path writes them.
+Index(
+    "background_jobs_failed_by_type_idx",
+    background_jobs.c.type, background_jobs.c.last_error_code, background_jobs.c.failed_at,
+    background_jobs.c.id,
+    postgresql_where=text("status = 'failed'"),
+)
+Index(
+    "background_jobs_failed_code_id_idx",
+    background_jobs.c.last_error_code, background_jobs.c.id,
+    postgresql_where=text("status = 'failed'"),
+)
 
 # Per-key limits (migrations 0003, 0015): running jobs of a key hold distinct slots.
 Index(

@@ -1,6 +1,13 @@
 -- The operations console's read queries (console/data/queries.py is the only caller).
 -- Optional filters are written `(%(x)s IS NULL OR col = %(x)s)`; the console disables
 -- prepared statements, so every execution gets a custom plan with those guards folded.
+-- A trailing window (of executions, of the minute rollup) has an upper bound no row
+-- reaches (`< now() + interval '1 day'`), as in metrics.sql: without statistics a
+-- one-sided range reads as a third of the table, a two-sided one as a few rows (the index).
+
+-- name: console_transaction_settings
+-- Planner settings for the rest of this transaction: no JIT (console/data/database.py).
+SELECT set_config('jit', 'off', true) AS jit;
 
 -- name: console_counts_by_queue_type
 -- Job counts per (status, queue, type), summed from the rollup the triggers of migration
@@ -36,7 +43,8 @@ SELECT coalesce(sum(jobs) FILTER (WHERE outcome <> 'snoozed'), 0)::bigint AS fin
        (SELECT count(*) FROM job_executions
         WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered
 FROM job_minute_counts
-WHERE minute >= date_trunc('minute', now()) - interval '59 minutes';
+WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
+  AND minute < now() + interval '1 day';
 
 -- name: console_trend
 -- Jobs per outcome and time bucket over the `range_s` seconds of full minutes before the
@@ -137,6 +145,9 @@ ORDER BY started_at;
 -- name: console_failed_groups
 -- Failed jobs grouped by error code (of one type, or all), with affected types, first/last
 -- seen and a sample; the latest failures first (queries.failed_groups orders by activity).
+-- Both parts read a partial index of failed jobs alone, index-only but the sample's row:
+-- (last_error_code, type) for every type, (type, last_error_code, failed_at, id) of
+-- migration 0040 for one (without it a type's groups read every failed job's row).
 SELECT g.error_code, g.jobs, g.types, g.first_seen, g.last_seen, now() AS db_now,
        s.id AS sample_job_id, s.last_error AS sample_error
 FROM (
@@ -176,37 +187,51 @@ ORDER BY jobs DESC;
 
 -- name: console_jobs_page
 -- One keyset page of jobs, newest first, matching the filters; older than before_id.
-SELECT id, queue, type, version, status, priority, attempts, max_attempts, last_error_code,
-       idempotency_key, created_at, available_at, started_at, completed_at, failed_at,
-       cancel_requested_at, worker_id
-FROM background_jobs
-WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(type)s::text IS NULL OR type = %(type)s::text)
-  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
-  AND (%(search_key)s::text IS NULL
-       OR idempotency_key = %(search_key)s::text
-       OR id = %(search_id)s::bigint)
-  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
-ORDER BY id DESC
-LIMIT %(limit)s::int;
+-- The page's ids are chosen first, reading only ids: a filter an index covers (a failed
+-- type's jobs, by the partial index of migration 0040) is then an index-only scan, never
+-- a read of every matching row to sort them. A key search orders by `id + 0`, which no
+-- index provides: on never-analyzed tables the planner would otherwise walk the primary
+-- key backwards hoping to meet the key soon (the whole table at 10,000,000 jobs).
+SELECT j.id, j.queue, j.type, j.version, j.status, j.priority, j.attempts, j.max_attempts,
+       j.last_error_code, j.idempotency_key, j.created_at, j.available_at, j.started_at,
+       j.completed_at, j.failed_at, j.cancel_requested_at, j.worker_id
+FROM (
+    SELECT id FROM background_jobs
+    WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(search_key)s::text IS NULL
+           OR idempotency_key = %(search_key)s::text
+           OR id = %(search_id)s::bigint)
+      AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+    ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END DESC
+    LIMIT %(limit)s::int
+) page
+JOIN background_jobs j ON j.id = page.id
+ORDER BY j.id DESC;
 
 -- name: console_jobs_page_newer
--- The keyset page just newer than after_id (oldest first; the console reverses it).
-SELECT id, queue, type, version, status, priority, attempts, max_attempts, last_error_code,
-       idempotency_key, created_at, available_at, started_at, completed_at, failed_at,
-       cancel_requested_at, worker_id
-FROM background_jobs
-WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(type)s::text IS NULL OR type = %(type)s::text)
-  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
-  AND (%(search_key)s::text IS NULL
-       OR idempotency_key = %(search_key)s::text
-       OR id = %(search_id)s::bigint)
-  AND id > %(after_id)s::bigint
-ORDER BY id ASC
-LIMIT %(limit)s::int;
+-- The keyset page just newer than after_id (oldest first; the console reverses it); its
+-- ids chosen first, as console_jobs_page's.
+SELECT j.id, j.queue, j.type, j.version, j.status, j.priority, j.attempts, j.max_attempts,
+       j.last_error_code, j.idempotency_key, j.created_at, j.available_at, j.started_at,
+       j.completed_at, j.failed_at, j.cancel_requested_at, j.worker_id
+FROM (
+    SELECT id FROM background_jobs
+    WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (%(search_key)s::text IS NULL
+           OR idempotency_key = %(search_key)s::text
+           OR id = %(search_id)s::bigint)
+      AND id > %(after_id)s::bigint
+    ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END ASC
+    LIMIT %(limit)s::int
+) page
+JOIN background_jobs j ON j.id = page.id
+ORDER BY j.id ASC;
 
 -- name: console_job_get
 -- One job with its ages measured on the database clock.
@@ -285,7 +310,7 @@ SELECT type,
        -- executions whose handler raised (a retry, a failure, a timeout, an ambiguous end)
        count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown')) AS raised
 FROM job_executions
-WHERE started_at > now() - interval '1 hour'
+WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
 GROUP BY type;
 
 -- name: console_sla_outcomes_by_type
@@ -297,6 +322,7 @@ SELECT type,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'unknown'), 0)::bigint AS unknown
 FROM job_minute_counts
 WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
+  AND minute < now() + interval '1 day'
 GROUP BY type;
 
 -- name: console_sla_wait_buckets
@@ -306,7 +332,7 @@ SELECT type,
        max(extract(epoch FROM started_at - scheduled_at)) AS worst_wait_s,
        count(*) AS started
 FROM job_executions
-WHERE started_at > now() - interval '1 hour'
+WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
 GROUP BY type, bucket;
 
 -- name: console_sla_pending_by_type
@@ -451,28 +477,42 @@ RETURNING id;
 -- Per error code: when its current streak began (the first minute after the last gap of
 -- more than an hour in which the code occurred, failed, retried or unknown), from the
 -- per-minute rollup; a retry does not reset it. `last_minute`: its latest occurrence.
--- Read per hour: a gap of more than an hour always runs from one hour's last occurrence
--- to a later hour's first, so each hour's first and last minute are all it needs — the
--- window then sorts at most 192 rows a code, not one per minute (a week of failures
--- every minute sorted 100,000 rows on disk: 220 ms).
-WITH m AS (
-    SELECT error_code, date_trunc('hour', minute) AS hour, min(minute) AS first_minute,
-           max(minute) AS last_minute
-    FROM job_minute_counts
-    WHERE error_code = ANY(%(codes)s::text[]) AND error_code <> ''
-      AND outcome IN ('failed', 'retried', 'unknown')
-      AND (%(type)s::text IS NULL OR type = %(type)s::text)
-    GROUP BY error_code, date_trunc('hour', minute)
-), gaps AS (
-    SELECT error_code, first_minute, last_minute,
-           first_minute - lag(last_minute) OVER (PARTITION BY error_code ORDER BY hour) AS gap
-    FROM m
+-- Walked back from the latest occurrence an hour at a time: each step asks the index
+-- (error_code, minute) for the code's earliest occurrence from an hour before the
+-- streak's start so far, and the start itself coming back is the gap. So a code costs
+-- one probe per hour of its streak, not a read of every minute it occurred in (a week of
+-- failures every minute in 20 codes read 100,000 rows: 150 ms at 1,000,000 jobs).
+-- The index's order is the plan, and two things keep it so on tables without statistics:
+-- no upper bound on the minute, and the row filter (outcome, type) as a sub-select,
+-- which the planner cannot estimate; either of them written plainly makes it expect a
+-- row or two, and read and sort every row of the code instead.
+WITH RECURSIVE latest AS (
+    SELECT c.code, (SELECT m.minute FROM job_minute_counts m
+                    WHERE m.error_code = c.code AND m.error_code <> ''
+                      AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
+                                  AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
+                    ORDER BY m.minute DESC
+                    LIMIT 1) AS last_minute
+    FROM unnest(%(codes)s::text[]) AS c(code)
+), walk AS (
+    SELECT code, last_minute AS start FROM latest WHERE last_minute IS NOT NULL
+    UNION ALL
+    SELECT w.code, p.minute
+    FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT m.minute FROM job_minute_counts m
+        WHERE m.error_code = w.code AND m.error_code <> ''
+          AND m.minute >= w.start - interval '1 hour'
+          AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
+                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
+        ORDER BY m.minute
+        LIMIT 1
+    ) p
+    WHERE p.minute < w.start
 )
-SELECT error_code, max(first_minute) FILTER (WHERE gap IS NULL OR gap > interval '1 hour')
-           AS streak_start,
-       max(last_minute) AS last_minute
-FROM gaps
-GROUP BY error_code;
+SELECT w.code AS error_code, min(w.start) AS streak_start, max(w.start) AS last_minute
+FROM walk w
+GROUP BY w.code;
 
 -- name: console_failed_group_sparklines
 -- Per error code, type, outcome (failed, retried, unknown) and minute of the last hour:
@@ -529,7 +569,7 @@ LIMIT %(limit)s::int;
 -- those it handed back at shutdown, nor those recovered from it (recovery ended them).
 SELECT worker_id, count(*) AS finished
 FROM job_executions
-WHERE finished_at > now() - interval '5 minutes'
+WHERE finished_at > now() - interval '5 minutes' AND finished_at < now() + interval '1 day'
   AND worker_id = ANY(%(worker_ids)s::text[])
   AND outcome NOT IN ('handed_back', 'worker_lost')
 GROUP BY worker_id;

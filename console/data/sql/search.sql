@@ -10,16 +10,22 @@ SELECT coalesce(max(id), 0) AS newest FROM background_jobs;
 -- Jobs with ids in [floor, top), newest first, matching the one criterion given: an id,
 -- an idempotency key, a value at a payload path (any of `values`, JSON texts) or an
 -- ILIKE pattern over the last error's message or code. `matched` is what matched.
+-- A null bound is none: an id or key search over every job (a bound of 0..2^63 made the
+-- planner AND a bitmap of every id with the key's).
 SELECT id, queue, type, status, attempts, max_attempts, last_error_code, idempotency_key,
        created_at,
        CASE WHEN %(path)s::text[] IS NOT NULL THEN left((payload #> %(path)s::text[])::text, 200)
             WHEN %(pattern)s::text IS NOT NULL THEN left(last_error, 200) END AS matched
 FROM background_jobs
-WHERE id < %(top)s::bigint AND id >= %(floor)s::bigint
+WHERE (%(top)s::bigint IS NULL OR id < %(top)s::bigint)
+  AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
   AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
   AND (%(key)s::text IS NULL OR idempotency_key = %(key)s::text)
   AND (%(path)s::text[] IS NULL OR payload #> %(path)s::text[] = ANY(%(values)s::jsonb[]))
   AND (%(pattern)s::text IS NULL
        OR last_error ILIKE %(pattern)s::text OR last_error_code ILIKE %(pattern)s::text)
-ORDER BY id DESC
+-- A key search orders by `id + 0`, which no index provides: on never-analyzed tables the
+-- planner would otherwise walk the primary key backwards hoping to meet the key soon
+-- (every job: 370 ms at 10,000,000), rather than look the key up and sort what it finds.
+ORDER BY CASE WHEN %(key)s::text IS NULL THEN id ELSE id + 0 END DESC
 LIMIT %(limit)s::int;

@@ -1,0 +1,181 @@
+"""The console's pages hold without statistics: on never-analyzed tables (autovacuum may be
+off, nobody runs ANALYZE) the queries that bench/bench_console.py found slow at 10,000,000
+jobs keep the plans their comments promise, read from EXPLAIN (ANALYZE, BUFFERS) on
+200,000 jobs. A plan chosen on default selectivities reads every failed row of a type,
+walks the primary key looking for a key, scans every execution for the last hour, or reads
+every minute a code occurred in; each is a bound or a plan shape below."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from console.data.database import CQ, ConsoleDatabase
+from worker.store.db import migrate
+
+JOBS = 200_000
+#: Every 10th job failed (type t1 or t2 alternately, 10 codes), spread over the ids.
+FAILED_EVERY = 10
+
+FILL = f"""
+INSERT INTO background_jobs (queue, type, payload, status, attempts, max_attempts,
+    created_at, started_at, completed_at, failed_at, last_error_code, last_error,
+    idempotency_key)
+SELECT 'q', CASE WHEN f THEN 't' || (1 + g / {FAILED_EVERY} % 2) ELSE 'other' END,
+       jsonb_build_object('n', g), CASE WHEN f THEN 'failed' ELSE 'completed' END, 1, 3,
+       t, t, CASE WHEN NOT f THEN t END, CASE WHEN f THEN t END,
+       CASE WHEN f THEN 'CODE_' || (g / {FAILED_EVERY} / 2 % 10) END,
+       CASE WHEN f THEN 'boom' END, 'key-' || g
+FROM generate_series(1, {JOBS}) g
+CROSS JOIN LATERAL (SELECT g % {FAILED_EVERY} = 0 AS f,
+                           now() - ({JOBS} - g) * interval '3 seconds' AS t) x;
+INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+    scheduled_at, started_at, finished_at, outcome, error_code, duration_ms)
+SELECT id, gen_random_uuid(), 1, queue, type, 'w', started_at, started_at,
+       started_at + interval '1 second', status, last_error_code, 1000
+FROM background_jobs;
+-- a week of every code failing every minute, of both types
+INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
+SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q', 't' || (1 + m % 2),
+       'failed', 'CODE_' || c, 1
+FROM generate_series(0, 7 * 24 * 60) m, generate_series(0, 9) c;
+"""
+
+
+@pytest.fixture(scope="module")
+def never_analyzed(server_url):
+    """A database of its own for the module: filled once, never analyzed."""
+    name = f"jobwarden_plans_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(server_url)
+    url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+    try:
+        migrate(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            for table in ("background_jobs", "job_executions", "job_minute_counts"):
+                # Even on a server with autovacuum on, these tables keep no statistics.
+                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            conn.execute(FILL)
+            # A plain VACUUM sets the visibility map (index-only scans), no statistics.
+            conn.execute("VACUUM background_jobs, job_executions, job_minute_counts")
+            analyzed = conn.execute("SELECT count(*) FROM pg_stats WHERE tablename IN "
+                                    "('background_jobs', 'job_executions', "
+                                    "'job_minute_counts')").fetchone()[0]
+        assert analyzed == 0, "the tables must have no statistics for this test to mean anything"
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def explain(url: str, query, **params) -> tuple[int, str]:
+    """EXPLAIN (ANALYZE, BUFFERS) of a console query: (shared buffers hit + read, the plan
+    as JSON text)."""
+    with psycopg.connect(url, prepare_threshold=None) as conn:
+        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql,
+                               params).fetchone()
+    top = plan[0]["Plan"]
+    return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
+
+
+def nodes(plan: str) -> list[dict]:
+    found = []
+
+    def walk(node):
+        found.append(node)
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(json.loads(plan)[0]["Plan"])
+    return found
+
+
+JOBS_PAGE = {"status": None, "queue": None, "type": None, "error_code": None,
+             "search_key": None, "search_id": None, "before_id": None, "after_id": None,
+             "limit": 51}
+
+
+def test_a_types_failed_groups_come_from_the_failed_by_type_index(never_analyzed):
+    # 10,000 failed jobs of t1, one in every 20 jobs: their rows are on every heap page.
+    buffers, plan = explain(never_analyzed, CQ.console_failed_groups, type="t1", limit=500)
+    assert "background_jobs_failed_by_type_idx" in plan
+    assert not [n for n in nodes(plan) if n["Node Type"] in ("Bitmap Heap Scan", "Seq Scan")]
+    assert buffers < 300, plan
+
+
+def test_a_types_failed_codes_and_jobs_come_from_the_index(never_analyzed):
+    buffers, plan = explain(never_analyzed, CQ.console_failed_type_codes, type="t1")
+    assert "background_jobs_failed_by_type_idx" in plan and buffers < 200, plan
+    for code in (None, "CODE_3"):
+        buffers, plan = explain(never_analyzed, CQ.console_jobs_page,
+                                **{**JOBS_PAGE, "status": "failed", "type": "t1",
+                                   "error_code": code})
+        # the page's 51 rows and the index; not the rows of every failed job of t1
+        assert buffers < 400, (code, plan)
+
+
+def test_a_codes_newest_failed_jobs_are_a_walk_of_the_index(never_analyzed):
+    # CODE_3 has 1,000 failed jobs over every heap page; the page needs 51 of them
+    buffers, plan = explain(never_analyzed, CQ.console_jobs_page,
+                            **{**JOBS_PAGE, "status": "failed", "error_code": "CODE_3"})
+    assert "background_jobs_failed_code_id_idx" in plan and buffers < 300, plan
+
+
+def test_a_key_search_looks_the_key_up(never_analyzed):
+    buffers, plan = explain(never_analyzed, CQ.console_jobs_page,
+                            **{**JOBS_PAGE, "search_key": "key-1234"})
+    assert buffers < 30, plan
+    buffers, plan = explain(never_analyzed, CQ.console_search, job_id=None, key="key-1234",
+                            path=None, values=None, pattern=None, limit=51, top=None,
+                            floor=None)
+    assert buffers < 30, plan
+
+
+@pytest.mark.parametrize("job_type", [None, "t1"])
+def test_a_streak_is_walked_by_index_probes(never_analyzed, job_type):
+    _buffers, plan = explain(never_analyzed, CQ.console_failed_group_streaks,
+                             codes=[f"CODE_{c}" for c in range(10)], type=job_type)
+    shapes = {n["Node Type"] for n in nodes(plan)}
+    # every minute of a week in 10 codes is 100,800 rows: a plan that reads them sorts
+    # them (by hour) or bitmaps them; the walk probes the index once per hour a code
+    assert not shapes & {"Sort", "Bitmap Heap Scan", "Seq Scan", "Incremental Sort"}, plan
+    probes = [n for n in nodes(plan) if n.get("Index Name") == "job_minute_counts_error_idx"]
+    assert probes and max(n["Actual Loops"] for n in probes) <= 10 * (7 * 24 + 2), plan
+
+
+@pytest.mark.parametrize("query", ["console_sla_by_type", "console_sla_wait_buckets",
+                                   "metrics_executions_recent", "metrics_duration_histogram",
+                                   "metrics_time_to_start_histogram"])
+def test_a_trailing_window_of_executions_reads_the_window(never_analyzed, query):
+    # the fill's executions run 3 s apart: the last hour holds 1,200 of 200,000
+    params = {"negated_bounds": [-60.0, -1.0]} if "histogram" in query else {}
+    buffers, plan = explain(never_analyzed, getattr(CQ, query), **params)
+    assert not [n for n in nodes(plan) if n["Node Type"] == "Seq Scan"], plan
+    assert buffers < 1_500, plan
+    # The planner knows the window is narrow: a one-sided range reads to it as a third of
+    # the table (here 66,667 rows, still an index; at 10,000,000 jobs a parallel scan of
+    # every execution with JIT).
+    scans = [n for n in nodes(plan) if n.get("Relation Name") == "job_executions"]
+    assert scans and max(n["Plan Rows"] for n in scans) <= JOBS // 100, plan
+
+
+def test_the_consoles_transactions_plan_without_jit_and_leave_the_session_alone(clean_db):
+    db = ConsoleDatabase(clean_db, pool_size=1)
+    try:
+        with db.engine.connect() as raw:
+            server_default = raw.exec_driver_sql("SHOW jit").scalar_one()
+        with db.reading() as reader:
+            assert reader.conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
+        with db.transaction() as reader:
+            assert reader.conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
+        # the same pooled connection, outside the console's transactions: as it was
+        # (a pooler in transaction mode hands it to other clients)
+        with db.engine.connect() as raw:
+            assert raw.exec_driver_sql("SHOW jit").scalar_one() == server_default
+    finally:
+        db.dispose()
