@@ -52,6 +52,15 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- sub-select it can neither push into another index nor estimate as selective. With a
 -- selective-looking filter (or a join on type) it walks the type index instead and sorts
 -- every pending job of the type. The lease comes from a lateral lookup for the same reason.
+-- Rate limits and concurrency caps (worker/engine/limits.py; all NULL and `limited` false
+-- on the claim of unlimited work, which then pays for none of it): the caller holds the
+-- scopes' advisory locks (limits_lock) so no other claim spends the same tokens. The walk
+-- steps over a job whose bucket (`rate_*`: its type's, or its type's for its key, and its
+-- queue's) holds less than one token or whose type or queue runs `*_caps` jobs already,
+-- so one key's backlog never hides the others; of the batch, a bucket's nth job is taken
+-- only if the bucket holds n tokens and a cap's nth only if n jobs fit under it; and the
+-- statement spends one token per job it claims (`spent`). A job left waiting stays
+-- pending, its attempts untouched.
 WITH locked AS (
     SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
@@ -69,6 +78,37 @@ WITH locked AS (
                       < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
                                            AS x(type, lim)
                          WHERE x.type = j.type LIMIT 1))
+                  AND (NOT %(limited)s::boolean OR (
+                        (j.type = ANY(%(rate_types)s::text[]) OR j.type = ANY(%(cap_types)s::text[])
+                         OR q.queue = ANY(%(rate_queues)s::text[])
+                         OR q.queue = ANY(%(cap_queues)s::text[]))
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(rate_types)s::text[], %(type_rates)s::float8[],
+                                                 %(type_bursts)s::float8[],
+                                                 %(type_key_paths)s::text[])
+                                          AS x(type, rate, burst, path)
+                            WHERE x.type = j.type
+                              AND jobwarden_tokens(jobwarden_rate_bucket(j.type, x.path, j.payload),
+                                                   x.rate, x.burst, clock_timestamp()) < 1)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
+                                                 %(queue_bursts)s::float8[])
+                                          AS x(queue, rate, burst)
+                            WHERE x.queue = q.queue
+                              AND jobwarden_tokens('queue:' || q.queue, x.rate, x.burst,
+                                                   clock_timestamp()) < 1)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(cap_types)s::text[], %(type_caps)s::int[])
+                                          AS x(type, cap)
+                            WHERE x.type = j.type
+                              AND (SELECT count(*) FROM background_jobs r
+                                   WHERE r.status = 'running' AND r.type = j.type) >= x.cap)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(cap_queues)s::text[], %(queue_caps)s::int[])
+                                          AS x(queue, cap)
+                            WHERE x.queue = q.queue
+                              AND (SELECT count(*) FROM background_jobs r
+                                   WHERE r.status = 'running' AND r.queue = q.queue) >= x.cap)))
            -- The queue the job is in for this claim: a defaulted one is the type's.
            FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
                              THEN (SELECT x.queue
@@ -82,13 +122,70 @@ WITH locked AS (
     ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), clock AS (
+    SELECT clock_timestamp() AS t
+), tagged AS (
+    -- A limited claim's jobs with the buckets they draw from and the caps they count in,
+    -- numbered within each in claim order.
+    SELECT l.id, l.type, l.concurrency_key, l.priority, l.available_at,
+           tb.bucket AS type_bucket, tb.rate AS type_rate, tb.burst AS type_burst,
+           'queue:' || b.eff_queue AS queue_bucket, qr.rate AS queue_rate,
+           qr.burst AS queue_burst, tc.cap AS type_cap, qc.cap AS queue_cap, b.eff_queue,
+           row_number() OVER (PARTITION BY tb.bucket ORDER BY l.rank, l.id) AS nth_tb,
+           row_number() OVER (PARTITION BY b.eff_queue ORDER BY l.rank, l.id) AS nth_q,
+           row_number() OVER (PARTITION BY l.type ORDER BY l.rank, l.id) AS nth_t
+    FROM (SELECT l.*, jobwarden_claim_rank(l.available_at, l.priority) AS rank
+          FROM locked l WHERE %(limited)s::boolean) AS l
+    JOIN LATERAL (
+        SELECT j.payload, CASE WHEN 'queue' = ANY(j.policy_defaults)
+                               THEN (SELECT x.queue
+                                     FROM unnest(%(types)s::text[], %(type_queues)s::text[])
+                                          AS x(type, queue)
+                                     WHERE x.type = j.type LIMIT 1)
+                               ELSE j.queue END AS eff_queue
+        FROM background_jobs j WHERE j.id = l.id) AS b ON true
+    LEFT JOIN LATERAL (
+        SELECT jobwarden_rate_bucket(l.type, x.path, b.payload) AS bucket, x.rate, x.burst
+        FROM unnest(%(rate_types)s::text[], %(type_rates)s::float8[], %(type_bursts)s::float8[],
+                    %(type_key_paths)s::text[]) AS x(type, rate, burst, path)
+        WHERE x.type = l.type LIMIT 1) AS tb ON true
+    LEFT JOIN LATERAL (
+        SELECT x.rate, x.burst
+        FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
+                    %(queue_bursts)s::float8[]) AS x(queue, rate, burst)
+        WHERE x.queue = b.eff_queue LIMIT 1) AS qr ON true
+    LEFT JOIN LATERAL (
+        SELECT x.cap FROM unnest(%(cap_types)s::text[], %(type_caps)s::int[]) AS x(type, cap)
+        WHERE x.type = l.type LIMIT 1) AS tc ON true
+    LEFT JOIN LATERAL (
+        SELECT x.cap FROM unnest(%(cap_queues)s::text[], %(queue_caps)s::int[]) AS x(queue, cap)
+        WHERE x.queue = b.eff_queue LIMIT 1) AS qc ON true
+), admitted AS (
+    -- Of an unlimited claim, every job locked; of a limited one, a job only within every
+    -- bucket's tokens and every cap's room (each counted on its own, so never above any).
+    SELECT id, type, concurrency_key, priority, available_at FROM locked
+    WHERE NOT %(limited)s::boolean
+    UNION ALL
+    SELECT g.id, g.type, g.concurrency_key, g.priority, g.available_at
+    FROM tagged g CROSS JOIN clock c
+    WHERE (g.type_rate IS NULL
+           OR g.nth_tb <= floor(jobwarden_tokens(g.type_bucket, g.type_rate, g.type_burst, c.t)))
+      AND (g.queue_rate IS NULL
+           OR g.nth_q <= floor(jobwarden_tokens(g.queue_bucket, g.queue_rate, g.queue_burst,
+                                                c.t)))
+      AND (g.type_cap IS NULL
+           OR g.nth_t <= g.type_cap - (SELECT count(*) FROM background_jobs r
+                                       WHERE r.status = 'running' AND r.type = g.type))
+      AND (g.queue_cap IS NULL
+           OR g.nth_q <= g.queue_cap - (SELECT count(*) FROM background_jobs r
+                                        WHERE r.status = 'running' AND r.queue = g.eff_queue))
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
     SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
-    FROM locked l
+    FROM admitted l
     CROSS JOIN LATERAL (
         SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
         WHERE x.type = l.type LIMIT 1) AS x
@@ -109,7 +206,7 @@ WITH locked AS (
 ), selected AS (
     -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
     -- others stay pending: their key has no room left).
-    SELECT id, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    SELECT id, type, NULL::smallint AS slot FROM admitted WHERE concurrency_key IS NULL
     UNION ALL
     SELECT q.id, q.type, f.slot::smallint
     FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
@@ -148,6 +245,25 @@ WITH locked AS (
          started_at, heartbeat_at)
     SELECT id, execution_id, attempts, queue, type, worker_id, available_at, now(), now()
     FROM claimed
+), spent AS (
+    -- One token per claimed job from each bucket it drew from, in bucket order (two
+    -- claims of different scopes that share a bucket never wait on each other in a cycle).
+    INSERT INTO job_rate_buckets AS k (bucket, tokens, rate, burst, updated_at)
+    SELECT s.bucket, jobwarden_tokens(s.bucket, s.rate, s.burst, c.t) - s.n, s.rate,
+           s.burst, c.t
+    FROM (SELECT g.type_bucket AS bucket, max(g.type_rate) AS rate,
+                 max(g.type_burst) AS burst, count(*) AS n
+          FROM tagged g JOIN claimed d ON d.id = g.id
+          WHERE g.type_rate IS NOT NULL GROUP BY g.type_bucket
+          UNION ALL
+          SELECT g.queue_bucket, max(g.queue_rate), max(g.queue_burst), count(*)
+          FROM tagged g JOIN claimed d ON d.id = g.id
+          WHERE g.queue_rate IS NOT NULL GROUP BY g.queue_bucket) AS s
+    CROSS JOIN clock c
+    ORDER BY s.bucket
+    ON CONFLICT (bucket) DO UPDATE
+    SET tokens = EXCLUDED.tokens, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
+        updated_at = EXCLUDED.updated_at
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes
