@@ -30,7 +30,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database, pct  # noqa: E402
-from worker.engine.limits import UNLIMITED  # noqa: E402
 from worker.jobs.enqueue import JobSpec, enqueue, enqueue_many  # noqa: E402
 from worker.store.db import database_url, migrate  # noqa: E402
 from worker.store.queries import Q  # noqa: E402
@@ -47,7 +46,7 @@ def email_claim_ms(url: str, samples: int) -> list[float]:
             conn.execute(Q.claim_jobs, {
                 "types": ["email"], "leases": [30.0], "limits": [1],
                 "type_queues": ["email"], "type_max_attempts": [5], "queues": ["email"],
-                "skip_queues": None, "limit": 2, "worker_id": "bench", **UNLIMITED}).fetchall()
+                "skip_queues": None, "limit": 2, "worker_id": "bench"}).fetchall()
             times.append((time.perf_counter() - start) * 1000)
             conn.rollback()
         conn.execute("DELETE FROM background_jobs WHERE type = 'email'")

@@ -12,7 +12,6 @@ import psycopg
 import pytest
 
 from worker import JobSpec, enqueue_many
-from worker.engine.limits import UNLIMITED
 from worker.store.db import migrate
 from worker.store.queries import Q
 
@@ -48,7 +47,7 @@ def claim_params(limit: int = 10, concurrency_limit: int = 1, queue: str = "defa
     """claim_jobs' parameters for a worker of `plan.wanted` declared on `queue`."""
     return {"types": ["plan.wanted"], "leases": [30.0], "limits": [concurrency_limit],
             "type_queues": [queue], "type_max_attempts": [5], "queues": queues,
-            "skip_queues": None, "limit": limit, "worker_id": "plan-test", **UNLIMITED}
+            "skip_queues": None, "limit": limit, "worker_id": "plan-test"}
 
 
 def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1,

@@ -31,7 +31,6 @@ from worker.core.states import JobStatus as S
 from worker.duties.recovery import recover_stale_running
 from worker.engine.completer import Completer, finish_params
 from worker.engine.context import ExecutionControl
-from worker.engine.limits import UNLIMITED
 from worker.engine.runner import Outcome, complete_in_transaction, completion
 from worker.store.db import DedicatedConnection
 from worker.store.queries import Q, batch_params
@@ -110,7 +109,7 @@ def claim(db, registry: Registry, worker_id: str) -> tuple:
         "limits": [t.concurrency_limit for t in types],
         "type_queues": [t.queue for t in types],
         "type_max_attempts": [t.max_attempts for t in types], "queues": None,
-        "skip_queues": None, "limit": 1, "worker_id": worker_id, **UNLIMITED}).fetchall()
+        "skip_queues": None, "limit": 1, "worker_id": worker_id}).fetchall()
     return row
 
 

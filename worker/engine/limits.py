@@ -127,8 +127,7 @@ class LimitBook:
         every_rate = rates + queue_rates
         return LimitedClaim(
             scopes=[f"type:{n}" for n in types] + [f"queue:{n}" for n in queues],
-            params={"limited": True,
-                    "rate_types": rate_types or None, "type_rates": rates or None,
+            params={"rate_types": rate_types or None, "type_rates": rates or None,
                     "type_bursts": bursts or None, "type_key_paths": paths or None,
                     "rate_queues": rate_queues or None, "queue_rates": queue_rates or None,
                     "queue_bursts": queue_bursts or None,
@@ -136,13 +135,6 @@ class LimitBook:
                     "cap_queues": cap_queues or None, "queue_caps": queue_caps or None},
             types=types, queues=queues,
             slowest_rate=min(every_rate) if every_rate else None)
-
-
-#: The limit keywords of a claim of unlimited work (claim_jobs ignores them all).
-UNLIMITED: dict[str, Any] = {
-    "limited": False, "rate_types": None, "type_rates": None, "type_bursts": None,
-    "type_key_paths": None, "rate_queues": None, "queue_rates": None, "queue_bursts": None,
-    "cap_types": None, "type_caps": None, "cap_queues": None, "queue_caps": None}
 
 
 def lock_scopes(conn: psycopg.Connection, scopes: list[str]) -> None:

@@ -26,7 +26,7 @@ import psycopg
 from worker.core import lease
 from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.logs import waiting_event
-from worker.engine.limits import UNLIMITED, LimitedClaim, limited_waiting, lock_scopes, refill_wait
+from worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from worker.store.db import DedicatedConnection
 from worker.store.jobstore import JobStore
@@ -80,12 +80,15 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
     `limited`: claim only the rate-limited or capped work it names, within its tokens and
     caps; the caller holds its scopes' locks (`lock_scopes`) in the same transaction."""
     n = len(types)
-    return JobStore(conn).records(Q.claim_jobs, {
+    params = {
         "types": types, "leases": leases, "limits": limits or [1] * n,
         "type_queues": type_queues or [DEFAULT_QUEUE] * n,
         "type_max_attempts": type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n,
-        "queues": queues, "skip_queues": skip_queues, "limit": limit,
-        "worker_id": worker_id, **(limited.params if limited else UNLIMITED)}, ClaimedJob)
+        "queues": queues, "skip_queues": skip_queues, "limit": limit, "worker_id": worker_id}
+    if limited is None:
+        return JobStore(conn).records(Q.claim_jobs, params, ClaimedJob)
+    return JobStore(conn).records(Q.claim_limited_jobs, {**params, **limited.params},
+                                  ClaimedJob)
 
 
 class JobBuffer:
