@@ -38,8 +38,14 @@ def test_the_slots_the_update_the_executions_and_the_answer_are_the_same_text():
     spent = ltail.index("), spent AS (")
     answer = ltail.index(")", spent)  # the line that closes `spent`
     ltail = ltail[:spent] + ltail[answer:]
-    # The limited claim takes its keyless and keyed jobs from `admitted`, not `locked`.
-    ltail = [line.replace("FROM admitted", "FROM locked") for line in ltail]
+    # The limited claim takes its keyless and keyed jobs from `admitted`, not `locked`, and
+    # dates its executions by the buckets' clock rather than the transaction's start.
+    ltail = [line.replace("FROM admitted", "FROM locked")
+             .replace("started_at = (SELECT t FROM clock),", "started_at = now(),")
+             for line in ltail]
+    at = ltail.index("    SELECT id, execution_id, attempts, queue, type, worker_id, available_at,")
+    ltail[at:at + 2] = ["    SELECT id, execution_id, attempts, queue, type, worker_id, available_at, "
+                        "now(), now()"]
     assert ltail == tail
     keyed = _cte(plain, "keyed")
     lkeyed = [line.replace("FROM admitted", "FROM locked") for line in _cte(limited, "keyed")]

@@ -335,7 +335,11 @@ WITH locked AS (
         execution_id = gen_random_uuid(),
         attempts = j.attempts + 1,
         worker_id = %(worker_id)s,
-        started_at = now(),
+        -- The instant the tokens were counted at (not the transaction's start, which
+        -- may precede a wait for the scopes' locks): the started_at of claims of a scope
+        -- then follow the buckets' own clock, and any T seconds of them hold at most
+        -- burst + rate × T jobs.
+        started_at = (SELECT t FROM clock),
         heartbeat_at = now(),
         lease_seconds = p.lease,
         lease_expires_at = now() + make_interval(secs => p.lease),
@@ -361,7 +365,8 @@ WITH locked AS (
     INSERT INTO job_executions
         (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
          started_at, heartbeat_at)
-    SELECT id, execution_id, attempts, queue, type, worker_id, available_at, now(), now()
+    SELECT id, execution_id, attempts, queue, type, worker_id, available_at,
+           (SELECT t FROM clock), now()
     FROM claimed
 ), spent AS (
     -- One token per claimed job from each bucket it drew from, in bucket order (two
