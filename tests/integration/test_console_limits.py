@@ -54,6 +54,9 @@ def test_an_operator_sets_and_clears_a_queue_limit_from_the_queues_page(
                       "queue:email", None),
                      ("otto", "operator", "clear_limit", "provider fine", "queue:email", "3")]
     assert "No queue or job type is limited." in operator.get("/queues").get_data(as_text=True)
+    subjects = [e.text() for e in parse(operator.get("/audit").get_data(as_text=True))
+                .all("audit-subject")]
+    assert subjects == ["limit of queue email", "limit of queue email"]
 
 
 def test_a_viewer_may_not_set_a_limit(viewer, post_form, clean_db):
