@@ -38,6 +38,7 @@ from types import FrameType
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -51,6 +52,7 @@ from worker.engine.config import WorkerConfig
 from worker.engine.executor import Executor
 from worker.engine.heartbeat import Heartbeat
 from worker.engine.lanes import EVERY_OTHER, Lane, parse_queues
+from worker.engine.limits import LimitBook
 from worker.engine.listener import listen_for_jobs
 from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
 from worker.jobs.job_types import publish_job_types
@@ -143,8 +145,11 @@ class WorkerProcess:
         self.completer = Completer(DedicatedConnection(self.url),
                                    batch_size=config.flush_batch,
                                    interval=config.flush_interval, give_up=self._give_up)
+        #: Rate limits and caps, declared and live (re-read by the duties).
+        self.limits = LimitBook(self.types)
         self._lanes = [self._lane_runtime(lane) for lane in self.lanes]
-        self.duties = Duties(registry, worker_id=self.worker_id)  # schedules, retention, policies
+        # schedules, retention, policies, live limits
+        self.duties = Duties(registry, worker_id=self.worker_id, limits=self.limits)
         self.heartbeat = Heartbeat(
             control_pool=self.control_pool, worker_id=self.worker_id,
             executors=[rt.executor for rt in self._lanes], completer=self.completer,
@@ -192,6 +197,7 @@ class WorkerProcess:
             log.info("worker %s stopped before it started: it never reached the database",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
+        self._read_limits()
         completer = threading.Thread(target=self.completer.run, name="completer", daemon=True)
         threads = [threading.Thread(target=listen_for_jobs, name="listener", daemon=True,
                                     args=(self.url, self._wake, self._closing)),
@@ -278,8 +284,18 @@ class WorkerProcess:
         producer = Producer(
             conn=DedicatedConnection(self.url), claims=claims, settings=settings,
             buffer=buffer, concurrency=lane.slots, running=executor.active,
-            job_seconds=lambda: executor.job_seconds, wake=wake, stop=self._stop)
+            job_seconds=lambda: executor.job_seconds, wake=wake, stop=self._stop,
+            limits=partial(self.limits.for_lane, lane.serves))
         return LaneRuntime(lane, wake, buffer, executor, producer)
+
+    def _read_limits(self) -> None:
+        """The live limits before the first claim (after it, the duties re-read them)."""
+        try:
+            with self.control_pool.connection() as conn:
+                self.limits.refresh(conn)
+        except psycopg.Error as exc:
+            log.warning("live limits not read yet (%s): the duties will read them", exc,
+                        extra={"action": "limits_unread"})
 
     def _abandoned_alive(self) -> int:
         return sum(rt.executor.abandoned_alive() for rt in self._lanes)

@@ -1,13 +1,16 @@
-"""Queues: counts and oldest wait per queue, and pausing or resuming one (audited)."""
+"""Queues: counts and oldest wait per queue, pausing or resuming one, and the live limits
+of queues and job types (maximum concurrency, rate), each action audited; a job type's
+page with its policy, its limit and the figures that go with it."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from console.data import queries
 from console.data.database import get_db
+from console.data.limits import RATE_WINDOW, job_type_policy, limits
 from console.web.auth import role_required
-from console.web.forms import ActionForm
+from console.web.forms import ActionForm, LimitForm
 from console.web.identity import current_user
 from worker.jobs.registry import NAME_PATTERN
 from worker.ops import operations
@@ -18,17 +21,41 @@ bp = Blueprint("queues", __name__)
 
 @bp.get("/queues")
 def index():
-    """Every queue with its counts and whether workers may claim from it."""
+    """Every queue with its counts and whether workers may claim from it, and every
+    limited queue and type with its limit, current rate and waiting jobs."""
     with get_db().reading() as reader:
         overview = queries.overview(reader)
         controls = operations.queue_controls(reader.conn)
+        limit_rows = limits(reader)
     names = sorted({t.label for t in overview.by_queue} | set(controls))
     counts = {t.label: t for t in overview.by_queue}
+    queue_limits = {r.name: r for r in limit_rows if r.scope == "queue"}
     forms = {}
+    limit_forms = {}
     if current_user.has_role("operator"):
         forms = {name: ActionForm.fresh() for name in names}
+        limit_forms = {("queue", name): LimitForm.fresh() for name in names}
+        limit_forms.update({(r.scope, r.name): LimitForm.fresh() for r in limit_rows})
+        limit_forms[("new", "")] = LimitForm.fresh()
     return render_template("jobwarden/queues.html", names=names, counts=counts, controls=controls,
-                           forms=forms, statuses=JOB_STATUSES)
+                           forms=forms, statuses=JOB_STATUSES, limit_rows=limit_rows,
+                           queue_limits=queue_limits, limit_forms=limit_forms,
+                           rate_window=RATE_WINDOW)
+
+
+@bp.get("/types/<job_type>")
+def job_type(job_type: str):
+    """One job type: its published policy, its limit (declared and live) with who set it,
+    its current rate, running and waiting jobs."""
+    if not NAME_PATTERN.match(job_type):
+        abort(404)
+    with get_db().reading() as reader:
+        policy = job_type_policy(reader, job_type)
+        found = limits(reader, "type", job_type)
+    form = LimitForm.fresh() if current_user.has_role("operator") else None
+    return render_template("jobwarden/job_type.html", name=job_type, policy=policy,
+                           limit=found[0] if found else None, form=form,
+                           rate_window=RATE_WINDOW)
 
 
 @bp.post("/queues/<queue>/<action>")
@@ -47,3 +74,44 @@ def queue_action(queue: str, action: str):
                      reason=form.reason.data, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.queues.index"), code=303)
+
+
+@bp.post("/limits/<action>")
+@role_required("operator")
+def limit_action(action: str):
+    """Set or clear a queue's or a type's live limit (`scope` and `name` in the form),
+    with the operator's reason; answer with a 303 back to the page it came from."""
+    if action not in ("set", "clear"):
+        abort(404)
+    scope = request.form.get("scope", "")
+    name = (request.form.get("name") or "").strip()
+    if scope not in operations.LIMIT_SCOPES or not NAME_PATTERN.match(name):
+        flash("Name a queue or a job type (letters, digits, '_', '.', ':' or '-'). "
+              "Nothing was changed.", "error")
+        return redirect(url_for("jobwarden.queues.index"), code=303)
+    back = (url_for("jobwarden.queues.job_type", job_type=name)
+            if scope == "type" and request.form.get("back") == "type"
+            else url_for("jobwarden.queues.index"))
+    form = LimitForm()
+    if not form.validate():
+        problems = "; ".join(f"{field}: {' '.join(errors)}"
+                             for field, errors in form.errors.items())
+        flash(f"Nothing was changed: {problems}.", "error")
+        return redirect(back, code=303)
+    try:
+        with get_db().transaction() as tx:
+            if action == "set":
+                result = operations.set_limit(
+                    tx.conn, scope, name, actor=current_user.actor, role=current_user.role,
+                    reason=form.reason.data, max_concurrency=form.max_concurrency.data,
+                    rate=(form.rate.data or "").strip() or None, burst=form.burst.data,
+                    request_id=form.request_id.data)
+            else:
+                result = operations.clear_limit(
+                    tx.conn, scope, name, actor=current_user.actor, role=current_user.role,
+                    reason=form.reason.data, request_id=form.request_id.data)
+    except ValueError as exc:
+        flash(f"Nothing was changed: {exc}.", "error")
+        return redirect(back, code=303)
+    flash(result.message, "ok" if result.ok else "error")
+    return redirect(back, code=303)

@@ -5,8 +5,15 @@ from __future__ import annotations
 import uuid
 
 from flask_wtf import FlaskForm
-from wtforms import HiddenField, PasswordField, SelectField, StringField, TextAreaField
-from wtforms.validators import AnyOf, DataRequired, Length, Optional
+from wtforms import (
+    HiddenField,
+    IntegerField,
+    PasswordField,
+    SelectField,
+    StringField,
+    TextAreaField,
+)
+from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optional
 
 from console.core.config import settings
 from console.data.schema import ROLES
@@ -53,6 +60,16 @@ class ActionForm(ConsoleForm):
         form.request_id.data = uuid.uuid4().hex
         form.expected_status.data = expected_status or ""
         return form
+
+
+class LimitForm(ActionForm):
+    """Set a queue's or a type's live limit: a maximum concurrency, a rate ("100/s",
+    "600/m") and its burst, any of them left empty; the reason goes to the audit log.
+    worker.ops.operations.set_limit checks the values and says what is wrong."""
+
+    max_concurrency = IntegerField(validators=[Optional(), NumberRange(min=0, max=100_000)])
+    rate = StringField(validators=[Optional(), Length(max=40)])
+    burst = IntegerField(validators=[Optional(), NumberRange(min=1, max=100_000)])
 
 
 class UserForm(ConsoleForm):

@@ -26,6 +26,9 @@ def routes(app, seeded: dict) -> dict[str, list[tuple[str, dict]]]:
         "jobwarden.queues.queue_action": [("/queues/default/pause", {}),
                                           ("/queues/paused_q/resume", {})],
         "jobwarden.schedules.schedule_action": [("/schedules/nightly_report/pause", {})],
+        "jobwarden.queues.limit_action": [
+            ("/limits/set", {"scope": "queue", "name": "default", "rate": "5/s"}),
+            ("/limits/clear", {"scope": "queue", "name": "paused_q"})],
         "jobwarden.actions.job_action": [
             (f"/jobs/{job}/retry", {"expected_status": "failed"}),
             (f"/jobs/{job}/skip", {"expected_status": "failed"}),

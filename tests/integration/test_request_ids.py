@@ -74,5 +74,5 @@ def test_the_look_up_of_an_earlier_submission_can_use_the_request_id_index(conn)
     plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + Q.operator_audit_by_request, {
         "request_id": "r-1", "action": "retry", "actor": "otto", "job_id": 1,
         "error_code": None, "job_type": None, "queue": None, "bulk_id": None,
-        "schedule": None}))
+        "schedule": None, "limit_target": None}))
     assert "job_audit_request_idx" in plan, plan

@@ -16,6 +16,7 @@ import psycopg
 from worker.cli import args as A
 from worker.core.errors import EnqueueError
 from worker.core.logs import FORMATS, configure
+from worker.core.rates import describe_rate
 from worker.core.states import JobStatus
 from worker.core.terminal import printable
 from worker.duties.recovery import mark_gone_workers, recover_stale_running
@@ -33,10 +34,13 @@ from worker.jobs.registry import registry
 from worker.ops.operations import (
     JOB_ACTIONS,
     ActionResult,
+    clear_limit,
+    live_limits,
     pause_queue,
     queue_controls,
     resume_queue,
     set_all_queues,
+    set_limit,
 )
 from worker.ops.reconcile import reconcilable_types, reconcile
 from worker.process import WorkerProcess
@@ -191,6 +195,40 @@ def cmd_queue(args: argparse.Namespace) -> int:
         print(f"{changed} queue(s) {args.queue_command}d, {len(results) - changed} unchanged")
         return 0
     return 0 if results[0].ok else 1
+
+
+def cmd_limits(args: argparse.Namespace) -> int:
+    """`jobwarden limits list|set|clear`: the live limits of queues and types (audited)."""
+    with connect() as conn:
+        if args.limits_command == "list":
+            rows = live_limits(conn)
+            if not rows:
+                print("no live limit is set (declared rate limits hold)")
+            for r in rows:
+                parts = []
+                if r["max_concurrency"] is not None:
+                    parts.append(f"max {r['max_concurrency']} at once")
+                if r["rate"] is not None:
+                    burst = f" burst {r['burst']:g}" if r["burst"] is not None else ""
+                    parts.append(f"{describe_rate(r['rate'])}{burst}")
+                print(f"{r['scope']:<5} {printable(r['name']):<24} {', '.join(parts):<28} "
+                      f"by {printable(r['set_by'])} at {r['set_at']:%F %T}: "
+                      f"{printable(r['reason'])}")
+            return 0
+        scope, name = ("queue", args.queue) if args.queue else ("type", args.type)
+        try:
+            if args.limits_command == "set":
+                result = set_limit(conn, scope, name, actor=_actor(args), role="admin",
+                                   reason=args.reason, max_concurrency=args.max_concurrency,
+                                   rate=args.rate, burst=args.burst)
+            else:
+                result = clear_limit(conn, scope, name, actor=_actor(args), role="admin",
+                                     reason=args.reason)
+        except ValueError as exc:
+            print(f"jobwarden limits: {printable(exc)}", file=sys.stderr)
+            return 2
+    print(printable(result.message))
+    return 0 if result.ok else 1
 
 
 def _queue_action(conn: psycopg.Connection, args: argparse.Namespace) -> ActionResult:
@@ -382,6 +420,31 @@ def build_parser(contributed: bool = True) -> CommandParser:
         q.add_argument("--reason", required=True, help="why (goes to the audit log)")
         q.add_argument("--actor", help="who (default: cli:$USER)")
         q.set_defaults(fn=cmd_queue)
+
+    lp = sub.add_parser("limits", help="set, clear and list live limits of queues and job "
+                                       "types: maximum concurrency and rate (audited)")
+    lsub = lp.add_subparsers(dest="limits_command", required=True)
+    lsub.add_parser("list", help="the live limits, who set them, when and why"
+                    ).set_defaults(fn=cmd_limits)
+    for verb, text in (("set", "set (or replace) a live limit; workers apply it within "
+                               "seconds"),
+                       ("clear", "clear a live limit: the declared one holds again")):
+        lm = lsub.add_parser(verb, help=text)
+        target = lm.add_mutually_exclusive_group(required=True)
+        target.add_argument("--queue", help="a queue's limit")
+        target.add_argument("--type", help="a job type's limit")
+        if verb == "set":
+            lm.add_argument("--max-concurrency", type=int,
+                            help="at most this many of its jobs claimed or running at once "
+                                 "across all workers (0 holds them)")
+            lm.add_argument("--rate", help="at most this many claims per second or minute "
+                                           "across all workers: 100/s, 600/m, 50/h")
+            lm.add_argument("--burst", type=int,
+                            help="the rate's bucket: most jobs claimed at once after a quiet "
+                                 "spell (default: one second's worth)")
+        lm.add_argument("--reason", required=True, help="why (goes to the audit log)")
+        lm.add_argument("--actor", help="who (default: cli:$USER)")
+        lm.set_defaults(fn=cmd_limits)
 
     pr = sub.add_parser("prune", help="delete old finished jobs (retention), after showing "
                                       "how many of each status and asking")

@@ -20,6 +20,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from worker.duties import retention, scheduler
+from worker.engine.limits import REFRESH_SECONDS, LimitBook
 from worker.jobs import job_types
 from worker.jobs.registry import Registry
 
@@ -33,7 +34,8 @@ class Duties:
     a claim.
     """
 
-    def __init__(self, registry: Registry, *, worker_id: str, interval: float | None = None):
+    def __init__(self, registry: Registry, *, worker_id: str, interval: float | None = None,
+                 limits: LimitBook | None = None):
         base = interval or float(os.environ.get("JOBWARDEN_DUTY_INTERVAL") or 0) or None
         self.registry = registry
         self.worker_id = worker_id
@@ -45,6 +47,10 @@ class Duties:
             # claim applies the policy itself) before this reaches it.
             ("policies", base or 5.0,
              lambda conn: job_types.adopt_defaulted(conn, [t.name for t in registry]))]
+        if limits is not None:
+            # Live limits an operator set reach this worker's claims within this interval.
+            self._duties.append(("limits", min(base or REFRESH_SECONDS, REFRESH_SECONDS),
+                                 limits.refresh))
         policy = retention.RetentionPolicy.from_env()
         if policy is not None:
             self._duties.append(("retention", base or 60.0,

@@ -26,12 +26,17 @@ import psycopg
 from worker.core import lease
 from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.logs import waiting_event
+from worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from worker.store.db import DedicatedConnection
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.producer")
+
+#: Most limited claims in a row while each takes some jobs and slots are still free: one
+#: per key (or bucket) whose tokens a claim's batch spends before it reaches the next.
+LIMITED_ROUNDS = 8
 
 
 @dataclass(slots=True, eq=False)
@@ -64,20 +69,26 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
           queues: list[str] | None, limit: int, worker_id: str,
           skip_queues: list[str] | None = None, limits: list[int] | None = None,
           type_queues: list[str] | None = None,
-          type_max_attempts: list[int] | None = None) -> list[ClaimedJob]:
+          type_max_attempts: list[int] | None = None,
+          limited: LimitedClaim | None = None) -> list[ClaimedJob]:
     """Claim up to `limit` jobs in one statement (committed by the caller's connection):
     of `queues` (None: any) but not of `skip_queues` (the other lanes' own queues).
 
     `leases`, `limits` (each type's concurrency_limit; 1 for every type if not given),
     `type_queues` and `type_max_attempts` (the declared policy a job that took the
-    documented defaults gets; those defaults if not given) are parallel to `types`."""
+    documented defaults gets; those defaults if not given) are parallel to `types`.
+    `limited`: claim only the rate-limited or capped work it names, within its tokens and
+    caps; the caller holds its scopes' locks (`lock_scopes`) in the same transaction."""
     n = len(types)
-    return JobStore(conn).records(Q.claim_jobs, {
+    params = {
         "types": types, "leases": leases, "limits": limits or [1] * n,
         "type_queues": type_queues or [DEFAULT_QUEUE] * n,
         "type_max_attempts": type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n,
-        "queues": queues, "skip_queues": skip_queues, "limit": limit,
-        "worker_id": worker_id}, ClaimedJob)
+        "queues": queues, "skip_queues": skip_queues, "limit": limit, "worker_id": worker_id}
+    if limited is None:
+        return JobStore(conn).records(Q.claim_jobs, params, ClaimedJob)
+    return JobStore(conn).records(Q.claim_limited_jobs, {**params, **limited.params},
+                                  ClaimedJob)
 
 
 class JobBuffer:
@@ -173,7 +184,8 @@ class Producer:
                  concurrency: int, running: Callable[[], int],
                  job_seconds: Callable[[], float | None], wake: threading.Event,
                  stop: threading.Event,
-                 settings: ProducerSettings = ProducerSettings()) -> None:
+                 settings: ProducerSettings = ProducerSettings(),
+                 limits: Callable[[], LimitedClaim | None] | None = None) -> None:
         self._conn = conn
         self.claims = claims
         self.settings = settings
@@ -183,6 +195,10 @@ class Producer:
         self._job_seconds = job_seconds
         self.wake = wake
         self.stop = stop
+        #: The lane's limited work as the worker knows it now (None: nothing limited).
+        self._limits = limits or (lambda: None)
+        #: Set by a claim that left limited work waiting for tokens or room.
+        self._held_back: LimitedClaim | None = None
 
     def ahead(self) -> int:
         """How many claimed jobs should wait in the buffer: about `horizon` seconds of
@@ -242,17 +258,65 @@ class Producer:
                                       extra=waiting_event("job_claimed", job))
                 if len(jobs) == want:
                     continue  # there may be more waiting
-            self.wake.wait(self.settings.poll_interval)
+            held = self._held_back
+            self.wake.wait(refill_wait(held, self.settings.poll_interval) if held
+                           else self.settings.poll_interval)
         self._conn.drop()
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         conn = self._conn.get()
         sent = lease.now()  # the leases the claim grants start no earlier than this
         c = self.claims
-        jobs = claim(conn, types=c.types, leases=c.leases, limits=c.limits,
-                     type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
-                     queues=c.queues, skip_queues=c.skip_queues, limit=limit,
-                     worker_id=c.worker_id)
+        limited = self._limits()
+        self._held_back = None
+        jobs: list[ClaimedJob] = []
+        if limited is not None:
+            # Limited work first (it is bounded by its tokens, so it cannot crowd the
+            # rest out) and only for slots free now: a rate-limited job claimed ahead
+            # would wait in the buffer and start later in a bunch, above the rate.
+            free = min(limit, max(0, self.concurrency - self._running() - len(self.buffer)))
+            if free:
+                # A claim's batch may hold one key's jobs only, and takes that key's
+                # tokens; the next claim steps over the emptied bucket to the other keys.
+                for _ in range(LIMITED_ROUNDS):
+                    got = self._claim_limited(conn, limited, free - len(jobs))
+                    jobs += got
+                    if not got or len(jobs) >= free:
+                        break
+                if len(jobs) < free and limited_waiting(conn, limited):
+                    self._held_back = limited
+            elif limited_waiting(conn, limited):
+                self._held_back = limited
+            limit -= len(jobs)
+        # Everything else: the one statement of an unlimited claim, without the limited
+        # types and queues when there are any.
+        types = c.types if limited is None else [t for t in c.types
+                                                 if t not in limited.types]
+        if limit > 0 and types:
+            skip = c.skip_queues if limited is None or not limited.queues else sorted(
+                set(c.skip_queues or []) | set(limited.queues))
+            keep = [i for i, t in enumerate(c.types) if t in types]
+            jobs += claim(conn, types=types, leases=[c.leases[i] for i in keep],
+                          limits=_pick(c.limits, keep), type_queues=_pick(c.type_queues, keep),
+                          type_max_attempts=_pick(c.type_max_attempts, keep),
+                          queues=c.queues, skip_queues=skip, limit=limit,
+                          worker_id=c.worker_id)
         for job in jobs:
             job.granted_at = sent
         return jobs
+
+    def _claim_limited(self, conn: psycopg.Connection, limited: LimitedClaim,
+                       limit: int) -> list[ClaimedJob]:
+        """One transaction: the scopes' locks, then the claim within their tokens and caps
+        (a job type of a limited queue is claimed here whatever its own limits)."""
+        c = self.claims
+        with conn.transaction():
+            lock_scopes(conn, limited.scopes)
+            return claim(conn, types=c.types, leases=c.leases, limits=c.limits,
+                         type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
+                         queues=c.queues, skip_queues=c.skip_queues, limit=limit,
+                         worker_id=c.worker_id, limited=limited)
+
+
+def _pick(values: list[Any] | None, keep: list[int]) -> list[Any] | None:
+    return None if values is None else [values[i] for i in keep]

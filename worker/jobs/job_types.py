@@ -48,7 +48,9 @@ def policy_row(job_type: JobType, published_by: str) -> dict[str, Any]:
             "backoff": {"base": backoff.base, "cap": backoff.cap, "jitter": backoff.jitter},
             "sla_seconds": job_type.sla, "version": job_type.version,
             "repeat_safe": job_type.repeat_safe,
-            "concurrency_limit": job_type.concurrency_limit, "published_by": published_by}
+            "concurrency_limit": job_type.concurrency_limit, "rate_limit": job_type.rate_limit,
+            "rate_burst": job_type.rate_burst, "rate_limit_key": job_type.rate_limit_key,
+            "published_by": published_by}
 
 
 #: Jobs per adopt_defaulted transaction, and transactions per pass: a pass never holds

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.core.policy import RetryPolicy, parse_duration
+from worker.core.rates import default_burst, parse_rate
 from worker.jobs.cron import check_schedule
 
 # \Z, not $: "$" also matches before a final newline.
@@ -78,6 +79,13 @@ class JobType:
     # next snooze fails it (SNOOZE_LIMIT): a job waiting on something that never comes
     # must end where a person sees it.
     max_snoozes: int = DEFAULT_MAX_SNOOZES
+    # At most this many jobs of the type (jobs per second; None: no limit) are claimed
+    # per second across all workers, from a token bucket of `rate_burst` tokens (one
+    # second's worth unless set); with `rate_limit_key` (a dotted payload path) each
+    # value of that path has a bucket of its own (claim_jobs, docs/guide/rate-limits.md).
+    rate_limit: float | None = None
+    rate_burst: float | None = None
+    rate_limit_key: str | None = None
 
     def __call__(self, ctx: Any, payload: Any) -> Any:
         return self.handler(ctx, payload)
@@ -171,6 +179,9 @@ def job(
     reconciler: Callable[[Any], str] | None = None,
     concurrency_limit: int = 1,
     max_snoozes: int = DEFAULT_MAX_SNOOZES,
+    rate_limit: str | float | None = None,
+    rate_burst: int | None = None,
+    rate_limit_key: str | None = None,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
@@ -182,6 +193,9 @@ def job(
     serving such a type also runs the `jobwarden.reconcile` job that runs reconcilers).
     `concurrency_limit=N` lets up to N jobs of one `concurrency_key` run at once (default 1).
     `max_snoozes=N` bounds how often one job may `raise Snooze(seconds)` (default 100).
+    `rate_limit="100/s"` (or "/m", "/h") claims at most that many jobs of the type per
+    unit across all workers, bursts bounded by `rate_burst` (default: one second's worth);
+    `rate_limit_key="account.id"` applies the rate to each value of that payload path.
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -202,6 +216,7 @@ def job(
         raise ValueError(f"{name}: lease must be positive")
     if schedule is not None:
         check_schedule(name, schedule, schedule_tz)
+    rate = _rate_limit(name, rate_limit, rate_burst, rate_limit_key)
 
     def decorate(fn: Handler) -> JobType:
         return registry.register(JobType(
@@ -212,7 +227,37 @@ def job(
             schedule=schedule, schedule_tz=schedule_tz,
             schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
             reconciler=reconciler, concurrency_limit=concurrency_limit,
-            max_snoozes=max_snoozes,
+            max_snoozes=max_snoozes, rate_limit=rate,
+            rate_burst=(None if rate is None else
+                        float(rate_burst) if rate_burst is not None else default_burst(rate)),
+            rate_limit_key=rate_limit_key,
         ))
 
     return decorate
+
+
+#: A rate_limit_key: a dotted path of payload keys ("account.id").
+KEY_PATH_PATTERN = re.compile(r"\A[A-Za-z0-9_-]{1,100}(\.[A-Za-z0-9_-]{1,100}){0,7}\Z")
+
+
+def _rate_limit(name: str, rate_limit: str | float | None, rate_burst: int | None,
+                rate_limit_key: str | None) -> float | None:
+    """The declared rate (jobs per second) once its burst and key path are checked."""
+    if rate_limit is None:
+        if rate_burst is not None or rate_limit_key is not None:
+            raise ValueError(f"{name}: rate_burst and rate_limit_key need a rate_limit")
+        return None
+    try:
+        rate = parse_rate(rate_limit)
+    except ValueError as exc:
+        raise ValueError(f"{name}: rate_limit: {exc}") from None
+    if rate_burst is not None and (not isinstance(rate_burst, int)
+                                   or isinstance(rate_burst, bool) or rate_burst < 1):
+        raise ValueError(f"{name}: rate_burst must be a whole number of jobs >= 1")
+    # A path, not a callable: the claim reads it from the payload in SQL, so a job is
+    # limited alike whoever enqueued it (another service, the CLI) and no column is added.
+    if rate_limit_key is not None and (not isinstance(rate_limit_key, str)
+                                       or not KEY_PATH_PATTERN.match(rate_limit_key)):
+        raise ValueError(f"{name}: rate_limit_key must be a dotted payload path like "
+                         f"'account.id', not {rate_limit_key!r}")
+    return rate

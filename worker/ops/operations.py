@@ -1,5 +1,6 @@
 """Operator actions on jobs: retry, cancel, skip, reconcile — one job or a failed group —
-and on queues and schedules: pause and resume.
+on queues and schedules: pause and resume; and live limits of queues and types (maximum
+concurrency, rate): set and clear.
 
 Every action is a compare-and-set (docs/architecture.md §2): it changes only jobs still
 in a state the action allows, and writes one `job_audit` row per changed job in the same
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from worker.core.rates import MAX_RATE, describe_rate, parse_rate
 from worker.core.sanitize import redact
 from worker.core.states import JobStatus
 from worker.core.storable import storable_text
@@ -49,7 +51,8 @@ ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
 #: them.
 AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed",
                    "mark_failed", "run_now", "reschedule", "pause_queue", "resume_queue",
-                   "pause_schedule", "resume_schedule", "run_schedule")
+                   "pause_schedule", "resume_schedule", "run_schedule", "set_limit",
+                   "clear_limit")
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}
@@ -439,6 +442,87 @@ def _set_schedule_paused(conn: CallerConnection, job_type: str, paused: bool, ac
     return ActionResult(True, action, 0, f"Schedule {job_type!r} is {state}.{note}")
 
 
+#: What a live limit applies to: a queue, or a job type (docs/guide/rate-limits.md).
+LIMIT_SCOPES = ("queue", "type")
+#: Highest live maximum concurrency (0 holds the scope's work, like a pause).
+MAX_LIVE_CONCURRENCY = 100_000
+
+
+def set_limit(conn: CallerConnection, scope: str, name: str, *, actor: str, role: str,
+              reason: str, max_concurrency: int | None = None, rate: str | float | None = None,
+              burst: int | None = None, request_id: str | None = None) -> ActionResult:
+    """Set a queue's or a type's live limit: at most `max_concurrency` of its jobs claimed
+    or running at once, and/or `rate` ("100/s", "600/m", or jobs per second) with a bucket
+    of `burst` jobs (one second's worth unless given). It replaces the previous live limit
+    of that scope (what it replaced goes in the audit row) and wins over the type's
+    declaration until cleared; every worker applies it within a few seconds
+    (worker/engine/limits.py). Audited."""
+    action = "set_limit"
+    reason = _check(actor, role, reason)
+    target = _limit_target(scope, name)
+    if max_concurrency is not None and (
+            not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool)
+            or not 0 <= max_concurrency <= MAX_LIVE_CONCURRENCY):
+        raise ValueError(f"a maximum concurrency is a whole number from 0 to "
+                         f"{MAX_LIVE_CONCURRENCY}")
+    per_second = None if rate is None else parse_rate(rate)
+    if burst is not None and (not isinstance(burst, int) or isinstance(burst, bool)
+                              or not 1 <= burst <= MAX_RATE):
+        raise ValueError("a burst is a whole number of jobs, at least 1")
+    if burst is not None and per_second is None:
+        raise ValueError("a burst needs a rate")
+    if max_concurrency is None and per_second is None:
+        raise ValueError("a limit needs a maximum concurrency, a rate or both")
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             limit_target=target)):
+        return done
+    _rows(conn, Q.operator_limit_set, {
+        "scope": scope, "name": name, "max_concurrency": max_concurrency,
+        "rate": per_second, "burst": None if burst is None else float(burst),
+        "actor": actor, "role": role, "reason": reason, "request_id": request_id})
+    parts = []
+    if max_concurrency is not None:
+        parts.append(f"at most {max_concurrency} at once")
+    if per_second is not None:
+        parts.append(f"{describe_rate(per_second)}"
+                     + (f" (burst {burst})" if burst is not None else ""))
+    return ActionResult(True, action, 0, f"{scope.capitalize()} {name!r} is limited to "
+                        f"{' and '.join(parts)}; workers apply it within seconds.")
+
+
+def clear_limit(conn: CallerConnection, scope: str, name: str, *, actor: str, role: str,
+                reason: str, request_id: str | None = None) -> ActionResult:
+    """Clear a queue's or a type's live limit: the declared limit (if any) holds again
+    on every worker within a few seconds. Audited; no live limit, nothing changes."""
+    action = "clear_limit"
+    reason = _check(actor, role, reason)
+    target = _limit_target(scope, name)
+    if request_id and (done := _already_done(conn, action, request_id, actor,
+                                             limit_target=target)):
+        return done
+    row = _rows(conn, Q.operator_limit_clear, {
+        "scope": scope, "name": name, "actor": actor, "role": role, "reason": reason,
+        "request_id": request_id})[0]
+    if not row["changed"]:
+        return ActionResult(False, action, 0, f"{scope.capitalize()} {name!r} has no live "
+                                              "limit. Nothing was changed.")
+    return ActionResult(True, action, 0, f"The live limit of {scope} {name!r} is cleared; "
+                                         "its declared limit (if any) holds again.")
+
+
+def live_limits(conn: CallerConnection) -> list[dict[str, Any]]:
+    """Every live limit: scope, name, max_concurrency, rate, burst, reason, set_by,
+    set_role, set_at."""
+    return _rows(conn, Q.limit_controls_list, {})
+
+
+def _limit_target(scope: str, name: str) -> str:
+    if scope not in LIMIT_SCOPES:
+        raise ValueError(f"a limit applies to a queue or a type, not {scope!r}")
+    check_name("queue" if scope == "queue" else "job type", name)
+    return f"{scope}:{name}"
+
+
 def _check(actor: str, role: str, reason: str) -> str:
     if role not in ACTING_ROLES:
         raise PermissionError(f"role {role!r} may not act on jobs")
@@ -467,14 +551,15 @@ def _params(action: str, actor: str, role: str, reason: str, request_id: str | N
 def _already_done(conn: CallerConnection, action: str, request_id: str, actor: str, *,
                   job_id: int | None = None, error_code: str | None = None,
                   job_type: str | None = None, queue: str | None = None, bulk_id: str | None = None,
-                  schedule: str | None = None) -> ActionResult | None:
+                  schedule: str | None = None, limit_target: str | None = None
+                  ) -> ActionResult | None:
     """The earlier result if this very form (same request id, action, actor and target:
     one job, a group, a selection's `bulk_id`, a queue or a schedule) was already
     submitted; a request id reused for anything else suppresses nothing."""
     rows = _rows(conn, Q.operator_audit_by_request, {
         "request_id": request_id, "action": action, "actor": actor, "job_id": job_id,
         "error_code": error_code, "job_type": job_type, "queue": queue, "bulk_id": bulk_id,
-        "schedule": schedule})
+        "schedule": schedule, "limit_target": limit_target})
     if not rows:
         return None
     prior = rows[0]

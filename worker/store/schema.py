@@ -251,6 +251,39 @@ queue_controls = Table(
     Column("changed_at", TS, nullable=False, server_default=text("now()")),
 )
 
+# Token buckets of rate-limited scopes and the operators' live limits (migration 0050,
+# docs/guide/rate-limits.md).
+job_rate_buckets = Table(
+    "job_rate_buckets",
+    metadata,
+    Column("bucket", Text, primary_key=True),
+    Column("tokens", Float, nullable=False),
+    Column("rate", Float, nullable=False),
+    Column("burst", Float, nullable=False),
+    Column("updated_at", TS, nullable=False),
+)
+
+job_limit_controls = Table(
+    "job_limit_controls",
+    metadata,
+    Column("scope", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("max_concurrency", Integer),
+    Column("rate", Float),
+    Column("burst", Float),
+    Column("reason", Text, nullable=False),
+    Column("set_by", Text, nullable=False),
+    Column("set_role", Text, nullable=False),
+    Column("set_at", TS, nullable=False, server_default=text("now()")),
+    CheckConstraint("scope IN ('queue', 'type')", name="job_limit_controls_scope_check"),
+    CheckConstraint("max_concurrency IS NULL OR max_concurrency >= 0",
+                    name="job_limit_controls_concurrency_check"),
+    CheckConstraint("rate IS NULL OR rate > 0", name="job_limit_controls_rate_check"),
+    CheckConstraint("burst IS NULL OR burst >= 1", name="job_limit_controls_burst_check"),
+    CheckConstraint("max_concurrency IS NOT NULL OR rate IS NOT NULL",
+                    name="job_limit_controls_some_check"),
+)
+
 # Console indexes (migration 0002): overview counts read in index order, failed groups
 # by type without the heap, and the jobs list's idempotency-key search.
 Index(
@@ -315,6 +348,10 @@ job_types = Table(
     CheckConstraint("max_attempts >= 1", name="job_types_max_attempts_check"),
     CheckConstraint("version >= 1", name="job_types_version_check"),
     CheckConstraint("concurrency_limit >= 1", name="job_types_concurrency_limit_check"),
+    # Declared rate limit (jobs per second), burst and key path (migration 0050).
+    Column("rate_limit", Float),
+    Column("rate_burst", Float),
+    Column("rate_limit_key", Text),
 )
 Index(
     "background_jobs_policy_defaults_idx",

@@ -279,7 +279,8 @@ LIMIT %(limit)s::int;
 -- One keyset page of the audit log, newest first, filtered by actor, action and job.
 SELECT a.id, a.job_id, a.bulk_id, a.actor, a.role, a.action, a.reason,
        a.from_status, a.to_status, a.at, a.request_id, a.details->>'queue' AS queue,
-       a.details->>'schedule' AS schedule
+       a.details->>'schedule' AS schedule, a.details->>'scope' AS limit_scope,
+       a.details->>'name' AS limit_name
 FROM job_audit a
 WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
   AND (%(action)s::text IS NULL OR a.action = %(action)s::text)

@@ -5,20 +5,24 @@
 -- Upsert the policies of a worker's job types; never over a newer version's policy.
 INSERT INTO job_types
     (type, queue, max_attempts, timeout_seconds, lease_seconds, backoff, sla_seconds,
-     version, repeat_safe, concurrency_limit, published_by)
+     version, repeat_safe, concurrency_limit, rate_limit, rate_burst, rate_limit_key,
+     published_by)
 SELECT r.type, r.queue, r.max_attempts, r.timeout_seconds, r.lease_seconds, r.backoff,
-       r.sla_seconds, r.version, r.repeat_safe, r.concurrency_limit, r.published_by
+       r.sla_seconds, r.version, r.repeat_safe, r.concurrency_limit, r.rate_limit,
+       r.rate_burst, r.rate_limit_key, r.published_by
 FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
     type text, queue text, max_attempts int, timeout_seconds float8, lease_seconds float8,
     backoff jsonb, sla_seconds float8, version int, repeat_safe boolean,
-    concurrency_limit int, published_by text)
+    concurrency_limit int, rate_limit float8, rate_burst float8, rate_limit_key text,
+    published_by text)
 ORDER BY r.type
 ON CONFLICT (type) DO UPDATE
 SET queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
     timeout_seconds = EXCLUDED.timeout_seconds, lease_seconds = EXCLUDED.lease_seconds,
     backoff = EXCLUDED.backoff, sla_seconds = EXCLUDED.sla_seconds,
     version = EXCLUDED.version, repeat_safe = EXCLUDED.repeat_safe,
-    concurrency_limit = EXCLUDED.concurrency_limit,
+    concurrency_limit = EXCLUDED.concurrency_limit, rate_limit = EXCLUDED.rate_limit,
+    rate_burst = EXCLUDED.rate_burst, rate_limit_key = EXCLUDED.rate_limit_key,
     published_by = EXCLUDED.published_by, published_at = now()
 -- During a rolling deploy a restarting old worker must not undo the new declaration.
 WHERE job_types.version <= EXCLUDED.version

@@ -122,8 +122,8 @@ SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
 -- name: operator_audit_by_request
 -- The audit row an earlier submission of the same form wrote (double-click detection):
 -- the same request id for the same action, actor and target. The target is exactly one
--- of a selection (bulk_id), a job acted on alone (no bulk_id), a failed group, a queue
--- or a schedule; a look-up naming none matches nothing.
+-- of a selection (bulk_id), a job acted on alone (no bulk_id), a failed group, a queue,
+-- a schedule or a live limit ('queue:<q>', 'type:<t>'); a look-up naming none matches nothing.
 SELECT job_id, action, actor, at, to_status
 FROM job_audit
 WHERE request_id = %(request_id)s::text
@@ -137,6 +137,7 @@ WHERE request_id = %(request_id)s::text
                AND details->>'job_type' IS NOT DISTINCT FROM %(job_type)s::text
         WHEN %(queue)s::text IS NOT NULL THEN details->>'queue' = %(queue)s::text
         WHEN %(schedule)s::text IS NOT NULL THEN details->>'schedule' = %(schedule)s::text
+        WHEN %(limit_target)s::text IS NOT NULL THEN details->>'limit' = %(limit_target)s::text
         ELSE false
       END
 ORDER BY id

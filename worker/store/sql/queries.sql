@@ -153,6 +153,245 @@ SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
+-- name: claim_limited_jobs
+-- claim_jobs for a lane's rate-limited and capped work (worker/engine/limits.py), its
+-- text the same but for what limits add, so the plain claim pays for none of it
+-- (tests/unit/test_claim_queries.py keeps the shared parts identical). The caller holds
+-- the scopes' advisory locks (limits_lock) in the same transaction, so no other claim
+-- spends the same tokens. The walk takes only limited work (the lane's plain claim takes
+-- the rest) and steps over a job whose bucket (`rate_*`: its type's, or its type's for its key, and
+-- its queue's) holds less than one token or whose type or queue runs `*_caps` jobs
+-- already, so one key's backlog never hides the others; of the batch, a bucket's nth job
+-- is taken only if the bucket holds n tokens and a cap's nth only if n jobs fit under it;
+-- and the statement spends one token per job it claims (`spent`). A job left waiting
+-- stays pending, its attempts untouched. Otherwise as claim_jobs:
+-- Claim up to `limit` runnable jobs of the handled types, highest priority first. A job
+-- with a concurrency_key starts only while fewer of its key's jobs run than its type's
+-- limit (`limits`, parallel to `types`), and takes a slot: the smallest free number
+-- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
+-- jobs refuses a second claim of one slot (two workers racing for a key's last one).
+-- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
+-- A job that took the documented defaults (`policy_defaults`) is claimed as the worker's
+-- own policy has it (`type_queues`, `type_max_attempts`, parallel to `types`): its queue
+-- is the type's declared one for the lanes and pauses, and the claim stores both, so no
+-- statement ever rewrites all such jobs at once (docs/architecture.md §5).
+-- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
+-- rows whatever the statistics say (the table may never have been analyzed). So `status` is
+-- the only condition the planner can estimate; every other filter sits in a scalar
+-- sub-select it can neither push into another index nor estimate as selective. With a
+-- selective-looking filter (or a join on type) it walks the type index instead and sorts
+-- every pending job of the type. The lease comes from a lateral lookup for the same reason.
+WITH locked AS (
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
+    FROM background_jobs j
+    WHERE j.status = 'pending'
+      AND (SELECT j.type = ANY(%(types)s::text[])
+                  AND j.available_at <= now()
+                  AND (%(queues)s::text[] IS NULL OR q.queue = ANY(%(queues)s::text[]))
+                  AND (%(skip_queues)s::text[] IS NULL
+                       OR q.queue <> ALL(%(skip_queues)s::text[]))
+                  AND NOT EXISTS (SELECT 1 FROM queue_controls qc
+                                  WHERE qc.queue = q.queue AND qc.paused)
+                  AND (j.concurrency_key IS NULL OR (
+                        SELECT count(*) FROM background_jobs r
+                        WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')
+                      < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
+                                           AS x(type, lim)
+                         WHERE x.type = j.type LIMIT 1))
+                  -- Limited work only (the lane's plain claim takes the rest), and only
+                  -- while its buckets hold a token and its caps have room.
+                  AND ((j.type = ANY(%(rate_types)s::text[]) OR j.type = ANY(%(cap_types)s::text[])
+                         OR q.queue = ANY(%(rate_queues)s::text[])
+                         OR q.queue = ANY(%(cap_queues)s::text[]))
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(rate_types)s::text[], %(type_rates)s::float8[],
+                                                 %(type_bursts)s::float8[],
+                                                 %(type_key_paths)s::text[])
+                                          AS x(type, rate, burst, path)
+                            WHERE x.type = j.type
+                              AND jobwarden_tokens(jobwarden_rate_bucket(j.type, x.path, j.payload),
+                                                   x.rate, x.burst, clock_timestamp()) < 1)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
+                                                 %(queue_bursts)s::float8[])
+                                          AS x(queue, rate, burst)
+                            WHERE x.queue = q.queue
+                              AND jobwarden_tokens('queue:' || q.queue, x.rate, x.burst,
+                                                   clock_timestamp()) < 1)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(cap_types)s::text[], %(type_caps)s::int[])
+                                          AS x(type, cap)
+                            WHERE x.type = j.type
+                              AND (SELECT count(*) FROM background_jobs r
+                                   WHERE r.status = 'running' AND r.type = j.type) >= x.cap)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(%(cap_queues)s::text[], %(queue_caps)s::int[])
+                                          AS x(queue, cap)
+                            WHERE x.queue = q.queue
+                              AND (SELECT count(*) FROM background_jobs r
+                                   WHERE r.status = 'running' AND r.queue = q.queue) >= x.cap))
+           -- The queue the job is in for this claim: a defaulted one is the type's.
+           FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
+                             THEN (SELECT x.queue
+                                   FROM unnest(%(types)s::text[], %(type_queues)s::text[])
+                                        AS x(type, queue)
+                                   WHERE x.type = j.type LIMIT 1)
+                             ELSE j.queue END AS queue) AS q)
+    -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
+    -- level, so a waiting job overtakes higher priorities that became available more
+    -- than 10 s per level after it. It never changes while the job waits: an index key.
+    ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), clock AS (
+    SELECT clock_timestamp() AS t
+), tagged AS (
+    -- A limited claim's jobs with the buckets they draw from and the caps they count in,
+    -- numbered within each in claim order.
+    SELECT l.id, l.type, l.concurrency_key, l.priority, l.available_at,
+           tb.bucket AS type_bucket, tb.rate AS type_rate, tb.burst AS type_burst,
+           'queue:' || b.eff_queue AS queue_bucket, qr.rate AS queue_rate,
+           qr.burst AS queue_burst, tc.cap AS type_cap, qc.cap AS queue_cap, b.eff_queue,
+           row_number() OVER (PARTITION BY tb.bucket ORDER BY l.rank, l.id) AS nth_tb,
+           row_number() OVER (PARTITION BY b.eff_queue ORDER BY l.rank, l.id) AS nth_q,
+           row_number() OVER (PARTITION BY l.type ORDER BY l.rank, l.id) AS nth_t
+    FROM (SELECT l.*, jobwarden_claim_rank(l.available_at, l.priority) AS rank
+          FROM locked l) AS l
+    JOIN LATERAL (
+        SELECT j.payload, CASE WHEN 'queue' = ANY(j.policy_defaults)
+                               THEN (SELECT x.queue
+                                     FROM unnest(%(types)s::text[], %(type_queues)s::text[])
+                                          AS x(type, queue)
+                                     WHERE x.type = j.type LIMIT 1)
+                               ELSE j.queue END AS eff_queue
+        FROM background_jobs j WHERE j.id = l.id) AS b ON true
+    LEFT JOIN LATERAL (
+        SELECT jobwarden_rate_bucket(l.type, x.path, b.payload) AS bucket, x.rate, x.burst
+        FROM unnest(%(rate_types)s::text[], %(type_rates)s::float8[], %(type_bursts)s::float8[],
+                    %(type_key_paths)s::text[]) AS x(type, rate, burst, path)
+        WHERE x.type = l.type LIMIT 1) AS tb ON true
+    LEFT JOIN LATERAL (
+        SELECT x.rate, x.burst
+        FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
+                    %(queue_bursts)s::float8[]) AS x(queue, rate, burst)
+        WHERE x.queue = b.eff_queue LIMIT 1) AS qr ON true
+    LEFT JOIN LATERAL (
+        SELECT x.cap FROM unnest(%(cap_types)s::text[], %(type_caps)s::int[]) AS x(type, cap)
+        WHERE x.type = l.type LIMIT 1) AS tc ON true
+    LEFT JOIN LATERAL (
+        SELECT x.cap FROM unnest(%(cap_queues)s::text[], %(queue_caps)s::int[]) AS x(queue, cap)
+        WHERE x.queue = b.eff_queue LIMIT 1) AS qc ON true
+), admitted AS (
+    -- A job only within every bucket's tokens and every cap's room (each counted on its
+    -- own, so never above any).
+    SELECT g.id, g.type, g.concurrency_key, g.priority, g.available_at
+    FROM tagged g CROSS JOIN clock c
+    WHERE (g.type_rate IS NULL
+           OR g.nth_tb <= floor(jobwarden_tokens(g.type_bucket, g.type_rate, g.type_burst, c.t)))
+      AND (g.queue_rate IS NULL
+           OR g.nth_q <= floor(jobwarden_tokens(g.queue_bucket, g.queue_rate, g.queue_burst,
+                                                c.t)))
+      AND (g.type_cap IS NULL
+           OR g.nth_t <= g.type_cap - (SELECT count(*) FROM background_jobs r
+                                       WHERE r.status = 'running' AND r.type = g.type))
+      AND (g.queue_cap IS NULL
+           OR g.nth_q <= g.queue_cap - (SELECT count(*) FROM background_jobs r
+                                        WHERE r.status = 'running' AND r.queue = g.eff_queue))
+), keyed AS (
+    -- The batch's jobs that have a key, numbered within their key in claim order, with
+    -- their type's limit.
+    SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
+               PARTITION BY l.concurrency_key
+               ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
+    FROM admitted l
+    CROSS JOIN LATERAL (
+        SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
+        WHERE x.type = l.type LIMIT 1) AS x
+    WHERE l.concurrency_key IS NOT NULL
+), free_slots AS (
+    -- Each key's free slots, numbered smallest first: its nth job takes the nth. Only
+    -- the first (running + jobs in the batch) numbers can be among them.
+    SELECT k.concurrency_key, s.slot,
+           row_number() OVER (PARTITION BY k.concurrency_key ORDER BY s.slot) AS nth
+    FROM (SELECT q.concurrency_key, max(q.lim) AS lim, count(*) AS jobs,
+                 ARRAY(SELECT r.concurrency_slot FROM background_jobs r
+                       WHERE r.concurrency_key = q.concurrency_key
+                         AND r.status = 'running') AS taken
+          FROM keyed q GROUP BY q.concurrency_key) AS k
+    CROSS JOIN LATERAL generate_series(
+        0, least(k.lim, cardinality(k.taken) + k.jobs) - 1) AS s(slot)
+    WHERE s.slot <> ALL (k.taken)
+), selected AS (
+    -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
+    -- others stay pending: their key has no room left).
+    SELECT id, type, NULL::smallint AS slot FROM admitted WHERE concurrency_key IS NULL
+    UNION ALL
+    SELECT q.id, q.type, f.slot::smallint
+    FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
+    WHERE f.slot < q.lim
+), claimed AS (
+    UPDATE background_jobs j
+    SET status = 'running',
+        execution_id = gen_random_uuid(),
+        attempts = j.attempts + 1,
+        worker_id = %(worker_id)s,
+        -- The instant the tokens were counted at (not the transaction's start, which
+        -- may precede a wait for the scopes' locks): the started_at of claims of a scope
+        -- then follow the buckets' own clock, and any T seconds of them hold at most
+        -- burst + rate × T jobs.
+        started_at = (SELECT t FROM clock),
+        heartbeat_at = now(),
+        lease_seconds = p.lease,
+        lease_expires_at = now() + make_interval(secs => p.lease),
+        cancel_requested_at = NULL,
+        concurrency_slot = coalesce(s.slot, 0),
+        -- The fields that took defaults take the policy in the write the claim does
+        -- anyway (a retry or a hand-back keeps them: the job is no longer defaulted).
+        queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN p.queue ELSE j.queue END,
+        max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
+                            THEN p.max_attempts ELSE j.max_attempts END,
+        policy_defaults = NULL
+    FROM selected s
+    CROSS JOIN LATERAL (
+        SELECT x.lease, x.queue, x.max_attempts
+        FROM unnest(%(types)s::text[], %(leases)s::float8[], %(type_queues)s::text[],
+                    %(type_max_attempts)s::int[]) AS x(type, lease, queue, max_attempts)
+        WHERE x.type = s.type LIMIT 1) AS p
+    WHERE j.id = s.id
+    RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
+              j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
+              j.available_at, j.worker_id
+), executions AS (
+    INSERT INTO job_executions
+        (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
+         started_at, heartbeat_at)
+    SELECT id, execution_id, attempts, queue, type, worker_id, available_at,
+           (SELECT t FROM clock), now()
+    FROM claimed
+), spent AS (
+    -- One token per claimed job from each bucket it drew from, in bucket order (two
+    -- claims of different scopes that share a bucket never wait on each other in a cycle).
+    INSERT INTO job_rate_buckets AS k (bucket, tokens, rate, burst, updated_at)
+    SELECT s.bucket, jobwarden_tokens(s.bucket, s.rate, s.burst, c.t) - s.n, s.rate,
+           s.burst, c.t
+    FROM (SELECT g.type_bucket AS bucket, max(g.type_rate) AS rate,
+                 max(g.type_burst) AS burst, count(*) AS n
+          FROM tagged g JOIN claimed d ON d.id = g.id
+          WHERE g.type_rate IS NOT NULL GROUP BY g.type_bucket
+          UNION ALL
+          SELECT g.queue_bucket, max(g.queue_rate), max(g.queue_burst), count(*)
+          FROM tagged g JOIN claimed d ON d.id = g.id
+          WHERE g.queue_rate IS NOT NULL GROUP BY g.queue_bucket) AS s
+    CROSS JOIN clock c
+    ORDER BY s.bucket
+    ON CONFLICT (bucket) DO UPDATE
+    SET tokens = EXCLUDED.tokens, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
+        updated_at = EXCLUDED.updated_at
+)
+SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
+       execution_id, checkpoint, idempotency_key, snoozes
+FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
+
 -- name: finish_executions
 -- Every way out of `running` (worker/core/transitions.py): a handler's outcome from the
 -- completer or from its own business transaction, a graceful hand-back, a lost worker's

@@ -1,0 +1,41 @@
+-- The console's reads of rate limits and live limits (Queues page, a job type's page).
+
+-- name: console_limits
+-- Every limited scope (a type that declares a rate limit, a queue or type with a live
+-- limit) with its declared and live limits, who set the live one, when and why, and its
+-- figures from the base tables: executions started in the last 10 seconds (the current
+-- rate, per second, is a tenth of it), jobs running, and due jobs waiting. The started
+-- count walks job_executions_started_idx over the last 10 seconds only; the others probe
+-- the (status, queue, type) index per status.
+WITH scopes AS (
+    SELECT 'type' AS scope, type AS name FROM job_types WHERE rate_limit IS NOT NULL
+    UNION
+    SELECT scope, name FROM job_limit_controls
+)
+SELECT s.scope, s.name, t.rate_limit AS declared_rate, t.rate_burst AS declared_burst,
+       t.rate_limit_key, c.max_concurrency, c.rate AS live_rate, c.burst AS live_burst,
+       c.set_by, c.set_role, c.set_at, c.reason,
+       (SELECT count(*) FROM job_executions e
+        WHERE e.started_at >= now() - interval '10 seconds'
+          AND CASE WHEN s.scope = 'type' THEN e.type = s.name ELSE e.queue = s.name END)
+           AS started_10s,
+       (SELECT count(*) FROM background_jobs j
+        WHERE j.status = 'running'
+          AND CASE WHEN s.scope = 'type' THEN j.type = s.name ELSE j.queue = s.name END)
+           AS running,
+       (SELECT count(*) FROM background_jobs j
+        WHERE j.status = 'pending' AND j.available_at <= now()
+          AND CASE WHEN s.scope = 'type' THEN j.type = s.name ELSE j.queue = s.name END)
+           AS waiting
+FROM scopes s
+LEFT JOIN job_types t ON s.scope = 'type' AND t.type = s.name
+LEFT JOIN job_limit_controls c ON c.scope = s.scope AND c.name = s.name
+WHERE %(scope)s::text IS NULL OR (s.scope = %(scope)s::text AND s.name = %(name)s::text)
+ORDER BY s.scope, s.name;
+
+-- name: console_job_type_policy
+-- One job type's published policy (its page), or nothing if no worker published it.
+SELECT type, queue, max_attempts, timeout_seconds, lease_seconds, sla_seconds, version,
+       repeat_safe, concurrency_limit, rate_limit, rate_burst, rate_limit_key,
+       published_by, published_at
+FROM job_types WHERE type = %(type)s::text;

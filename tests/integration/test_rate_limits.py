@@ -1,0 +1,154 @@
+"""Rate limits and caps in the claim: a claim takes at most as many jobs of a limited
+scope as its bucket holds tokens (or its cap leaves room), spends them in the same
+statement, steps over a key whose bucket is empty to reach the others, and leaves a job
+that must wait pending with its attempts untouched (claim_jobs, worker/engine/limits.py)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.helpers import scalar
+from worker import JobSpec, enqueue_many
+from worker.engine.limits import Control, LimitBook, lock_scopes
+from worker.engine.producer import ClaimedJob, claim
+from worker.jobs.registry import JobType
+
+#: Slow enough that no token comes back during a test (one a minute).
+SLOW = 1 / 60
+
+
+def _type(name: str, queue: str = "default", **limits) -> JobType:
+    return JobType(name=name, handler=lambda ctx, p: None, queue=queue, **limits)
+
+
+def _claim(url: str, book: LimitBook, want: int = 200, serves=lambda q: True,
+           types: list[JobType] | None = None) -> list[ClaimedJob]:
+    """One limited claim as a producer makes it: the scopes' locks, then claim_jobs."""
+    types = types or book.types
+    limited = book.for_lane(serves)
+    assert limited is not None
+    with psycopg.connect(url, autocommit=True) as c, c.transaction():
+        lock_scopes(c, limited.scopes)
+        return claim(c, types=[t.name for t in types], leases=[60.0] * len(types),
+                     queues=None, limit=want, worker_id="w-test",
+                     type_queues=[t.queue for t in types], limited=limited)
+
+
+def _unlimited(url: str, types: list[str], want: int = 200) -> list[ClaimedJob]:
+    with psycopg.connect(url, autocommit=True) as c:
+        return claim(c, types=types, leases=[60.0] * len(types), queues=None, limit=want,
+                     worker_id="w-test")
+
+
+def test_a_claim_takes_no_more_jobs_than_tokens_and_the_rest_stay_pending(conn, clean_db):
+    enqueue_many(conn, [JobSpec("rl.slow", {"n": i}) for i in range(20)])
+    conn.commit()
+    book = LimitBook([_type("rl.slow", rate_limit=SLOW, rate_burst=5)])
+    first = _claim(clean_db, book)
+    assert len(first) == 5  # the full bucket: its burst
+    assert _claim(clean_db, book) == []  # spent, and no token back within the test
+    # The tokens were spent in the claim's statement: the bucket says so.
+    assert scalar(clean_db, "SELECT floor(tokens) FROM job_rate_buckets "
+                            "WHERE bucket = 'type:rl.slow'") == 0
+    # A job that must wait is simply not claimed: pending, no attempt, no execution.
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE status = 'pending' "
+                            "AND attempts = 0") == 15
+    assert scalar(clean_db, "SELECT count(*) FROM job_executions") == 5
+    # In claim order: the first five jobs enqueued.
+    assert sorted(j.payload["n"] for j in first) == [0, 1, 2, 3, 4]
+
+
+def test_tokens_come_back_at_the_rate(conn, clean_db):
+    enqueue_many(conn, [JobSpec("rl.fast", {}) for _ in range(50)])
+    conn.commit()
+    book = LimitBook([_type("rl.fast", rate_limit=SLOW, rate_burst=3)])
+    assert len(_claim(clean_db, book)) == 3
+    # As if 4 minutes had passed since the bucket was last spent from: 4 tokens back.
+    conn.execute("UPDATE job_rate_buckets SET updated_at = updated_at - interval '4 minutes'")
+    conn.commit()
+    # At most the burst comes back, however long the bucket was idle.
+    assert len(_claim(clean_db, book)) == 3
+    conn.execute("UPDATE job_rate_buckets SET updated_at = updated_at - interval '121 seconds'")
+    conn.commit()
+    assert len(_claim(clean_db, book)) == 2
+
+
+def test_one_keys_backlog_does_not_starve_the_others(conn, clean_db):
+    # Key a's whole backlog ranks ahead of key b's and c's.
+    jobs = [JobSpec("rl.keyed", {"account": {"id": "a"}}) for _ in range(300)]
+    jobs += [JobSpec("rl.keyed", {"account": {"id": k}}) for k in "bc" for _ in range(4)]
+    enqueue_many(conn, jobs)
+    conn.commit()
+    book = LimitBook([_type("rl.keyed", rate_limit=SLOW, rate_burst=2,
+                            rate_limit_key="account.id")])
+    def per_key(jobs: list[ClaimedJob]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for j in jobs:
+            counts[j.payload["account"]["id"]] = counts.get(j.payload["account"]["id"], 0) + 1
+        return counts
+
+    # The first claim's batch holds a's jobs only: a gets its tokens. The next one steps
+    # over a (its bucket is empty) to b and c, however long a's backlog.
+    assert per_key(_claim(clean_db, book, want=20)) == {"a": 2}
+    assert per_key(_claim(clean_db, book, want=20)) == {"b": 2, "c": 2}
+    # Each key's bucket holds its own tokens.
+    assert scalar(clean_db, "SELECT count(*) FROM job_rate_buckets "
+                            "WHERE bucket LIKE 'type:rl.keyed#%%' AND tokens < 1") == 3
+    assert _claim(clean_db, book, want=20) == []
+
+
+def test_unlimited_types_are_claimed_without_the_limits(conn, clean_db):
+    enqueue_many(conn, [JobSpec("rl.slow", {}) for _ in range(10)]
+                 + [JobSpec("rl.free", {}) for _ in range(10)])
+    conn.commit()
+    book = LimitBook([_type("rl.slow", rate_limit=SLOW, rate_burst=1), _type("rl.free")])
+    limited = _claim(clean_db, book)
+    # The limited claim takes limited work only.
+    assert [j.type for j in limited] == ["rl.slow"]
+    assert {j.type for j in _unlimited(clean_db, ["rl.free"])} == {"rl.free"}
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE status = 'running'"
+                            " AND type = 'rl.free'") == 10
+
+
+def test_live_queue_rate_and_caps(conn, clean_db):
+    enqueue_many(conn, [JobSpec("rl.q", {}, queue="emails") for _ in range(30)]
+                 + [JobSpec("rl.q", {}, queue="other") for _ in range(30)])
+    conn.commit()
+    types = [_type("rl.q", queue="emails")]
+    book = LimitBook(types)
+    assert book.for_lane(lambda q: True) is None  # nothing limited: the plain claim
+    book.set_controls([Control("queue", "emails", None, SLOW, 4.0)])
+    got = _claim(clean_db, book)
+    assert [j.queue for j in got] == ["emails"] * 4
+    # A cap on the type: no more running than it allows, whatever the queue.
+    book.set_controls([Control("type", "rl.q", 6, None, None)])
+    got = _claim(clean_db, book)
+    assert len(got) == 2  # 4 already run
+    assert _claim(clean_db, book) == []
+    # A lane that does not serve the queue is not limited by it.
+    book.set_controls([Control("queue", "emails", 1, None, None)])
+    assert book.for_lane(lambda q: q == "other") is None
+
+
+def test_a_live_rate_overrides_the_declared_one_and_clearing_restores_it(conn, clean_db):
+    enqueue_many(conn, [JobSpec("rl.d", {}) for _ in range(40)])
+    conn.commit()
+    book = LimitBook([_type("rl.d", rate_limit=SLOW, rate_burst=2)])
+    assert len(_claim(clean_db, book)) == 2
+    conn.execute("DELETE FROM job_rate_buckets")
+    conn.commit()
+    book.set_controls([Control("type", "rl.d", None, SLOW, 7.0)])
+    assert len(_claim(clean_db, book)) == 7
+    conn.execute("DELETE FROM job_rate_buckets")
+    conn.commit()
+    book.set_controls([])
+    assert len(_claim(clean_db, book)) == 2
+
+
+@pytest.mark.parametrize("rate", ["100/s", "6000/m", 100, 100.0])
+def test_rates_read_alike(rate):
+    from worker.jobs.registry import Registry, job
+    reg = Registry()
+    t = job("rl.parse", rate_limit=rate, registry=reg)(lambda ctx, p: None)
+    assert t.rate_limit == 100.0 and t.rate_burst == 100.0
