@@ -1,7 +1,7 @@
 """Rate limits and live limits: token buckets, the operators' limit controls.
 
 Revision ID: 0050
-Revises: 0030
+Revises: 0040
 Create Date: 2026-12-01
 
 - `job_rate_buckets`: one token bucket per rate-limited scope (`type:<t>`,
@@ -21,7 +21,7 @@ Create Date: 2026-12-01
 from alembic import op
 
 revision = "0050"
-down_revision = "0030"
+down_revision = "0040"
 branch_labels = None
 depends_on = None
 
