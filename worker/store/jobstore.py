@@ -15,7 +15,7 @@ commits nothing itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any, TypeVar
 
 import psycopg
@@ -25,6 +25,12 @@ from worker.store.queries import CallerConnection, Query
 
 T = TypeVar("T")
 Params = Mapping[str, Any] | None
+#: A statement's answer as JobStore.table gives it: (column names, rows).
+Table = tuple[list[str], list[tuple[Any, ...]]]
+#: Logic written once for sync and async callers: a generator that yields each statement
+#: it needs run (a named query and its parameters), is sent back its Table, and returns
+#: its result. `run_steps` and `run_steps_async` drive it on either kind of connection.
+Steps = Generator[tuple[Query, Params], Table, T]
 
 
 class JobStore:
@@ -137,3 +143,23 @@ class AsyncJobStore:
         if not result.returns_rows:
             return [], []
         return list(result.keys()), [tuple(r) for r in result.fetchall()]
+
+
+def run_steps(store: JobStore, steps: Steps[T]) -> T:
+    """Run `steps` (see Steps) on a JobStore: each statement it yields, in order."""
+    try:
+        query, params = next(steps)
+        while True:
+            query, params = steps.send(store.table(query, params))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def run_steps_async(store: AsyncJobStore, steps: Steps[T]) -> T:
+    """run_steps on an AsyncJobStore: the same statements, awaited."""
+    try:
+        query, params = next(steps)
+        while True:
+            query, params = steps.send(await store.table(query, params))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
