@@ -269,7 +269,8 @@ class WorkerProcess:
             registry=self.registry, pool=self.pool, buffer=buffer,
             completer=self.completer, concurrency=lane.slots, on_slot_free=wake.set,
             on_abandoned=self._check_abandoned, timeout_grace=self.config.timeout_grace,
-            threads=self._slot_threads(lane), name=lane.label)
+            threads=self._slot_threads(lane), name=lane.label,
+            on_loop_stuck=self._loop_stuck)
         claims = ClaimSpec(
             types=[t.name for t in self.types], leases=[t.lease for t in self.types],
             limits=[t.concurrency_limit for t in self.types],
@@ -304,6 +305,16 @@ class WorkerProcess:
         piled_up = self._abandoned_alive()
         if piled_up > self.max_abandoned:
             self._too_many_abandoned(piled_up)
+
+    def _loop_stuck(self, why: str) -> None:
+        """A lane's loop is held by a handler that ignored its timeout (a blocking call
+        in a coroutine): no coroutine of that lane can run again in this process."""
+        if self._stop.is_set():
+            return
+        log.error("%s: restarting the worker cleanly", why,
+                  extra={"action": "loop_stuck_restart"})
+        self.restart_requested = True
+        self.request_stop()
 
     def _too_many_abandoned(self, piled_up: int) -> None:
         if self._stop.is_set():

@@ -96,7 +96,8 @@ class Executor:
     def __init__(self, *, registry: Registry, pool: ConnectionPool, buffer: JobBuffer,
                  completer: Completer, concurrency: int, on_slot_free: Callable[[], None],
                  on_abandoned: Callable[[], None], timeout_grace: float = 5.0,
-                 threads: int | None = None, name: str = "*") -> None:
+                 threads: int | None = None, name: str = "*",
+                 on_loop_stuck: Callable[[str], None] | None = None) -> None:
         self.registry = registry
         self.pool = pool
         self.buffer = buffer
@@ -106,6 +107,9 @@ class Executor:
         #: coroutines needs one to feed its loop).
         self.threads = concurrency if threads is None else max(1, min(threads, concurrency))
         self.name = name
+        # Told when the lane's loop is held by a handler already abandoned: nothing more
+        # can run on it, so the worker restarts (as for too many abandoned threads).
+        self._on_loop_stuck = on_loop_stuck
         # The lane's slots, thread or task: taken before a job is, given back by _free().
         self._slots_free = threading.BoundedSemaphore(concurrency)
         self._loop: LaneLoop | None = None
@@ -371,8 +375,16 @@ class Executor:
         lane_loop = self._loop
         if lane_loop is None:
             return None
-        return lane_loop.check_stall(
+        lag = lane_loop.check_stall(
             lambda: [ex.job.id for ex in self.running() if ex.future is not None])
+        with self._lock:
+            stuck = [e.job.id for e in self._abandoned if e.future is not None and e.alive()]
+        if stuck and lane_loop.stalled_for() >= self.timeout_grace \
+                and self._on_loop_stuck is not None:
+            self._on_loop_stuck(f"lane {self.name}: its event loop has been held for "
+                                f"{lane_loop.stalled_for():.1f}s, with abandoned job(s) "
+                                f"{stuck} on it")
+        return lag
 
     def _hand_over(self, ex: Execution, outcome: runner.Outcome) -> None:
         """Give the outcome to the completer, or complete in the handler's business

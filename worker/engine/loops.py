@@ -99,14 +99,14 @@ class LaneLoop:
         are left to die with the process."""
         if not self.thread.is_alive():
             return
-        pool = self._pool
-        if pool is not None:
+        pool, stalled = self._pool, self.stalled_for() >= STALL_SECONDS
+        if pool is not None and not stalled:
             try:
                 self.submit(pool.close(timeout=timeout)).result(timeout)
             except Exception:  # a stalled loop cannot close it: the process exit will
                 log.warning("lane %s: its async connection pool did not close", self.name)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout)
+        self.thread.join(0.1 if stalled else timeout)  # a stalled loop does not stop
 
     # -- stall detection (called from the heartbeat thread) ----------------------------
     def stalled_for(self) -> float:
