@@ -22,14 +22,13 @@ buffered work"). A process woken from a freeze never starts work it no longer ow
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import Final, Literal
 from uuid import UUID
 
 from psycopg_pool import ConnectionPool
@@ -55,6 +54,8 @@ log = logging.getLogger("jobwarden.executor")
 CONFIRM_RETRY_SECONDS = 0.5
 #: How long a slot waits before offering a coroutine job to a stalled loop again.
 STALL_RETRY_SECONDS = 0.1
+#: Most coroutine jobs a slot thread hands its lane's loop at once.
+DISPATCH_BATCH = 64
 
 
 @dataclass(eq=False)
@@ -69,13 +70,14 @@ class Execution:
     abandoned: bool = False  # the worker gave up on it (timeout, shutdown): ignore its result
     recording: bool = False  # its outcome is being handed over: too late to abandon
     timeout_noticed: float | None = None
-    #: A coroutine handler's run on the loop (None: it runs on `thread`).
-    future: concurrent.futures.Future[None] | None = None
+    #: A coroutine handler: it runs as `task` on its lane's loop, not on `thread`.
+    coroutine: bool = False
+    task: asyncio.Task[None] | None = None  # set on the loop (None: not started there yet)
     holds_slot: bool = True  # it counts against the lane's slots until _free()
 
     def alive(self) -> bool:
-        if self.future is not None:
-            return not self.future.done()
+        if self.coroutine:
+            return self.task is None or not self.task.done()
         return self.thread.is_alive()
 
 
@@ -182,8 +184,10 @@ class Executor:
                 continue
             if ex is None:
                 self._slots_free.release()
-            elif ex.job_type.is_coroutine:
-                self._start_task(ex)  # its slot is given back when its task ends
+            elif ex.coroutine:
+                # Its slot is given back when its task ends. The jobs right behind it
+                # go to the loop with it: one wake-up of the loop for the lot.
+                self._start_tasks(self._more_coroutines([ex]))
                 continue
             else:
                 self._run(ex)
@@ -191,6 +195,11 @@ class Executor:
                     return  # a fresh thread already took this slot over
             if not len(self.buffer):
                 self._on_slot_free()
+
+    def _runs_on_loop(self, job: ClaimedJob) -> bool:
+        """A coroutine job whose loop can take it now."""
+        job_type = self.registry.get(job.type)
+        return job_type is not None and job_type.is_coroutine and not self._loop_stalled(job)
 
     def _loop_stalled(self, job: ClaimedJob) -> bool:
         job_type = self.registry.get(job.type)
@@ -246,7 +255,8 @@ class Executor:
                                    timeout=job_type.timeout, snoozes=job.snoozes,
                                    async_pool=(self.loop().connection_pool
                                                if job_type.is_coroutine else None))
-        ex = Execution(job, job_type, control, threading.current_thread())
+        ex = Execution(job, job_type, control, threading.current_thread(),
+                       coroutine=job_type.is_coroutine)
         with self._lock:
             self._running[job.execution_id] = ex
         return ex
@@ -312,22 +322,50 @@ class Executor:
         return self._free(ex)
 
     # -- coroutine handlers --------------------------------------------------------------
-    def _start_task(self, ex: Execution) -> None:
+    def _more_coroutines(self, batch: list[Execution]) -> list[Execution]:
+        """`batch` and the coroutine jobs waiting right behind it, as many as there are
+        free slots (at most DISPATCH_BATCH), without waiting for any."""
+        while len(batch) < DISPATCH_BATCH and self._slots_free.acquire(blocking=False):
+            job = self.buffer.take_next_if(self._runs_on_loop)
+            if job is None:
+                self._slots_free.release()
+                break
+            ex = self.begin(job)
+            if ex is UNDECIDED or ex is None:
+                self._slots_free.release()
+                if ex is UNDECIDED:
+                    self.buffer.put_back(job)
+                    break
+                continue
+            batch.append(ex)
+        return batch
+
+    def _start_tasks(self, batch: list[Execution]) -> None:
+        if not batch:
+            return
         lane_loop = self.loop()
-        ex.future = lane_loop.submit(self._run_async(ex, lane_loop))
+
+        def start() -> None:  # on the loop
+            for ex in batch:
+                ex.task = lane_loop.loop.create_task(self._run_async(ex, lane_loop))
+
+        lane_loop.call(start)
 
     async def _run_async(self, ex: Execution, lane_loop: LaneLoop) -> None:
-        """_run for a coroutine handler, on the lane's loop."""
+        """_run for a coroutine handler: its task on the lane's loop."""
         run = ex.control
+        task = asyncio.current_task()
+        assert task is not None
 
-        def on_task(task: asyncio.Task[Any]) -> None:
-            run.on_cancel = lambda: lane_loop.call(task.cancel)
-            if run.cancel_requested:  # asked before the task existed
+        def cancel() -> None:  # on the loop: never once the outcome is being handed over
+            if not ex.recording and not task.done():
                 task.cancel()
 
+        run.on_cancel = lambda: lane_loop.call(cancel)
+        if run.cancel_requested:  # asked before the task existed
+            cancel()
         try:
-            outcome = await runner.run_handler_async(ex.job_type, run, ex.job.payload,
-                                                     on_task)
+            outcome = await runner.run_handler_async(ex.job_type, run, ex.job.payload)
             if self._keeps(ex, outcome):
                 assert outcome is not None
                 await self._hand_over_async(ex, outcome)
@@ -376,9 +414,9 @@ class Executor:
         if lane_loop is None:
             return None
         lag = lane_loop.check_stall(
-            lambda: [ex.job.id for ex in self.running() if ex.future is not None])
+            lambda: [ex.job.id for ex in self.running() if ex.coroutine])
         with self._lock:
-            stuck = [e.job.id for e in self._abandoned if e.future is not None and e.alive()]
+            stuck = [e.job.id for e in self._abandoned if e.coroutine and e.alive()]
         if stuck and lane_loop.stalled_for() >= self.timeout_grace \
                 and self._on_loop_stuck is not None:
             self._on_loop_stuck(f"lane {self.name}: its event loop has been held for "
@@ -420,7 +458,7 @@ class Executor:
             # The handler's own transaction is left to its thread, which rolls it back.
             self.completer.submit(runner.completion(ex.control, outcome, ex.job_type.lease))
         self._free(ex)
-        if ex.future is None and not self.buffer.closed:
+        if not ex.coroutine and not self.buffer.closed:
             self._start_slot()
         self._on_slot_free()
         self._on_abandoned()

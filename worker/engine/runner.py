@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from uuid import UUID
@@ -194,23 +193,24 @@ def run_handler(job_type: JobType, run: ExecutionControl,
     return classify(exc, run, job_type)
 
 
-async def run_handler_async(job_type: JobType, run: ExecutionControl, payload: dict[str, Any],
-                            on_task: Callable[[asyncio.Task[Any]], None]) -> Outcome | None:
-    """run_handler for a coroutine handler, on its lane's loop. The handler runs as a
-    task of its own, given to `on_task` (the executor cancels it on a timeout, an
-    operator's cancel, a lost lease or shutdown); a cancellation the worker asked for
-    ends in CancelledError here and is classified like any other ending (classify reads
-    why: timeout, operator cancel)."""
+async def run_handler_async(job_type: JobType, run: ExecutionControl,
+                            payload: dict[str, Any]) -> Outcome | None:
+    """run_handler for a coroutine handler, in its task on the lane's loop. The executor
+    cancels that task on a timeout, an operator's cancel, a lost lease or shutdown: the
+    CancelledError ends the handler here and is classified like any other ending
+    (classify reads why: timeout, operator cancel)."""
     exc: BaseException | None = None
     try:
-        task = asyncio.ensure_future(job_type(run.ctx, prepare_payload(job_type, payload,
-                                                                       run.version)))
-        on_task(task)
-        await task
+        await job_type(run.ctx, prepare_payload(job_type, payload, run.version))
     except LeaseLost:
         await run.close_async_transaction(commit=False)
         return None
-    except (Exception, asyncio.CancelledError) as e:  # classified and recorded, never lost
+    except asyncio.CancelledError as e:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # handled: what follows (the hand-over) runs uncancelled
+        exc = e
+    except Exception as e:  # classified and recorded, never lost
         exc = e
     if run.lease_lost:
         await run.close_async_transaction(commit=False)
