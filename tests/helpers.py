@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,8 +45,11 @@ def as_handler_kind(kind: str) -> Callable[[Callable[..., Any]], Callable[..., A
 
 
 def run_async(coro: Any) -> Any:
-    """Run a coroutine to its end from a synchronous test (the async enqueue tests)."""
-    return asyncio.run(coro)
+    """Run a coroutine to its end from a synchronous test (the async enqueue tests), on a
+    thread of its own: in a session that ran the browser tests, Playwright's sync API
+    leaves an event loop marked running on the main thread, where asyncio.run refuses."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
