@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from tests.helpers import HANDLER_KINDS, as_handler_kind
 from worker import registry as default_registry_
 from worker.store import db as dbmod
 from worker.store.embedded import embedded_datadir, stop_embedded
@@ -148,6 +149,13 @@ def default_registry():
     default_registry_.clear()
     for job_type in saved:
         default_registry_.register(job_type)
+
+
+@pytest.fixture(params=HANDLER_KINDS)
+def handler_kind(request):
+    """Each handler kind in turn (thread, coroutine), as a decorator to put under `@job`:
+    the guarantees a test checks hold for both."""
+    return as_handler_kind(request.param)
 
 
 SHOP = Path(__file__).resolve().parents[1] / "examples" / "shop"

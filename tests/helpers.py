@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import select
 import signal
@@ -9,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,6 +20,36 @@ from psycopg.rows import dict_row
 
 from worker.jobs.registry import Registry
 from worker.process import WorkerProcess
+
+#: The two kinds of handler a guarantee is tested for: a plain function on a slot thread,
+#: and an `async def` on its lane's event loop (worker/engine/loops.py).
+HANDLER_KINDS = ("thread", "coroutine")
+
+
+def as_handler_kind(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator turning a handler written for a slot thread into `kind`: itself, or an
+    `async def` that yields to its loop once and then runs the same body there. For
+    bodies that use only what both contexts share (identity, cancel_requested, raising);
+    a body that awaits ctx calls is written as a coroutine of its own."""
+    def make(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if kind == "thread":
+            return fn
+
+        @functools.wraps(fn)
+        async def coroutine(ctx: Any, payload: Any) -> Any:
+            await asyncio.sleep(0)
+            return fn(ctx, payload)
+        return coroutine
+    assert kind in HANDLER_KINDS, kind
+    return make
+
+
+def run_async(coro: Any) -> Any:
+    """Run a coroutine to its end from a synchronous test (the async enqueue tests), on a
+    thread of its own: in a session that ran the browser tests, Playwright's sync API
+    leaves an event loop marked running on the main thread, where asyncio.run refuses."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,

@@ -14,13 +14,14 @@ from worker.core.errors import (
     Snooze,
 )
 from worker.core.policy import RetryPolicy
-from worker.engine.context import Effect, JobContext, LeaseLost
-from worker.jobs.enqueue import enqueue, enqueue_many
+from worker.engine.context import AsyncEffect, AsyncJobContext, Effect, JobContext, LeaseLost
+from worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from worker.jobs.job_spec import JobSpec
 from worker.jobs.registry import JobType, Registry, job, registry
 
 __all__ = [
-    "AmbiguousOutcome", "Effect", "EnqueueError", "JobCancelled", "JobContext", "JobSpec",
-    "JobType", "LeaseLost", "PermanentError", "RateLimited", "Registry", "RetryPolicy",
-    "RetryableError", "SkipJob", "Snooze", "enqueue", "enqueue_many", "job", "registry",
+    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "Effect", "EnqueueError",
+    "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost", "PermanentError",
+    "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob", "Snooze",
+    "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "job", "registry",
 ]

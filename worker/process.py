@@ -11,6 +11,8 @@ Threads, each with one duty:
   the poll interval (the fallback that always works) wakes them.
 - listener: holds a LISTEN connection and wakes every producer; reconnects with backoff.
 - slots: each lane's reusable threads running handlers from its buffer (worker/engine/executor.py).
+- loops: one event loop per lane that has run an `async def` handler, its coroutine
+  handlers' tasks on it (worker/engine/loops.py).
 - completer: writes outcomes in batches, each row a compare-and-set (worker/engine/completer.py).
 - heartbeat: renews every lease this process holds, in every lane, in one statement; learns
   cancellations and lost leases, enforces timeouts, runs recovery (worker/engine/heartbeat.py).
@@ -238,6 +240,8 @@ class WorkerProcess:
             for t in threads:
                 t.join(timeout=5)
             self._set_stopped()
+            for rt in self._lanes:
+                rt.executor.stop_loop()
             self.control_pool.close(timeout=5)
             self.pool.close(timeout=5)
         log.info("worker %s stopped", self.worker_id, extra={"action": "worker_stopped"})
@@ -270,7 +274,9 @@ class WorkerProcess:
         executor = Executor(
             registry=self.registry, pool=self.pool, buffer=buffer,
             completer=self.completer, concurrency=lane.slots, on_slot_free=wake.set,
-            on_abandoned=self._check_abandoned, timeout_grace=self.config.timeout_grace)
+            on_abandoned=self._check_abandoned, timeout_grace=self.config.timeout_grace,
+            threads=self._slot_threads(lane), name=lane.label,
+            on_loop_stuck=self._loop_stuck)
         claims = ClaimSpec(
             types=[t.name for t in self.types], leases=[t.lease for t in self.types],
             limits=[t.concurrency_limit for t in self.types],
@@ -297,6 +303,15 @@ class WorkerProcess:
             log.warning("live limits not read yet (%s): the duties will read them", exc,
                         extra={"action": "limits_unread"})
 
+    def _slot_threads(self, lane: Lane) -> int:
+        """Slot threads for a lane: one per slot, but one alone when every type whose
+        queue the lane serves is a coroutine handler (it only feeds the lane's loop; a
+        thread handler's job sent there under another queue still runs, on that one)."""
+        served = [t for t in self.types if lane.serves(t.queue)]
+        if served and all(t.is_coroutine for t in served):
+            return 1
+        return lane.slots
+
     def _abandoned_alive(self) -> int:
         return sum(rt.executor.abandoned_alive() for rt in self._lanes)
 
@@ -306,6 +321,16 @@ class WorkerProcess:
         piled_up = self._abandoned_alive()
         if piled_up > self.max_abandoned:
             self._too_many_abandoned(piled_up)
+
+    def _loop_stuck(self, why: str) -> None:
+        """A lane's loop is held by a handler that ignored its timeout (a blocking call
+        in a coroutine): no coroutine of that lane can run again in this process."""
+        if self._stop.is_set():
+            return
+        log.error("%s: restarting the worker cleanly", why,
+                  extra={"action": "loop_stuck_restart"})
+        self.restart_requested = True
+        self.request_stop()
 
     def _too_many_abandoned(self, piled_up: int) -> None:
         if self._stop.is_set():

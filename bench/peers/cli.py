@@ -18,7 +18,7 @@ from bench.peers.dbutil import PEER_STATS, machine, server_settings
 from bench.peers.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Sizes, run
 from bench.peers.systems import ROOT, SystemFailed, all_systems, prepare
 
-QUICK = Sizes(jobs=2_000, sleep_jobs=400, latency_jobs=30, backlog=4_000,
+QUICK = Sizes(jobs=2_000, sleep_jobs=400, io_jobs=3_000, latency_jobs=30, backlog=4_000,
               drain_timeout=20.0, backlog_timeout=20.0, poll=0.1)
 
 
@@ -32,6 +32,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--backlog", type=int, help="jobs in the backlog scenario")
     ap.add_argument("--sleep-jobs", type=int, help="jobs in the 10 ms scenario")
     ap.add_argument("--sleep-concurrency", type=int, help="concurrency for the 10 ms jobs")
+    ap.add_argument("--io-jobs", type=int, help="jobs in the 50 ms async I/O scenario")
+    ap.add_argument("--io-concurrency", type=int,
+                    help="jobs in flight in the 50 ms async I/O scenario (default 500)")
     ap.add_argument("--latency-jobs", type=int, help="jobs in the latency scenario")
     ap.add_argument("--latency-rate", type=float, help="jobs per second in the latency scenario")
     ap.add_argument("--drain-timeout", type=float,
@@ -66,8 +69,9 @@ def _pick(value: str | None, allowed, what: str) -> list[str]:
 
 def sizes_from(args: argparse.Namespace) -> Sizes:
     sizes = Sizes(**vars(QUICK)) if args.quick else Sizes()
-    for name in ("jobs", "backlog", "sleep_jobs", "sleep_concurrency", "latency_jobs",
-                 "latency_rate", "drain_timeout", "backlog_timeout"):
+    for name in ("jobs", "backlog", "sleep_jobs", "sleep_concurrency", "io_jobs",
+                 "io_concurrency", "latency_jobs", "latency_rate", "drain_timeout",
+                 "backlog_timeout"):
         if getattr(args, name) is not None:
             setattr(sizes, name, getattr(args, name))
     return sizes

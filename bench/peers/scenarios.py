@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import psycopg
 
 from bench.peers import ceiling, procs, walstats
+from bench.peers.apps.common import IO_SECONDS
 from bench.peers.dbutil import analyze_peer, fresh_database
 from bench.peers.systems import ROOT, System, SystemFailed
 
@@ -26,6 +27,8 @@ class Sizes:
     latency_jobs: int = 200     # enqueued one per transaction...
     latency_rate: float = 20.0  # ...at this many per second
     backlog: int = 100_000
+    io_jobs: int = 30_000       # the 50 ms async jobs...
+    io_concurrency: int = 500   # ...this many in flight in one process
     # Safety timeouts only: at these sizes every system measured finishes well inside them,
     # so a drain runs to its end; one that does not is marked as timed out in its cell.
     drain_timeout: float = 600.0    # per no-op / sleep drain
@@ -33,8 +36,8 @@ class Sizes:
     poll: float = 0.25
 
 
-SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "latency", "backlog", "ceiling",
-             "wal")
+SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "io50ms", "latency", "backlog",
+             "ceiling", "wal")
 #: What a run without --only measures: `wal` checkpoints the server and decodes its WAL,
 #: so it runs when asked for (`--only wal`).
 DEFAULT_SCENARIOS = tuple(s for s in SCENARIOS if s != "wal")
@@ -149,6 +152,8 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
             out["ideal_jobs_per_s"] = round(sizes.sleep_concurrency / 0.010)
             out["share_of_ideal"] = round(out["jobs_per_s"] / out["ideal_jobs_per_s"], 3)
             return out
+        if scenario == "io50ms":
+            return io_bound(system, url, sizes, peer_stats)
         if scenario == "latency":
             _setup(system, url)
             return latency(system, url, sizes)
@@ -171,6 +176,26 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
             _setup(system, url)
             return wal(system, url, sizes, peer_stats)
     raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def io_bound(system: System, url: str, sizes: Sizes, peer_stats: str) -> dict:
+    """I/O-bound jobs: each awaits IO_SECONDS in an async handler, `io_concurrency` in
+    flight in one worker process. The bound is io_concurrency / IO_SECONDS jobs/s (what
+    the waits allow); the database's own limit is the ceiling scenario's figure."""
+    argv = system.io_worker_argv(url, sizes.io_concurrency)  # SystemFailed: not driven
+    _setup(system, url, sizes.io_concurrency)
+    system.enqueue(url, sizes.io_jobs, "io")
+    stats = leave_stats(system, url, peer_stats)
+    out = drain(system, url, sizes.io_jobs, 1, sizes.io_concurrency, sizes.drain_timeout,
+                sizes.poll, "io50ms", launch=lambda i: (argv, system.env(url)))
+    out.pop("times"), out.pop("t0")
+    out.update(stats)
+    out["bound_jobs_per_s"] = round(sizes.io_concurrency / IO_SECONDS)
+    out["share_of_bound"] = round(out["jobs_per_s"] / out["bound_jobs_per_s"], 3)
+    if out["steady_jobs_per_s"]:
+        out["steady_share_of_bound"] = round(
+            out["steady_jobs_per_s"] / out["bound_jobs_per_s"], 3)
+    return out
 
 
 def tenths(times: list[float]) -> dict:

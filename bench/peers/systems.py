@@ -76,6 +76,10 @@ class System:
     def worker_argv(self, url: str, concurrency: int | None) -> list[str]:
         raise NotImplementedError
 
+    def io_worker_argv(self, url: str, concurrency: int) -> list[str]:
+        """The worker of the I/O-bound scenario: async handlers, `concurrency` in flight."""
+        return self.worker_argv(url, concurrency)
+
 
 class Jobwarden(System):
     def install(self, url, concurrency):
@@ -85,6 +89,10 @@ class Jobwarden(System):
         argv = [self.bin("jobwarden"), "--log-level", "WARNING", "worker",
                 "--app", "bench.peers.apps.jobwarden_app"]
         return argv + (["--concurrency", str(concurrency)] if concurrency else [])
+
+    def io_worker_argv(self, url, concurrency):
+        # The async handler's queue in a lane of its own (bench/peers/apps/jobwarden_app.py).
+        return self.worker_argv(url, None) + ["--queues", f"io={concurrency}"]
 
 
 class PgQueuer(System):
@@ -126,6 +134,9 @@ class Procrastinate(System):
 class Oban(System):
     def install(self, url, concurrency):
         self.run([self.bin("oban"), "install", "--dsn", url], url, 120)
+
+    def io_worker_argv(self, url, concurrency):
+        raise SystemFailed("its app has no async I/O handler (not driven in async mode)")
 
     def worker_argv(self, url, concurrency):
         # --cron-modules names our module, so the CLI does not scan the checkout for workers.

@@ -8,6 +8,7 @@ from console.core.config import settings
 from console.data import queries
 from console.data.database import get_db
 from console.web.security import is_htmx
+from worker.engine.loops import STALL_SECONDS
 
 bp = Blueprint("workers", __name__)
 
@@ -19,4 +20,5 @@ def index():
         workers = queries.workers_with_jobs(reader, settings()["WORKER_GONE_SECONDS"],
                                             rates=True)
     template = "jobwarden/_workers.html" if is_htmx() else "jobwarden/workers.html"
-    return render_template(template, workers=workers)
+    # A loop lag this long is the worker's own "stalled" (worker/engine/loops.py).
+    return render_template(template, workers=workers, loop_stall_ms=STALL_SECONDS * 1000)

@@ -115,6 +115,17 @@ class Workers:
             w.close()
 
 
+#: The chaos handlers of each kind: thread handlers, and the same types as coroutines.
+HANDLER_APPS = {"thread": "tests.apps.chaos_app", "coroutine": "tests.apps.chaos_async_app"}
+
+
+@pytest.fixture(params=sorted(HANDLER_APPS, reverse=True))
+def handler_app(request):
+    """The chaos app of each handler kind in turn, for `workers.start(handler_app)`: a
+    guarantee checked this way holds for thread and coroutine handlers alike."""
+    return HANDLER_APPS[request.param]
+
+
 @pytest.fixture
 def chaos_db(clean_db):
     """The clean test database plus the chaos handlers' tables."""

@@ -26,8 +26,9 @@ def test_cancelling_a_pending_job_cancels_it_at_once(workers, chaos_db):
                             "action = 'cancel'", [job_id]) == 1
 
 
-def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(workers, chaos_db):
-    workers.start()
+def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(workers, chaos_db,
+                                                                   handler_app):
+    workers.start(handler_app)
     job_id = add(chaos_db, "chaos.cancellable")
     running_on(chaos_db, job_id)
     assert cancel(chaos_db, job_id) == "requested"
@@ -46,13 +47,13 @@ def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(workers, chaos_
     assert job_row(chaos_db, done)["status"] == "completed"
 
 
-def test_a_cancel_request_outlives_the_worker_that_never_saw_it(workers, chaos_db):
-    a = workers.start()
+def test_a_cancel_request_outlives_the_worker_that_never_saw_it(workers, chaos_db, handler_app):
+    a = workers.start(handler_app)
     job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 120, "seconds": 0.1})
     running_on(chaos_db, job_id)
     assert cancel(chaos_db, job_id) == "requested"
     a.kill()
-    workers.start()
+    workers.start(handler_app)
     row = settle(chaos_db, job_id)
     # Recovered, but not retried: the request to cancel stands.
     assert (row["status"], row["attempts"]) == ("cancelled", 1)

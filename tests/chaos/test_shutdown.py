@@ -15,8 +15,8 @@ from tests.helpers import job_row, scalar, wait_for
 pytestmark = pytest.mark.chaos
 
 
-def test_sigterm_lets_a_running_job_finish_and_claims_nothing_new(workers, chaos_db):
-    w = workers.start(grace=10)
+def test_sigterm_lets_a_running_job_finish_and_claims_nothing_new(workers, chaos_db, handler_app):
+    w = workers.start(handler_app, grace=10)
     long_job = add(chaos_db, "chaos.sleep", {"first_seconds": 2})
     running_on(chaos_db, long_job)
     w.signal(signal.SIGTERM)
@@ -35,8 +35,9 @@ def test_sigterm_lets_a_running_job_finish_and_claims_nothing_new(workers, chaos
     assert scalar(chaos_db, "SELECT state FROM job_workers") == "stopped"
 
 
-def test_sigterm_hands_an_unfinished_job_back_when_the_grace_period_ends(workers, chaos_db):
-    w = workers.start(grace=1)
+def test_sigterm_hands_an_unfinished_job_back_when_the_grace_period_ends(
+        workers, chaos_db, handler_app):
+    w = workers.start(handler_app, grace=1)
     job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 120, "seconds": 0.1})
     running_on(chaos_db, job_id)
     w.signal(signal.SIGTERM)
@@ -49,14 +50,14 @@ def test_sigterm_hands_an_unfinished_job_back_when_the_grace_period_ends(workers
     assert (row["status"], row["attempts"], row["in_future"]) == ("pending", 0, False)
     assert outcomes(chaos_db, job_id) == ["handed_back"]
 
-    workers.start()
+    workers.start(handler_app)
     row = settle(chaos_db, job_id)
     assert (row["status"], row["attempts"]) == ("completed", 1)
     assert outcomes(chaos_db, job_id) == ["handed_back", "completed"]
 
 
-def test_a_second_signal_stops_the_worker_at_once(workers, chaos_db):
-    w = workers.start(grace=60)
+def test_a_second_signal_stops_the_worker_at_once(workers, chaos_db, handler_app):
+    w = workers.start(handler_app, grace=60)
     job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 120})
     running_on(chaos_db, job_id)
     w.signal(signal.SIGTERM)

@@ -19,14 +19,14 @@ pytestmark = pytest.mark.chaos
 
 
 def test_a_job_whose_worker_is_killed_mid_job_is_recovered_and_completed_elsewhere(
-        workers, chaos_db):
-    a = workers.start()
+        workers, chaos_db, handler_app):
+    a = workers.start(handler_app)
     job_id = add(chaos_db, "chaos.sleep", {"first_seconds": 60, "seconds": 0.1})
     row = running_on(chaos_db, job_id)
     assert row["status"] == "running" and row["attempts"] == 1
     a.kill()
 
-    b = workers.start()
+    b = workers.start(handler_app)
     row = settle(chaos_db, job_id)
     assert (row["status"], row["attempts"]) == ("completed", 2)
     assert row["last_error_code"] == "WORKER_LOST"  # kept: the history of the job

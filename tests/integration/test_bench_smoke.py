@@ -16,6 +16,7 @@ FIGURES = {
     "drain1": ["jobs_per_s", "peak_rss_mb"],
     "drain2": ["jobs_per_s", "peak_rss_mb"],
     "sleep10ms": ["jobs_per_s", "ideal_jobs_per_s"],
+    "io50ms": ["jobs_per_s", "bound_jobs_per_s", "peak_rss_mb"],
     "latency": ["p50_ms", "p99_ms"],
     "backlog": ["first_tenth_jobs_per_s", "last_tenth_jobs_per_s"],
     "ceiling": ["jobs_per_s"],
@@ -28,7 +29,8 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
                BENCH_OBAN_VENV=str(tmp_path / "no-venv"), BENCH_PYTHON312="/nonexistent/python3.12")
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers", "--quick", "--systems", "jobwarden,oban",
-         "--jobs", "60", "--backlog", "100", "--sleep-jobs", "40", "--latency-jobs", "5",
+         "--jobs", "60", "--backlog", "100", "--sleep-jobs", "40", "--io-jobs", "200",
+         "--io-concurrency", "50", "--latency-jobs", "5",
          "--latency-rate", "50", "--json", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -40,11 +42,12 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
         assert "failed" not in run, (scenario, run)
         for figure in figures:
             assert run[figure] > 0, (scenario, figure, run)
-    for scenario in ("drain1", "drain2", "sleep10ms", "backlog"):
+    for scenario in ("drain1", "drain2", "sleep10ms", "io50ms", "backlog"):
         assert jw[scenario][0]["done"] == jw[scenario][0]["jobs"]
         assert not jw[scenario][0]["timed_out"]
     assert jw["ceiling"][0]["cas_mismatches"] == 0
     assert jw["ceiling"][0]["jobs"] == 60
+    assert jw["io50ms"][0]["bound_jobs_per_s"] == 50 / 0.05  # 50 in flight, 50 ms each
 
     oban = report["systems"]["oban"]
     assert "needs Python 3.12" in oban["failed"]

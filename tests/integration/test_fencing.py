@@ -22,16 +22,21 @@ from uuid import UUID
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from tests.helpers import wait_for
-from worker import Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
+from tests.helpers import run_async, wait_for
+from worker import AsyncEffect, Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
 from worker.core.states import ExecutionOutcome as O
 from worker.core.states import JobStatus as S
 from worker.duties.recovery import recover_stale_running
 from worker.engine.completer import Completer, finish_params
 from worker.engine.context import ExecutionControl
-from worker.engine.runner import Outcome, complete_in_transaction, completion
+from worker.engine.runner import (
+    Outcome,
+    complete_in_transaction,
+    complete_in_transaction_async,
+    completion,
+)
 from worker.store.db import DedicatedConnection
 from worker.store.queries import Q, batch_params
 
@@ -373,6 +378,83 @@ LATE_HANDLER_WRITES = [
         (a_handler_reserves_a_fresh_key, "lease lost"),
         (a_handler_takes_back_the_reservation_b_took_over, "lease lost"),
         (a_handler_reaches_the_reservation_b_took_over, "lease lost"),
+    ]
+]
+
+
+# -- the same writes by a stale coroutine handler (AsyncJobContext) ---------------------
+
+def as_coroutine(write):
+    """A stale coroutine handler's write: `write(t, ctx)` given A's AsyncJobContext (on
+    an async pool of its own, as a lane loop has), run to its end; what A was told."""
+    async def scene(t: Takeover):
+        async with AsyncConnectionPool(t.url, min_size=1, max_size=2, open=False) as apool:
+            async def pool():
+                return apool
+            a = t.run_a
+            run = ExecutionControl(pool=a.pool, job_id=a.job_id, execution_id=a.execution_id,
+                                   attempt=a.attempt, max_attempts=a.max_attempts,
+                                   type=a.type, queue=a.queue, version=a.version,
+                                   timeout=None, async_pool=pool)
+            return await write(t, run)
+
+    def late_write(t: Takeover):
+        return run_async(scene(t))
+    late_write.__name__ = write.__name__
+    return late_write
+
+
+async def _lease_lost_async(write) -> str:
+    try:
+        await write()
+    except LeaseLost:
+        return "lease lost"
+    return "accepted"
+
+
+async def a_coroutine_completes_with_a_business_write(t: Takeover, run: ExecutionControl):
+    async with run.ctx.transaction() as tx:
+        await tx.execute("INSERT INTO fenced_orders (job_id, execution_id) VALUES (%s, %s)",
+                         [t.job_id, t.a])
+    return await complete_in_transaction_async(run, Outcome(S.COMPLETED, O.COMPLETED),
+                                               lease=30)
+
+
+async def a_coroutine_heartbeats(t: Takeover, run: ExecutionControl):
+    return await _lease_lost_async(run.ctx.heartbeat)
+
+
+async def a_coroutine_reports_progress(t: Takeover, run: ExecutionControl):
+    return await _lease_lost_async(lambda: run.ctx.progress(processed=3, total=10))
+
+
+async def a_coroutine_saves_a_checkpoint(t: Takeover, run: ExecutionControl):
+    return await _lease_lost_async(lambda: run.ctx.save_checkpoint({"page": 3}))
+
+
+async def a_coroutine_records_its_effect(t: Takeover, run: ExecutionControl):
+    return await _lease_lost_async(lambda: AsyncEffect(t.effect_a).complete({"by": "A"}))
+
+
+async def a_coroutine_reserves_a_fresh_key(t: Takeover, run: ExecutionControl):
+    return await _lease_lost_async(lambda: run.ctx.effect(FRESH_KEY))
+
+
+async def a_coroutine_takes_back_the_reservation_b_took_over(t: Takeover,
+                                                              run: ExecutionControl):
+    return await _lease_lost_async(lambda: run.ctx.effect(EFFECT_KEY,
+                                                          provider_idempotent=True))
+
+
+LATE_HANDLER_WRITES += [
+    pytest.param(as_coroutine(write), told, id=write.__name__) for write, told in [
+        (a_coroutine_completes_with_a_business_write, False),
+        (a_coroutine_heartbeats, "lease lost"),
+        (a_coroutine_reports_progress, "lease lost"),
+        (a_coroutine_saves_a_checkpoint, "lease lost"),
+        (a_coroutine_records_its_effect, "lease lost"),
+        (a_coroutine_reserves_a_fresh_key, "lease lost"),
+        (a_coroutine_takes_back_the_reservation_b_took_over, "lease lost"),
     ]
 ]
 

@@ -26,6 +26,12 @@ def reg(default_registry):
     return default_registry
 
 
+@pytest.fixture
+def kind(handler_kind):
+    """Each test below runs once with thread handlers and once with coroutine handlers."""
+    return handler_kind
+
+
 def add(conn, type_, payload=None, **kw):
     job_id = enqueue(conn, type_, payload or {}, **kw)
     conn.commit()
@@ -37,11 +43,12 @@ def settle(url, job_id, statuses=("completed", "failed", "skipped", "cancelled",
                     message=f"job {job_id} to reach one of {statuses}")
 
 
-def test_success_completes_after_one_attempt(reg, conn, clean_db):
+def test_success_completes_after_one_attempt(reg, conn, clean_db, kind):
     """Test 1: PENDING -> RUNNING -> COMPLETED, attempts = 1, completed_at set."""
     seen = []
 
     @job("ok", registry=reg)
+    @kind
     def ok(ctx, payload):
         seen.append((ctx.job_id, ctx.attempt, payload))
 
@@ -56,10 +63,11 @@ def test_success_completes_after_one_attempt(reg, conn, clean_db):
     assert ex["outcome"] == "completed" and ex["finished_at"] and ex["duration_ms"] >= 0
 
 
-def test_temporary_error_goes_back_to_pending_with_a_future_available_at(reg, conn, clean_db):
+def test_temporary_error_goes_back_to_pending_with_a_future_available_at(reg, conn, clean_db, kind):
     """Test 2: a provider 503 -> pending, available_at > now, attempts = 1, code stored."""
 
     @job("flaky", backoff=SLOW, registry=reg)
+    @kind
     def flaky(ctx, payload):
         raise RetryableError("PROVIDER_5XX", "503 Service Unavailable")
 
@@ -74,11 +82,12 @@ def test_temporary_error_goes_back_to_pending_with_a_future_available_at(reg, co
     assert (ex["outcome"], ex["error_code"]) == ("retry", "PROVIDER_5XX")
 
 
-def test_permanent_error_fails_without_retrying(reg, conn, clean_db):
+def test_permanent_error_fails_without_retrying(reg, conn, clean_db, kind):
     """Test 3: INVALID_PAYLOAD -> FAILED with no pointless retries."""
     calls = []
 
     @job("strict", max_attempts=5, registry=reg)
+    @kind
     def strict(ctx, payload):
         calls.append(1)
         raise PermanentError("PAYLOAD_INVALID", "email address invalid")
@@ -96,10 +105,11 @@ def test_permanent_error_fails_without_retrying(reg, conn, clean_db):
     assert len(executions(clean_db, job_id)) == 1 and len(calls) == 1
 
 
-def test_exhausted_retries_end_failed_after_max_attempts(reg, conn, clean_db):
+def test_exhausted_retries_end_failed_after_max_attempts(reg, conn, clean_db, kind):
     """Test 4: attempt 1, 2, 3 fail -> FAILED after max_attempts."""
 
     @job("down", max_attempts=3, backoff=FAST, registry=reg)
+    @kind
     def down(ctx, payload):
         raise RetryableError("NETWORK_TIMEOUT", f"attempt {ctx.attempt} timed out")
 
@@ -110,15 +120,17 @@ def test_exhausted_retries_end_failed_after_max_attempts(reg, conn, clean_db):
     assert [e["outcome"] for e in executions(clean_db, job_id)] == ["retry", "retry", "failed"]
 
 
-def test_poison_job_never_circulates_forever(reg, conn, clean_db):
+def test_poison_job_never_circulates_forever(reg, conn, clean_db, kind):
     """Test 9: a job that always crashes with an unexpected error ends FAILED (UNKNOWN),
     and the jobs behind it still complete."""
 
     @job("poison", max_attempts=4, backoff=FAST, registry=reg)
+    @kind
     def poison(ctx, payload):
         raise KeyError("payload['userId']")
 
     @job("fine", registry=reg)
+    @kind
     def fine(ctx, payload):
         pass
 
@@ -132,11 +144,12 @@ def test_poison_job_never_circulates_forever(reg, conn, clean_db):
     assert "KeyError" in row["last_error"]
 
 
-def test_v1_payload_is_upgraded_for_a_v2_worker(reg, conn, clean_db):
+def test_v1_payload_is_upgraded_for_a_v2_worker(reg, conn, clean_db, kind):
     """Test 13: a job enqueued as v1 before a release is upgraded, not crash-looped."""
     seen = []
 
     @job("remind", version=2, registry=reg)
+    @kind
     def remind(ctx, payload):
         seen.append(payload)
 
@@ -154,8 +167,9 @@ def test_v1_payload_is_upgraded_for_a_v2_worker(reg, conn, clean_db):
         {"user_id": 7, "channel": "sms"}, {"user_id": 52, "channel": "email"}]
 
 
-def test_a_version_with_no_upgrade_path_fails_clearly(reg, conn, clean_db):
+def test_a_version_with_no_upgrade_path_fails_clearly(reg, conn, clean_db, kind):
     @job("remind", version=3, registry=reg)
+    @kind
     def remind(ctx, payload):
         raise AssertionError("must not run")
 
@@ -171,8 +185,9 @@ def test_a_version_with_no_upgrade_path_fails_clearly(reg, conn, clean_db):
     assert "v1" in row["last_error"]
 
 
-def test_rate_limited_retries_at_exactly_retry_after(reg, conn, clean_db):
+def test_rate_limited_retries_at_exactly_retry_after(reg, conn, clean_db, kind):
     @job("api", backoff=FAST, registry=reg)
+    @kind
     def api(ctx, payload):
         raise RateLimited(120)
 
@@ -184,12 +199,14 @@ def test_rate_limited_retries_at_exactly_retry_after(reg, conn, clean_db):
     assert 115 < row["available_in"] <= 120
 
 
-def test_skip_and_ambiguous_outcomes(reg, conn, clean_db):
+def test_skip_and_ambiguous_outcomes(reg, conn, clean_db, kind):
     @job("report", registry=reg)
+    @kind
     def report(ctx, payload):
         raise SkipJob("project 1842 was deleted")
 
     @job("refund", registry=reg)
+    @kind
     def refund(ctx, payload):
         raise AmbiguousOutcome("provider timed out after accepting the request")
 
@@ -202,8 +219,9 @@ def test_skip_and_ambiguous_outcomes(reg, conn, clean_db):
     assert (unknown["status"], unknown["last_error_code"]) == ("unknown", "AMBIGUOUS_OUTCOME")
 
 
-def test_secrets_never_reach_stored_errors(reg, conn, clean_db):
+def test_secrets_never_reach_stored_errors(reg, conn, clean_db, kind):
     @job("leaky", max_attempts=1, registry=reg)
+    @kind
     def leaky(ctx, payload):
         raise RuntimeError(
             "POST https://svc:hunter2@api.example.com/v1?api_key=sk_live_abcdefghijklmnop "
@@ -220,8 +238,9 @@ def test_secrets_never_reach_stored_errors(reg, conn, clean_db):
         assert "[REDACTED]" in text and "api.example.com" in text
 
 
-def test_long_errors_are_truncated(reg, conn, clean_db):
+def test_long_errors_are_truncated(reg, conn, clean_db, kind):
     @job("verbose", max_attempts=1, registry=reg)
+    @kind
     def verbose(ctx, payload):
         raise RuntimeError("x" * 100_000)
 
@@ -231,15 +250,23 @@ def test_long_errors_are_truncated(reg, conn, clean_db):
     assert len(row["last_error"]) <= 2000 and "chars cut" in row["last_error"]
 
 
-def test_business_writes_commit_with_completion(reg, conn, clean_db):
+@pytest.mark.parametrize("handler", ["thread", "coroutine"])
+def test_business_writes_commit_with_completion(reg, conn, clean_db, handler):
     conn.execute("CREATE TABLE invoices (order_id int PRIMARY KEY)")
     conn.commit()
 
-    @job("invoice", registry=reg)
-    def invoice(ctx, payload):
-        with ctx.transaction() as tx:
-            tx.execute("INSERT INTO invoices VALUES (%s) ON CONFLICT DO NOTHING",
-                       [payload["order_id"]])
+    if handler == "thread":
+        @job("invoice", registry=reg)
+        def invoice(ctx, payload):
+            with ctx.transaction() as tx:
+                tx.execute("INSERT INTO invoices VALUES (%s) ON CONFLICT DO NOTHING",
+                           [payload["order_id"]])
+    else:
+        @job("invoice", registry=reg)
+        async def invoice_async(ctx, payload):
+            async with ctx.transaction() as tx:  # a psycopg AsyncConnection
+                await tx.execute("INSERT INTO invoices VALUES (%s) ON CONFLICT DO NOTHING",
+                                 [payload["order_id"]])
 
     job_id = add(conn, "invoice", {"order_id": 9})
     with running_worker(reg, clean_db):

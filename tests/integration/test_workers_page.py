@@ -52,3 +52,26 @@ def test_a_worker_with_lanes_shows_each_lane_with_its_slots(viewer, engine):
 def _text(html: str) -> str:
     """What a reader sees: tags dropped, white space folded."""
     return " ".join(re.sub(r"<[^>]+>", "", html).split())
+
+
+def test_a_worker_whose_event_loop_is_stalled_says_so(viewer, engine):
+    """job_workers.loop_lag_ms, written by the heartbeat (worker/engine/loops.py): a lag
+    past the worker's stall threshold reads as a stall, a small one as a lag, and a
+    worker without coroutine handlers shows no loop at all."""
+    with engine.begin() as conn:
+        for worker_id, lag in (("w-stalled", 3240.0), ("w-fine", 3.0), ("w-threads", None)):
+            sample_data.insert_worker(conn, worker_id, queues=("*",), concurrency=4)
+            conn.exec_driver_sql("UPDATE job_workers SET loop_lag_ms = %(lag)s "
+                                 "WHERE worker_id = %(id)s", {"lag": lag, "id": worker_id})
+    html = viewer.get("/workers").get_data(as_text=True)
+
+    def loop_of(worker_id: str) -> str | None:
+        panel = html.split(f'id="{worker_id}"')[1].split("</article>")[0]
+        if 'data-testid="worker-loop">' not in panel:
+            return None
+        return _text(panel.split('data-testid="worker-loop">')[1].split("</dd>")[0])
+
+    assert loop_of("w-stalled").startswith("stalled 3.2s")
+    assert "blocking its lane's loop" in loop_of("w-stalled")
+    assert loop_of("w-fine") == "lag 3 ms"
+    assert loop_of("w-threads") is None

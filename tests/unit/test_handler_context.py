@@ -5,11 +5,12 @@ live in ExecutionControl, and only worker/engine/context.py reaches into the han
 from __future__ import annotations
 
 import ast
+import inspect
 import uuid
 from pathlib import Path
 
 from worker.engine import context as context_module
-from worker.engine.context import HANDLER_API, ExecutionControl
+from worker.engine.context import HANDLER_API, AsyncJobContext, ExecutionControl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,12 +24,33 @@ def public_names(obj) -> set[str]:
     return {name for name in dir(obj) if not name.startswith("_")}
 
 
+def an_async_context():
+    async def no_pool():
+        raise AssertionError("not used")
+    return ExecutionControl(pool=None, job_id=1, execution_id=uuid.uuid4(), attempt=1,
+                            max_attempts=3, type="t", queue="default", version=1,
+                            async_pool=no_pool).ctx
+
+
 def test_the_handler_context_has_exactly_the_documented_handler_api():
     assert public_names(a_context()) == set(HANDLER_API)
 
 
+def test_a_coroutine_handler_context_has_the_same_api_its_waiting_calls_coroutines():
+    ctx = an_async_context()
+    assert isinstance(ctx, AsyncJobContext)
+    assert public_names(ctx) == set(HANDLER_API)
+    waiting = {name for name in HANDLER_API
+               if inspect.iscoroutinefunction(getattr(type(ctx), name, None))}
+    assert waiting == {"heartbeat", "progress", "save_checkpoint", "wait_cancelled", "effect"}
+
+
 def test_the_worker_controls_are_not_on_the_handler_context():
-    ctx = a_context()
+    for ctx in (a_context(), an_async_context()):
+        assert_no_controls(ctx)
+
+
+def assert_no_controls(ctx):
     for control in ("take_pending", "restore_pending", "close_transaction",
                     "cancel_by_operator", "request_cancel", "timed_out", "lease_lost",
                     "operator_cancelled", "pool"):

@@ -37,7 +37,7 @@ from worker.core.transitions import TRANSITIONS
 from worker.engine.producer import ClaimedJob
 from worker.store.db import DedicatedConnection
 from worker.store.event_totals import ZOMBIE_OUTCOME, count
-from worker.store.jobstore import JobStore
+from worker.store.jobstore import AsyncJobStore, JobStore
 from worker.store.queries import CallerConnection, Q
 
 log = logging.getLogger("jobwarden.completer")
@@ -117,6 +117,15 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
     store path out of `running`: the completer, a completion in the handler's
     transaction, the hand-back at shutdown and recovery all write through it."""
     rows = JobStore(conn).rows(Q.finish_executions, finish_params([c.row() for c in batch]))
+    return {execution_id: status for _job_id, execution_id, status in rows}
+
+
+async def write_batch_async(conn: psycopg.AsyncConnection,
+                            batch: list[Completion]) -> dict[UUID, str]:
+    """write_batch on a coroutine handler's AsyncConnection (its business transaction):
+    the same statement and parameters."""
+    rows = await AsyncJobStore(conn).rows(Q.finish_executions,
+                                          finish_params([c.row() for c in batch]))
     return {execution_id: status for _job_id, execution_id, status in rows}
 
 

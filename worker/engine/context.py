@@ -4,18 +4,24 @@ whose public attributes are HANDLER_API), and the worker's controls of that exec
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import Any, NoReturn
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from worker.core.dberrors import DB_UNREACHABLE
 from worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
@@ -62,7 +68,8 @@ class ExecutionControl:
     def __init__(self, *, pool: ConnectionPool, job_id: int, execution_id: UUID, attempt: int,
                  max_attempts: int, type: str, queue: str, version: int, checkpoint: Any = None,
                  job_idempotency_key: str | None = None, timeout: float | None = None,
-                 snoozes: int = 0) -> None:
+                 snoozes: int = 0,
+                 async_pool: Callable[[], Awaitable[AsyncConnectionPool]] | None = None) -> None:
         self.pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -88,8 +95,18 @@ class ExecutionControl:
         # that holds its connection
         self._tx_conn: psycopg.Connection | None = None
         self._tx_cm: AbstractContextManager[psycopg.Connection] | None = None
-        self.ctx = JobContext(self, checkpoint=checkpoint,
-                              job_idempotency_key=job_idempotency_key)
+        # A coroutine handler's: its lane loop's async pool (None: a thread handler), its
+        # business transaction on that pool, and how to cancel its task (set by the
+        # executor once the task exists; called on the first cancel signal).
+        self._async_pool = async_pool
+        self._atx_conn: psycopg.AsyncConnection | None = None
+        self._atx_cm: AbstractAsyncContextManager[psycopg.AsyncConnection] | None = None
+        self.on_cancel: Callable[[], None] | None = None
+        self.ctx: JobContext | AsyncJobContext = (
+            JobContext(self, checkpoint=checkpoint, job_idempotency_key=job_idempotency_key)
+            if async_pool is None else
+            AsyncJobContext(self, checkpoint=checkpoint,
+                            job_idempotency_key=job_idempotency_key))
 
     # -- cancellation ------------------------------------------------------------------
     @property
@@ -101,17 +118,27 @@ class ExecutionControl:
 
     def request_cancel(self) -> None:
         """Ask the handler to stop (shutdown, abandonment, lost lease)."""
-        self._cancel.set()
+        self._signal_cancel()
 
     def cancel_by_operator(self) -> None:
         """The heartbeat saw `cancel_requested_at`: an operator or the API asked to stop."""
         self.operator_cancelled = True
-        self._cancel.set()
+        self._signal_cancel()
 
     def time_out(self) -> None:
         """The timeout passed: the execution ends `timeout` whatever the handler does."""
         self.timed_out = True
-        self._cancel.set()
+        self._signal_cancel()
+
+    def _signal_cancel(self) -> None:
+        """Set the cancel signal; the first time, also cancel a coroutine handler's task
+        (once only: a handler cleaning up after CancelledError is not interrupted again
+        by every later heartbeat)."""
+        with self._lock:
+            first = not self._cancel.is_set()
+            self._cancel.set()
+        if first and self.on_cancel is not None:
+            self.on_cancel()
 
     @property
     def time_left(self) -> float | None:
@@ -122,7 +149,7 @@ class ExecutionControl:
         stop; whatever it returns is discarded) and return the LeaseLost to raise."""
         if self.learn_lease_lost():
             count_on(self.pool, ZOMBIE_LEASE, [self.type])
-        self._cancel.set()
+        self._signal_cancel()
         return LeaseLost(message)
 
     def learn_lease_lost(self) -> bool:
@@ -166,10 +193,15 @@ class ExecutionControl:
                 self._pending_checkpoint = json.loads(checkpoint)
                 self._has_pending_checkpoint = True
 
+    @property
+    def write_due(self) -> bool:
+        """Whether write_progress() would write now (the throttle has passed)."""
+        return time.monotonic() - self._last_write >= PROGRESS_WRITE_INTERVAL
+
     def write_progress(self, force: bool = False) -> None:
         """Write what is pending, at most every PROGRESS_WRITE_INTERVAL unless `force`;
         raises LeaseLost if another execution owns the job."""
-        if not force and time.monotonic() - self._last_write < PROGRESS_WRITE_INTERVAL:
+        if not force and not self.write_due:
             return
         progress, checkpoint = self.take_pending()
         try:
@@ -219,11 +251,41 @@ class ExecutionControl:
         finally:
             cm.__exit__(None, None, None)
 
+    @property
+    def async_transaction_conn(self) -> psycopg.AsyncConnection | None:
+        """A coroutine handler's business transaction, if it opened one."""
+        return self._atx_conn
 
-class JobContext:
-    """The handler's handle on its execution: identity, heartbeat, progress, checkpoints,
-    cancellation, stable idempotency keys, the effects ledger and a business transaction.
-    Its public attributes are HANDLER_API; the worker drives it through ExecutionControl."""
+    async def open_async_transaction(self) -> psycopg.AsyncConnection:
+        if self._async_pool is None:
+            raise RuntimeError("only a coroutine handler has an async transaction")
+        if self._atx_conn is None:
+            self._atx_cm = (await self._async_pool()).connection()
+            self._atx_conn = await self._atx_cm.__aenter__()
+        return self._atx_conn
+
+    async def close_async_transaction(self, commit: bool) -> None:
+        conn, cm = self._atx_conn, self._atx_cm
+        if conn is None or cm is None:
+            return
+        self._atx_conn = self._atx_cm = None
+        try:
+            if commit:
+                await conn.commit()
+            else:
+                try:
+                    await conn.rollback()
+                except DB_UNREACHABLE:
+                    pass  # the connection is gone, and its transaction with it
+        finally:
+            await cm.__aexit__(None, None, None)
+
+
+class HandlerContext:
+    """What JobContext and AsyncJobContext share: identity, cancellation, idempotency
+    keys; the rest (the calls that wait) each has in its own kind. Its public attributes
+    and its subclasses' together are HANDLER_API; the worker drives it through
+    ExecutionControl."""
 
     def __init__(self, control: ExecutionControl, *, checkpoint: Any,
                  job_idempotency_key: str | None) -> None:
@@ -267,38 +329,25 @@ class JobContext:
         if self._control.cancel_requested:
             raise JobCancelled(message="stop requested")
 
-    def wait_cancelled(self, seconds: float) -> bool:
-        """Sleep up to `seconds`, waking early when cancellation is requested."""
-        return self._control.wait_cancelled(seconds)
-
     @property
     def time_left(self) -> float | None:
         """Seconds until the type's timeout (None: no timeout)."""
         return self._control.time_left
 
-    # -- liveness and progress ---------------------------------------------------------
-    def heartbeat(self) -> None:
-        """Renew this execution's lease now; raises LeaseLost if another owns the job."""
-        self._control.write_progress(force=True)
-
-    def progress(self, processed: int | None = None, total: int | None = None,
-                 **extra: Any) -> None:
-        """Record how much work is done (shown in the console). Throttled; never required."""
+    # -- progress (staged here; written by each kind's own call) ----------------------
+    def _stage_progress(self, processed: int | None, total: int | None,
+                        extra: dict[str, Any]) -> None:
         value = dict(extra)
         if processed is not None:
             value["processed"] = processed
         if total is not None:
             value["total"] = total
         self._control.stage_progress(value)
-        self._control.write_progress()
 
-    def save_checkpoint(self, value: Any) -> None:
-        """Remember where to resume after a crash. Call it only once the work before it is
-        durable (committed), or a retry would skip work that was never saved."""
+    def _stage_checkpoint(self, value: Any) -> None:
         json.dumps(value)  # fail here, in the handler, if it is not JSON
         self.checkpoint = value
         self._control.stage_checkpoint(value)
-        self._control.write_progress()
 
     # -- idempotency -------------------------------------------------------------------
     def idempotency_key(self, *parts: Any) -> str:
@@ -308,6 +357,33 @@ class JobContext:
         response is recognised as the same operation.
         """
         return ":".join([self._idempotency_base, *map(str, parts)])
+
+
+class JobContext(HandlerContext):
+    """A thread handler's handle on its execution: identity, heartbeat, progress,
+    checkpoints, cancellation, stable idempotency keys, the effects ledger and a business
+    transaction. Its public attributes are HANDLER_API."""
+
+    def wait_cancelled(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when cancellation is requested."""
+        return self._control.wait_cancelled(seconds)
+
+    # -- liveness and progress ---------------------------------------------------------
+    def heartbeat(self) -> None:
+        """Renew this execution's lease now; raises LeaseLost if another owns the job."""
+        self._control.write_progress(force=True)
+
+    def progress(self, processed: int | None = None, total: int | None = None,
+                 **extra: Any) -> None:
+        """Record how much work is done (shown in the console). Throttled; never required."""
+        self._stage_progress(processed, total, extra)
+        self._control.write_progress()
+
+    def save_checkpoint(self, value: Any) -> None:
+        """Remember where to resume after a crash. Call it only once the work before it is
+        durable (committed), or a retry would skip work that was never saved."""
+        self._stage_checkpoint(value)
+        self._control.write_progress()
 
     def effect(self, key: str, *, provider_idempotent: bool = False) -> Effect:
         """The ledger entry for a business effect: see Effect."""
@@ -394,3 +470,84 @@ class Effect:
     def release(self) -> None:
         """Forget the reservation: the effect certainly did not happen."""
         self._run(Q.release_effect)
+
+
+class AsyncJobContext(HandlerContext):
+    """A coroutine handler's `ctx`: JobContext's API (HANDLER_API, the same names), with
+    the calls that wait being coroutines — `await ctx.heartbeat()`, `await
+    ctx.progress(...)`, `await ctx.save_checkpoint(...)`, `await ctx.wait_cancelled(s)`,
+    `await ctx.effect(key)` and `async with ctx.transaction() as conn` (a psycopg
+    AsyncConnection). Its own writes (progress, the effects ledger) are JobContext's
+    statements run on a thread (asyncio.to_thread), so both kinds of handler share one
+    path to the database and the loop never waits on them. Besides `cancel_requested`,
+    the worker cancels the handler's task when it asks it to stop (CancelledError at
+    its next await)."""
+
+    async def wait_cancelled(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when cancellation is requested."""
+        end = time.monotonic() + seconds
+        while not self._control.cancel_requested:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(left, 0.05))
+        return True
+
+    # -- liveness and progress ---------------------------------------------------------
+    async def heartbeat(self) -> None:
+        """Renew this execution's lease now; raises LeaseLost if another owns the job."""
+        await asyncio.to_thread(self._control.write_progress, True)
+
+    async def progress(self, processed: int | None = None, total: int | None = None,
+                       **extra: Any) -> None:
+        """Record how much work is done (throttled as JobContext.progress)."""
+        self._stage_progress(processed, total, extra)
+        if self._control.write_due:
+            await asyncio.to_thread(self._control.write_progress)
+
+    async def save_checkpoint(self, value: Any) -> None:
+        """Remember where to resume after a crash (see JobContext.save_checkpoint)."""
+        self._stage_checkpoint(value)
+        if self._control.write_due:
+            await asyncio.to_thread(self._control.write_progress)
+
+    async def effect(self, key: str, *, provider_idempotent: bool = False) -> AsyncEffect:
+        """The ledger entry for a business effect (see Effect): `eff = await
+        ctx.effect(key)`, then `await eff.complete(result)` once it happened."""
+        return AsyncEffect(await asyncio.to_thread(
+            Effect, self._control, key, provider_idempotent))
+
+    # -- business transaction ---------------------------------------------------------
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A psycopg AsyncConnection in a transaction that commits together with the
+        job's completion (see JobContext.transaction)."""
+        conn = await self._control.open_async_transaction()
+        try:
+            yield conn
+        except BaseException:
+            await self._control.close_async_transaction(commit=False)
+            raise
+
+
+class AsyncEffect:
+    """Effect for a coroutine handler: the same ledger, its writes awaited."""
+
+    def __init__(self, effect: Effect) -> None:
+        self._effect = effect
+        self.key = effect.key
+        self.provider_idempotent = effect.provider_idempotent
+
+    @property
+    def done(self) -> bool:
+        return self._effect.done
+
+    @property
+    def result(self) -> Any:
+        return self._effect.result
+
+    async def complete(self, result: Any = None) -> None:
+        await asyncio.to_thread(self._effect.complete, result)
+
+    async def release(self) -> None:
+        await asyncio.to_thread(self._effect.release)

@@ -7,6 +7,13 @@ to a new thread at once, and the old one ends whenever the handler returns (its 
 is discarded). Too many abandoned threads still alive make the worker restart itself.
 A worker has one executor per lane (worker/engine/lanes.py), each reading only its lane's buffer.
 
+`async def` handlers run on the lane's event loop (worker/engine/loops.py) instead: the
+slot thread that takes such a job starts its task there and goes back for the next job.
+A lane's slots are a count of executions in flight, thread or task (`_free`), so a lane
+of coroutine handlers needs one slot thread to feed its loop, not one per slot. A task is
+cancelled where a thread is asked to stop (timeout, operator cancel, lost lease,
+shutdown), and abandoned as a thread is when it does not end in time.
+
 A claimed job starts only while its lease is known to be held: by the worker's own clock
 (worker/core/lease.py), or else by asking the database first (docs/faults.md, "Starting
 buffered work"). A process woken from a freeze never starts work it no longer owns.
@@ -14,6 +21,7 @@ buffered work"). A process woken from a freeze never starts work it no longer ow
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -33,6 +41,7 @@ from worker.core.states import ExecutionOutcome, JobStatus
 from worker.engine import runner
 from worker.engine.completer import Completer, Completion
 from worker.engine.context import ExecutionControl
+from worker.engine.loops import STALL_SECONDS, LaneLoop
 from worker.engine.producer import ClaimedJob, JobBuffer
 from worker.jobs.registry import JobType, Registry
 from worker.store.event_totals import ZOMBIE_LEASE, count_on
@@ -43,11 +52,15 @@ log = logging.getLogger("jobwarden.executor")
 
 #: How long a slot waits before asking again when the database cannot confirm a lease.
 CONFIRM_RETRY_SECONDS = 0.5
+#: How long a slot waits before offering a coroutine job to a stalled loop again.
+STALL_RETRY_SECONDS = 0.1
+#: Most coroutine jobs a slot thread hands its lane's loop at once.
+DISPATCH_BATCH = 64
 
 
 @dataclass(eq=False)
 class Execution:
-    """One claimed job being run by a slot thread."""
+    """One claimed job being run by a slot thread, or as a task on its lane's loop."""
 
     job: ClaimedJob
     job_type: JobType
@@ -57,6 +70,15 @@ class Execution:
     abandoned: bool = False  # the worker gave up on it (timeout, shutdown): ignore its result
     recording: bool = False  # its outcome is being handed over: too late to abandon
     timeout_noticed: float | None = None
+    #: A coroutine handler: it runs as `task` on its lane's loop, not on `thread`.
+    coroutine: bool = False
+    task: asyncio.Task[None] | None = None  # set on the loop (None: not started there yet)
+    holds_slot: bool = True  # it counts against the lane's slots until _free()
+
+    def alive(self) -> bool:
+        if self.coroutine:
+            return self.task is None or not self.task.done()
+        return self.thread.is_alive()
 
 
 class Undecided(Enum):
@@ -75,12 +97,24 @@ class Executor:
 
     def __init__(self, *, registry: Registry, pool: ConnectionPool, buffer: JobBuffer,
                  completer: Completer, concurrency: int, on_slot_free: Callable[[], None],
-                 on_abandoned: Callable[[], None], timeout_grace: float = 5.0) -> None:
+                 on_abandoned: Callable[[], None], timeout_grace: float = 5.0,
+                 threads: int | None = None, name: str = "*",
+                 on_loop_stuck: Callable[[str], None] | None = None) -> None:
         self.registry = registry
         self.pool = pool
         self.buffer = buffer
         self.completer = completer
         self.concurrency = concurrency
+        #: Slot threads: `concurrency` unless told fewer (a lane whose types are all
+        #: coroutines needs one to feed its loop).
+        self.threads = concurrency if threads is None else max(1, min(threads, concurrency))
+        self.name = name
+        # Told when the lane's loop is held by a handler already abandoned: nothing more
+        # can run on it, so the worker restarts (as for too many abandoned threads).
+        self._on_loop_stuck = on_loop_stuck
+        # The lane's slots, thread or task: taken before a job is, given back by _free().
+        self._slots_free = threading.BoundedSemaphore(concurrency)
+        self._loop: LaneLoop | None = None
         self._on_slot_free = on_slot_free
         # Told of each abandoned thread: the worker counts them over all its lanes.
         self._on_abandoned = on_abandoned
@@ -94,8 +128,27 @@ class Executor:
 
     # -- slots ---------------------------------------------------------------------------
     def start(self) -> None:
-        for _ in range(self.concurrency):
+        for _ in range(self.threads):
             self._start_slot()
+
+    def loop(self) -> LaneLoop:
+        """The lane's event loop, started on its first coroutine job."""
+        with self._lock:
+            if self._loop is None:
+                # Its async connections are for ctx.transaction(): as many as the slots,
+                # within the worker pool's own bound.
+                self._loop = LaneLoop(self.name, sync_pool=self.pool, max_connections=min(
+                    self.concurrency, self.pool.max_size))
+                self._loop.start()
+            return self._loop
+
+    @property
+    def lane_loop(self) -> LaneLoop | None:
+        return self._loop
+
+    def stop_loop(self) -> None:
+        if self._loop is not None:
+            self._loop.stop()
 
     def _start_slot(self) -> None:
         with self._lock:
@@ -105,24 +158,62 @@ class Executor:
 
     def _slot(self) -> None:
         while True:
-            job = self.buffer.take(timeout=1.0)
-            if job is None:
+            if not self._slots_free.acquire(timeout=1.0):
                 if self.buffer.closed:
                     return
+                continue
+            job = self.buffer.take(timeout=1.0)
+            if job is None:
+                self._slots_free.release()
+                if self.buffer.closed:
+                    return
+                continue
+            if self._loop_stalled(job) and self.buffer.put_back(job):
+                # A blocking call holds the lane's loop: a task started now would only
+                # wait behind it. The job stays claimed (the heartbeat renews it).
+                self._slots_free.release()
+                time.sleep(STALL_RETRY_SECONDS)
                 continue
             ex = self.begin(job)
             if ex is UNDECIDED:
                 # The database could not say whether the job is still ours: keep it (the
                 # heartbeat keeps renewing it) and ask again shortly.
+                self._slots_free.release()
                 if self.buffer.put_back(job):
                     time.sleep(CONFIRM_RETRY_SECONDS)
                 continue
-            if ex is not None:
+            if ex is None:
+                self._slots_free.release()
+            elif ex.coroutine:
+                # Its slot is given back when its task ends. The jobs right behind it
+                # go to the loop with it: one wake-up of the loop for the lot.
+                self._start_tasks(self._more_coroutines([ex]))
+                continue
+            else:
                 self._run(ex)
                 if ex.abandoned:
                     return  # a fresh thread already took this slot over
             if not len(self.buffer):
                 self._on_slot_free()
+
+    def _runs_on_loop(self, job: ClaimedJob) -> bool:
+        """A coroutine job whose loop can take it now."""
+        job_type = self.registry.get(job.type)
+        return job_type is not None and job_type.is_coroutine and not self._loop_stalled(job)
+
+    def _loop_stalled(self, job: ClaimedJob) -> bool:
+        job_type = self.registry.get(job.type)
+        return (self._loop is not None and job_type is not None and job_type.is_coroutine
+                and self._loop.stalled_for() >= STALL_SECONDS)
+
+    def _free(self, ex: Execution) -> bool:
+        """Give the execution's slot back (once: its end and its abandonment both try;
+        True for the one that did)."""
+        with ex.lock:
+            held, ex.holds_slot = ex.holds_slot, False
+        if held:
+            self._slots_free.release()
+        return held
 
     def running(self) -> list[Execution]:
         with self._lock:
@@ -161,8 +252,11 @@ class Executor:
                                    type=job.type, queue=job.queue, version=job.version,
                                    checkpoint=job.checkpoint,
                                    job_idempotency_key=job.idempotency_key,
-                                   timeout=job_type.timeout, snoozes=job.snoozes)
-        ex = Execution(job, job_type, control, threading.current_thread())
+                                   timeout=job_type.timeout, snoozes=job.snoozes,
+                                   async_pool=(self.loop().connection_pool
+                                               if job_type.is_coroutine else None))
+        ex = Execution(job, job_type, control, threading.current_thread(),
+                       coroutine=job_type.is_coroutine)
         with self._lock:
             self._running[job.execution_id] = ex
         return ex
@@ -191,29 +285,144 @@ class Executor:
         run = ex.control
         try:
             outcome = runner.run_handler(ex.job_type, run, ex.job.payload)
-            seconds = time.monotonic() - run.started
-            avg = self.job_seconds
-            self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05
-            with ex.lock:
-                if ex.abandoned:
-                    log.warning("job %s: handler returned after being abandoned; result "
-                                "discarded", run.job_id,
-                                extra=running_event("result_discarded", run))
-                    run.close_transaction(commit=False)
-                    return
-                ex.recording = True
-            if outcome is None:
-                log.warning("job %s: execution %s lost its lease; result discarded",
-                            run.job_id, run.execution_id,
-                            extra=running_event("result_discarded", run))
-                return
-            self._hand_over(ex, outcome)
+            if self._keeps(ex, outcome):
+                assert outcome is not None
+                self._hand_over(ex, outcome)
+            elif ex.abandoned:
+                run.close_transaction(commit=False)
         except Exception:
             log.exception("job %s: unexpected error in the runner", run.job_id)
         finally:
-            with self._lock:
-                if self._running.get(run.execution_id) is ex:
-                    del self._running[run.execution_id]
+            self._ended(ex)
+
+    def _keeps(self, ex: Execution, outcome: runner.Outcome | None) -> bool:
+        """Once the handler returned: whether its outcome is to be recorded (False: it was
+        abandoned meanwhile, or its lease was lost, and the result is discarded)."""
+        run = ex.control
+        self._note_duration(run)
+        with ex.lock:
+            if ex.abandoned:
+                log.warning("job %s: handler returned after being abandoned; result "
+                            "discarded", run.job_id, extra=running_event("result_discarded", run))
+                return False
+            ex.recording = True
+        if outcome is None:
+            log.warning("job %s: execution %s lost its lease; result discarded",
+                        run.job_id, run.execution_id,
+                        extra=running_event("result_discarded", run))
+            return False
+        return True
+
+    def _ended(self, ex: Execution) -> bool:
+        """The execution is over: no longer running, its slot given back (True if this
+        gave it back; an abandonment may have already)."""
+        with self._lock:
+            if self._running.get(ex.control.execution_id) is ex:
+                del self._running[ex.control.execution_id]
+        return self._free(ex)
+
+    # -- coroutine handlers --------------------------------------------------------------
+    def _more_coroutines(self, batch: list[Execution]) -> list[Execution]:
+        """`batch` and the coroutine jobs waiting right behind it, as many as there are
+        free slots (at most DISPATCH_BATCH), without waiting for any."""
+        while len(batch) < DISPATCH_BATCH and self._slots_free.acquire(blocking=False):
+            job = self.buffer.take_next_if(self._runs_on_loop)
+            if job is None:
+                self._slots_free.release()
+                break
+            ex = self.begin(job)
+            if ex is UNDECIDED or ex is None:
+                self._slots_free.release()
+                if ex is UNDECIDED:
+                    self.buffer.put_back(job)
+                    break
+                continue
+            batch.append(ex)
+        return batch
+
+    def _start_tasks(self, batch: list[Execution]) -> None:
+        if not batch:
+            return
+        lane_loop = self.loop()
+
+        def start() -> None:  # on the loop
+            for ex in batch:
+                ex.task = lane_loop.loop.create_task(self._run_async(ex, lane_loop))
+
+        lane_loop.call(start)
+
+    async def _run_async(self, ex: Execution, lane_loop: LaneLoop) -> None:
+        """_run for a coroutine handler: its task on the lane's loop."""
+        run = ex.control
+        task = asyncio.current_task()
+        assert task is not None
+
+        def cancel() -> None:  # on the loop: never once the outcome is being handed over
+            if not ex.recording and not task.done():
+                task.cancel()
+
+        run.on_cancel = lambda: lane_loop.call(cancel)
+        if run.cancel_requested:  # asked before the task existed
+            cancel()
+        try:
+            outcome = await runner.run_handler_async(ex.job_type, run, ex.job.payload)
+            if self._keeps(ex, outcome):
+                assert outcome is not None
+                await self._hand_over_async(ex, outcome)
+            elif ex.abandoned:
+                await run.close_async_transaction(commit=False)
+        except Exception:
+            log.exception("job %s: unexpected error in the runner", run.job_id)
+        finally:
+            if self._ended(ex) and not len(self.buffer):
+                self._on_slot_free()  # no slot thread to say so: it went on long ago
+
+    async def _hand_over_async(self, ex: Execution, outcome: runner.Outcome) -> None:
+        """_hand_over for a coroutine handler's AsyncConnection transaction."""
+        run, lease = ex.control, ex.job_type.lease
+        if run.async_transaction_conn is not None:
+            if outcome.status is JobStatus.COMPLETED:
+                try:
+                    await runner.complete_in_transaction_async(run, outcome, lease)
+                    return
+                except runner.CommitUncertain as exc:
+                    outcome = self._commit_uncertain(ex, exc)
+            else:
+                await run.close_async_transaction(commit=False)
+        self.completer.submit(runner.completion(run, outcome, lease))
+
+    @staticmethod
+    def _commit_uncertain(ex: Execution, exc: runner.CommitUncertain) -> runner.Outcome:
+        """The outcome when the connection died around the business commit: a retry,
+        which the guard refuses if the commit did go through."""
+        run = ex.control
+        log.warning("job %s: the database went away while committing its completion (%s); "
+                    "scheduling a retry unless the commit went through", run.job_id, exc,
+                    extra={"action": "commit_uncertain", "job_id": run.job_id})
+        return runner.retry_or_fail(ex.job_type, run.attempt, run.max_attempts,
+                                    "DB_UNAVAILABLE", f"connection lost while committing: {exc}")
+
+    def _note_duration(self, run: ExecutionControl) -> None:
+        seconds = time.monotonic() - run.started
+        avg = self.job_seconds
+        self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05
+
+    def loop_lag(self) -> float | None:
+        """Log a stall of the lane's loop; the worst lag since the last call in seconds
+        (None: the lane has no loop). Called by the heartbeat thread."""
+        lane_loop = self._loop
+        if lane_loop is None:
+            return None
+        lag = lane_loop.check_stall(
+            lambda: [ex.job.id for ex in self.running() if ex.coroutine])
+        with self._lock:
+            stuck = [e.job.id for e in self._abandoned if e.coroutine and e.alive()]
+        if stuck and lane_loop.stalled_for() >= self.timeout_grace \
+                and self._on_loop_stuck is not None:
+            self._on_loop_stuck(f"lane {self.name}: its event loop has been held for "
+                                f"{lane_loop.stalled_for():.1f}s, with abandoned job(s) "
+                                f"{stuck} on it")
+        return lag
 
     def _hand_over(self, ex: Execution, outcome: runner.Outcome) -> None:
         """Give the outcome to the completer, or complete in the handler's business
@@ -225,13 +434,7 @@ class Executor:
                     runner.complete_in_transaction(run, outcome, lease)
                     return
                 except runner.CommitUncertain as exc:
-                    log.warning("job %s: the database went away while committing its "
-                                "completion (%s); scheduling a retry unless the commit went "
-                                "through", run.job_id, exc,
-                                extra={"action": "commit_uncertain", "job_id": run.job_id})
-                    outcome = runner.retry_or_fail(
-                        ex.job_type, run.attempt, run.max_attempts, "DB_UNAVAILABLE",
-                        f"connection lost while committing: {exc}")
+                    outcome = self._commit_uncertain(ex, exc)
             else:
                 run.close_transaction(commit=False)
         self.completer.submit(runner.completion(run, outcome, lease))
@@ -239,22 +442,23 @@ class Executor:
     # -- giving up on handlers -------------------------------------------------------------
     def abandon(self, ex: Execution, outcome: runner.Outcome | None) -> bool:
         """Stop waiting for a handler: free its slot (a new thread takes it) and, unless
-        outcome is None (a shutdown hand-back), record the outcome. Its thread's later
-        result is ignored. False if it already finished."""
+        outcome is None (a shutdown hand-back), record the outcome. Its thread's (or
+        task's) later result is ignored. False if it already finished."""
         with ex.lock:
             if ex.recording or ex.abandoned:
                 return False
             ex.abandoned = True
-        ex.control.request_cancel()
+        ex.control.request_cancel()  # a task is cancelled too (ExecutionControl.on_cancel)
         with self._lock:
             self._running.pop(ex.control.execution_id, None)
-            self._abandoned = [e for e in self._abandoned if e.thread.is_alive()]
-            if ex.thread.is_alive():
+            self._abandoned = [e for e in self._abandoned if e.alive()]
+            if ex.alive():
                 self._abandoned.append(ex)
         if outcome is not None:
             # The handler's own transaction is left to its thread, which rolls it back.
             self.completer.submit(runner.completion(ex.control, outcome, ex.job_type.lease))
-        if not self.buffer.closed:
+        self._free(ex)
+        if not ex.coroutine and not self.buffer.closed:
             self._start_slot()
         self._on_slot_free()
         self._on_abandoned()
@@ -262,7 +466,7 @@ class Executor:
 
     def abandoned_alive(self) -> int:
         with self._lock:
-            return sum(1 for e in self._abandoned if e.thread.is_alive())
+            return sum(1 for e in self._abandoned if e.alive())
 
     def enforce_timeouts(self) -> None:
         """Ask handlers past their timeout to stop; abandon those that do not in time."""

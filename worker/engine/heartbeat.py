@@ -93,6 +93,10 @@ class Heartbeat:
         completing = self.completer.pending()
         rows: dict[UUID, dict[str, Any]] = {}
         taken = []
+        # Checked here, on this thread: a lane loop stalled by a blocking handler must
+        # be seen while it is stalled, and must not hold up this beat.
+        lags = [lag for executor in self.executors if (lag := executor.loop_lag()) is not None]
+        lag_ms = round(max(lags) * 1000, 1) if lags else None
         for c in completing:
             rows[c.execution_id] = {"id": c.job_id, "execution_id": str(c.execution_id)}
         for job in waiting:
@@ -113,7 +117,8 @@ class Heartbeat:
                     owned = {r[1]: r[2] for r in store.rows(
                         Q.heartbeat_executions, batch_params(list(rows.values()), id_key="id"))}
                 state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
-                store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id, "state": state})
+                store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id, "state": state,
+                                                "loop_lag_ms": lag_ms})
         except BaseException:
             for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
                 ex.control.restore_pending(progress, checkpoint)

@@ -127,6 +127,18 @@ class JobBuffer:
             self._on_low()
         return job
 
+    def take_next_if(self, wanted: Callable[[ClaimedJob], bool]) -> ClaimedJob | None:
+        """The next job if there is one now and it is `wanted`, without waiting (a slot
+        gathering jobs of one kind)."""
+        with self._cond:
+            if self._closed or not self._jobs or not wanted(self._jobs[0]):
+                return None
+            job = self._jobs.popleft()
+            low = len(self._jobs) <= self.low_water
+        if low and self._on_low is not None:
+            self._on_low()
+        return job
+
     def put_back(self, job: ClaimedJob) -> bool:
         """Return a job taken but not started to the front (False: the buffer is closed,
         and the job was not among those it handed back)."""

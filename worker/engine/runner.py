@@ -11,6 +11,7 @@ rolls back.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from worker.engine.completer import (
     log_outcomes,
     unstorable,
     write_batch,
+    write_batch_async,
 )
 from worker.engine.context import ExecutionControl, LeaseLost
 from worker.jobs.registry import JobType
@@ -191,6 +193,31 @@ def run_handler(job_type: JobType, run: ExecutionControl,
     return classify(exc, run, job_type)
 
 
+async def run_handler_async(job_type: JobType, run: ExecutionControl,
+                            payload: dict[str, Any]) -> Outcome | None:
+    """run_handler for a coroutine handler, in its task on the lane's loop. The executor
+    cancels that task on a timeout, an operator's cancel, a lost lease or shutdown: the
+    CancelledError ends the handler here and is classified like any other ending
+    (classify reads why: timeout, operator cancel)."""
+    exc: BaseException | None = None
+    try:
+        await job_type(run.ctx, prepare_payload(job_type, payload, run.version))
+    except LeaseLost:
+        await run.close_async_transaction(commit=False)
+        return None
+    except asyncio.CancelledError as e:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # handled: what follows (the hand-over) runs uncancelled
+        exc = e
+    except Exception as e:  # classified and recorded, never lost
+        exc = e
+    if run.lease_lost:
+        await run.close_async_transaction(commit=False)
+        return None
+    return classify(exc, run, job_type)
+
+
 class CommitUncertain(Exception):
     """The business transaction's connection failed while committing the completion."""
 
@@ -227,18 +254,51 @@ def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: floa
         # PostgreSQL refused a value of the completion: the business writes roll back and
         # the job fails at once, saying why, instead of waiting out its lease.
         run.close_transaction(commit=False)
-        log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
-                  run.job_id, outcome.outcome.value, type(exc).__name__,
-                  E.OUTCOME_UNSTORABLE, extra={"action": "outcome_unstorable",
-                                               "job_id": run.job_id})
-        with run.pool.connection() as fallback:
-            return run.execution_id in write_batch(fallback, [unstorable(c, exc)])
-    recorded: dict[UUID, str] = {}
-    if not owned:
-        try:
-            with run.pool.connection() as conn:
-                recorded = count_refused(conn, [c])
-        except DB_UNREACHABLE:
-            recorded = {c.execution_id: "unknown"}
+        _log_unstorable(run, outcome, exc)
+        return _write_on_pool(run, unstorable(c, exc))
+    recorded = {} if owned else _refused_on_pool(run, c)
     log_outcomes([c], {c.execution_id: outcome.status} if owned else {}, recorded)
     return owned
+
+
+async def complete_in_transaction_async(run: ExecutionControl, outcome: Outcome,
+                                        lease: float) -> bool:
+    """complete_in_transaction for a coroutine handler's AsyncConnection: the same
+    finish_executions and the same answers (the rare follow-ups on the worker's pool,
+    on a thread)."""
+    conn = run.async_transaction_conn
+    assert conn is not None
+    c = completion(run, outcome, lease)
+    try:
+        owned = run.execution_id in await write_batch_async(conn, [c])
+        await run.close_async_transaction(commit=owned)
+    except DB_UNREACHABLE as exc:
+        await run.close_async_transaction(commit=False)  # see complete_in_transaction
+        raise CommitUncertain(str(exc)) from exc
+    except STORE_REFUSED as exc:
+        await run.close_async_transaction(commit=False)
+        _log_unstorable(run, outcome, exc)
+        return await asyncio.to_thread(_write_on_pool, run, unstorable(c, exc))
+    recorded = {} if owned else await asyncio.to_thread(_refused_on_pool, run, c)
+    log_outcomes([c], {c.execution_id: outcome.status} if owned else {}, recorded)
+    return owned
+
+
+def _log_unstorable(run: ExecutionControl, outcome: Outcome, exc: BaseException) -> None:
+    log.error("job %s: the %s outcome could not be stored (%s); recording %s instead",
+              run.job_id, outcome.outcome.value, type(exc).__name__,
+              E.OUTCOME_UNSTORABLE, extra={"action": "outcome_unstorable",
+                                           "job_id": run.job_id})
+
+
+def _write_on_pool(run: ExecutionControl, c: Completion) -> bool:
+    with run.pool.connection() as conn:
+        return run.execution_id in write_batch(conn, [c])
+
+
+def _refused_on_pool(run: ExecutionControl, c: Completion) -> dict[UUID, str]:
+    try:
+        with run.pool.connection() as conn:
+            return count_refused(conn, [c])
+    except DB_UNREACHABLE:
+        return {c.execution_id: "unknown"}

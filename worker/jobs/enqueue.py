@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from worker.core.errors import EnqueueError
 from worker.core.sanitize import describe_validation
 from worker.jobs.job_spec import JobSpec, check_payload
-from worker.jobs.job_types import defaulted_fields, with_published_policies
+from worker.jobs.job_types import defaulted_fields, with_published_policies_steps
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name, registry
-from worker.store.jobstore import JobStore
+from worker.store.jobstore import AsyncJobStore, JobStore, Steps, run_steps, run_steps_async
 from worker.store.queries import Q
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
@@ -127,29 +127,49 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     A job whose idempotency key is held by a live (pending or running) job is not
     inserted: its id in the result is the existing job's.
     """
+    # The caller's connection, in the caller's transaction.
+    return run_steps(JobStore(conn), _enqueue_steps(_specs(jobs), registry))
+
+
+async def enqueue_many_async(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
+                             *, registry: Registry = registry) -> list[int]:
+    """enqueue_many for async code: `conn` is a psycopg AsyncConnection or a SQLAlchemy
+    AsyncConnection or AsyncSession, in the caller's transaction. The same validation
+    and statements (_enqueue_steps)."""
+    return await run_steps_async(AsyncJobStore(conn), _enqueue_steps(_specs(jobs), registry))
+
+
+def _specs(jobs: Iterable[JobSpec | Mapping[str, Any]]) -> list[JobSpec]:
     specs = [j if isinstance(j, JobSpec) else JobSpec(**j) for j in jobs]
-    if not specs:
-        return []
     for spec in specs:
         spec.validate()  # before any statement runs: the caller's transaction stays usable
+    return specs
+
+
+def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]:
+    """enqueue_many's statements and what it makes of their answers, for either kind of
+    connection (worker/store/jobstore.py, Steps). `specs` are validated."""
+    if not specs:
+        return []
     # Each type's policy from this process's registry, else from the policies its workers
     # published (job_types), else the documented defaults.
-    known = with_published_policies(conn, {spec.type for spec in specs}, registry)
+    known = yield from with_published_policies_steps({spec.type for spec in specs}, registry)
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
-    store = JobStore(conn)  # the caller's connection, in the caller's transaction
-    inserted = store.rows(Q.enqueue_jobs, cols)
+    _, inserted = yield Q.enqueue_jobs, cols
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
     keys = cols["idempotency_keys"] or [None] * len(specs)
     missing = sorted({k for k in keys if k and k not in by_key})
     if missing:
         # Held by a live job that was there first; ON CONFLICT waited for its writer.
-        by_key.update(dict(store.rows(Q.live_jobs_by_idempotency_key, {"keys": missing})))
+        _, live = yield Q.live_jobs_by_idempotency_key, {"keys": missing}
+        by_key.update(dict(live))
         lost = [k for k in missing if k not in by_key]
         if lost:  # the holder finished between the two statements: insert afresh
             retry = [s for s in specs if s.idempotency_key in lost]
-            for spec, id_ in zip(retry, enqueue_many(conn, retry, registry=registry), strict=True):
+            again = yield from _enqueue_steps(retry, registry)
+            for spec, id_ in zip(retry, again, strict=True):
                 by_key[spec.idempotency_key] = id_
     # Identity values are drawn in insertion order, which follows ORDER BY ord.
     return [by_key[k] if k else next(plain_ids) for k in keys]
@@ -165,3 +185,11 @@ def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | No
                    delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
                    version=version, concurrency_key=concurrency_key)
     return enqueue_many(conn, [spec], registry=registry)[0]
+
+
+async def enqueue_async(conn: Any, type: str, payload: Mapping[str, Any], *,
+                        registry: Registry = registry, **options: Any) -> int:
+    """enqueue for async code (see enqueue_many_async), with enqueue's keywords (queue,
+    priority, run_at, delay, max_attempts, idempotency_key, version, concurrency_key)."""
+    spec = JobSpec(type=type, payload=payload, **options)  # a wrong keyword: TypeError
+    return (await enqueue_many_async(conn, [spec], registry=registry))[0]

@@ -29,7 +29,7 @@ import psycopg
 
 from worker.core.policy import RetryPolicy
 from worker.jobs.registry import JobType, Registry
-from worker.store.jobstore import JobStore
+from worker.store.jobstore import JobStore, Steps, run_steps
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.job_types")
@@ -100,11 +100,17 @@ def adopt_defaulted(conn: psycopg.Connection, names: Iterable[str], *,
 
 def published_policies(conn: Any, names: Iterable[str]) -> dict[str, JobType]:
     """The published policies of these types, as handler-less JobTypes."""
+    return run_steps(JobStore(conn), published_policies_steps(names))
+
+
+def published_policies_steps(names: Iterable[str]) -> Steps[dict[str, JobType]]:
+    """published_policies as Steps, for sync and async callers alike."""
     names = sorted(set(names))
     if not names:
         return {}
+    columns, rows = yield Q.job_types_get, {"types": names}
     found = {}
-    for r in JobStore(conn).dicts(Q.job_types_get, {"types": names}):
+    for r in (dict(zip(columns, row, strict=True)) for row in rows):
         found[r["type"]] = JobType(
             name=r["type"], handler=_not_here, queue=r["queue"],
             max_attempts=r["max_attempts"], timeout=r["timeout_seconds"],
@@ -120,13 +126,18 @@ def with_published_policies(conn: Any, names: Iterable[str], local: Registry) ->
     Costs no query when every type is known locally (the usual case in an application
     that imports its handlers).
     """
+    return run_steps(JobStore(conn), with_published_policies_steps(names, local))
+
+
+def with_published_policies_steps(names: Iterable[str], local: Registry) -> Steps[Registry]:
+    """with_published_policies as Steps, for sync and async callers alike."""
     missing = {n for n in names if isinstance(n, str) and n not in local}
     if not missing:
         return local
     merged = Registry()
     for job_type in local:
         merged.register(job_type)
-    for job_type in published_policies(conn, missing).values():
+    for job_type in (yield from published_policies_steps(missing)).values():
         merged.register(job_type)
     return merged
 

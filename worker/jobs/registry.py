@@ -7,6 +7,7 @@ have different SLAs.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -89,6 +90,12 @@ class JobType:
 
     def __call__(self, ctx: Any, payload: Any) -> Any:
         return self.handler(ctx, payload)
+
+    @property
+    def is_coroutine(self) -> bool:
+        """An `async def` handler: it runs on its lane's event loop, given an
+        AsyncJobContext (worker/engine/loops.py), instead of on a slot thread."""
+        return inspect.iscoroutinefunction(self.handler)
 
     def validate_payload(self, payload: dict[str, Any]) -> Any:
         """The payload as the handler gets it: a model instance when one is declared.

@@ -15,7 +15,7 @@ commits nothing itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any, TypeVar
 
 import psycopg
@@ -25,6 +25,12 @@ from worker.store.queries import CallerConnection, Query
 
 T = TypeVar("T")
 Params = Mapping[str, Any] | None
+#: A statement's answer as JobStore.table gives it: (column names, rows).
+Table = tuple[list[str], list[tuple[Any, ...]]]
+#: Logic written once for sync and async callers: a generator that yields each statement
+#: it needs run (a named query and its parameters), is sent back its Table, and returns
+#: its result. `run_steps` and `run_steps_async` drive it on either kind of connection.
+Steps = Generator[tuple[Query, Params], Table, T]
 
 
 class JobStore:
@@ -98,3 +104,62 @@ def _checked(query: Query) -> str:
         raise TypeError("the runtime runs only named queries of worker/store/sql "
                         f"(Q.<name>), not {type(query).__name__} {str(query)[:40]!r}")
     return query
+
+
+class AsyncJobStore:
+    """JobStore for async callers: a psycopg AsyncConnection (a coroutine handler's
+    transaction), or a SQLAlchemy AsyncConnection or AsyncSession (an async application
+    enqueueing in its request's transaction). The same named queries, awaited; it opens
+    and commits nothing itself."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def rows(self, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
+        return (await self.table(query, params))[1]
+
+    async def dicts(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
+        names, rows = await self.table(query, params)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    async def table(self, query: Query,
+                    params: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        sql, conn = _checked(query), self.conn
+        if isinstance(conn, psycopg.AsyncConnection):
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(sql, params)
+            if cur.description is None:
+                return [], []
+            return [d.name for d in cur.description], await cur.fetchall()
+        if hasattr(conn, "exec_driver_sql"):  # SQLAlchemy AsyncConnection
+            result = await conn.exec_driver_sql(sql, dict(params or {}))
+        elif hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # AsyncSession
+            result = await (await conn.connection()).exec_driver_sql(sql, dict(params or {}))
+        else:
+            raise TypeError("needs a psycopg AsyncConnection or a SQLAlchemy "
+                            f"AsyncConnection/AsyncSession, not {type(conn).__name__}")
+        if not result.returns_rows:
+            return [], []
+        return list(result.keys()), [tuple(r) for r in result.fetchall()]
+
+
+def run_steps(store: JobStore, steps: Steps[T]) -> T:
+    """Run `steps` (see Steps) on a JobStore: each statement it yields, in order."""
+    try:
+        query, params = next(steps)
+        while True:
+            query, params = steps.send(store.table(query, params))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def run_steps_async(store: AsyncJobStore, steps: Steps[T]) -> T:
+    """run_steps on an AsyncJobStore: the same statements, awaited."""
+    try:
+        query, params = next(steps)
+        while True:
+            query, params = steps.send(await store.table(query, params))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]

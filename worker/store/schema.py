@@ -226,6 +226,8 @@ job_workers = Table(
     # One object per lane: {"queues": [...], "slots": N, "shared": bool} (worker/engine/lanes.py).
     Column("lanes", JSONB),
     Column("state", Text, nullable=False, server_default="running"),
+    # Its lanes' event loops' worst lag over the last heartbeat (None: no loop).
+    Column("loop_lag_ms", Float),
     CheckConstraint(check_in("state", WORKER_STATES), name="job_workers_state_check"),
 )
 

@@ -11,7 +11,7 @@ import sys
 
 from chancy import Chancy, Queue, job
 
-from bench.peers.apps.common import SLEEP_SECONDS, driver, write_stamp
+from bench.peers.apps.common import IO_SECONDS, SLEEP_SECONDS, driver, write_stamp
 
 QUEUE = "default"
 
@@ -29,11 +29,16 @@ async def sleep(i: int) -> None:
 
 
 @job(queue=QUEUE)
+async def io(i: int) -> None:
+    await asyncio.sleep(IO_SECONDS)
+
+
+@job(queue=QUEUE)
 async def stamp(i: int) -> None:
     write_stamp(i)
 
 
-FUNCS = {"noop": noop, "sleep": sleep, "stamp": stamp}
+FUNCS = {"noop": noop, "sleep": sleep, "stamp": stamp, "io": io}
 
 
 def run_driver() -> int:

@@ -1,4 +1,4 @@
-"""What every system's app shares: the three job kinds, the stamp file and the driver CLI.
+"""What every system's app shares: the job kinds, the stamp file and the driver CLI.
 
 Standard library only: the oban app imports this under its own Python 3.12 interpreter.
 """
@@ -11,9 +11,12 @@ import os
 import time
 from collections.abc import Callable
 
-KINDS = ("noop", "sleep", "stamp")
+KINDS = ("noop", "sleep", "stamp", "io")
 #: How long a `sleep` job takes: the 10 ms scenario.
 SLEEP_SECONDS = 0.010
+#: How long an `io` job awaits (an async handler waiting on a remote API): the I/O-bound
+#: scenario, io50ms.
+IO_SECONDS = 0.050
 
 
 def database_url() -> str:

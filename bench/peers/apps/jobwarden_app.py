@@ -3,12 +3,19 @@ driver, which enqueues through the public API (enqueue_many with JobSpec)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 
 import psycopg
 
-from bench.peers.apps.common import SLEEP_SECONDS, database_url, driver, write_stamp
+from bench.peers.apps.common import (
+    IO_SECONDS,
+    SLEEP_SECONDS,
+    database_url,
+    driver,
+    write_stamp,
+)
 from worker import JobSpec, enqueue_many, job
 
 
@@ -20,6 +27,14 @@ def noop(ctx, payload):
 @job("bench_sleep", lease=30)
 def sleep(ctx, payload):
     time.sleep(SLEEP_SECONDS)
+
+
+# An async handler, on a queue of its own: the io50ms scenario gives that queue a lane
+# (`--queues io=500`), and a lane whose types are all coroutines feeds its event loop
+# from one slot thread instead of 500 (worker/engine/executor.py).
+@job("bench_io", queue="io", lease=30)
+async def io(ctx, payload):
+    await asyncio.sleep(IO_SECONDS)
 
 
 @job("bench_stamp", lease=30)

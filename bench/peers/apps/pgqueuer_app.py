@@ -16,7 +16,13 @@ from pgqueuer.db import AsyncpgDriver
 from pgqueuer.models import Job
 from pgqueuer.queries import Queries
 
-from bench.peers.apps.common import SLEEP_SECONDS, database_url, driver, write_stamp
+from bench.peers.apps.common import (
+    IO_SECONDS,
+    SLEEP_SECONDS,
+    database_url,
+    driver,
+    write_stamp,
+)
 
 
 @asynccontextmanager
@@ -32,6 +38,10 @@ async def main() -> AsyncIterator[PgQueuer]:
     @pgq.entrypoint("sleep")
     async def sleep(job: Job) -> None:
         await asyncio.sleep(SLEEP_SECONDS)
+
+    @pgq.entrypoint("io")
+    async def io(job: Job) -> None:
+        await asyncio.sleep(IO_SECONDS)
 
     @pgq.entrypoint("stamp")
     async def stamp(job: Job) -> None:

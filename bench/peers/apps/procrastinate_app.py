@@ -11,7 +11,7 @@ import sys
 
 from procrastinate import App, PsycopgConnector
 
-from bench.peers.apps.common import SLEEP_SECONDS, driver, write_stamp
+from bench.peers.apps.common import IO_SECONDS, SLEEP_SECONDS, driver, write_stamp
 
 app = App(connector=PsycopgConnector(conninfo=os.environ.get("DATABASE_URL", "")))
 
@@ -26,12 +26,17 @@ async def sleep(i: int) -> None:
     await asyncio.sleep(SLEEP_SECONDS)
 
 
+@app.task(name="io")
+async def io(i: int) -> None:
+    await asyncio.sleep(IO_SECONDS)
+
+
 @app.task(name="stamp")
 async def stamp(i: int) -> None:
     write_stamp(i)
 
 
-TASKS = {"noop": noop, "sleep": sleep, "stamp": stamp}
+TASKS = {"noop": noop, "sleep": sleep, "stamp": stamp, "io": io}
 
 
 def run_driver() -> int:

@@ -117,7 +117,7 @@ LIMIT %(limit)s::int;
 -- name: console_workers_list
 -- Every worker not stopped long ago, its heartbeat age, derived state and running jobs.
 SELECT w.worker_id, w.host, w.pid, w.queues, w.lanes, w.job_types, w.concurrency, w.version,
-       w.started_at, w.heartbeat_at, w.stopped_at, w.state AS recorded_state,
+       w.loop_lag_ms, w.started_at, w.heartbeat_at, w.stopped_at, w.state AS recorded_state,
        extract(epoch FROM now() - w.heartbeat_at) AS heartbeat_age_s,
        CASE
          WHEN w.state IN ('stopped', 'gone') THEN w.state

@@ -534,8 +534,10 @@ ON CONFLICT (worker_id) DO UPDATE
 SET heartbeat_at = now(), state = EXCLUDED.state, stopped_at = NULL
 
 -- name: worker_heartbeat
--- Renew a worker's own row and report its state (running / draining).
-UPDATE job_workers SET heartbeat_at = now(), state = %(state)s
+-- Renew a worker's own row and report its state (running / draining) and its event
+-- loops' worst lag since the last beat (NULL: it has none).
+UPDATE job_workers SET heartbeat_at = now(), state = %(state)s,
+       loop_lag_ms = %(loop_lag_ms)s::float8
 WHERE worker_id = %(worker_id)s
 RETURNING worker_id
 

@@ -1,0 +1,144 @@
+"""A lane's event loop: where its `async def` handlers run (docs/architecture.md §6).
+
+Each lane that gets a coroutine handler's job starts one loop on a thread of its own
+(made on the first such job: a lane of thread handlers only never has one). Coroutine
+handlers then cost a task each, not a thread, so a lane can hold hundreds in flight.
+
+Nothing that keeps a lease alive runs on the loop: the heartbeat is its own thread, so
+a handler that blocks the loop (a `time.sleep`, a synchronous HTTP call) stalls its
+lane's coroutines but never its leases. A probe task on the loop notes the time each
+time it wakes; the heartbeat thread reads how long ago that was (`stalled_for`), says
+so in the worker log with where the loop thread is stuck, and reports the worst lag in
+the worker's row (`job_workers.loop_lag_ms`, shown on the console's Workers page).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+log = logging.getLogger("jobwarden.loop")
+
+T = TypeVar("T")
+
+#: How often the probe wakes: the finest stall it can see.
+PROBE_INTERVAL = 0.05
+#: A loop that has not run its probe for this long is stalled: said in the log and on
+#: the Workers page. Far above a busy loop's normal lag (milliseconds), far below a lease.
+STALL_SECONDS = 0.5
+
+
+class LaneLoop:
+    """One event loop on a thread of its own, with its lag probe and, when a handler
+    asks for `ctx.transaction()`, a pool of async connections."""
+
+    def __init__(self, name: str, *, sync_pool: ConnectionPool, max_connections: int) -> None:
+        self.name = name
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name=f"loop-{name}", daemon=True)
+        self._sync_pool = sync_pool
+        self._max_connections = max_connections
+        self._pool: AsyncConnectionPool | None = None
+        self._last_tick = time.monotonic()
+        self._worst_lag = 0.0  # the worst lag since the heartbeat last read it
+        self._stall_logged = False
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        probe = self.loop.create_task(self._probe())
+        self.loop.run_forever()
+        # Stopped: end the probe (tasks left behind, abandoned ones, die with the process).
+        probe.cancel()
+        self.loop.run_until_complete(asyncio.gather(probe, return_exceptions=True))
+
+    async def _probe(self) -> None:
+        while True:
+            await asyncio.sleep(PROBE_INTERVAL)
+            now = time.monotonic()
+            lag = now - self._last_tick - PROBE_INTERVAL
+            self._last_tick = now
+            if lag > self._worst_lag:
+                self._worst_lag = lag
+
+    # -- running coroutines ----------------------------------------------------------
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the loop's thread (from any thread)."""
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(fn)
+
+    async def connection_pool(self) -> AsyncConnectionPool:
+        """The async connections of ctx.transaction(), opened on first use (on the loop).
+        Same server and settings as the worker's pool."""
+        if self._pool is None:
+            kw = self._sync_pool.kwargs
+            pool = AsyncConnectionPool(
+                self._sync_pool.conninfo, min_size=0, max_size=self._max_connections,
+                timeout=10, open=False, kwargs=kw() if callable(kw) else dict(kw or {}),
+                name=f"jobwarden-loop-{self.name}")
+            await pool.open(wait=False)
+            self._pool = pool
+        return self._pool
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close the async pool and stop the loop; tasks still on it (abandoned ones)
+        are left to die with the process."""
+        if not self.thread.is_alive():
+            return
+        pool, stalled = self._pool, self.stalled_for() >= STALL_SECONDS
+        if pool is not None and not stalled:
+            try:
+                self.submit(pool.close(timeout=timeout)).result(timeout)
+            except Exception:  # a stalled loop cannot close it: the process exit will
+                log.warning("lane %s: its async connection pool did not close", self.name)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(0.1 if stalled else timeout)  # a stalled loop does not stop
+
+    # -- stall detection (called from the heartbeat thread) ----------------------------
+    def stalled_for(self) -> float:
+        """Seconds the loop has gone without running its probe past its interval."""
+        return max(0.0, time.monotonic() - self._last_tick - PROBE_INTERVAL)
+
+    def take_lag(self) -> float:
+        """The worst lag seen since the last call, the current stall included."""
+        worst, self._worst_lag = max(self._worst_lag, self.stalled_for()), 0.0
+        return worst
+
+    def where_stuck(self) -> str:
+        """The loop thread's innermost frames: the blocking call, when it is stalled."""
+        frame = sys._current_frames().get(self.thread.ident or -1)
+        if frame is None:
+            return "unknown"
+        frames = traceback.extract_stack(frame)[-3:]
+        return " <- ".join(f"{f.filename}:{f.lineno} {f.name}" for f in reversed(frames))
+
+    def check_stall(self, running: Callable[[], list[int]]) -> float:
+        """Log a stall once when it begins and once when it ends; returns the worst lag
+        since the last check. `running`: the ids of the jobs on this loop now."""
+        stalled = self.stalled_for()
+        if stalled >= STALL_SECONDS and not self._stall_logged:
+            self._stall_logged = True
+            log.warning("lane %s: event loop stalled for %.1fs (a blocking call in a "
+                        "coroutine handler?); jobs on it: %s; stuck at %s", self.name,
+                        stalled, running() or "none", self.where_stuck(),
+                        extra={"action": "loop_stalled", "lane": self.name,
+                               "stalled_ms": round(stalled * 1000)})
+        elif stalled < STALL_SECONDS and self._stall_logged:
+            self._stall_logged = False
+            log.warning("lane %s: event loop running again", self.name,
+                        extra={"action": "loop_resumed", "lane": self.name})
+        return self.take_lag()
