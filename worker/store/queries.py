@@ -67,11 +67,9 @@ Q = Queries({name: Query(name, sql)
 
 def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str, Any]:
     """Parameters of a batch statement over jsonb_to_recordset(%(rows)s): the rows sorted
-    by job id (so concurrent batches lock rows in one order), plus their execution ids as
-    an array, which gives the planner an index probe of job_executions per row."""
+    by job id (so concurrent batches lock rows in one order)."""
     rows = sorted(rows, key=lambda r: r[id_key])
-    return {"rows": json.dumps(rows, default=str),
-            "execution_ids": [str(r["execution_id"]) for r in rows]}
+    return {"rows": json.dumps(rows, default=str)}
 
 
 def query_name(sql: str | None, queries: Mapping[str, str] | None = None) -> str:
