@@ -138,7 +138,10 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
     store = JobStore(conn)  # the caller's connection, in the caller's transaction
-    inserted = store.rows(Q.enqueue_jobs, cols)
+    # A batch without idempotency keys needs no conflict arbitration (and its speculative
+    # insertion, a WAL record per job): the keyless form of the statement.
+    inserted = store.rows(Q.enqueue_jobs if cols["idempotency_keys"] else
+                          Q.enqueue_jobs_keyless, cols)
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
     keys = cols["idempotency_keys"] or [None] * len(specs)

@@ -8,6 +8,8 @@
 -- follow it. The payloads come as one JSON array (text arrays of JSON would escape every
 -- quote). A field no job sets comes as a NULL array: ROWS FROM fills it with NULLs.
 -- Typed arrays cost the database less per row than jsonb_to_recordset did.
+-- A batch with no idempotency key runs it without the ON CONFLICT clause
+-- (`enqueue_jobs_keyless`, worker/store/queries.py): keep that clause last but RETURNING.
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
      idempotency_key, concurrency_key, policy_defaults)
