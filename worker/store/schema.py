@@ -21,7 +21,6 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
-    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
@@ -169,10 +168,11 @@ Index(
 job_executions = Table(
     "job_executions",
     metadata,
-    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    # Keyed by its execution id (migration 0034); `id` only orders a job's attempts.
+    Column("id", BigInteger, Identity(always=False), nullable=False),
     Column("job_id", BigInteger,
            ForeignKey("background_jobs.id", ondelete="CASCADE"), nullable=False),
-    Column("execution_id", UUID(as_uuid=True), nullable=False),
+    Column("execution_id", UUID(as_uuid=True), primary_key=True),
     Column("attempt", Integer, nullable=False),
     Column("queue", Text, nullable=False),
     Column("type", Text, nullable=False),
@@ -186,7 +186,6 @@ job_executions = Table(
     Column("error", Text),
     Column("duration_ms", Float),
     Column("traceback", Text),  # migration 0011
-    UniqueConstraint("execution_id", name="job_executions_execution_id_key"),
     CheckConstraint(
         "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),
         name="job_executions_outcome_check",
