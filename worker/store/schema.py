@@ -170,8 +170,8 @@ job_executions = Table(
     metadata,
     # Keyed by its execution id (migration 0034); `id` only orders a job's attempts.
     Column("id", BigInteger, Identity(always=False), nullable=False),
-    Column("job_id", BigInteger,
-           ForeignKey("background_jobs.id", ondelete="CASCADE"), nullable=False),
+    # No foreign key (migration 0035): retention deletes a job's executions with it.
+    Column("job_id", BigInteger, nullable=False),
     Column("execution_id", UUID(as_uuid=True), primary_key=True),
     Column("attempt", Integer, nullable=False),
     Column("queue", Text, nullable=False),

@@ -232,8 +232,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
 
 -- name: retention_delete_batch
 -- One batch of retention: the oldest finished jobs of one status past its age (by
--- background_jobs_retention_idx), with their done ledger entries; their executions go by
--- ON DELETE CASCADE and their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
+-- background_jobs_retention_idx), with their executions and their done ledger entries;
+-- their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
 -- operator action holds is left for the next pass. A job's age runs from the moment it
 -- reached its current status (jobwarden_finished_at, migration 0017): a failure skipped
 -- today is one day old, however long ago it failed.
@@ -251,6 +251,10 @@ WITH victims AS (
     DELETE FROM processed_effects e USING victims v
     WHERE e.job_id = v.id AND e.state = 'done'
     RETURNING e.key
+), executions AS (
+    -- No foreign key cascades (migration 0035): the history goes with its job here.
+    DELETE FROM job_executions e USING victims v
+    WHERE e.job_id = v.id
 ), gone AS (
     DELETE FROM background_jobs j USING victims v
     WHERE j.id = v.id
