@@ -357,6 +357,9 @@ def test_dead_tuples_stay_while_a_snapshot_is_held_and_vacuum_removes_them_after
             assert found[("jobwarden_table_last_vacuum_age_seconds",
                           (("table", "background_jobs"),))] >= vacuum_age_s
         finally:
+            # Ended before the VACUUM below runs: a closed connection's backend exits (and
+            # lets go of its snapshot) after close() returns, a rollback before.
+            holder.rollback()
             holder.close()
         probe.execute("VACUUM background_jobs")
         found, stats = scrape_with_stats(scraper, probe, "background_jobs")
