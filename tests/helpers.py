@@ -76,7 +76,8 @@ def job_row(url: str, job_id: int) -> dict:
 
 def executions(url: str, job_id: int) -> list[dict]:
     with psycopg.connect(url, row_factory=dict_row) as conn:
-        return conn.execute("SELECT * FROM job_executions WHERE job_id = %s ORDER BY attempt, id",
+        return conn.execute("SELECT * FROM job_executions_all WHERE job_id = %s "
+                            "ORDER BY attempt, id NULLS LAST",
                             [job_id]).fetchall()
 
 

@@ -114,12 +114,13 @@ def seed_console_scenario(conn) -> dict[str, Any]:
                                 idempotency_key="charge:order:7100")
     insert_execution(conn, ids["unknown"], outcome="unknown", error_code="UNKNOWN",
                      error="connection reset after request was sent", started_ago=300)
+    now = conn.execute(select(func.now())).scalar_one()
+    # A running execution is its job row (migration 0061): started 95 s ago, 12 s after
+    # the job became available.
     ids["running"] = insert_job(conn, "export_report", "running", queue="reports",
                                 worker_id="w-app2-7", progress={"done": 42, "total": 100},
-                                payload={"reportId": 1001})
-    insert_execution(conn, ids["running"], outcome=None, started_ago=95, wait_s=12,
-                     worker_id="w-app2-7")
-    now = conn.execute(select(func.now())).scalar_one()
+                                payload={"reportId": 1001}, ago=107,
+                                started_at=now - timedelta(seconds=95))
     ids["stale"] = insert_job(conn, "send_email", "running", queue="email",
                               worker_id="w-app3-2", payload={"userId": 99},
                               heartbeat_at=now - timedelta(minutes=15),

@@ -55,7 +55,8 @@ def events(url: str, job_id: int) -> list[tuple]:
 def outcomes(url: str, job_id: int) -> list[str | None]:
     with psycopg.connect(url) as conn:
         return [r[0] for r in conn.execute(
-            "SELECT outcome FROM job_executions WHERE job_id = %s ORDER BY attempt, id",
+            "SELECT outcome FROM job_executions_all WHERE job_id = %s "
+            "ORDER BY attempt, id NULLS LAST",
             [job_id]).fetchall()]
 
 

@@ -128,7 +128,7 @@ def expected_histogram(values: dict[str, list[float]]):
      "SELECT type, duration_ms / 1000.0 FROM job_executions "
      "WHERE finished_at > now() - interval '5 minutes' AND duration_ms IS NOT NULL"),
     ("jobwarden_time_to_start_seconds",
-     "SELECT type, extract(epoch FROM started_at - scheduled_at)::float8 FROM job_executions "
+     "SELECT type, extract(epoch FROM started_at - scheduled_at)::float8 FROM job_executions_all "
      "WHERE started_at > now() - interval '5 minutes'"),
 ])
 def test_histograms_bucket_every_execution(scrape, incident, family, sql):
@@ -324,7 +324,7 @@ def test_a_queue_growing_is_judged_by_how_much_its_backlog_grew(alerts, incident
             SELECT queue FROM background_jobs WHERE status = 'pending'
               AND available_at <= now() - interval '15 minutes'
             UNION ALL
-            SELECT queue FROM job_executions
+            SELECT queue FROM job_executions_all
             WHERE scheduled_at <= now() - interval '15 minutes'
               AND started_at > now() - interval '15 minutes') w GROUP BY 1""")))
     growth = {q: n - then_depth[q] for q, n in now_depth.items()}

@@ -210,14 +210,13 @@ def stale_running(url: str, job_id: int) -> None:
     (42 s after it was due), its last heartbeat 1 h 05 m 30 s ago, its lease over 10 s ago (the clock is written,
     not waited for)."""
     with psycopg.connect(url) as conn:
+        # The running execution's record is its job row (migration 0061): its
+        # scheduled_at is the job's available_at.
         conn.execute("UPDATE background_jobs SET started_at = now() - interval '2 hours', "
+                     "available_at = now() - interval '2 hours 42 seconds', "
                      "heartbeat_at = now() - interval '65 minutes 30 seconds', "
                      "lease_expires_at = now() - interval '10 seconds' WHERE id = %s",
                      [job_id])
-        conn.execute("UPDATE job_executions SET started_at = now() - interval '2 hours', "
-                     "scheduled_at = now() - interval '2 hours 42 seconds', "
-                     "heartbeat_at = now() - interval '65 minutes 30 seconds' "
-                     "WHERE job_id = %s AND finished_at IS NULL", [job_id])
         conn.commit()
 
 
@@ -227,7 +226,7 @@ def job_clock(url: str, job_id: int) -> dict:
                                       "extract(epoch FROM lease_expires_at - now()) "
                                       "FROM background_jobs WHERE id = %s", [job_id])[0]
     running = dict(rows(url, "SELECT execution_id::text, extract(epoch FROM now() - started_at) "
-                             "FROM job_executions WHERE job_id = %s AND finished_at IS NULL",
+                             "FROM job_executions_all WHERE job_id = %s AND finished_at IS NULL",
                         [job_id]))
     return {"heartbeat": heartbeat, "lease_left": lease_left, "running": running}
 
@@ -270,7 +269,7 @@ def check_executions(doc: Element, url: str, job_id: int, before: dict, after: d
                extract(epoch FROM CASE WHEN outcome = 'worker_lost'
                                        THEN coalesce(heartbeat_at, started_at)
                                        ELSE finished_at END - started_at)
-        FROM job_executions WHERE job_id = %s ORDER BY started_at, id""", [job_id])
+        FROM job_executions_all WHERE job_id = %s ORDER BY started_at, id""", [job_id])
     shown = doc.having("data-execution-id")
     assert [tr["data-execution-id"] for tr in shown] == [r[0] for r in real]
     for tr, (eid, attempt, worker, outcome, code, started, waited, took) in zip(
@@ -373,7 +372,7 @@ def test_the_seeded_histories_are_the_ones_the_job_pages_are_checked_on(seeded):
     retry and skip, a running job: if the seed changed, say so here, not by a vacuous pass."""
     def outcomes(kind, index=0):
         return [r[0] for r in rows(seeded.url, "SELECT coalesce(outcome, 'running') FROM "
-                                   "job_executions WHERE job_id = %s ORDER BY started_at",
+                                   "job_executions_all WHERE job_id = %s ORDER BY started_at",
                                    [seeded.ids[kind][index]])]
     assert outcomes("retried") == ["retry"]
     assert outcomes("handed_back") == ["handed_back"]

@@ -38,7 +38,7 @@ def page(operator, incident):
 
 def test_every_type_that_ran_waits_or_has_a_target_has_a_card(page, incident):
     real = {t for (t,) in rows(incident.url, """
-        SELECT type FROM job_executions WHERE started_at > now() - interval '1 hour'
+        SELECT type FROM job_executions_all WHERE started_at > now() - interval '1 hour'
         UNION SELECT type FROM background_jobs WHERE status = 'pending' AND available_at <= now()
         UNION SELECT type FROM job_types WHERE sla_seconds IS NOT NULL""")}
     assert set(page) == real
@@ -66,7 +66,7 @@ def test_time_to_start_and_duration_percentiles(page, incident):
     executions: dict[str, list[tuple]] = {}
     for type_, wait_s, duration_ms in rows(incident.url, """
         SELECT type, extract(epoch FROM started_at - scheduled_at)::float8, duration_ms
-        FROM job_executions WHERE started_at > now() - interval '1 hour'"""):
+        FROM job_executions_all WHERE started_at > now() - interval '1 hour'"""):
         executions.setdefault(type_, []).append((wait_s, duration_ms))
     assert len(executions) >= 4
     for type_, runs in executions.items():
@@ -89,7 +89,7 @@ def test_breached_intervals_count_the_five_minutes_whose_worst_wait_passed_the_t
         for ago_s, wait_s in rows(incident.url, """
             SELECT extract(epoch FROM now() - started_at)::float8,
                    extract(epoch FROM started_at - scheduled_at)::float8
-            FROM job_executions WHERE type = %s AND started_at > now() - interval '1 hour'""",
+            FROM job_executions_all WHERE type = %s AND started_at > now() - interval '1 hour'""",
                                   [type_]):
             bucket = int(ago_s // 300)
             worst[bucket] = max(worst[bucket], wait_s)
@@ -130,7 +130,7 @@ def test_failure_rate_counts_jobs_that_reached_an_outcome_and_raised_rate_execut
         started, finished, raised = rows(url, """
             SELECT count(*), count(finished_at),
                    count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown'))
-            FROM job_executions WHERE type = %s AND started_at > now() - interval '1 hour'""",
+            FROM job_executions_all WHERE type = %s AND started_at > now() - interval '1 hour'""",
                                          [type_])[0]
         text = shown(card, "raised-rate")
         assert text.startswith(percent(raised / finished if finished else None)), type_

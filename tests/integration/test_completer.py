@@ -87,7 +87,7 @@ def row(db, job_id: int) -> dict:
 
 def history(db, job_id: int) -> list[dict]:
     return db.cursor(row_factory=dict_row).execute(
-        "SELECT * FROM job_executions WHERE job_id = %s ORDER BY attempt", [job_id]).fetchall()
+        "SELECT * FROM job_executions_all WHERE job_id = %s ORDER BY attempt", [job_id]).fetchall()
 
 
 def event_totals(db) -> dict[tuple[str, str], int]:

@@ -91,7 +91,8 @@ class Takeover:
 
     def history(self) -> list[dict]:
         cur = self.db.cursor(row_factory=dict_row)
-        return cur.execute("SELECT * FROM job_executions WHERE job_id = %s ORDER BY attempt",
+        return cur.execute("SELECT * FROM job_executions_all WHERE job_id = %s "
+                           "ORDER BY attempt, id NULLS LAST",
                            [self.job_id]).fetchall()
 
     def ledger(self) -> list[dict]:

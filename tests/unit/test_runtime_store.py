@@ -89,3 +89,17 @@ def test_every_query_carries_its_name():
 def test_the_store_refuses_sql_that_is_no_named_query(sql):
     with pytest.raises(TypeError, match="named queries"):
         JobStore(object()).rows(sql)  # type: ignore[arg-type]
+
+
+def test_a_keyless_enqueue_runs_without_conflict_arbitration():
+    # The keyless form is the keyed statement with only its ON CONFLICT clause cut.
+    keyed, keyless = Q.enqueue_jobs, Q.enqueue_jobs_keyless
+    assert "\nON CONFLICT (" in keyed and "\nON CONFLICT" not in keyless
+    assert keyless.rstrip().endswith("RETURNING id, idempotency_key")
+    assert keyed.startswith(keyless.split("ORDER BY r.ord")[0] + "ORDER BY r.ord\nON CONFLICT")
+
+
+def test_a_statement_without_the_clause_is_refused():
+    from worker.store.queries import without_conflict_clause
+    with pytest.raises(RuntimeError):
+        without_conflict_clause("x", "INSERT INTO t SELECT 1 RETURNING id")

@@ -4,7 +4,7 @@ Completed jobs go after 14 days, skipped and cancelled after 30, failed after 90
 dead letters stay longest); `JOBWARDEN_RETENTION` changes them (`completed=7d,failed=180d`,
 or `off`). Each batch is one short transaction that first takes a transaction-level
 advisory lock, so one worker at a time prunes and no lock outlives its batch; a batch
-deletes at most `batch` jobs with their executions (ON DELETE CASCADE) and their `done`
+deletes at most `batch` jobs with their executions (in the same statement) and their `done`
 effect-ledger entries. Audit rows stay, their job_id set NULL. A job's age runs from the
 moment it reached its current status (migration 0017). `jobwarden prune` is the one-off
 command: the same batches (`prune`), run until nothing is left.

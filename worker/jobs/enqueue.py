@@ -156,7 +156,10 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]
     known = yield from with_published_policies_steps({spec.type for spec in specs}, registry)
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
-    _, inserted = yield Q.enqueue_jobs, cols
+    # A batch without idempotency keys needs no conflict arbitration (and its speculative
+    # insertion, a WAL record per job): the keyless form of the statement.
+    _, inserted = yield (Q.enqueue_jobs if cols["idempotency_keys"] else
+                         Q.enqueue_jobs_keyless), cols
     by_key = {key: id_ for id_, key in inserted if key is not None}
     plain_ids = iter(sorted(id_ for id_, key in inserted if key is None))
     keys = cols["idempotency_keys"] or [None] * len(specs)

@@ -60,18 +60,30 @@ class Queries(dict[str, Query]):
             raise AttributeError(f"no SQL query named {name!r}") from None
 
 
+def without_conflict_clause(name: str, sql: str) -> Query:
+    """`sql` cut before its `ON CONFLICT` clause, which must be its last but for
+    RETURNING. For enqueue_jobs when no job of the batch has an idempotency key: an
+    INSERT with ON CONFLICT inserts every row speculatively (a confirmation record per
+    row in the WAL, and the arbiter index checked first), key or no key."""
+    head, sep, tail = sql.partition("\nON CONFLICT ")
+    returning = tail[tail.index("\nRETURNING "):] if sep else ""
+    if not sep or not returning:
+        raise RuntimeError(f"{name}: no ON CONFLICT clause before RETURNING to cut")
+    return Query(name, head + returning)
+
+
+_loaded = load_queries(Path(__file__).parent / "sql")
 #: All named queries: `Q.claim_jobs` or `Q["claim_jobs"]`.
-Q = Queries({name: Query(name, sql)
-             for name, sql in load_queries(Path(__file__).parent / "sql").items()})
+Q = Queries({name: Query(name, sql) for name, sql in _loaded.items()})
+Q["enqueue_jobs_keyless"] = without_conflict_clause("enqueue_jobs_keyless",
+                                                    _loaded["enqueue_jobs"])
 
 
 def batch_params(rows: list[dict[str, Any]], id_key: str = "job_id") -> dict[str, Any]:
     """Parameters of a batch statement over jsonb_to_recordset(%(rows)s): the rows sorted
-    by job id (so concurrent batches lock rows in one order), plus their execution ids as
-    an array, which gives the planner an index probe of job_executions per row."""
+    by job id (so concurrent batches lock rows in one order)."""
     rows = sorted(rows, key=lambda r: r[id_key])
-    return {"rows": json.dumps(rows, default=str),
-            "execution_ids": [str(r["execution_id"]) for r in rows]}
+    return {"rows": json.dumps(rows, default=str)}
 
 
 def query_name(sql: str | None, queries: Mapping[str, str] | None = None) -> str:

@@ -243,14 +243,14 @@ FROM background_jobs j
 WHERE j.id = %(job_id)s::bigint;
 
 -- name: console_job_executions
--- A job's attempts timeline, oldest first.
+-- A job's attempts timeline, oldest first, its running attempt included (last: no id).
 SELECT attempt, execution_id, worker_id, scheduled_at, started_at, heartbeat_at, finished_at,
        outcome, error_code, error, traceback, duration_ms,
        extract(epoch FROM started_at - scheduled_at) AS wait_s,
        extract(epoch FROM now() - started_at) * 1000 AS running_ms
-FROM job_executions
+FROM job_executions_all
 WHERE job_id = %(job_id)s::bigint
-ORDER BY attempt, id;
+ORDER BY attempt, id NULLS LAST;
 
 -- name: console_job_audit
 -- The operator actions on one job, newest first.
@@ -310,7 +310,7 @@ SELECT type,
        count(*) FILTER (WHERE finished_at IS NOT NULL) AS finished,
        -- executions whose handler raised (a retry, a failure, a timeout, an ambiguous end)
        count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown')) AS raised
-FROM job_executions
+FROM job_executions_all
 WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
 GROUP BY type;
 
@@ -332,7 +332,7 @@ SELECT type,
        floor(extract(epoch FROM now() - started_at) / 300)::int AS bucket,
        max(extract(epoch FROM started_at - scheduled_at)) AS worst_wait_s,
        count(*) AS started
-FROM job_executions
+FROM job_executions_all
 WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
 GROUP BY type, bucket;
 

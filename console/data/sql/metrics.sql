@@ -36,7 +36,7 @@ SELECT type,
                     %(negated_bounds)s::float8[]) AS above,
        count(*) AS executions,
        sum(greatest(extract(epoch FROM started_at - scheduled_at), 0)) AS seconds
-FROM job_executions
+FROM job_executions_all
 WHERE started_at > now() - interval '5 minutes' AND started_at < now() + interval '1 day'
 GROUP BY type, above;
 
@@ -84,7 +84,7 @@ SELECT queue, sum(arrived) AS arrived, sum(started) AS started FROM (
     UNION ALL
     SELECT queue, count(*) FILTER (WHERE scheduled_at > now() - interval '15 minutes'),
            count(*)
-    FROM job_executions
+    FROM job_executions_all
     WHERE started_at > now() - interval '15 minutes' AND started_at < now() + interval '1 day'
     GROUP BY queue
 ) flow

@@ -171,12 +171,12 @@ WHERE status = 'failed'
 -- Only a known queue is acted on (one a job, a published job type, a worker's queues or an
 -- earlier control names; with `new`, any name): a typo must not pass for a paused queue.
 -- Resuming only lifts a pause and never adds a row, so it cannot put a name in `queue list`.
--- Jobs are probed per status, so the (status, queue, type) index answers.
+-- Whether a job names it comes from the rollup (a few hundred rows whatever the number
+-- of jobs; no index on background_jobs leads with the queue).
 WITH known AS (
     SELECT %(new)s::boolean
-        OR EXISTS (SELECT 1 FROM background_jobs
-                   WHERE status = ANY('{pending,running,completed,failed,cancelled,skipped,unknown}')
-                     AND queue = %(queue)s::text)
+        OR EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = %(queue)s::text
+                   GROUP BY status, type HAVING sum(jobs) <> 0)
         OR EXISTS (SELECT 1 FROM job_types WHERE queue = %(queue)s::text)
         OR EXISTS (SELECT 1 FROM job_workers WHERE %(queue)s::text = ANY(queues))
         OR EXISTS (SELECT 1 FROM queue_controls WHERE queue = %(queue)s::text) AS known
@@ -211,8 +211,8 @@ SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS 
 
 -- name: queues_known
 -- Every queue a job, a published job type, a worker or a queue control names (for
--- `queue pause --all` after a restore). DISTINCT over background_jobs walks the
--- (status, queue, type) index.
+-- `queue pause --all` after a restore). DISTINCT over background_jobs reads every job:
+-- it is exact whatever the rollups say, and rare.
 SELECT queue FROM (
     SELECT DISTINCT queue FROM background_jobs
     UNION SELECT queue FROM job_types
@@ -233,8 +233,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
 
 -- name: retention_delete_batch
 -- One batch of retention: the oldest finished jobs of one status past its age (by
--- background_jobs_retention_idx), with their done ledger entries; their executions go by
--- ON DELETE CASCADE and their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
+-- background_jobs_retention_idx), with their executions and their done ledger entries;
+-- their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
 -- operator action holds is left for the next pass. A job's age runs from the moment it
 -- reached its current status (jobwarden_finished_at, migration 0017): a failure skipped
 -- today is one day old, however long ago it failed.
@@ -252,6 +252,10 @@ WITH victims AS (
     DELETE FROM processed_effects e USING victims v
     WHERE e.job_id = v.id AND e.state = 'done'
     RETURNING e.key
+), executions AS (
+    -- No foreign key cascades (migration 0065): the history goes with its job here.
+    DELETE FROM job_executions e USING victims v
+    WHERE e.job_id = v.id
 ), gone AS (
     DELETE FROM background_jobs j USING victims v
     WHERE j.id = v.id

@@ -8,6 +8,8 @@
 -- follow it. The payloads come as one JSON array (text arrays of JSON would escape every
 -- quote). A field no job sets comes as a NULL array: ROWS FROM fills it with NULLs.
 -- Typed arrays cost the database less per row than jsonb_to_recordset did.
+-- A batch with no idempotency key runs it without the ON CONFLICT clause
+-- (`enqueue_jobs_keyless`, worker/store/queries.py): keep that clause last but RETURNING.
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
      idempotency_key, concurrency_key, policy_defaults)
@@ -141,14 +143,11 @@ WITH locked AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.available_at, j.worker_id
-), executions AS (
-    INSERT INTO job_executions
-        (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
-         started_at, heartbeat_at)
-    SELECT id, execution_id, attempts, queue, type, worker_id, available_at, now(), now()
-    FROM claimed
+              j.available_at
 )
+-- No job_executions row yet: a running execution lives on its job row (execution_id,
+-- worker_id, started_at, heartbeat_at, the lease), and finish_executions writes its
+-- history row once, when it ends (migration 0061; job_executions_all shows both).
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
@@ -360,14 +359,7 @@ WITH locked AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.available_at, j.worker_id
-), executions AS (
-    INSERT INTO job_executions
-        (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at,
-         started_at, heartbeat_at)
-    SELECT id, execution_id, attempts, queue, type, worker_id, available_at,
-           (SELECT t FROM clock), now()
-    FROM claimed
+              j.available_at
 ), spent AS (
     -- One token per claimed job from each bucket it drew from, in bucket order (two
     -- claims of different scopes that share a bucket never wait on each other in a cycle).
@@ -439,21 +431,43 @@ WITH job AS (
               checkpoint, traceback, attempt_spent, lapsed_only)
     WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
       AND (NOT x.lapsed_only OR j.lease_expires_at < now())
-    RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback
+    RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback,
+              j.queue, j.type, j.worker_id, j.started_at, j.heartbeat_at
+), prior AS (
+    -- What the claim left on these rows (this statement's snapshot, before the UPDATE
+    -- above): the attempt's number and when the job had become available, which a
+    -- retry's UPDATE overwrites.
+    SELECT o.id, o.attempts, o.available_at FROM background_jobs o
+    WHERE o.id = ANY(%(job_ids)s::bigint[])
+), ended AS (
+    SELECT job.*, prior.attempts AS attempt, prior.available_at AS scheduled_at,
+           CASE WHEN job.status = 'cancelled' AND job.outcome <> 'worker_lost'
+                THEN 'cancelled' ELSE job.outcome END AS recorded,
+           -- A lost worker ran until its last heartbeat, as far as anyone knows.
+           extract(epoch FROM CASE WHEN job.outcome = 'worker_lost'
+                                   THEN coalesce(job.heartbeat_at, job.started_at)
+                                   ELSE now() END - job.started_at) * 1000 AS duration_ms
+    FROM job JOIN prior USING (id)
 ), closed AS (
+    -- An execution claimed by a worker of a version before migration 0061 has a row
+    -- opened at its claim: it is closed, as before.
     UPDATE job_executions e
-    SET finished_at = now(),
-        outcome = CASE WHEN job.status = 'cancelled' AND job.outcome <> 'worker_lost'
-                       THEN 'cancelled' ELSE job.outcome END,
-        error_code = job.error_code,
-        error = job.error,
-        traceback = job.traceback,
-        -- A lost worker ran until its last heartbeat, as far as anyone knows.
-        duration_ms = extract(epoch FROM CASE WHEN job.outcome = 'worker_lost'
-                                              THEN coalesce(e.heartbeat_at, e.started_at)
-                                              ELSE now() END - e.started_at) * 1000
-    FROM job
-    WHERE e.execution_id = job.execution_id
+    SET finished_at = now(), outcome = x.recorded, error_code = x.error_code,
+        error = x.error, traceback = x.traceback, duration_ms = x.duration_ms
+    FROM ended x
+    WHERE e.execution_id = x.execution_id
+), recorded AS (
+    -- Every other execution's history is written here, once: its only write to
+    -- job_executions (the rollup triggers read the outcome from it, as before).
+    INSERT INTO job_executions
+        (job_id, execution_id, attempt, queue, type, worker_id, scheduled_at, started_at,
+         heartbeat_at, finished_at, outcome, error_code, error, traceback, duration_ms)
+    SELECT x.id, x.execution_id, x.attempt, x.queue, x.type, x.worker_id, x.scheduled_at,
+           x.started_at, x.heartbeat_at, now(), x.recorded, x.error_code, x.error,
+           x.traceback, x.duration_ms
+    FROM ended x
+    WHERE NOT EXISTS (SELECT 1 FROM job_executions e WHERE e.execution_id = x.execution_id)
+    ORDER BY x.id
 )
 -- The jobs moved, whether or not an execution row was there to close.
 SELECT id, execution_id, status FROM job
@@ -481,11 +495,8 @@ WITH x AS (
     FROM x JOIN locked l ON l.id = x.id
     WHERE j.id = x.id AND j.execution_id = x.execution_id AND j.status = 'running'
     RETURNING j.id, j.execution_id, j.cancel_requested_at IS NOT NULL AS cancel_requested
-), execs AS (
-    UPDATE job_executions e SET heartbeat_at = now()
-    FROM beats b
-    WHERE e.execution_id = ANY(%(execution_ids)s::uuid[]) AND e.execution_id = b.execution_id
 )
+-- The running execution's heartbeat is its job row's (job_executions_all shows it).
 SELECT id, execution_id, cancel_requested FROM beats
 
 -- name: count_events
