@@ -33,8 +33,9 @@ def _seed(url: str) -> None:
         conn.commit()
         # ... of which 3 per type started long ago (outside the rate window).
         for t in TYPES:
-            conn.execute("""UPDATE job_executions SET started_at = now() - interval '40 seconds'
-                            WHERE id IN (SELECT id FROM job_executions WHERE type = %s
+            conn.execute("""UPDATE background_jobs SET started_at = now() - interval '40 seconds'
+                            WHERE id IN (SELECT id FROM background_jobs
+                                         WHERE type = %s AND status = 'running'
                                          ORDER BY id LIMIT 3)""", [t])
         set_limit(conn, "queue", "email", actor="ann", role="operator", reason="smtp",
                   max_concurrency=9, rate="120/m")
@@ -45,8 +46,14 @@ def _seed(url: str) -> None:
 
 def _independent(url: str, column: str, name: str) -> dict[str, int]:
     return {
-        "started": scalar(url, f"SELECT count(*) FROM job_executions WHERE {column} = %s "
-                               "AND started_at > now() - interval '10 seconds'", [name]),
+        # Executions started in the window: ended ones in the history, running ones on
+        # their job rows (a running execution has no history row yet).
+        "started": scalar(url, f"""
+            SELECT (SELECT count(*) FROM job_executions WHERE {column} = %(n)s
+                      AND started_at > now() - interval '10 seconds')
+                 + (SELECT count(*) FROM background_jobs WHERE {column} = %(n)s
+                      AND status = 'running'
+                      AND started_at > now() - interval '10 seconds')""", {"n": name}),
         "running": scalar(url, f"SELECT count(*) FROM background_jobs WHERE {column} = %s "
                                "AND status = 'running'", [name]),
         "waiting": scalar(url, f"SELECT count(*) FROM background_jobs WHERE {column} = %s "

@@ -4,9 +4,11 @@
 -- Every limited scope (a type that declares a rate limit, a queue or type with a live
 -- limit) with its declared and live limits, who set the live one, when and why, and its
 -- figures from the base tables: executions started in the last 10 seconds (the current
--- rate, per second, is a tenth of it), jobs running, and due jobs waiting. The started
--- count walks job_executions_started_idx over the last 10 seconds only; the others probe
--- the (status, queue, type) index per status.
+-- rate, per second, is a tenth of it; the running ones' start is on their job row, so
+-- job_executions_all), jobs running, and due jobs waiting. The started count walks
+-- job_executions_started_idx over the last 10 seconds only (bounded above too, so a
+-- never-analyzed table keeps the index); the others read the running and pending rows
+-- through their partial indexes.
 WITH scopes AS (
     SELECT 'type' AS scope, type AS name FROM job_types WHERE rate_limit IS NOT NULL
     UNION
@@ -15,8 +17,9 @@ WITH scopes AS (
 SELECT s.scope, s.name, t.rate_limit AS declared_rate, t.rate_burst AS declared_burst,
        t.rate_limit_key, c.max_concurrency, c.rate AS live_rate, c.burst AS live_burst,
        c.set_by, c.set_role, c.set_at, c.reason,
-       (SELECT count(*) FROM job_executions e
+       (SELECT count(*) FROM job_executions_all e
         WHERE e.started_at >= now() - interval '10 seconds'
+          AND e.started_at < now() + interval '1 day'
           AND CASE WHEN s.scope = 'type' THEN e.type = s.name ELSE e.queue = s.name END)
            AS started_10s,
        (SELECT count(*) FROM background_jobs j
