@@ -58,7 +58,9 @@ def test_latency_run_delays_its_link_and_cleans_up(tmp_path):
     for rtt in ("0", "2"):
         run = report["results"]["jobwarden"][rtt][0]
         assert run["done"] == 200 and not run["timed_out"], run
-        assert run["jobs_per_s"] > 0 and run["server_cpu_ms_per_1000"] > 0
+        # Server CPU is read in whole clock ticks (10 ms): 200 jobs in a few batches can
+        # take less than one, so the figure must be there, not necessarily above zero.
+        assert run["jobs_per_s"] > 0 and run["server_cpu_ms_per_1000"] >= 0
         assert run["packets_up_per_job"] > 0 and run["commits_per_job"] > 0
         assert run["stats"] == "not analyzed"
     assert report["results"]["jobwarden"]["2"][0]["delay_line_late_mean_us"] is not None
