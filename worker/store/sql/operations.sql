@@ -313,3 +313,18 @@ WITH bounds AS (
 )
 SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues,
        (SELECT in_window FROM bounds) AS in_window;
+
+-- name: ensure_execution_partitions
+-- Create the weekly partitions of job_executions from this week until `days` ahead
+-- (migration 0066); returns those it created. Workers keep weeks ready ahead: a history
+-- row whose week has no partition could not be written.
+SELECT name
+FROM jobwarden_ensure_execution_partitions(make_interval(days => %(days)s::int)) AS name;
+
+-- name: drop_execution_partitions
+-- Retention of the history: drop every partition of job_executions whose rows all
+-- finished more than `older_than` seconds ago; returns their names. A DROP takes a short
+-- ACCESS EXCLUSIVE lock on job_executions; the function's lock_timeout keeps it from queueing long in
+-- front of the history's writes (the next pass tries again).
+SELECT name
+FROM jobwarden_drop_execution_partitions(make_interval(secs => %(older_than)s::float8)) AS name;
