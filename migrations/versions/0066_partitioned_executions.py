@@ -5,8 +5,8 @@ Revises: 0065
 Create Date: 2026-12-01
 
 `job_executions` grows by one row per execution, for ever, and retention took it away
-row by row (ON DELETE CASCADE from each deleted job: a dead tuple, index entries and WAL
-per execution, then vacuum's work). At a hundred million executions that DELETE is most
+row by row (with each deleted job: a dead tuple, index entries and WAL per execution,
+then vacuum's work). At a hundred million executions that DELETE is most
 of the database's maintenance. Since migration 0061 a history row is written once, when
 its execution ends, with `finished_at` set, so the table partitions by `finished_at`
 (native range partitioning, one partition per UTC week) with no row ever moving, and
@@ -15,27 +15,26 @@ no WAL per row.
 
 Existing history is not copied. The table becomes the new parent's DEFAULT partition
 (`job_executions_before`), which holds every row finished before the cutover and the
-rows still open (executions claimed by a runtime older than 0061); it is dropped whole
-once its newest possible row is older than the history's retention. Without a long lock:
+rows still open (executions claimed by a runtime older than 0061); retention deletes its
+rows with their jobs, as before, and never drops it. Without a long lock:
 
 1. (table not empty) A CHECK `finished_at IS NULL OR finished_at < cutover`, the cutover
    the start of next week (a day away at least, so no write before it can violate it),
    added NOT VALID and validated while writes go on (SHARE UPDATE EXCLUSIVE), and the
-   plain index on execution_id the parent needs built CONCURRENTLY. This is the only step whose
-   time grows with the table (measured in bench/bench_partitions.py).
+   plain index on execution_id the parent needs built CONCURRENTLY. This is the only
+   step whose time grows with the table (measured in bench/bench_partitions.py).
 2. One short transaction under ACCESS EXCLUSIVE: rename, create the parent with the
    table's columns and its non-unique indexes (which the old table's match, so attaching
    it builds nothing), attach it as DEFAULT (nothing to check: no other partition yet),
    create the weeks from the cutover (the CHECK proves the default holds none of their
    rows, so no scan), recreate the views over the table.
 
-A partitioned table cannot keep UNIQUE (execution_id) or the primary key on id without
+A partitioned table cannot keep the primary key on execution_id (migration 0064) without
 the partition key: the execution id's uniqueness rests on finish_executions' compare-and-
 set (one execution owns a running job; its history row is written by the statement that
 ends it), looked up through a plain index; ids stay unique from the identity sequence,
-carried over. The parent has no
-foreign key to background_jobs: a deleted job's history stays until its week is dropped
-(the old rows keep their ON DELETE CASCADE while they live in the default partition).
+carried over. As since migration 0065 there is no foreign key to background_jobs: a
+deleted job's history in weeks stays until its week is dropped.
 """
 
 from datetime import UTC
@@ -105,7 +104,7 @@ END $$;
 -- jobs, and an unknown job's attempts are the evidence its reconciliation needs; such a
 -- week waits until they have finished). Returns the names dropped. The default
 -- partition is never dropped: it is the table from before the partitioning, whose rows
--- still go with their jobs (ON DELETE CASCADE), and the place for rows no week holds.
+-- retention still deletes with their jobs, and the place for rows no week holds.
 -- A DROP takes a short ACCESS EXCLUSIVE lock on job_executions: a lock_timeout keeps it
 -- from queueing long in front of the history's writes (the caller tries again next pass).
 CREATE OR REPLACE FUNCTION jobwarden_drop_execution_partitions(keep interval)
@@ -227,29 +226,13 @@ def downgrade() -> None:
     views = _views_over_executions(conn)
     for name, _ in views:
         op.execute(f"DROP VIEW {name}")
-    exists = conn.exec_driver_sql(
-        "SELECT to_regclass('job_executions_before') IS NOT NULL").scalar()
-    if exists:
-        op.execute("ALTER TABLE job_executions DETACH PARTITION job_executions_before")
-    else:  # retention dropped it: an empty one, as the table was before
-        op.execute("""CREATE TABLE job_executions_before (LIKE job_executions
-                      INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING INDEXES)""")
-        op.execute("""ALTER TABLE job_executions_before ADD CONSTRAINT
-                      job_executions_execution_id_key UNIQUE (execution_id)""")
-        op.execute("""ALTER TABLE job_executions_before ADD CONSTRAINT job_executions_pkey
-                      PRIMARY KEY (id)""")
-        op.execute("""ALTER TABLE job_executions_before ADD CONSTRAINT
-                      job_executions_job_id_fkey FOREIGN KEY (job_id)
-                      REFERENCES background_jobs (id) ON DELETE CASCADE""")
-        op.execute("""ALTER TABLE job_executions_before ADD CONSTRAINT
-                      job_executions_outcome_check CHECK (outcome IS NULL OR outcome IN
-                      ('completed', 'retry', 'failed', 'skipped', 'cancelled', 'unknown',
-                       'worker_lost', 'timeout', 'handed_back', 'snoozed'))""")
+    # Retention never drops the default partition: it is always there to detach.
+    op.execute("ALTER TABLE job_executions DETACH PARTITION job_executions_before")
     op.execute("ALTER TABLE job_executions_before DROP CONSTRAINT IF EXISTS "
                "job_executions_before_check")
     op.execute("""
         INSERT INTO job_executions_before OVERRIDING SYSTEM VALUE
-        SELECT * FROM job_executions WHERE job_id IN (SELECT id FROM background_jobs)
+        SELECT * FROM job_executions
     """)
     op.execute("""
         SELECT setval(pg_get_serial_sequence('job_executions_before', 'id'),

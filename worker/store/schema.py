@@ -177,9 +177,9 @@ def declared(name: str | None, type_: str, parent_names: object = None) -> bool:
     return not (type_ == "table" and name is not None and HISTORY_PARTITION.fullmatch(name))
 
 
-# Partitioned by week of finished_at (migration 0066): no primary key, no UNIQUE
-# (execution_id) and no foreign key on the parent (a partitioned table's unique keys
-# must hold the partition key; a deleted job's history goes with its week).
+# Partitioned by week of finished_at (migration 0066): no primary key on the parent (a
+# partitioned table's unique keys must hold the partition key; a deleted job's history
+# goes with its week).
 job_executions = Table(
     "job_executions",
     metadata,
