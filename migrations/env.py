@@ -11,7 +11,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from worker.store.db import database_url, sqlalchemy_url
-from worker.store.schema import metadata
+from worker.store.schema import declared, metadata
 
 config = context.config
 
@@ -29,13 +29,15 @@ def run_migrations_online() -> None:
     url = config.attributes.get("url") or sqlalchemy_url(database_url())
     connection = config.attributes.get("connection")
     if connection is not None:
-        context.configure(connection=connection, target_metadata=target_metadata())
+        context.configure(connection=connection, target_metadata=target_metadata(),
+                          include_name=declared)
         with context.begin_transaction():
             context.run_migrations()
         return
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
-        context.configure(connection=conn, target_metadata=target_metadata())
+        context.configure(connection=conn, target_metadata=target_metadata(),
+                          include_name=declared)
         with context.begin_transaction():
             context.run_migrations()
 

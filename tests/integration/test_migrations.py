@@ -15,7 +15,7 @@ from sqlalchemy import create_engine
 
 import console.data.schema  # noqa: F401  (adds console_users to the metadata compared below)
 from worker.store.db import downgrade, migrate, sqlalchemy_url
-from worker.store.schema import metadata
+from worker.store.schema import declared, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,8 @@ def schema_diff(url: str) -> list:
     try:
         with engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"compare_type": True,
-                                                         "compare_server_default": False})
+                                                         "compare_server_default": False,
+                                                         "include_name": declared})
             return [d for d in compare_metadata(ctx, metadata)
                     if not (isinstance(d, tuple) and d[0] == "remove_table"
                             and d[1].name == "alembic_version")]
@@ -43,7 +44,8 @@ def schema_diff(url: str) -> list:
 def tables(url: str) -> set[str]:
     with psycopg.connect(url) as conn:
         return {r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+                if declared(r[0], "table")}
 
 
 def test_upgrade_from_empty_matches_the_code_schema(empty_database):

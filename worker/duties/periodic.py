@@ -1,8 +1,8 @@
 """Background duties every worker runs now and then, beside claiming: schedules,
-retention, and bringing jobs enqueued before their policy was known over to it. Each
-duty runs at its own interval on the worker's control connections; duties that must run
-on one worker at a time guard themselves in the database (an advisory lock, a unique
-key, SKIP LOCKED), so every worker may try.
+retention, the history's weekly partitions, and bringing jobs enqueued before their
+policy was known over to it. Each duty runs at its own interval on the worker's control
+connections; duties that must run on one worker at a time guard themselves in the
+database (an advisory lock, a unique key, SKIP LOCKED), so every worker may try.
 
 `JOBWARDEN_DUTY_INTERVAL` (seconds) shortens the intervals, for tests and demos.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from worker.duties import retention, scheduler
+from worker.duties import partitions, retention, scheduler
 from worker.engine.limits import REFRESH_SECONDS, LimitBook
 from worker.jobs import job_types
 from worker.jobs.registry import Registry
@@ -51,6 +51,8 @@ class Duties:
             # Live limits an operator set reach this worker's claims within this interval.
             self._duties.append(("limits", min(base or REFRESH_SECONDS, REFRESH_SECONDS),
                                  limits.refresh))
+        # The history's weeks ahead, whatever the retention: a finish needs its week.
+        self._duties.append(("partitions", base or 3600.0, partitions.ensure))
         policy = retention.RetentionPolicy.from_env()
         if policy is not None:
             self._duties.append(("retention", base or 60.0,

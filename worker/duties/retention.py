@@ -8,6 +8,11 @@ deletes at most `batch` jobs with their executions (in the same statement) and t
 effect-ledger entries. Audit rows stay, their job_id set NULL. A job's age runs from the
 moment it reached its current status (migration 0017). `jobwarden prune` is the one-off
 command: the same batches (`prune`), run until nothing is left.
+
+The execution history is not deleted row by row: its weekly partitions are dropped once
+every row in them is older than the history's age (`executions=...`; by default the
+longest of the jobs' ages, so a job still kept keeps its attempts). A deleted job's
+history thus stays until its week goes (migration 0066).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from worker.core.policy import parse_duration
+from worker.duties import partitions
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
@@ -35,6 +41,7 @@ class RetentionPolicy:
     """How old a finished job of each status gets before retention deletes it."""
 
     ages: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AGES))
+    history: float | None = None  # seconds the execution history is kept; None: max(ages)
     batch: int = 500  # jobs per transaction: short enough never to hold locks for long
     max_batches: int = 20  # per pass, so a huge backlog of old jobs is spread over passes
 
@@ -49,29 +56,40 @@ class RetentionPolicy:
         if text.strip().lower() in ("off", "none"):
             return None
         ages = dict(DEFAULT_AGES)
+        history = None
         for item in text.split(","):
             status, _, value = item.partition("=")
             status = status.strip()
-            if status not in DEFAULT_AGES:
+            if status not in (*DEFAULT_AGES, "executions"):
                 raise ValueError(f"retention: unknown status {status!r} "
-                                 f"(use {', '.join(DEFAULT_AGES)})")
+                                 f"(use {', '.join(DEFAULT_AGES)} or executions)")
             try:
                 seconds = parse_duration(value.strip())
             except ValueError:
                 seconds = None
             if not seconds or seconds <= 0:
                 raise ValueError(f"retention: {item.strip()!r} needs a positive age like 14d")
-            ages[status] = seconds
-        return cls(ages=ages)
+            if status == "executions":
+                history = seconds
+            else:
+                ages[status] = seconds
+        return cls(ages=ages, history=history)
+
+    @property
+    def history_age(self) -> float:
+        """Seconds a finished execution's history row is kept."""
+        return self.history if self.history is not None else max(self.ages.values())
 
     @classmethod
     def from_env(cls) -> RetentionPolicy | None:
         return cls.parse(os.environ.get("JOBWARDEN_RETENTION"))
 
 
-def run_once(conn: psycopg.Connection, policy: RetentionPolicy) -> dict[str, int] | None:
+def run_once(conn: psycopg.Connection, policy: RetentionPolicy,
+             drop_history: bool = True) -> dict[str, int] | None:
     """One retention pass; returns jobs deleted per status, or None when another worker
-    holds the retention lock. `conn`: a psycopg connection; commits after each batch."""
+    holds the retention lock. `conn`: a psycopg connection; commits after each batch.
+    Then (`drop_history`) the history's partitions past `policy.history_age` go."""
     deleted = dict.fromkeys(policy.ages, 0)
     effects = 0
     for _ in range(policy.max_batches):
@@ -91,6 +109,8 @@ def run_once(conn: psycopg.Connection, policy: RetentionPolicy) -> dict[str, int
     if any(deleted.values()):
         log.info("retention deleted %s (and %d done ledger entries)", deleted, effects,
                  extra={"action": "retention_pruned", "deleted": deleted, "effects": effects})
+    if drop_history:
+        partitions.drop_expired(conn, policy.history_age)
     return deleted
 
 
@@ -111,7 +131,8 @@ def prune(conn: psycopg.Connection, statuses: list[str], older_than: float,
     policy = RetentionPolicy(ages=dict.fromkeys(statuses, older_than), max_batches=1)
     deleted = dict.fromkeys(statuses, 0)
     while True:
-        batch = run_once(conn, policy)
+        # The history's weeks follow the workers' own retention, not a one-off prune.
+        batch = run_once(conn, policy, drop_history=False)
         if batch is None:
             time.sleep(wait)  # a worker's pass is under way; its batches are short
             continue

@@ -6,6 +6,8 @@ console adds its own table (`console_users`, in console/data/schema.py) to the s
 database yields exactly the union.
 """
 
+import re
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -165,14 +167,28 @@ Index(
     ),
 )
 
+#: The partitions of job_executions (its weeks, and the default that holds the history
+#: from before migration 0066): made and dropped by the runtime, not declared here.
+HISTORY_PARTITION = re.compile(r"job_executions_(w[0-9]{8}|before)")
+
+
+def declared(name: str | None, type_: str, parent_names: object = None) -> bool:
+    """Alembic's `include_name`: every table but the history's partitions is compared."""
+    return not (type_ == "table" and name is not None and HISTORY_PARTITION.fullmatch(name))
+
+
+# Partitioned by week of finished_at (migration 0066): no primary key on the parent (a
+# partitioned table's unique keys must hold the partition key; a deleted job's history
+# goes with its week).
 job_executions = Table(
     "job_executions",
     metadata,
-    # Keyed by its execution id (migration 0064); `id` only orders a job's attempts.
     Column("id", BigInteger, Identity(always=False), nullable=False),
-    # No foreign key (migration 0065): retention deletes a job's executions with it.
+    # No foreign key (migration 0065): retention deletes a job's executions with it, from
+    # the default partition; a week's go with the week (migration 0066).
     Column("job_id", BigInteger, nullable=False),
-    Column("execution_id", UUID(as_uuid=True), primary_key=True),
+    # Not a key: a partitioned table's unique keys must hold the partition key (0066).
+    Column("execution_id", UUID(as_uuid=True), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("queue", Text, nullable=False),
     Column("type", Text, nullable=False),
@@ -190,7 +206,9 @@ job_executions = Table(
         "outcome IS NULL OR " + check_in("outcome", EXECUTION_OUTCOMES),
         name="job_executions_outcome_check",
     ),
+    postgresql_partition_by="RANGE (finished_at)",
 )
+Index("job_executions_execution_idx", job_executions.c.execution_id)
 Index("job_executions_job_idx", job_executions.c.job_id, job_executions.c.attempt)
 Index("job_executions_started_idx", job_executions.c.started_at)
 Index("job_executions_finished_idx", job_executions.c.finished_at)

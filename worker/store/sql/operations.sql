@@ -233,8 +233,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
 
 -- name: retention_delete_batch
 -- One batch of retention: the oldest finished jobs of one status past its age (by
--- background_jobs_retention_idx), with their executions and their done ledger entries;
--- their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
+-- background_jobs_retention_idx), with their done ledger entries (and their history from
+-- before migration 0066; the rest goes with its week); their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
 -- operator action holds is left for the next pass. A job's age runs from the moment it
 -- reached its current status (jobwarden_finished_at, migration 0017): a failure skipped
 -- today is one day old, however long ago it failed.
@@ -253,8 +253,10 @@ WITH victims AS (
     WHERE e.job_id = v.id AND e.state = 'done'
     RETURNING e.key
 ), executions AS (
-    -- No foreign key cascades (migration 0065): the history goes with its job here.
-    DELETE FROM job_executions e USING victims v
+    -- No foreign key cascades (migration 0065). The history in weeks goes a week at a
+    -- time (drop_execution_partitions, migration 0066); only the default partition's
+    -- rows, the history from before the partitioning, go with their job, here.
+    DELETE FROM job_executions_before e USING victims v
     WHERE e.job_id = v.id
 ), gone AS (
     DELETE FROM background_jobs j USING victims v
@@ -313,3 +315,18 @@ WITH bounds AS (
 )
 SELECT (SELECT count(*) FROM audit) AS jobs, (SELECT count(*) FROM woken) AS queues,
        (SELECT in_window FROM bounds) AS in_window;
+
+-- name: ensure_execution_partitions
+-- Create the weekly partitions of job_executions from this week until `days` ahead
+-- (migration 0066); returns those it created. Workers keep weeks ready ahead: a history
+-- row whose week has no partition could not be written.
+SELECT name
+FROM jobwarden_ensure_execution_partitions(make_interval(days => %(days)s::int)) AS name;
+
+-- name: drop_execution_partitions
+-- Retention of the history: drop every partition of job_executions whose rows all
+-- finished more than `older_than` seconds ago; returns their names. A DROP takes a short
+-- ACCESS EXCLUSIVE lock on job_executions; the function's lock_timeout keeps it from queueing long in
+-- front of the history's writes (the next pass tries again).
+SELECT name
+FROM jobwarden_drop_execution_partitions(make_interval(secs => %(older_than)s::float8)) AS name;

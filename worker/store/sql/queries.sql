@@ -455,7 +455,9 @@ WITH job AS (
     SET finished_at = now(), outcome = x.recorded, error_code = x.error_code,
         error = x.error, traceback = x.traceback, duration_ms = x.duration_ms
     FROM ended x
-    WHERE e.execution_id = x.execution_id
+    -- Open rows have no finished_at: they live in the default partition alone (migration
+    -- 0066), so this reads one partition, not every week's.
+    WHERE e.execution_id = x.execution_id AND e.finished_at IS NULL
 ), recorded AS (
     -- Every other execution's history is written here, once: its only write to
     -- job_executions (the rollup triggers read the outcome from it, as before).
@@ -466,7 +468,8 @@ WITH job AS (
            x.started_at, x.heartbeat_at, now(), x.recorded, x.error_code, x.error,
            x.traceback, x.duration_ms
     FROM ended x
-    WHERE NOT EXISTS (SELECT 1 FROM job_executions e WHERE e.execution_id = x.execution_id)
+    WHERE NOT EXISTS (SELECT 1 FROM job_executions e
+                      WHERE e.execution_id = x.execution_id AND e.finished_at IS NULL)
     ORDER BY x.id
 )
 -- The jobs moved, whether or not an execution row was there to close.
