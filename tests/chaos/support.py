@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -78,6 +79,27 @@ _WRITING = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_datab
             "AND (backend_xid IS NOT NULL OR state = 'active')")
 
 
+def stopped(pid: int, timeout: float = 5.0) -> float:
+    """Wait until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously:
+    kill() can return while the target still runs for a moment) and return that moment on
+    the monotonic clock: whatever the process stamped, it stamped before it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    text = f.read()
+            except OSError:
+                continue  # a thread that has just ended
+            states.append(text[text.rindex(")") + 2])
+        if states and all(state in "tT" for state in states):
+            return time.monotonic()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} did not stop: thread states {states}")
+        time.sleep(0.001)
+
+
 def freeze_between_transactions(worker, url: str, tries: int = 50) -> float:
     """SIGSTOP the worker at a moment when none of its connections is inside a writing
     transaction: frozen mid-heartbeat, it would hold its job's row lock, and recovery
@@ -85,7 +107,7 @@ def freeze_between_transactions(worker, url: str, tries: int = 50) -> float:
     Returns when it was frozen, on the machine's monotonic clock (time.monotonic())."""
     for _ in range(tries):
         worker.signal(signal.SIGSTOP)
-        frozen_at = time.monotonic()
+        frozen_at = stopped(worker.pid)
         if not scalar(url, _WRITING):
             return frozen_at
         worker.signal(signal.SIGCONT)

@@ -69,7 +69,8 @@ class ExecutionControl:
                  max_attempts: int, type: str, queue: str, version: int, checkpoint: Any = None,
                  job_idempotency_key: str | None = None, timeout: float | None = None,
                  snoozes: int = 0,
-                 async_pool: Callable[[], Awaitable[AsyncConnectionPool]] | None = None) -> None:
+                 async_pool: Callable[[], Awaitable[AsyncConnectionPool]] | None = None,
+                 started: float | None = None) -> None:
         self.pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -80,7 +81,9 @@ class ExecutionControl:
         self.version = version
         #: How often earlier executions of this job snoozed it.
         self.snoozes = snoozes
-        self.started = time.monotonic()
+        #: When the worker decided to start it (time.monotonic()): `started`, given by the
+        #: executor from before its lease check, else now.
+        self.started = time.monotonic() if started is None else started
         self.deadline = None if timeout is None else self.started + timeout
         self.timed_out = False
         self.operator_cancelled = False

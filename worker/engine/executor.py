@@ -228,6 +228,10 @@ class Executor:
         UNDECIDED: the database could not confirm its lease, try again later)."""
         job_type = self.registry.get(job.type)
         assert job_type is not None, "claim_jobs only returns the types this worker handles"
+        # The moment of the decision, read before the lease check that makes it: a process
+        # frozen between the check and the handler's start decided before the freeze, and
+        # its execution's `started` says so (docs/faults.md, "Starting buffered work").
+        decided = time.monotonic()
         if not job.lost and not lease.vouched(job.granted_at, job_type.lease):
             held = self._confirm_lease(job, job_type)
             if held is None:
@@ -235,6 +239,7 @@ class Executor:
             if not held:
                 job.lost = True
                 count_on(self.pool, ZOMBIE_LEASE, [job.type])
+            decided = time.monotonic()  # the database's answer decided it
         if job.lost:
             log.warning("job %s: lease lost while waiting in the buffer; not started",
                         job.id, extra=waiting_event("lease_lost", job))
@@ -254,7 +259,8 @@ class Executor:
                                    job_idempotency_key=job.idempotency_key,
                                    timeout=job_type.timeout, snoozes=job.snoozes,
                                    async_pool=(self.loop().connection_pool
-                                               if job_type.is_coroutine else None))
+                                               if job_type.is_coroutine else None),
+                                   started=decided)
         ex = Execution(job, job_type, control, threading.current_thread(),
                        coroutine=job_type.is_coroutine)
         with self._lock:
