@@ -123,9 +123,7 @@ class JobBuffer:
                 return None
             job = self._jobs.popleft()
             low = len(self._jobs) <= self.low_water
-        if low and self._on_low is not None:
-            self._on_low()
-        return job
+        return self._taken(job, low)
 
     def take_next_if(self, wanted: Callable[[ClaimedJob], bool]) -> ClaimedJob | None:
         """The next job if there is one now and it is `wanted`, without waiting (a slot
@@ -135,6 +133,10 @@ class JobBuffer:
                 return None
             job = self._jobs.popleft()
             low = len(self._jobs) <= self.low_water
+        return self._taken(job, low)
+
+    def _taken(self, job: ClaimedJob, low: bool) -> ClaimedJob:
+        """After a take, outside the lock: a buffer run low asks the producer for more."""
         if low and self._on_low is not None:
             self._on_low()
         return job
