@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from worker import JobSpec, enqueue_many
+from worker.engine.config import DEFAULT_CLAIM_BATCH
 from worker.store.db import migrate
 from worker.store.queries import Q
 
@@ -71,6 +72,19 @@ def test_claiming_from_a_never_analyzed_backlog_reads_a_bounded_number_of_buffer
     assert buffers < BUFFER_BOUND, plan
     assert "background_jobs_claim_rank_idx" in plan
     assert "external merge" not in plan
+
+
+@pytest.mark.parametrize("limit", [DEFAULT_CLAIM_BATCH, 1_000])
+def test_a_full_batch_planned_with_its_limit_walks_the_index_too(backlog_db, limit):
+    # A claim planned with its parameters (the first calls of a connection, and every
+    # call through a pooler that prepares nothing) must not weigh its batch against the
+    # planner's guess of the pending rows, a few hundred without statistics: a batch of
+    # that size looks like "all of them", and the plan reads and sorts every pending job.
+    buffers, plan = claim_plan(backlog_db, limit=limit)
+    assert "background_jobs_claim_rank_idx" in plan
+    assert "Bitmap Heap Scan" not in plan and "external merge" not in plan, plan
+    # Each claimed job costs its update and a few index pages; the backlog is ~100,000.
+    assert buffers < 20 * limit, plan
 
 
 @pytest.mark.parametrize("priorities", ["equal", "varied"])

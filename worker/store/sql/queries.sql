@@ -82,7 +82,12 @@ WITH locked AS (
     -- level, so a waiting job overtakes higher priorities that became available more
     -- than 10 s per level after it. It never changes while the job waits: an index key.
     ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
-    LIMIT %(limit)s
+    -- A limit the planner cannot read. Planned with its value (the first calls, before
+    -- the server settles on a generic plan, and every call through a pooler that
+    -- prepares nothing) it would compare 200 rows with its guess of the pending ones
+    -- (one row in 200 without statistics) and, finding them alike, read and sort
+    -- every pending job: 60-85 ms a claim on a 50,000-job backlog instead of 4-5.
+    LIMIT (SELECT %(limit)s::int)
     FOR UPDATE OF j SKIP LOCKED
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
@@ -240,7 +245,12 @@ WITH locked AS (
     -- level, so a waiting job overtakes higher priorities that became available more
     -- than 10 s per level after it. It never changes while the job waits: an index key.
     ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
-    LIMIT %(limit)s
+    -- A limit the planner cannot read. Planned with its value (the first calls, before
+    -- the server settles on a generic plan, and every call through a pooler that
+    -- prepares nothing) it would compare 200 rows with its guess of the pending ones
+    -- (one row in 200 without statistics) and, finding them alike, read and sort
+    -- every pending job: 60-85 ms a claim on a 50,000-job backlog instead of 4-5.
+    LIMIT (SELECT %(limit)s::int)
     FOR UPDATE OF j SKIP LOCKED
 ), clock AS (
     SELECT clock_timestamp() AS t
