@@ -156,7 +156,7 @@ def scale_tables(results: dict, keys: list[str]) -> str:
 def _claim_stat(runs: list[dict], key: str) -> list[float]:
     """A figure of Jobwarden's claim statement (pg_stat_statements), per run."""
     return [t[key] for r in runs for t in r.get("statements", {}).get("top", [])
-            if t["query"].startswith("-- jobwarden: claim_jobs\n")]
+            if t["query"].startswith("-- jobwarden: claim_jobs ")]
 
 
 def _int(v: float) -> str:
