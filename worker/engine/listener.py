@@ -118,11 +118,14 @@ def listen_on(conn: psycopg.Connection, noted: Callable[[str], None]) -> None:
     JobStore(conn).rows(Q.listen_for_jobs)  # the channel NOTIFY_CHANNEL names
 
 
-def read_notifies(conn: psycopg.Connection, noted: Callable[[str], None]) -> None:
+def read_notifies(conn: psycopg.Connection, noted: Callable[[str], None], *,
+                  consume: bool = True) -> None:
     """`noted(queue)` for each notification that has reached `conn`'s socket (readable:
-    this does not block). OperationalError when the connection is gone."""
+    this does not block), or with `consume` False, for those libpq has read already
+    (the tail of a statement's last read). OperationalError when the connection is gone."""
     pgconn = conn.pgconn
-    pgconn.consume_input()  # OperationalError on a closed connection
+    if consume:
+        pgconn.consume_input()  # OperationalError on a closed connection
     enc = conn.info.encoding
     while (note := pgconn.notifies()) is not None:
         noted(note.extra.decode(enc))

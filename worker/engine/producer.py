@@ -310,6 +310,7 @@ class Producer:
             return
         deadline = time.monotonic() + timeout
         try:
+            read_notifies(conn, self._noted, consume=False)
             while not self.wake.is_set() and (left := deadline - time.monotonic()) > 0:
                 if self.wake.wait(left, conn.fileno()):
                     read_notifies(conn, self._noted)
