@@ -84,8 +84,13 @@ class Wakeup:
             r = self._pipe[0]
         if self._event.is_set():
             return False
-        ready, _, _ = select.select([r, fd], [], [], timeout)
-        return fd in ready
+        # poll(), not select(): a worker with many connections has descriptors past
+        # select()'s FD_SETSIZE (1024).
+        poller = select.poll()
+        poller.register(r, select.POLLIN)
+        poller.register(fd, select.POLLIN)
+        ready = poller.poll(max(0.0, timeout) * 1000)
+        return any(ready_fd == fd for ready_fd, _ in ready)
 
     def close(self) -> None:
         """Give the pipe back (the waiting thread is done; `set` still works)."""
