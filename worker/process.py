@@ -7,9 +7,13 @@ Without `queues` there is one lane: every queue, `concurrency` slots.
 Threads, each with one duty:
 - producers, one per lane (the first lane's on the main thread): claim batches of the
   lane's jobs ahead of its free slots into its bounded buffer (worker/engine/producer.py), each
-  on a connection of its own; sleep until LISTEN/NOTIFY, a low buffer, a freed slot or
-  the poll interval (the fallback that always works) wakes them.
-- listener: holds a LISTEN connection and wakes every producer; reconnects with backoff.
+  on a connection of its own, which LISTENs too; sleep until a notification for one of
+  the lane's queues, a low buffer, a freed slot or the poll interval (the fallback that
+  always works) wakes them, and claim on the thread and connection that woke.
+- listener, only behind a transaction pooler with JOBWARDEN_LISTEN_URL (where the claim
+  connections cannot LISTEN): holds a LISTEN connection past the pooler and wakes the
+  producers of the notified queue's lanes; reconnects with backoff
+  (worker/engine/listener.py).
 - slots: each lane's reusable threads running handlers from its buffer (worker/engine/executor.py).
 - loops: one event loop per lane that has run an `async def` handler, its coroutine
   handlers' tasks on it (worker/engine/loops.py).
@@ -55,7 +59,12 @@ from worker.engine.executor import Executor
 from worker.engine.heartbeat import Heartbeat
 from worker.engine.lanes import EVERY_OTHER, Lane, parse_queues
 from worker.engine.limits import LimitBook
-from worker.engine.listener import listen_for_jobs
+from worker.engine.listener import (
+    LISTEN_APPLICATION_NAME,
+    Wakeup,
+    listen_for_jobs,
+    producers_listen,
+)
 from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
 from worker.jobs.job_types import publish_job_types
 from worker.jobs.registry import Registry
@@ -82,7 +91,7 @@ class LaneRuntime:
     """One lane at work: its buffer, its slot threads and its producer."""
 
     lane: Lane
-    wake: threading.Event  # its producer's: a notification, a low buffer, a freed slot
+    wake: Wakeup  # its producer's: a notification, a low buffer, a freed slot
     buffer: JobBuffer
     executor: Executor
     producer: Producer
@@ -109,6 +118,8 @@ class WorkerProcess:
         # ValueError says what is wrong with the queues (worker/engine/lanes.py).
         self.lanes = parse_queues(config.queues, config.concurrency)
         self.url = config.url or database_url()
+        #: LISTEN on each producer's claim connection; else a listener thread (or none).
+        self.producers_listen = producers_listen(self.url)
         #: The queue names it serves ("*": every queue no capacity lane names).
         self.queues = [q for lane in self.lanes for q in (lane.queues or [EVERY_OTHER])]
         #: Slots in all lanes.
@@ -201,12 +212,14 @@ class WorkerProcess:
             return 0
         self._read_limits()
         completer = threading.Thread(target=self.completer.run, name="completer", daemon=True)
-        threads = [threading.Thread(target=listen_for_jobs, name="listener", daemon=True,
-                                    args=(self.url, self._wake, self._closing)),
-                   threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True,
+        threads = [threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True,
                                     args=(self._closing,)),
                    threading.Thread(target=self.duties.run, name="duties", daemon=True,
                                     args=(self.control_pool, self._closing))]
+        if not self.producers_listen:
+            threads.append(threading.Thread(target=listen_for_jobs, name="listener",
+                                            daemon=True,
+                                            args=(self.url, self._wake, self._closing)))
         # The first lane's producer claims on this thread (with one lane, the only one).
         producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
@@ -269,7 +282,7 @@ class WorkerProcess:
     def _lane_runtime(self, lane: Lane) -> LaneRuntime:
         """A lane with its buffer, its slot threads (started by run()) and its producer,
         which claims only the lane's queues on a connection of its own."""
-        wake = threading.Event()
+        wake = Wakeup()
         buffer = JobBuffer(on_low=wake.set)
         executor = Executor(
             registry=self.registry, pool=self.pool, buffer=buffer,
@@ -287,11 +300,15 @@ class WorkerProcess:
         settings = ProducerSettings(claim_batch=self.config.claim_batch,
                                     buffer_size=self.config.buffer_size,
                                     poll_interval=self.config.poll_interval)
+        listens = self.producers_listen
         producer = Producer(
-            conn=DedicatedConnection(self.url), claims=claims, settings=settings,
+            conn=DedicatedConnection(self.url, **(
+                {"application_name": LISTEN_APPLICATION_NAME} if listens else {})),
+            claims=claims, settings=settings,
             buffer=buffer, concurrency=lane.slots, running=executor.active,
             job_seconds=lambda: executor.job_seconds, wake=wake, stop=self._stop,
-            limits=partial(self.limits.for_lane, lane.serves))
+            limits=partial(self.limits.for_lane, lane.serves),
+            listens=listens, serves=lane.serves)
         return LaneRuntime(lane, wake, buffer, executor, producer)
 
     def _read_limits(self) -> None:

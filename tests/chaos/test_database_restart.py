@@ -15,6 +15,7 @@ from tests.apps.chaos_app import create_tables
 from tests.chaos.conftest import deadline_passed
 from tests.chaos.support import add_many
 from tests.helpers import scalar, status_counts, wait_for
+from worker.engine.listener import LISTEN_APPLICATION_NAME
 
 pytestmark = pytest.mark.chaos
 
@@ -52,8 +53,8 @@ def test_a_postgresql_restart_mid_backlog_loses_and_strands_nothing(workers, pri
     assert scalar(url, "SELECT count(*) FROM chaos_orders") == JOBS
     assert scalar(url, "SELECT count(DISTINCT job_id) FROM chaos_orders") == JOBS
     assert scalar(url, "SELECT count(*) FROM job_executions WHERE finished_at IS NULL") == 0
-    # Every worker is LISTENing again on its new connection.
-    wait_for(lambda: scalar(url, "SELECT count(*) FROM pg_stat_activity "
-                                 "WHERE query LIKE '%%LISTEN jobwarden_jobs'") == WORKERS,
+    # Every worker is LISTENing again on its new claim connection (one lane each).
+    wait_for(lambda: scalar(url, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                 "application_name = %s", [LISTEN_APPLICATION_NAME]) == WORKERS,
              message="every worker to LISTEN again")
 

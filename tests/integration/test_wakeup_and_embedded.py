@@ -11,6 +11,7 @@ import time
 
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from worker import Registry, enqueue, job
+from worker.engine.listener import LISTEN_APPLICATION_NAME
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -23,9 +24,11 @@ def test_an_idle_worker_wakes_on_notify_long_before_its_next_poll(conn, clean_db
         pass
 
     with running_worker(reg, clean_db, poll_interval=60):
-        # Wait until the worker's LISTEN connection is up (the wake-up under test).
+        # Wait until the worker's LISTEN connection is up (the wake-up under test): its
+        # claim connection, named so (its last query shown is a claim, not the LISTEN).
         wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                "datname = current_database() AND query LIKE '%%LISTEN jobwarden_jobs'"),
+                                "datname = current_database() AND application_name = %s",
+                                [LISTEN_APPLICATION_NAME]),
                  timeout=10, message="the worker to LISTEN")
         started = time.monotonic()
         job_id = enqueue(conn, "ping", {}, registry=reg)

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from worker.engine.listener import Wakeup
 from worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
 
 
@@ -16,7 +17,7 @@ def producer(*, seconds, running=0, waiting=0, concurrency=10, buffer_size=400):
                     buffer=buffer, concurrency=concurrency, running=lambda: running,
                     job_seconds=lambda: seconds,
                     settings=ProducerSettings(buffer_size=buffer_size),
-                    wake=threading.Event(), stop=threading.Event())
+                    wake=Wakeup(), stop=threading.Event())
 
 
 def test_until_durations_are_known_it_claims_only_for_free_slots():

@@ -9,12 +9,20 @@ number of slots). A worker whose jobs take seconds therefore claims only for its
 slots and leaves the rest to other workers, while one running no-op jobs keeps a full
 buffer. Jobs waiting in the buffer hold a lease like running ones: the heartbeat
 renews them too, and learns when one was cancelled or lost meanwhile.
+
+Between claims it sleeps on its `Wakeup` (a low buffer, a freed slot, recovered jobs, a
+stop) and, where it LISTENs on its claim connection (`listens`), on that connection's
+socket too: a notification for a queue of its lane wakes this thread, which claims at
+once on the connection that received it, with no other thread in between. A
+(re)connected claim connection LISTENs before its first claim, so a job committed while
+nobody listened is seen by that claim (docs/architecture.md §6, "Waking a producer").
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +35,7 @@ from worker.core import lease
 from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.logs import waiting_event
 from worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
+from worker.engine.listener import Wakeup, listen_on, read_notifies
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from worker.store.db import DedicatedConnection
 from worker.store.jobstore import JobStore
@@ -196,10 +205,11 @@ class Producer:
 
     def __init__(self, *, conn: DedicatedConnection, claims: ClaimSpec, buffer: JobBuffer,
                  concurrency: int, running: Callable[[], int],
-                 job_seconds: Callable[[], float | None], wake: threading.Event,
+                 job_seconds: Callable[[], float | None], wake: Wakeup,
                  stop: threading.Event,
                  settings: ProducerSettings = ProducerSettings(),
-                 limits: Callable[[], LimitedClaim | None] | None = None) -> None:
+                 limits: Callable[[], LimitedClaim | None] | None = None,
+                 listens: bool = False, serves: Callable[[str], bool] | None = None) -> None:
         self._conn = conn
         self.claims = claims
         self.settings = settings
@@ -213,6 +223,12 @@ class Producer:
         self._limits = limits or (lambda: None)
         #: Set by a claim that left limited work waiting for tokens or room.
         self._held_back: LimitedClaim | None = None
+        #: LISTEN on the claim connection (`serves`: the queues whose notifications wake
+        #: this lane; None: every queue).
+        self.listens = listens
+        self._serves = serves
+        #: The claim connection whose session LISTENs (None: not listening now).
+        self._listening: psycopg.Connection | None = None
 
     def ahead(self) -> int:
         """How many claimed jobs should wait in the buffer: about `horizon` seconds of
@@ -257,6 +273,7 @@ class Producer:
                     log.debug("claim lost a concurrency_key race; claiming again")
                     continue
                 except DB_UNREACHABLE as exc:
+                    self._listening = None
                     self._conn.drop()
                     wait = backoff.next()
                     log.warning("claim failed (%s); retrying in %.1fs", exc, wait,
@@ -273,12 +290,54 @@ class Producer:
                 if len(jobs) == want:
                     continue  # there may be more waiting
             held = self._held_back
-            self.wake.wait(refill_wait(held, self.settings.poll_interval) if held
-                           else self.settings.poll_interval)
+            self._sleep(refill_wait(held, self.settings.poll_interval) if held
+                        else self.settings.poll_interval)
+        self._listening = None
         self._conn.drop()
+        self.wake.close()
+
+    @property
+    def listening(self) -> bool:
+        """Whether this producer's claim connection LISTENs now."""
+        return self._listening is not None
+
+    def _sleep(self, timeout: float) -> None:
+        """Wait for the wake-up (which a notification for this lane sets) or `timeout`;
+        notifications for other lanes' queues are read and slept through."""
+        conn = self._listening
+        if conn is None or conn.closed:
+            self.wake.wait(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            read_notifies(conn, self._noted, consume=False)
+            while not self.wake.is_set() and (left := deadline - time.monotonic()) > 0:
+                if self.wake.wait(left, conn.fileno()):
+                    read_notifies(conn, self._noted)
+        except DB_UNREACHABLE as exc:
+            # Reconnected (and LISTENing again) by the next claim, which finds whatever
+            # was enqueued meanwhile; the claim's backoff paces the attempts.
+            log.warning("LISTEN connection lost (%s); reconnecting", exc,
+                        extra={"action": "listen_reconnect"})
+            self._listening = None
+            self._conn.drop()
+
+    def _noted(self, queue: str) -> None:
+        """A notification on the claim connection (while it waits, or during a claim)."""
+        if self._serves is None or self._serves(queue):
+            self.wake.set()
+
+    def _connection(self) -> psycopg.Connection:
+        """The claim connection; a new one LISTENs first when this producer listens."""
+        conn = self._conn.get()
+        if self.listens and conn is not self._listening:
+            self._listening = None
+            listen_on(conn, self._noted)
+            self._listening = conn
+        return conn
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
-        conn = self._conn.get()
+        conn = self._connection()
         sent = lease.now()  # the leases the claim grants start no earlier than this
         c = self.claims
         limited = self._limits()

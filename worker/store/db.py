@@ -145,16 +145,18 @@ def alembic_config(url: str | None = None) -> Config:
 class DedicatedConnection:
     """One autocommit connection kept by a hot duty (claims, batched outcomes): no pool
     checkout or liveness check per statement. After a database error the caller drops
-    it, and the next use connects again."""
+    it, and the next use connects again. `options`: more psycopg connection options
+    (an application_name)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, **options: Any):
         self.url = url
+        self._options = options
         self._conn: psycopg.Connection | None = None
 
     def get(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5,
-                                         **connect_kwargs())
+                                         **connect_kwargs(), **self._options)
         return self._conn
 
     def drop(self) -> None:
