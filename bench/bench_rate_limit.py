@@ -6,13 +6,12 @@
 Enqueues `rate × seconds` jobs of `bench.limited` (bench/rate_app.py: `rate_limit` =
 --rate, a bucket of one second's worth), starts --workers `jobwarden worker` processes
 and waits for the backlog to drain. Then, from `job_executions.started_at` (the claim's
-instant), it counts (bench/rate_windows.py, shared with the side-by-side harness's
-`ratelimit` scenario) claims per one-second window (whole seconds since the first claim,
-empty seconds included)
-and in the busiest sliding window of one second, and reports the windows while work
-still waited (every window but the first two, which hold the workers' start and the
-bucket's initial burst, and the last, partial one): their median, spread and lowest,
-and the share of the limit reached.
+instant), it counts claims per one-second window (whole seconds since the first claim,
+empty seconds included) and in the busiest sliding window of one second (the counting of
+bench/rate_windows.py, shared with `python -m bench.peers --only ratelimit`), and reports
+the windows while work still waited (every window but the first two, which hold the
+workers' start and the bucket's initial burst, and the last, partial one): their median,
+spread and lowest, and the share of the limit reached.
 Goals (issue 23): no one-second window above limit + one burst; at least 95% of the
 limit while work waits. Figures, not a pass/fail test: the machine is shared.
 """
