@@ -115,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
                     if scenario == "ceiling" and system.name != "jobwarden":
                         continue
                     runs = results[system.name].setdefault(scenario, [])
+                    if scenario == "ratelimit" and system.no_rate_limit:
+                        # Not run whether or not the system could run here: say why.
+                        runs.append({"not_measured": system.no_rate_limit, "round": r + 1})
+                        continue
                     if system.name in unavailable:
                         runs.append({"failed": unavailable[system.name]})
                         continue
