@@ -6,11 +6,12 @@
 Enqueues `rate × seconds` jobs of `bench.limited` (bench/rate_app.py: `rate_limit` =
 --rate, a bucket of one second's worth), starts --workers `jobwarden worker` processes
 and waits for the backlog to drain. Then, from `job_executions.started_at` (the claim's
-instant), it counts claims per one-second window (whole seconds since the first claim)
-and in the busiest sliding window of one second, and reports the windows while work
-still waited (every window but the first two, which hold the workers' start and the
-bucket's initial burst, and the last, partial one): their median, spread and lowest,
-and the share of the limit reached.
+instant), it counts claims per one-second window (whole seconds since the first claim,
+empty seconds included) and in the busiest sliding window of one second (the counting of
+bench/rate_windows.py, shared with `python -m bench.peers --only ratelimit`), and reports
+the windows while work still waited (every window but the first two, which hold the
+workers' start and the bucket's initial burst, and the last, partial one): their median,
+spread and lowest, and the share of the limit reached.
 Goals (issue 23): no one-second window above limit + one burst; at least 95% of the
 limit while work waits. Figures, not a pass/fail test: the machine is shared.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -31,20 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database  # noqa: E402
+from bench.rate_windows import figures as count_windows  # noqa: E402
 from worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
 from worker.store.db import database_url, migrate  # noqa: E402
 
-WINDOWS = """
-    WITH first AS (SELECT min(started_at) AS t0 FROM job_executions)
-    SELECT floor(extract(epoch FROM e.started_at - f.t0))::int AS second, count(*)
-    FROM job_executions e, first f GROUP BY 1 ORDER BY 1
-"""
-BUSIEST_SECOND = """
-    SELECT max((SELECT count(*) FROM job_executions b
-                WHERE b.started_at >= a.started_at
-                  AND b.started_at < a.started_at + interval '1 second'))
-    FROM job_executions a
-"""
+STARTS = "SELECT extract(epoch FROM started_at)::float8 FROM job_executions"
 
 
 def main() -> int:
@@ -86,8 +77,7 @@ def main() -> int:
             else:
                 print(f"only {done} of {jobs} jobs completed in time", file=sys.stderr)
                 return 1
-            windows = conn.execute(WINDOWS).fetchall()
-            busiest = conn.execute(BUSIEST_SECOND).fetchone()[0]
+            starts = [float(r[0]) for r in conn.execute(STARTS).fetchall()]
             per_worker = conn.execute("SELECT worker_id, count(*) FROM job_executions "
                                       "GROUP BY 1 ORDER BY 1").fetchall()
             executions = conn.execute("SELECT count(*) FROM job_executions").fetchone()[0]
@@ -99,25 +89,23 @@ def main() -> int:
         if not args.keep:
             with psycopg.connect(server, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    counts = [n for _, n in windows]
-    steady = counts[2:-1]  # not the start and its burst, not the last (partial) window
     burst = max(1.0, args.rate)
+    counted = count_windows(starts, args.rate, burst)
+    if counted["steady_median"] is None:
+        print("too short a run: no window while work waited", file=sys.stderr)
+        return 1
     figures = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "rate": args.rate, "burst": burst, "workers": args.workers,
-        "concurrency": args.concurrency, "work_ms": args.work_ms, "jobs": jobs,
-        "executions": executions, "per_worker": [n for _, n in per_worker],
-        "windows": counts, "busiest_fixed": max(counts), "busiest_sliding": busiest,
-        "steady_median": statistics.median(steady), "steady_min": min(steady),
-        "steady_max": max(steady), "steady_stdev": statistics.pstdev(steady),
-        "steady_share": statistics.mean(steady) / args.rate,
-        "steady_lowest_share": min(steady) / args.rate,
-        "over_limit_plus_burst": sum(n > args.rate + burst for n in counts),
+        "workers": args.workers, "concurrency": args.concurrency, "work_ms": args.work_ms,
+        "jobs": jobs, "executions": executions, "per_worker": [n for _, n in per_worker],
+        **counted,
     }
+    counts, busiest, steady = counted["windows"], counted["busiest_sliding"], \
+        counted["steady_windows"]
     print(f"rate limit {args.rate:g}/s (burst {burst:g}), {args.workers} workers × "
           f"{args.concurrency} slots, {jobs} jobs of {args.work_ms:g} ms")
     print(f"claims per second: {counts}")
-    print(f"while work waited ({len(steady)} windows): median {figures['steady_median']:g}, "
+    print(f"while work waited ({steady} windows): median {figures['steady_median']:g}, "
           f"min {figures['steady_min']}, max {figures['steady_max']}, "
           f"stdev {figures['steady_stdev']:.1f}, mean {100 * figures['steady_share']:.1f}% "
           f"of the limit, lowest {100 * figures['steady_lowest_share']:.1f}%")

@@ -16,10 +16,10 @@ import traceback
 from bench.peers import procs, report, walstats
 from bench.peers.dbutil import PEER_STATS, machine, server_settings
 from bench.peers.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Sizes, run
-from bench.peers.systems import ROOT, SystemFailed, all_systems, prepare
+from bench.peers.systems import ROOT, NotMeasured, SystemFailed, all_systems, prepare
 
 QUICK = Sizes(jobs=2_000, sleep_jobs=400, io_jobs=3_000, latency_jobs=30, backlog=4_000,
-              drain_timeout=20.0, backlog_timeout=20.0, poll=0.1)
+              limit_seconds=5.0, drain_timeout=20.0, backlog_timeout=20.0, poll=0.1)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -37,6 +37,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="jobs in flight in the 50 ms async I/O scenario (default 500)")
     ap.add_argument("--latency-jobs", type=int, help="jobs in the latency scenario")
     ap.add_argument("--latency-rate", type=float, help="jobs per second in the latency scenario")
+    ap.add_argument("--limit-rate", type=float,
+                    help="the ratelimit scenario's limit, jobs/s across processes (200)")
+    ap.add_argument("--limit-seconds", type=float,
+                    help="the ratelimit scenario's backlog, in seconds of work at the limit (20)")
+    ap.add_argument("--limit-workers", type=int,
+                    help="worker processes in the ratelimit scenario (3)")
     ap.add_argument("--drain-timeout", type=float,
                     help="safety timeout of a drain, seconds (default 600)")
     ap.add_argument("--backlog-timeout", type=float,
@@ -70,8 +76,8 @@ def _pick(value: str | None, allowed, what: str) -> list[str]:
 def sizes_from(args: argparse.Namespace) -> Sizes:
     sizes = Sizes(**vars(QUICK)) if args.quick else Sizes()
     for name in ("jobs", "backlog", "sleep_jobs", "sleep_concurrency", "io_jobs",
-                 "io_concurrency", "latency_jobs", "latency_rate", "drain_timeout",
-                 "backlog_timeout"):
+                 "io_concurrency", "latency_jobs", "latency_rate", "limit_rate",
+                 "limit_seconds", "limit_workers", "drain_timeout", "backlog_timeout"):
         if getattr(args, name) is not None:
             setattr(sizes, name, getattr(args, name))
     return sizes
@@ -109,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
                     if scenario == "ceiling" and system.name != "jobwarden":
                         continue
                     runs = results[system.name].setdefault(scenario, [])
+                    if scenario == "ratelimit" and system.no_rate_limit:
+                        # Not run whether or not the system could run here: say why.
+                        runs.append({"not_measured": system.no_rate_limit, "round": r + 1})
+                        continue
                     if system.name in unavailable:
                         runs.append({"failed": unavailable[system.name]})
                         continue
@@ -117,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue  # measured as drain1's set-up, in drain1's fresh database
                     try:
                         figures = run(scenario, system, server, sizes, args.peer_stats)
+                    except NotMeasured as exc:
+                        figures = {"not_measured": str(exc)}
                     except SystemFailed as exc:
                         figures = {"failed": str(exc)}
                     except Exception as exc:  # one system's bug must not end the run

@@ -22,6 +22,16 @@ ROWS = [
     ("latency", "p99_ms", "enqueue→start p99, ms", False),
     ("backlog", "first_tenth_jobs_per_s", "backlog, first tenth, jobs/s", True),
     ("backlog", "last_tenth_jobs_per_s", "backlog, last tenth, jobs/s", True),
+    ("ratelimit", "steady_median", "rate limit across processes: median starts/s while work "
+     "waited", True),
+    ("ratelimit", "steady_min", "rate limit: lowest second while work waited, starts", True),
+    ("ratelimit", "steady_stdev", "rate limit: stdev of those seconds, starts", False),
+    ("ratelimit", "steady_percent_of_limit", "rate limit: mean % of the limit while work "
+     "waited", True),
+    ("ratelimit", "busiest_sliding", "rate limit: busiest sliding second, starts", False),
+    ("ratelimit", "over_limit_plus_burst", "rate limit: whole seconds above limit + burst",
+     False),
+    ("ratelimit", "limit_plus_burst", "rate limit: limit + burst (the ceiling), starts", False),
     ("*", "peak_rss_mb", "peak worker RSS, MB", False),
     ("ceiling", "jobs_per_s", "ceiling: raw SQL, 100 rows/tx, jobs/s", True),
     ("wal", "wal_bytes_per_job", "WAL bytes per job, enqueue + drain (this database)", False),
@@ -46,6 +56,10 @@ def cell(results: dict, system: str, scenario: str, figure: str) -> tuple[str, f
     runs = results.get(system, {}).get(scenario, [])
     values = _figures(results, system, scenario, figure)
     if not values:
+        skipped = [r["not_measured"] for r in runs if isinstance(r, dict)
+                   and "not_measured" in r]
+        if skipped:  # "no rate limit in X: why": the cell says what, the JSON says why
+            return skipped[0].split(":")[0], None
         errors = [r["failed"] for r in runs if isinstance(r, dict) and "failed" in r]
         if errors:
             return "failed: " + errors[0][:60], None

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import psycopg
 
+from bench import rate_windows
 from bench.peers import ceiling, procs, walstats
 from bench.peers.apps.common import IO_SECONDS
 from bench.peers.dbutil import analyze_peer, fresh_database
-from bench.peers.systems import ROOT, System, SystemFailed
+from bench.peers.systems import ROOT, NotMeasured, System, SystemFailed
 
 
 @dataclass
@@ -29,6 +30,11 @@ class Sizes:
     backlog: int = 100_000
     io_jobs: int = 30_000       # the 50 ms async jobs...
     io_concurrency: int = 500   # ...this many in flight in one process
+    limit_rate: float = 200.0   # the rate-limited type: jobs/s across every process...
+    limit_seconds: float = 20.0  # ...a backlog of this many seconds' work at the limit...
+    limit_workers: int = 3      # ...drained by this many worker processes...
+    limit_concurrency: int = 8  # ...with this many jobs in flight each...
+    limit_work_ms: float = 5.0  # ...of this long each
     # Safety timeouts only: at these sizes every system measured finishes well inside them,
     # so a drain runs to its end; one that does not is marked as timed out in its cell.
     drain_timeout: float = 600.0    # per no-op / sleep drain
@@ -37,7 +43,7 @@ class Sizes:
 
 
 SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "io50ms", "latency", "backlog",
-             "ceiling", "wal")
+             "ratelimit", "ceiling", "wal")
 #: What a run without --only measures: `wal` checkpoints the server and decodes its WAL,
 #: so it runs when asked for (`--only wal`).
 DEFAULT_SCENARIOS = tuple(s for s in SCENARIOS if s != "wal")
@@ -166,6 +172,8 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
             out.update(tenths(out.pop("times")))
             out.pop("t0")
             return {**out, **stats}
+        if scenario == "ratelimit":
+            return rate_limit(system, url, sizes)
         if scenario == "ceiling":
             if system.name != "jobwarden":
                 raise SystemFailed("the ceiling runs on Jobwarden's schema only")
@@ -243,6 +251,40 @@ def latency(system: System, url: str, sizes: Sizes) -> dict:
             "p50_ms": round(statistics.median(ms), 2),
             "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 2),
             "max_ms": round(ms[-1], 2)}
+
+
+def rate_limit(system: System, url: str, sizes: Sizes) -> dict:
+    """A type limited to `limit_rate` jobs/s across `limit_workers` worker processes,
+    through the system's database: a backlog of limit_rate × limit_seconds jobs of
+    `limit_work_ms`, drained to its end. Each handler stamps its start (apps/common.py's
+    write_stamp, the latency scenario's clock), so every system is counted the same way,
+    by bench/rate_windows.py (bench/bench_rate_limit.py's counting)."""
+    if system.no_rate_limit:
+        raise NotMeasured(system.no_rate_limit)
+    rate, concurrency = sizes.limit_rate, sizes.limit_concurrency
+    jobs = int(rate * sizes.limit_seconds)
+    system.install_limited(url, concurrency, rate)
+    system.enqueue(url, jobs, "limited")
+    stamps = os.path.join(tempfile.mkdtemp(prefix="jwbench-ratelimit-"), "stamps")
+    env = system.env(url, BENCH_STAMP_FILE=stamps, BENCH_RATE=f"{rate:g}",
+                     BENCH_WORK_MS=f"{sizes.limit_work_ms:g}")
+    argv = system.worker_argv(url, concurrency)
+    out = drain(system, url, jobs, sizes.limit_workers, concurrency,
+                3 * sizes.limit_seconds + 60, sizes.poll, "ratelimit",
+                launch=lambda i: (argv, env))
+    out.pop("times"), out.pop("t0")
+    try:
+        with open(stamps) as f:
+            started = [line.split() for line in f]
+    except FileNotFoundError:
+        raise SystemFailed("no handler started") from None
+    counted = rate_windows.figures([float(t) for _, t in started], rate,
+                                   system.limit_burst(rate))
+    return {**out, **counted, "work_ms": sizes.limit_work_ms,
+            "distinct_started": len({i for i, _ in started}),
+            "limit_plus_burst": rate + counted["burst"],
+            "steady_percent_of_limit": None if counted["steady_share"] is None
+            else round(100 * counted["steady_share"], 1)}
 
 
 def _wait(conn, system: System, n: int, timeout: float, worker, log: str) -> None:

@@ -26,6 +26,11 @@ class SystemFailed(Exception):
     """A system could not be installed or run: reported in its cell, the run goes on."""
 
 
+class NotMeasured(SystemFailed):
+    """A scenario that does not apply to the system (it lacks the feature measured): its
+    cell gives the reason, "no rate limit in X: why", up to the colon."""
+
+
 @dataclass
 class System:
     name: str
@@ -35,6 +40,9 @@ class System:
     finished_sql: str            # epoch seconds (database clock) of each successful finish
     settings: str                # how its worker is run, for the report
     drain_concurrency: int | None = None   # None: the worker's own default
+    #: Why the ratelimit scenario does not run it (None: it limits a type's rate across
+    #: worker processes through its database, and is measured).
+    no_rate_limit: str | None = None
     version: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -76,6 +84,16 @@ class System:
     def worker_argv(self, url: str, concurrency: int | None) -> list[str]:
         raise NotImplementedError
 
+    def install_limited(self, url: str, concurrency: int, rate: float) -> None:
+        """The schema, and the `limited` kind at `rate` jobs/s across every process (a
+        type declared in code needs nothing more: its app reads BENCH_RATE)."""
+        self.install(url, concurrency)
+
+    def limit_burst(self, rate: float) -> float:
+        """Starts allowed above the rate in one second: a token bucket's capacity (Jobwarden's
+        default, one second's worth)."""
+        return max(1.0, rate)
+
     def io_worker_argv(self, url: str, concurrency: int) -> list[str]:
         """The worker of the I/O-bound scenario: async handlers, `concurrency` in flight."""
         return self.worker_argv(url, concurrency)
@@ -114,6 +132,16 @@ class ChancySystem(System):
         # The queue's concurrency lives in the database: declared here, per scenario.
         args = ["install"] + (["--concurrency", str(concurrency)] if concurrency else [])
         self.driver(url, *args, timeout=120)
+
+    def install_limited(self, url, concurrency, rate):
+        self.driver(url, "install", "--concurrency", str(concurrency), "--rate", str(rate),
+                    timeout=120)
+
+    def limit_burst(self, rate):
+        # A fixed window: at most `rate` in each whole second of the workers' clock, so a
+        # second that straddles two windows (as the harness's, counted from the first
+        # start, do) may hold up to 2 × rate: the same ceiling as a bucket of one second.
+        return rate
 
     def worker_argv(self, url, concurrency):
         return [self.bin("chancy"), "--app", "bench.peers.apps.chancy_app.app",
@@ -157,7 +185,9 @@ def all_systems() -> list[System]:
             "pgqueuer", "pgqueuer", sys.executable, "pgqueuer_app",
             "SELECT extract(epoch FROM created) FROM pgqueuer_log "
             "WHERE status = 'successful'",
-            "`pgq run` defaults (asyncpg driver, batch size 10, no concurrency cap)"),
+            "`pgq run` defaults (asyncpg driver, batch size 10, no concurrency cap)",
+            no_rate_limit="no rate limit in pgqueuer 1.6.0: an entrypoint takes "
+            "concurrency_limit (jobs in flight, held in the database), not a rate"),
         ChancySystem(
             "chancy", "chancy", sys.executable, "chancy_app",
             "SELECT extract(epoch FROM completed_at) FROM chancy_jobs "
@@ -169,13 +199,17 @@ def all_systems() -> list[System]:
             "SELECT extract(epoch FROM at) FROM procrastinate_events "
             "WHERE type = 'succeeded'",
             "`procrastinate worker --concurrency 10` (async tasks, LISTEN/NOTIFY)",
-            drain_concurrency=10),
+            drain_concurrency=10,
+            no_rate_limit="no rate limit in procrastinate 3.10.0: a task's lock and "
+            "queueing_lock serialise or deduplicate jobs; nothing limits a rate"),
         Oban(
             "oban", "oban", os.path.join(OBAN_VENV, "bin", "python"), "oban_app",
             "SELECT extract(epoch FROM completed_at) FROM oban_jobs "
             "WHERE state = 'completed'",
             "`oban start --queues default:10` (Python 3.12 venv, insert triggers)",
-            drain_concurrency=10),
+            drain_concurrency=10,
+            no_rate_limit="no rate limit in oban-py 0.7.0: global limits and rate limits "
+            "are Oban Pro's (queue meta for extensions)"),
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ FIGURES = {
     "io50ms": ["jobs_per_s", "bound_jobs_per_s", "peak_rss_mb"],
     "latency": ["p50_ms", "p99_ms"],
     "backlog": ["first_tenth_jobs_per_s", "last_tenth_jobs_per_s"],
+    "ratelimit": ["steady_median", "busiest_sliding", "limit_plus_burst"],
     "ceiling": ["jobs_per_s"],
 }
 
@@ -31,7 +33,8 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
         [sys.executable, "-m", "bench.peers", "--quick", "--systems", "jobwarden,oban",
          "--jobs", "60", "--backlog", "100", "--sleep-jobs", "40", "--io-jobs", "200",
          "--io-concurrency", "50", "--latency-jobs", "5",
-         "--latency-rate", "50", "--json", str(out)],
+         "--latency-rate", "50", "--limit-rate", "20", "--limit-seconds", "5",
+         "--limit-workers", "2", "--json", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
@@ -45,6 +48,17 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
     for scenario in ("drain1", "drain2", "sleep10ms", "io50ms", "backlog"):
         assert jw[scenario][0]["done"] == jw[scenario][0]["jobs"]
         assert not jw[scenario][0]["timed_out"]
+    # The rate limit: 20/s across 2 processes, 100 jobs; each started once, no second
+    # (sliding or whole) above the limit + its burst of one second's worth, and at least
+    # one second while work waited (so the steady figures are the limit's, not empty).
+    # Starts are the handlers' stamps, a few ms after their claims: a start or two may
+    # cross into the next second (bench/README.md), so 2 of slack; without the limit all
+    # 100 start in the first second.
+    limited = jw["ratelimit"][0]
+    assert (limited["jobs"], limited["workers"], limited["limit_plus_burst"]) == (100, 2, 40)
+    assert limited["starts"] == limited["distinct_started"] == sum(limited["windows"]) == 100
+    assert limited["busiest_sliding"] <= 40 + 2 and max(limited["windows"]) <= 40 + 2
+    assert limited["steady_windows"] >= 1 and 10 <= limited["steady_median"] <= 22
     assert jw["ceiling"][0]["cas_mismatches"] == 0
     assert jw["ceiling"][0]["jobs"] == 60
     assert jw["io50ms"][0]["bound_jobs_per_s"] == 50 / 0.05  # 50 in flight, 50 ms each
@@ -53,11 +67,15 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
     assert "needs Python 3.12" in oban["failed"]
     assert report["results"]["oban"]["drain1"][0]["failed"] == oban["failed"]
     assert "failed: needs Python 3.12" in done.stdout  # in the printed table
+    assert "no rate limit in oban-py" in report["results"]["oban"]["ratelimit"][0]["not_measured"]
 
     assert {"server_version", "shared_buffers", "autovacuum", "synchronous_commit",
             "fsync"} <= set(report["server"])
     assert report["machine"]["nproc"] >= 1 and report["machine"]["memory_gb"] > 0
     assert "| no-op drain, 1 process, jobs/s |" in report["table"]
+    # Jobwarden's cell holds a figure (the median of one round: 20 give or take a start).
+    assert re.search(r"\| rate limit across processes: median starts/s while work waited "
+                     r"\| \d+\.\d \|", report["table"])
 
 
 def test_the_lane_latency_benchmark_times_every_email_it_sends(server_url):

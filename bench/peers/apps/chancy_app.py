@@ -11,9 +11,18 @@ import sys
 
 from chancy import Chancy, Queue, job
 
-from bench.peers.apps.common import IO_SECONDS, SLEEP_SECONDS, driver, write_stamp
+from bench.peers.apps.common import (
+    IO_SECONDS,
+    LIMIT_WORK_SECONDS,
+    SLEEP_SECONDS,
+    driver,
+    write_stamp,
+)
 
 QUEUE = "default"
+#: The ratelimit scenario's queue: Chancy's rate limits are per queue (Queue.rate_limit,
+#: rate_limit_window), counted in its queue_rate_limits table for every worker.
+LIMITED = "limited"
 
 app = Chancy(os.environ.get("DATABASE_URL", ""))
 
@@ -38,7 +47,13 @@ async def stamp(i: int) -> None:
     write_stamp(i)
 
 
-FUNCS = {"noop": noop, "sleep": sleep, "stamp": stamp, "io": io}
+@job(queue=LIMITED)
+async def limited(i: int) -> None:
+    write_stamp(i)
+    await asyncio.sleep(LIMIT_WORK_SECONDS)
+
+
+FUNCS = {"noop": noop, "sleep": sleep, "stamp": stamp, "io": io, "limited": limited}
 
 
 def run_driver() -> int:
@@ -47,9 +62,18 @@ def run_driver() -> int:
 
     async def install(args) -> None:
         await app.migrate()
-        await app.declare(Queue(QUEUE, concurrency=args.concurrency,
+        if args.rate is None:
+            await app.declare(Queue(QUEUE, concurrency=args.concurrency,
+                                    executor="chancy.executors.asyncex.AsyncExecutor",
+                                    eager_polling=True), upsert=True)
+            return
+        # A fixed window of one second (rate_limit_window is whole seconds); a worker that
+        # finds the window spent polls again after polling_interval, an integer column:
+        # 1 s is the shortest it takes.
+        await app.declare(Queue(LIMITED, concurrency=args.concurrency,
                                 executor="chancy.executors.asyncex.AsyncExecutor",
-                                eager_polling=True), upsert=True)
+                                eager_polling=True, polling_interval=1,
+                                rate_limit=int(args.rate), rate_limit_window=1), upsert=True)
 
     async def push(kind: str, indexes: list[int]) -> None:
         template = FUNCS[kind].job

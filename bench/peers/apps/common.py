@@ -11,12 +11,16 @@ import os
 import time
 from collections.abc import Callable
 
-KINDS = ("noop", "sleep", "stamp", "io")
+KINDS = ("noop", "sleep", "stamp", "io", "limited")
 #: How long a `sleep` job takes: the 10 ms scenario.
 SLEEP_SECONDS = 0.010
 #: How long an `io` job awaits (an async handler waiting on a remote API): the I/O-bound
 #: scenario, io50ms.
 IO_SECONDS = 0.050
+#: The `limited` kind of the ratelimit scenario: its limit across every worker process, in
+#: jobs per second, and each job's work. Read where the type (or its queue) is declared.
+LIMIT_RATE = float(os.environ.get("BENCH_RATE", "200"))
+LIMIT_WORK_SECONDS = float(os.environ.get("BENCH_WORK_MS", "5")) / 1000
 
 
 def database_url() -> str:
@@ -44,6 +48,7 @@ def driver(enqueue_batch: Callable[[str, list[int]], None],
     sub = ap.add_subparsers(dest="cmd", required=True)
     i = sub.add_parser("install")
     i.add_argument("--concurrency", type=int)
+    i.add_argument("--rate", type=float, help="declare the rate-limited queue at this rate")
     e = sub.add_parser("enqueue")
     e.add_argument("--jobs", type=int, required=True)
     e.add_argument("--kind", choices=KINDS, default="noop")

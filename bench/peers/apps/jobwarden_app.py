@@ -11,6 +11,8 @@ import psycopg
 
 from bench.peers.apps.common import (
     IO_SECONDS,
+    LIMIT_RATE,
+    LIMIT_WORK_SECONDS,
     SLEEP_SECONDS,
     database_url,
     driver,
@@ -40,6 +42,14 @@ async def io(ctx, payload):
 @job("bench_stamp", lease=30)
 def stamp(ctx, payload):
     write_stamp(payload["i"])
+
+
+# The ratelimit scenario's type: LIMIT_RATE across every worker process, its bucket one
+# second's worth (the default burst); the handler stamps its start, then works.
+@job("bench_limited", rate_limit=LIMIT_RATE, lease=30)
+def limited(ctx, payload):
+    write_stamp(payload["i"])
+    time.sleep(LIMIT_WORK_SECONDS)
 
 
 def main() -> int:
