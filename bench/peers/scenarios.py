@@ -268,7 +268,7 @@ def rate_limit(system: System, url: str, sizes: Sizes) -> dict:
     stamps = os.path.join(tempfile.mkdtemp(prefix="jwbench-ratelimit-"), "stamps")
     env = system.env(url, BENCH_STAMP_FILE=stamps, BENCH_RATE=f"{rate:g}",
                      BENCH_WORK_MS=f"{sizes.limit_work_ms:g}")
-    argv = system.worker_argv(url, concurrency)
+    argv = system.limited_worker_argv(url, concurrency)
     out = drain(system, url, jobs, sizes.limit_workers, concurrency,
                 3 * sizes.limit_seconds + 60, sizes.poll, "ratelimit",
                 launch=lambda i: (argv, env))

@@ -98,6 +98,10 @@ class System:
         """The worker of the I/O-bound scenario: async handlers, `concurrency` in flight."""
         return self.worker_argv(url, concurrency)
 
+    def limited_worker_argv(self, url: str, concurrency: int) -> list[str]:
+        """A worker of the ratelimit scenario (which handles the `limited` kind)."""
+        return self.worker_argv(url, concurrency)
+
 
 class Jobwarden(System):
     def install(self, url, concurrency):
@@ -111,6 +115,12 @@ class Jobwarden(System):
     def io_worker_argv(self, url, concurrency):
         # The async handler's queue in a lane of its own (bench/peers/apps/jobwarden_app.py).
         return self.worker_argv(url, None) + ["--queues", f"io={concurrency}"]
+
+    def limited_worker_argv(self, url, concurrency):
+        # The limited type only (bench/peers/apps/jobwarden_limited_app.py says why).
+        return [self.bin("jobwarden"), "--log-level", "WARNING", "worker",
+                "--app", "bench.peers.apps.jobwarden_limited_app",
+                "--concurrency", str(concurrency)]
 
 
 class PgQueuer(System):

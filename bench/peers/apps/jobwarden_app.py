@@ -11,8 +11,6 @@ import psycopg
 
 from bench.peers.apps.common import (
     IO_SECONDS,
-    LIMIT_RATE,
-    LIMIT_WORK_SECONDS,
     SLEEP_SECONDS,
     database_url,
     driver,
@@ -44,12 +42,9 @@ def stamp(ctx, payload):
     write_stamp(payload["i"])
 
 
-# The ratelimit scenario's type: LIMIT_RATE across every worker process, its bucket one
-# second's worth (the default burst); the handler stamps its start, then works.
-@job("bench_limited", rate_limit=LIMIT_RATE, lease=30)
-def limited(ctx, payload):
-    write_stamp(payload["i"])
-    time.sleep(LIMIT_WORK_SECONDS)
+# The ratelimit scenario's type is in jobwarden_limited_app.py, which only that
+# scenario's workers load: a rate-limited type makes every claim of its worker a limited
+# one first.
 
 
 def main() -> int:
