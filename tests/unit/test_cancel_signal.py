@@ -21,7 +21,10 @@ def test_a_waiter_wakes_when_cancelled_later():
     woke: list[bool] = []
     waiter = threading.Thread(target=lambda: woke.append(run.wait_cancelled(30)))
     waiter.start()
-    while run._cancel_event is None:  # the waiter has made its Event and waits on it
+    # Until the waiter has made its Event and waits on it (a deadline, not a fixed sleep).
+    deadline = time.monotonic() + 10
+    while run._cancel_event is None:
+        assert time.monotonic() < deadline, "the waiter never began to wait"
         time.sleep(0.001)
     started = time.monotonic()
     run.time_out()
