@@ -155,7 +155,8 @@ class WorkerProcess:
             check=ConnectionPool.check_connection,
             kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-control")
-        self.completer = Completer(DedicatedConnection(self.url),
+        self.completer = Completer([DedicatedConnection(self.url)
+                                    for _ in range(config.flush_writers)],
                                    batch_size=config.flush_batch,
                                    interval=config.flush_interval, give_up=self._give_up)
         #: Rate limits and caps, declared and live (re-read by the duties).
@@ -211,7 +212,9 @@ class WorkerProcess:
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
         self._read_limits()
-        completer = threading.Thread(target=self.completer.run, name="completer", daemon=True)
+        completers = [threading.Thread(target=self.completer.run, args=(i,), daemon=True,
+                                       name=f"completer-{i}")
+                      for i in range(self.completer.writers)]
         threads = [threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True,
                                     args=(self._closing,)),
                    threading.Thread(target=self.duties.run, name="duties", daemon=True,
@@ -224,7 +227,8 @@ class WorkerProcess:
         producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
                      for rt in self._lanes[1:]]
-        completer.start()
+        for t in completers:
+            t.start()
         for t in threads:
             t.start()
         for rt in self._lanes:
@@ -245,9 +249,13 @@ class WorkerProcess:
             self.completer.close()
             # A flush failing on a database outage may retry for 3 leases; at shutdown
             # it gets the grace period, then recovery will take its jobs over.
-            completer.join(timeout=5 if self._force.is_set() else self.config.grace)
+            grace = 5 if self._force.is_set() else self.config.grace
+            deadline = time.monotonic() + grace
+            for t in completers:
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
             self._give_up.set()
-            completer.join(timeout=5)
+            for t in completers:
+                t.join(timeout=5)
             self.completer.flush()  # anything submitted after the thread's last batch
             self._closing.set()
             for t in threads:

@@ -356,6 +356,8 @@ def test_stored_text_is_printed_without_terminal_escapes(conn, clean_db):
     (("worker", "--app", "x", "--claim-batch", "-5"), "--claim-batch"),
     (("worker", "--app", "x", "--buffer", "-1"), "--buffer"),
     (("worker", "--app", "x", "--flush-batch", "0"), "--flush-batch"),
+    (("worker", "--app", "x", "--flush-writers", "0"), "--flush-writers"),
+    (("worker", "--app", "x", "--flush-writers", "9"), "--flush-writers"),
     (("worker", "--app", "x", "--flush-interval", "NaN"), "--flush-interval"),
     (("worker", "--app", "x", "--flush-interval", "-2"), "--flush-interval"),
     (("worker", "--app", "x", "--max-abandoned", "-1"), "--max-abandoned"),

@@ -60,6 +60,8 @@ def test_an_unknown_setting_is_named():
     ({"flush_batch": 0}, "claim and flush batches must hold at least 1 job"),
     ({"buffer_size": -1}, "buffer size and flush interval cannot be negative"),
     ({"flush_interval": -0.1}, "buffer size and flush interval cannot be negative"),
+    ({"flush_writers": 0}, "flush writers must be 1 to 8"),
+    ({"flush_writers": 9}, "flush writers must be 1 to 8"),
 ])
 def test_bad_settings_are_refused_when_the_config_is_made(settings, message):
     with pytest.raises(ValueError, match=message):

@@ -15,6 +15,7 @@ from typing import Any
 
 from worker.core.errors import EnqueueError
 from worker.core.policy import parse_duration
+from worker.engine.config import MAX_FLUSH_WRITERS
 from worker.engine.lanes import MAX_SLOTS, parse_queues
 from worker.jobs.job_spec import (
     INT32,
@@ -73,6 +74,7 @@ concurrency = integer(1, MAX_SLOTS)
 #: Worker tuning: jobs per claim, outcomes per flush, claimed jobs waiting for a slot,
 #: abandoned handler threads tolerated.
 batch = integer(1, 10_000)
+writers = integer(1, MAX_FLUSH_WRITERS)
 buffer = integer(0, 100_000)
 abandoned = integer(0, 10_000)
 #: Seconds a worker waits (grace periods: 0 is allowed, meaning no wait).

@@ -27,6 +27,7 @@ from worker.engine.config import (
     DEFAULT_CONCURRENCY,
     DEFAULT_FLUSH_BATCH,
     DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_FLUSH_WRITERS,
     WorkerConfig,
 )
 from worker.jobs.enqueue import enqueue
@@ -75,6 +76,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                               max_abandoned=args.max_abandoned, restart_on_abandon=True,
                               claim_batch=args.claim_batch, buffer_size=args.buffer,
                               flush_batch=args.flush_batch,
+                              flush_writers=args.flush_writers,
                               flush_interval=args.flush_interval / 1000)
         worker = WorkerProcess(registry, config)
     except ValueError as exc:
@@ -364,6 +366,9 @@ def build_parser(contributed: bool = True) -> CommandParser:
                         f"slow (about 0.1 s of work) (default {DEFAULT_BUFFER_SIZE})")
     w.add_argument("--flush-batch", type=A.batch, default=DEFAULT_FLUSH_BATCH,
                    help=f"most outcomes written per statement (default {DEFAULT_FLUSH_BATCH})")
+    w.add_argument("--flush-writers", type=A.writers, default=DEFAULT_FLUSH_WRITERS,
+                   help="threads writing outcome batches, each on its own connection "
+                        f"(default {DEFAULT_FLUSH_WRITERS})")
     w.add_argument("--flush-interval", type=A.flush_ms, default=DEFAULT_FLUSH_INTERVAL * 1000,
                    help="milliseconds an outcome may wait for its batch "
                         f"(default {DEFAULT_FLUSH_INTERVAL * 1000:g})")

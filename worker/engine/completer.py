@@ -183,20 +183,32 @@ def write_storable(conn: CallerConnection, batch: list[Completion]) -> dict[UUID
 class Completer:
     """Buffers outcomes and flushes them in batches from its own thread (see run())."""
 
-    def __init__(self, conn: DedicatedConnection, *, batch_size: int = 100,
-                 interval: float = 0.002, give_up: threading.Event | None = None) -> None:
-        self._conn = conn
+    def __init__(self, conn: DedicatedConnection | list[DedicatedConnection], *,
+                 batch_size: int = 100, interval: float = 0.002,
+                 give_up: threading.Event | None = None) -> None:
+        #: One connection per writer thread (run(writer) for each). With two, one batch is
+        #: written while the next is gathered and sent: a single writer is busy all the
+        #: time in a drain, half of it waiting for the server (docs/architecture.md §6).
+        self._conns = conn if isinstance(conn, list) else [conn]
         self.batch_size = batch_size
         self.interval = interval
         self._give_up = give_up or threading.Event()
         self._queue: list[Completion] = []
         self._first_at = 0.0  # when the oldest waiting outcome arrived
-        self._in_flight: list[Completion] = []
+        self._in_flight: dict[int, list[Completion]] = {}  # by writer
         self._cond = threading.Condition()
-        self._write_lock = threading.Lock()  # one batch at a time, in order
+        # One batch at a time per writer. Batches of different writers hold different
+        # executions (an execution has one outcome, and its job's next one cannot start
+        # before it is written), so their order does not matter.
+        self._write_locks = [threading.Lock() for _ in self._conns]
         self._closing = False
         self.written = 0
         self.refused = 0
+
+    @property
+    def writers(self) -> int:
+        """How many writer threads this completer wants (one run() each)."""
+        return len(self._conns)
 
     def submit(self, completion: Completion) -> None:
         with self._cond:
@@ -209,15 +221,15 @@ class Completer:
     def pending(self) -> list[Completion]:
         """Outcomes submitted and not yet written (for the heartbeat to keep alive)."""
         with self._cond:
-            return self._in_flight + self._queue
+            return [c for batch in self._in_flight.values() for c in batch] + self._queue
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue) + len(self._in_flight)
+            return len(self._queue) + sum(map(len, self._in_flight.values()))
 
-    def run(self) -> None:
-        """The flushing thread: until close(), write each batch when it is full or its
-        first outcome has waited `interval` seconds."""
+    def run(self, writer: int = 0) -> None:
+        """A flushing thread (one per writer): until close(), write each batch when it is
+        full or its first outcome has waited `interval` seconds."""
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
@@ -227,7 +239,7 @@ class Completer:
                 while (len(self._queue) < self.batch_size and not self._closing
                        and (left := self._first_at + self.interval - time.monotonic()) > 0):
                     self._cond.wait(left)
-            self.flush(limit=self.batch_size)
+            self.flush(limit=self.batch_size, writer=writer)
 
     def close(self) -> None:
         """Flush what is waiting and let run() return."""
@@ -235,9 +247,10 @@ class Completer:
             self._closing = True
             self._cond.notify_all()
 
-    def flush(self, limit: int | None = None) -> None:
-        """Write waiting outcomes now, in the caller's thread (all of them by default)."""
-        with self._write_lock:
+    def flush(self, limit: int | None = None, writer: int = 0) -> None:
+        """Write waiting outcomes now, in the caller's thread (all of them by default), on
+        `writer`'s connection."""
+        with self._write_locks[writer]:
             while True:
                 with self._cond:
                     n = len(self._queue) if limit is None else min(limit, len(self._queue))
@@ -245,24 +258,24 @@ class Completer:
                         return
                     batch, self._queue = self._queue[:n], self._queue[n:]
                     self._first_at = time.monotonic()
-                    self._in_flight = batch
+                    self._in_flight[writer] = batch
                 try:
-                    self._write_with_retry(batch)
+                    self._write_with_retry(batch, self._conns[writer])
                 finally:
                     with self._cond:
-                        self._in_flight = []
+                        del self._in_flight[writer]
                 if limit is not None:
                     return
 
-    def _write_with_retry(self, batch: list[Completion]) -> None:
+    def _write_with_retry(self, batch: list[Completion], conn: DedicatedConnection) -> None:
         give_up = time.monotonic() + max(3 * max(c.lease for c in batch), 10.0)
         backoff = Backoff(first=0.2, cap=5.0)
         while True:
             try:
-                owned = write_storable(self._conn.get(), batch)
+                owned = write_storable(conn.get(), batch)
                 break
             except DB_UNREACHABLE as exc:
-                self._conn.drop()
+                conn.drop()
                 if time.monotonic() > give_up or self._give_up.is_set():
                     log.error("could not record %d outcome(s) (%s); recovery will take "
                               "over their jobs", len(batch), exc,
@@ -278,9 +291,9 @@ class Completer:
         if refused:
             self.refused += len(refused)
             try:
-                recorded = count_refused(self._conn.get(), refused)
+                recorded = count_refused(conn.get(), refused)
             except DB_UNREACHABLE:
-                self._conn.drop()
+                conn.drop()
         log_outcomes(batch, owned, recorded)
 
 

@@ -13,6 +13,9 @@ DEFAULT_CLAIM_BATCH = 200
 DEFAULT_BUFFER_SIZE = 400
 DEFAULT_FLUSH_BATCH = 200
 DEFAULT_FLUSH_INTERVAL = 0.002
+#: Two writers: one batch is written while the next is gathered (worker/engine/completer.py).
+DEFAULT_FLUSH_WRITERS = 2
+MAX_FLUSH_WRITERS = 8  # each holds a connection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,9 +41,12 @@ class WorkerConfig:
     buffer_size: int = DEFAULT_BUFFER_SIZE
     flush_batch: int = DEFAULT_FLUSH_BATCH
     flush_interval: float = DEFAULT_FLUSH_INTERVAL  # seconds
+    flush_writers: int = DEFAULT_FLUSH_WRITERS
 
     def __post_init__(self) -> None:
         if self.claim_batch < 1 or self.flush_batch < 1:
             raise ValueError("claim and flush batches must hold at least 1 job")
+        if not 1 <= self.flush_writers <= MAX_FLUSH_WRITERS:
+            raise ValueError(f"flush writers must be 1 to {MAX_FLUSH_WRITERS}")
         if self.buffer_size < 0 or self.flush_interval < 0:
             raise ValueError("buffer size and flush interval cannot be negative")
