@@ -145,3 +145,31 @@ def test_a_wakeup_set_by_another_thread_ends_a_wait_on_the_socket(clean_db):
         producer.wake.set()  # what request_stop does
         thread.join(timeout=20)
     assert not thread.is_alive(), "the producer slept through its stop"
+
+
+
+def test_taking_the_one_job_a_short_claim_found_claims_nothing_beside_its_start(conn,
+                                                                                clean_db):
+    """The notified claim finds the one job there is; the slot that takes it empties the
+    buffer, and after such a short claim that is no reason to claim again: a claim then
+    would run beside the handler's start (it did: one empty claim per job of an idle
+    worker). The freed slot still wakes the producer (a concurrency key may have room)."""
+    reg = Registry()
+    started, release = threading.Event(), threading.Event()
+
+    @job("hold", registry=reg)
+    def hold(ctx, payload):
+        started.set()
+        release.wait(20)
+
+    with running_worker(reg, clean_db, poll_interval=POLL) as worker:
+        wait_for(lambda: listening(worker), timeout=10, message="the producer to LISTEN")
+        counts = count_claims(worker)
+        enqueue(conn, "hold", {}, registry=reg)
+        conn.commit()
+        assert started.wait(20), "the notified job did not start"
+        # While its handler runs, the producer sleeps: nothing was left to claim.
+        threading.Event().wait(0.5)
+        assert counts["*"][0] == 1, counts
+        release.set()
+        wait_for(lambda: counts["*"][0] == 2, timeout=20, message="the freed slot's claim")

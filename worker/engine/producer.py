@@ -229,6 +229,8 @@ class Producer:
         self._serves = serves
         #: The claim connection whose session LISTENs (None: not listening now).
         self._listening: psycopg.Connection | None = None
+        #: Whether the last claim took all it asked for (there may be more waiting).
+        self._last_full = True
 
     def ahead(self) -> int:
         """How many claimed jobs should wait in the buffer: about `horizon` seconds of
@@ -248,7 +250,12 @@ class Producer:
     def wanted(self) -> int:
         """Jobs to claim now (0: the buffer is full enough)."""
         ahead = self.ahead()
-        self.buffer.low_water = ahead // 2
+        # After a short claim (it took every runnable job there was) a buffer running low
+        # is no reason to claim again: new jobs notify, a freed slot still wakes the
+        # producer (a concurrency key may have room again), and the poll finds the rest.
+        # Without this, every job of an idle worker cost an empty claim that ran beside
+        # its handler's start (bench/README.md, "Enqueue→start tail").
+        self.buffer.low_water = ahead // 2 if self._last_full else -1
         waiting = len(self.buffer)
         free = self.concurrency - self._running()
         if waiting > ahead // 2 and waiting >= free:
@@ -287,7 +294,8 @@ class Producer:
                             log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
                                       job.attempt, job.max_attempts,
                                       extra=waiting_event("job_claimed", job))
-                if len(jobs) == want:
+                self._last_full = len(jobs) == want
+                if self._last_full:
                     continue  # there may be more waiting
             held = self._held_back
             self._sleep(refill_wait(held, self.settings.poll_interval) if held
