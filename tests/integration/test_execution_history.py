@@ -109,3 +109,35 @@ def test_an_execution_an_older_runtime_opened_at_its_claim_is_closed_not_recorde
     assert (row["execution_id"], row["outcome"]) == (claimed.execution_id, "completed")
     assert row["finished_at"] is not None
     assert [r["outcome"] for r in shown(db, job_id)] == ["completed"]
+
+
+@pytest.mark.parametrize("status, outcome, attempts_after", [
+    (S.PENDING, O.RETRY, 1),          # a retry moves available_at on, and keeps the attempt
+    (S.PENDING, O.SNOOZED, 0),        # a snooze moves it on and gives the attempt back
+    (S.PENDING, O.HANDED_BACK, 0),    # a hand-back makes it available now
+    (S.COMPLETED, O.COMPLETED, 1),    # an end leaves it where it was
+])
+def test_the_history_row_says_when_its_execution_had_become_available_and_its_attempt(
+        db, registry, status, outcome, attempts_after):
+    """The statement that moves the job also rewrites its available_at (to the retry's
+    or the snooze's time): the history row keeps the one the execution was claimed at,
+    and the attempt's number as the claim counted it, whatever the move gives back."""
+    job_id = enqueue(db, "history.noop", {}, registry=registry)
+    db.execute("UPDATE background_jobs SET available_at = now() - interval '1 hour' "
+               "WHERE id = %s", [job_id])
+    (was,) = db.execute("SELECT available_at FROM background_jobs WHERE id = %s",
+                        [job_id]).fetchone()
+    claimed = take(db)
+    delay = 600.0 if outcome in (O.RETRY, O.SNOOZED) else 0.0
+    moved = write_batch(db, [Completion(
+        job_id=claimed.id, execution_id=claimed.execution_id, type=claimed.type,
+        attempt=claimed.attempt, lease=LEASE, status=status, outcome=outcome, delay=delay,
+        error_code="E" if outcome == O.RETRY else None)])
+    assert moved == {claimed.execution_id: status.value}
+    (row,) = stored(db, job_id)
+    job = db.execute("SELECT available_at, attempts FROM background_jobs WHERE id = %s",
+                     [job_id]).fetchone()
+    assert (row["scheduled_at"], row["attempt"]) == (was, 1)
+    assert job[1] == attempts_after
+    if status == S.PENDING:
+        assert job[0] > was  # the job row moved on; its history did not

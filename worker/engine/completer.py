@@ -97,7 +97,9 @@ class Completion:
 def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
     concurrent batches lock rows in one order). progress and checkpoint are JSON text.
-    Whether each attempt stays spent is the transitions table's word on its outcome."""
+    Whether each attempt stays spent is the transitions table's word on its outcome;
+    `pending_ids`: the rows sent back to pending (the statement reads their available_at
+    before it rewrites it)."""
     rows = sorted(rows, key=lambda r: r["job_id"])
     spent = {o: t.attempt_spent for o, t in TRANSITIONS.items()}
     return {"job_ids": [r["job_id"] for r in rows],
@@ -108,7 +110,8 @@ def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
             "checkpoints": [r["checkpoint"] for r in rows],
             "tracebacks": [r.get("traceback") for r in rows],
             "attempts_spent": [spent[ExecutionOutcome(r["outcome"])] for r in rows],
-            "lapsed_only": [r.get("lapsed_only", False) for r in rows]}
+            "lapsed_only": [r.get("lapsed_only", False) for r in rows],
+            "pending_ids": [r["job_id"] for r in rows if r["status"] == JobStatus.PENDING]}
 
 
 def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:

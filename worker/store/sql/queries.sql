@@ -442,22 +442,27 @@ WITH job AS (
     WHERE j.id = x.job_id AND j.status = 'running' AND j.execution_id = x.execution_id
       AND (NOT x.lapsed_only OR j.lease_expires_at < now())
     RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback,
-              j.queue, j.type, j.worker_id, j.started_at, j.heartbeat_at
-), prior AS (
-    -- What the claim left on these rows (this statement's snapshot, before the UPDATE
-    -- above): the attempt's number and when the job had become available, which a
-    -- retry's UPDATE overwrites.
-    SELECT o.id, o.attempts, o.available_at FROM background_jobs o
-    WHERE o.id = ANY(%(job_ids)s::bigint[])
+              j.queue, j.type, j.worker_id, j.started_at, j.heartbeat_at,
+              -- The attempt's number: what the claim left, less what was given back.
+              j.attempts + CASE WHEN x.attempt_spent THEN 0 ELSE 1 END AS attempt,
+              j.available_at
+), prior AS MATERIALIZED (
+    -- When the job had become available, for the rows the UPDATE above may move back to
+    -- pending (`pending_ids`): it rewrites their available_at, so it is read here, in
+    -- this statement's snapshot from before it. Every other row keeps its own, which
+    -- RETURNING gives. Materialized: one index scan of those ids (none in a batch of
+    -- completions), not a lookup per row of the batch.
+    SELECT o.id, o.available_at FROM background_jobs o
+    WHERE o.id = ANY(%(pending_ids)s::bigint[])
 ), ended AS (
-    SELECT job.*, prior.attempts AS attempt, prior.available_at AS scheduled_at,
+    SELECT job.*, coalesce(prior.available_at, job.available_at) AS scheduled_at,
            CASE WHEN job.status = 'cancelled' AND job.outcome <> 'worker_lost'
                 THEN 'cancelled' ELSE job.outcome END AS recorded,
            -- A lost worker ran until its last heartbeat, as far as anyone knows.
            extract(epoch FROM CASE WHEN job.outcome = 'worker_lost'
                                    THEN coalesce(job.heartbeat_at, job.started_at)
                                    ELSE now() END - job.started_at) * 1000 AS duration_ms
-    FROM job JOIN prior USING (id)
+    FROM job LEFT JOIN prior USING (id)
 ), closed AS (
     -- An execution claimed by a worker of a version before migration 0061 has a row
     -- opened at its claim: it is closed, as before.
