@@ -229,6 +229,8 @@ class Producer:
         self._serves = serves
         #: The claim connection whose session LISTENs (None: not listening now).
         self._listening: psycopg.Connection | None = None
+        #: A notification for this lane was read since the last claim began.
+        self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
         self._last_full = True
 
@@ -268,6 +270,7 @@ class Producer:
         backoff = Backoff()
         while not self.stop.is_set():
             self.wake.clear()
+            self._notified = False
             want = self.wanted()
             if want:
                 try:
@@ -319,7 +322,8 @@ class Producer:
         deadline = time.monotonic() + timeout
         try:
             read_notifies(conn, self._noted, consume=False)
-            while not self.wake.is_set() and (left := deadline - time.monotonic()) > 0:
+            while (not self._notified and not self.wake.is_set()
+                   and (left := deadline - time.monotonic()) > 0):
                 if self.wake.wait(left, conn.fileno()):
                     read_notifies(conn, self._noted)
         except DB_UNREACHABLE as exc:
@@ -331,9 +335,11 @@ class Producer:
             self._conn.drop()
 
     def _noted(self, queue: str) -> None:
-        """A notification on the claim connection (while it waits, or during a claim)."""
+        """A notification on the claim connection (while it waits, or during a claim):
+        read on this thread, so a flag says it, not the wake-up's pipe (a write and a
+        read of it for a thread that is awake already)."""
         if self._serves is None or self._serves(queue):
-            self.wake.set()
+            self._notified = True
 
     def _connection(self) -> psycopg.Connection:
         """The claim connection; a new one LISTENs first when this producer listens."""
