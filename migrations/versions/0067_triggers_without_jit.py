@@ -14,7 +14,7 @@ of a partition's rows per execution id, so the plan's cost grows with the histor
 about 300,000 executions it passed `jit_above_cost`, and then each firing compiled the
 statement's expressions with LLVM, 25-27 ms a statement (auto_explain: "Emission 23.8 ms")
 for work of a fraction of a millisecond. On 2,000,000 unanalyzed executions one worker
-process drained 3,150 jobs/s with it and 18,400-19,000 without (bench/README.md,
+process drained 2,585-3,166 jobs/s with it and 15,041-19,002 without (bench/README.md,
 "Triggers and JIT"). The sub-select runs only for the rows that went back to pending, and
 these statements touch a few rows each: compiling them never pays.
 

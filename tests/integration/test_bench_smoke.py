@@ -89,3 +89,17 @@ def test_the_lane_latency_benchmark_times_every_email_it_sends(server_url):
     assert figures["email_done_ms"]["n"] == 3
     assert 0 < figures["email_done_ms"]["p50"] < figures["email_done_ms"]["p95"] + 1
     assert figures["email_claim_ms"]["p50"] > 0
+
+
+def test_the_trigger_jit_benchmark_drains_every_job_both_ways(server_url):
+    done = subprocess.run(
+        [sys.executable, "bench/bench_trigger_jit.py", "--executions", "1000", "--jobs", "200",
+         "--rounds", "1"],
+        cwd=ROOT, env=dict(os.environ, DATABASE_URL=server_url), capture_output=True,
+        text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    drains = re.findall(r"round 1: triggers (without|with) JIT .*: ([\d,]+) of 200 jobs, "
+                        r"([\d,]+) jobs/s", done.stdout)
+    assert [(kind, n) for kind, n, _ in drains] == [("without", "200"), ("with", "200")], \
+        done.stdout
+    assert all(int(rate.replace(",", "")) > 0 for _, _, rate in drains)
