@@ -115,6 +115,16 @@ class ExecutionControl:
             AsyncJobContext(self, checkpoint=checkpoint,
                             job_idempotency_key=job_idempotency_key))
 
+    def forget_handler(self) -> None:
+        """The handler has returned: drop what refers back to this execution, its `ctx`
+        (which holds this control) and a coroutine's cancel hook (which holds the
+        execution and its task). Those were reference cycles of every execution, freed
+        only by a full collection, which then had every finished job to walk; without
+        them reference counting frees an execution as soon as it is done with. A
+        handler that kept its ctx still has it, and its ctx still has this control."""
+        self.on_cancel = None
+        self.__dict__.pop("ctx", None)
+
     # -- cancellation ------------------------------------------------------------------
     @property
     def cancel_requested(self) -> bool:

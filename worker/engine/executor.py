@@ -321,10 +321,11 @@ class Executor:
 
     def _ended(self, ex: Execution) -> bool:
         """The execution is over: no longer running, its slot given back (True if this
-        gave it back; an abandonment may have already)."""
+        gave it back; an abandonment may have already). Called once its handler returned."""
         with self._lock:
             if self._running.get(ex.control.execution_id) is ex:
                 del self._running[ex.control.execution_id]
+        ex.control.forget_handler()
         return self._free(ex)
 
     # -- coroutine handlers --------------------------------------------------------------
