@@ -108,11 +108,16 @@ def plain_job(ctx, payload):
     with the moment the worker decided to start it (`ctx.started`, set right after the
     executor's lease check, on the machine's monotonic clock), and sleeps. Nothing but
     the worker stops it running twice."""
+    note_decided_start(ctx)
+    time.sleep(payload.get("seconds", 0.05))
+
+
+def note_decided_start(ctx) -> None:
+    """chaos.plain's record of its start, with when the worker decided it."""
     with ctx._pool.connection() as conn:
         conn.execute("INSERT INTO chaos_events (job_id, execution_id, attempt, pid, event, "
                      "decided_at) VALUES (%s, %s, %s, %s, 'started', %s)",
                      [ctx.job_id, ctx.execution_id, ctx.attempt, os.getpid(), ctx.started])
-    time.sleep(payload.get("seconds", 0.05))
 
 
 @job("chaos.quick", queue="chaos", lease=2, timeout=30, max_attempts=25, backoff=FAST)

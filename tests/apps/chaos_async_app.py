@@ -51,6 +51,12 @@ async def sleep_job(ctx, payload):
     await anote(ctx, "returned")
 
 
+@twin(chaos_app.plain_job)
+async def plain_job(ctx, payload):
+    await asyncio.to_thread(chaos_app.note_decided_start, ctx)
+    await asyncio.sleep(payload.get("seconds", 0.05))
+
+
 @twin(chaos_app.quick_job)
 async def quick_job(ctx, payload):
     await asyncio.sleep(payload.get("seconds", 0))

@@ -34,11 +34,11 @@ def _worker_id(url: str, worker) -> str:
                                    [worker.pid]), message="the worker to register")
 
 
-def freeze_with_jobs_buffered(workers, url: str):
+def freeze_with_jobs_buffered(workers, url: str, app: str):
     """Start a worker, let it get going, freeze it past its lease and recover its jobs by
     hand. Returns (worker, the executions it claimed and never started, the recovered
     executions, when it was frozen on the monotonic clock)."""
-    worker = workers.start(concurrency=2)
+    worker = workers.start(app, concurrency=2)
     add_many(url, "chaos.plain", [{"seconds": SECONDS}] * JOBS)
     worker_id = _worker_id(url, worker)
     wait_for(lambda: scalar(url, "SELECT count(*) FROM chaos_events") >= 40,
@@ -75,8 +75,9 @@ def decided_after(url: str, executions: set, frozen_at: float) -> list:
 
 
 def test_a_woken_worker_never_starts_buffered_jobs_recovered_while_it_was_frozen(
-        workers, chaos_db):
-    worker, recovered, recovered_at, frozen_at = freeze_with_jobs_buffered(workers, chaos_db)
+        workers, chaos_db, handler_app):
+    worker, recovered, recovered_at, frozen_at = freeze_with_jobs_buffered(workers, chaos_db,
+                                                                          handler_app)
     # Its heartbeat is held on a row lock, so nothing but the start itself can find out
     # that the buffered executions are gone.
     with woken_with_its_heartbeat_held(worker, chaos_db):
@@ -90,8 +91,9 @@ def test_a_woken_worker_never_starts_buffered_jobs_recovered_while_it_was_frozen
 
 
 def test_a_plain_handler_runs_each_execution_at_most_once_across_a_freeze(
-        workers, chaos_db):
-    worker, recovered, _recovered_at, frozen_at = freeze_with_jobs_buffered(workers, chaos_db)
+        workers, chaos_db, handler_app):
+    worker, recovered, _recovered_at, frozen_at = freeze_with_jobs_buffered(
+        workers, chaos_db, handler_app)
     worker.signal(signal.SIGCONT)
     wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
                                       "WHERE status = 'completed'") == JOBS,

@@ -1,0 +1,87 @@
+"""As a coroutine task ends, its loop begins the next coroutine job in its slot itself,
+but only one whose lease the clock vouches for (docs/architecture.md §6, "Coroutine
+handlers"; worker/engine/executor.py, `_pass_slot_on`): begin() asks the database about
+any other, and the loop must never wait on that, so those still go through the slot
+thread. Each handler records which thread began its execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+from tests.helpers import job_row, running_worker, wait_for
+from worker import enqueue, job
+from worker.core import lease
+from worker.engine.executor import Executor
+from worker.engine.producer import ClaimedJob, JobBuffer
+
+
+def begun_by(worker, execution_id) -> str:
+    """The name of the thread that began this execution (begin() records it)."""
+    for rt in worker._lanes:
+        for ex in rt.executor.running():
+            if ex.control.execution_id == execution_id:
+                return ex.thread.name
+    raise AssertionError(f"execution {execution_id} is not running")
+
+
+def drain(default_registry, conn, clean_db, *, lease: float, seconds: float, jobs: int):
+    began: list[str] = []
+    box: dict = {}
+
+    @job("handoff.wait", queue="io", lease=lease, registry=default_registry)
+    async def wait(ctx, payload):
+        began.append(begun_by(box["worker"], ctx.execution_id))
+        await asyncio.sleep(seconds)
+
+    ids = [enqueue(conn, "handoff.wait", {"i": i}) for i in range(jobs)]
+    conn.commit()
+    with running_worker(default_registry, clean_db, queues="io=2") as worker:
+        box["worker"] = worker
+        wait_for(lambda: all(job_row(clean_db, i)["status"] == "completed" for i in ids),
+                 timeout=60, message=f"{jobs} jobs to complete")
+    assert threading.current_thread().name == "MainThread"
+    return began
+
+
+def test_the_loop_begins_the_next_vouched_job_in_the_slot_it_frees(default_registry, conn,
+                                                                    clean_db):
+    began = drain(default_registry, conn, clean_db, lease=30.0, seconds=0.05, jobs=12)
+    assert len(began) == 12
+    # The first two come through the slot thread (no task had ended yet); once tasks end,
+    # their loop begins what waits behind them.
+    assert began[0].startswith("slot-")
+    assert any(name.startswith("loop-") for name in began[2:]), began
+
+
+def test_only_a_coroutine_job_whose_lease_the_clock_vouches_for_is_begun_on_the_loop(
+        default_registry):
+    """What the loop may take as a task ends: begin() would ask the database about any
+    other job, and the loop must never wait on that (the slot thread takes those)."""
+    @job("handoff.coroutine", lease=30.0, registry=default_registry)
+    async def coroutine(ctx, payload):
+        pass
+
+    @job("handoff.thread", lease=30.0, registry=default_registry)
+    def thread(ctx, payload):
+        pass
+
+    executor = Executor(registry=default_registry, pool=None, buffer=JobBuffer(),
+                        completer=None, concurrency=2, on_slot_free=lambda: None,
+                        on_abandoned=lambda: None)
+
+    def claimed(job_type: str, granted_at: float | None) -> ClaimedJob:
+        return ClaimedJob(id=1, queue="default", type=job_type, version=1, payload={},
+                          priority=0, attempt=1, max_attempts=3, execution_id=uuid.uuid4(),
+                          checkpoint=None, idempotency_key=None, snoozes=0,
+                          granted_at=granted_at)
+
+    now = lease.now()
+    assert executor._begins_on_loop(claimed("handoff.coroutine", now))
+    # Past the clock's margin (a third of the lease), or never known to be held: no.
+    assert not executor._begins_on_loop(claimed("handoff.coroutine", now - 21.0))
+    assert not executor._begins_on_loop(claimed("handoff.coroutine", None))
+    # A thread handler's job is a slot thread's, whatever its lease.
+    assert not executor._begins_on_loop(claimed("handoff.thread", now))
