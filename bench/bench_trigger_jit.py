@@ -20,14 +20,13 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import psycopg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.peers.dbutil import with_db  # noqa: E402
+from bench.peers.dbutil import fresh_database  # noqa: E402
 from worker import JobSpec, enqueue_many  # noqa: E402
 from worker.store.db import database_url, migrate  # noqa: E402
 
@@ -79,12 +78,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
-    server = database_url()
-    name = f"jwbench_jit_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_db(server, name)
-    try:
+    with fresh_database(database_url(), "jit") as url:
         migrate(url)
         with psycopg.connect(url) as conn:
             conn.execute(FILL, [args.executions])
@@ -99,9 +93,6 @@ def main() -> int:
                     "triggers with JIT (before 0067)"
                 print(f"round {rnd}: {label}: {done:,} of {args.jobs:,} jobs, "
                       f"{done / seconds:,.0f} jobs/s", flush=True)
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return 0
 
 

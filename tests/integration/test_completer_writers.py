@@ -16,6 +16,7 @@ import time
 import psycopg
 import pytest
 
+from tests.helpers import wait_for
 from worker import Registry, enqueue_many, job
 from worker.core.states import ExecutionOutcome as O
 from worker.core.states import JobStatus as S
@@ -62,13 +63,6 @@ def statuses(db, jobs: list[ClaimedJob]) -> list[str]:
         [[j.id for j in jobs]]).fetchall()]
 
 
-def wait_for(check, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def lock_waiters(db) -> int:
     return db.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                       "AND query LIKE '%%finish_executions%%'").fetchone()[0]
@@ -90,12 +84,13 @@ def test_a_batch_is_written_while_another_waits_on_a_row_lock(db, clean_db, regi
                        [first[0].id])
         for j in first:
             completer.submit(done(j))
-        wait_for(lambda: lock_waiters(db) == 1)
+        wait_for(lambda: lock_waiters(db) == 1, message="the first batch to wait on the lock")
         for j in second:
             completer.submit(done(j))
         if writers == 2:
             # The other writer takes the second batch while the first one waits.
-            wait_for(lambda: statuses(db, second) == ["completed"] * 3)
+            wait_for(lambda: statuses(db, second) == ["completed"] * 3,
+                     message="the other writer to write the second batch")
         else:
             time.sleep(0.5)
             assert statuses(db, second) == ["running"] * 3
@@ -103,7 +98,7 @@ def test_a_batch_is_written_while_another_waits_on_a_row_lock(db, clean_db, regi
         # Outcomes in flight are still this worker's to keep alive.
         assert {c.job_id for c in completer.pending()} >= {j.id for j in first}
         holder.rollback()
-    wait_for(lambda: statuses(db, jobs) == ["completed"] * 6)
+    wait_for(lambda: statuses(db, jobs) == ["completed"] * 6, message="every outcome")
     completer.close()
     for t in threads:
         t.join(timeout=10)

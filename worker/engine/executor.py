@@ -209,10 +209,17 @@ class Executor:
     def _free(self, ex: Execution) -> bool:
         """Give the execution's slot back (once: its end and its abandonment both try;
         True for the one that did)."""
-        with ex.lock:
-            held, ex.holds_slot = ex.holds_slot, False
+        held = self._take_slot_back(ex)
         if held:
             self._slots_free.release()
+        return held
+
+    @staticmethod
+    def _take_slot_back(ex: Execution) -> bool:
+        """Whether the execution still held its slot, which it no longer does: the caller
+        gives it back or passes it on."""
+        with ex.lock:
+            held, ex.holds_slot = ex.holds_slot, False
         return held
 
     def running(self) -> list[Execution]:
@@ -322,21 +329,15 @@ class Executor:
     def _ended(self, ex: Execution) -> bool:
         """The execution is over: no longer running, its slot given back (True if this
         gave it back; an abandonment may have already). Called once its handler returned."""
-        held = self._retire(ex)
-        if held:
-            self._slots_free.release()
-        return held
+        self._retire(ex)
+        return self._free(ex)
 
-    def _retire(self, ex: Execution) -> bool:
-        """_ended but for the slot: True if the execution still held it, which is now the
-        caller's to give back or to pass on."""
+    def _retire(self, ex: Execution) -> None:
+        """_ended but for the slot: no longer running, its handler's references dropped."""
         with self._lock:
             if self._running.get(ex.control.execution_id) is ex:
                 del self._running[ex.control.execution_id]
         ex.control.forget_handler()
-        with ex.lock:
-            held, ex.holds_slot = ex.holds_slot, False
-        return held
 
     # -- coroutine handlers --------------------------------------------------------------
     def _more_coroutines(self, batch: list[Execution]) -> list[Execution]:
@@ -399,7 +400,8 @@ class Executor:
         lease vouched for by the clock); otherwise it is given back and the slot thread
         takes the next job. That saves, per job, the slot thread's wake-up and a hop back
         to the loop (bench/README.md, "Full collections")."""
-        if not self._retire(ex):
+        self._retire(ex)
+        if not self._take_slot_back(ex):
             return  # abandoned: the slot was given back then
         while (job := self.buffer.take_next_if(self._begins_on_loop)) is not None:
             following = self.begin(job)
