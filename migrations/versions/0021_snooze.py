@@ -32,18 +32,9 @@ OUTCOMES = ("completed", "retry", "failed", "skipped", "cancelled", "unknown", "
             "timeout", "handed_back")
 
 
-def _outcome_check(outcomes: tuple[str, ...]) -> None:
-    listed = ", ".join(f"'{o}'" for o in outcomes)
-    op.execute(f"ALTER TABLE job_executions DROP CONSTRAINT IF EXISTS {CHECK}")
-    op.execute(f"ALTER TABLE job_executions ADD CONSTRAINT {CHECK} "
-               f"CHECK (outcome IS NULL OR outcome IN ({listed})) NOT VALID")
-    with op.get_context().autocommit_block():
-        op.execute(f"ALTER TABLE job_executions VALIDATE CONSTRAINT {CHECK}")
-
-
-def upgrade() -> None:
-    op.execute("ALTER TABLE background_jobs ADD COLUMN snoozes integer NOT NULL DEFAULT 0")
-    op.execute("""
+#: The update trigger's function as this migration writes it (migration 0068 restores it
+#: on its way down).
+ROLLUP_UPDATE = """
         CREATE OR REPLACE FUNCTION jobwarden_rollup_update() RETURNS trigger LANGUAGE plpgsql AS $$
         DECLARE
             first_id bigint;
@@ -99,7 +90,21 @@ def upgrade() -> None:
             END IF;
             RETURN NULL;
         END $$;
-    """)
+"""
+
+
+def _outcome_check(outcomes: tuple[str, ...]) -> None:
+    listed = ", ".join(f"'{o}'" for o in outcomes)
+    op.execute(f"ALTER TABLE job_executions DROP CONSTRAINT IF EXISTS {CHECK}")
+    op.execute(f"ALTER TABLE job_executions ADD CONSTRAINT {CHECK} "
+               f"CHECK (outcome IS NULL OR outcome IN ({listed})) NOT VALID")
+    with op.get_context().autocommit_block():
+        op.execute(f"ALTER TABLE job_executions VALIDATE CONSTRAINT {CHECK}")
+
+
+def upgrade() -> None:
+    op.execute("ALTER TABLE background_jobs ADD COLUMN snoozes integer NOT NULL DEFAULT 0")
+    op.execute(ROLLUP_UPDATE)
     _outcome_check((*OUTCOMES, "snoozed"))
 
 

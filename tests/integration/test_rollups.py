@@ -142,3 +142,41 @@ def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clea
         [handed.id, lost.id])] == ["handed_back", "worker_lost"]
     assert outcomes(conn) == {("deploy", "retried"): 1}
     assert rollup_counts(conn) == real_counts(conn)
+
+
+def test_a_claim_counted_by_the_short_path_moves_its_queue_and_nothing_else(conn, clean_db):
+    """A claim leaves every row running, so migration 0068's trigger counts it with the
+    deltas alone: the jobs move from pending to running, a defaulted job into its type's
+    declared queue, and no outcome is counted. A statement that settles one row while it
+    claims another goes the long way, and both are counted exactly too."""
+    from worker.engine.producer import claim
+
+    conn.execute("INSERT INTO background_jobs (queue, type, payload, policy_defaults) "
+                 "SELECT 'default', 'mail', '{}', CASE WHEN g % 2 = 0 THEN '{queue}'::text[] END "
+                 "FROM generate_series(1, 6) g")
+    conn.commit()
+    jobs = claim(conn, types=["mail"], leases=[30.0], queues=None, limit=4, worker_id="w",
+                 type_queues=["mail"])
+    conn.commit()
+    assert len(jobs) == 4 and {j.queue for j in jobs} == {"default", "mail"}
+    assert rollup_counts(conn) == real_counts(conn)
+    assert outcomes(conn) == {}
+    # A renewal of running rows moves nothing.
+    conn.execute("UPDATE background_jobs SET heartbeat_at = now() WHERE status = 'running'")
+    conn.commit()
+    assert rollup_counts(conn) == real_counts(conn)
+    # One statement: a running job completes, a pending one starts.
+    done, started = jobs[0].id, conn.execute(
+        "SELECT min(id) FROM background_jobs WHERE status = 'pending'").fetchone()[0]
+    conn.execute("""UPDATE background_jobs SET
+                        status = CASE WHEN id = %(done)s THEN 'completed' ELSE 'running' END,
+                        completed_at = CASE WHEN id = %(done)s THEN now() END,
+                        execution_id = CASE WHEN id = %(done)s THEN execution_id
+                                            ELSE gen_random_uuid() END,
+                        lease_expires_at = CASE WHEN id = %(started)s
+                                                THEN now() + interval '30 s' END,
+                        worker_id = 'w', started_at = now()
+                    WHERE id IN (%(done)s, %(started)s)""", {"done": done, "started": started})
+    conn.commit()
+    assert rollup_counts(conn) == real_counts(conn)
+    assert outcomes(conn) == {("mail", "completed"): 1}
