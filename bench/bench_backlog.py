@@ -30,6 +30,7 @@ sys.path.insert(0, ROOT)
 
 from bench.peers.dbutil import with_db  # noqa: E402
 from bench.peers.walstats import db_counters  # noqa: E402
+from worker.engine.producer import claim_params  # noqa: E402
 from worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
 from worker.store.db import database_url, migrate  # noqa: E402
 from worker.store.queries import Q  # noqa: E402
@@ -54,10 +55,9 @@ def claim_latency(url: str, samples: int) -> list[float]:
     with psycopg.connect(url) as conn:
         for _ in range(samples):
             start = time.perf_counter()
-            conn.execute(Q.claim_jobs, {"types": ["noop"], "leases": [30.0], "limits": [1],
-                                        "type_queues": ["default"], "type_max_attempts": [5],
-                                        "queues": None, "skip_queues": None, "limit": 10,
-                                        "worker_id": "bench"}).fetchall()
+            conn.execute(Q.claim_jobs, claim_params(
+                types=["noop"], leases=[30.0], queues=None, limit=10,
+                worker_id="bench")).fetchall()
             times.append((time.perf_counter() - start) * 1000)
             conn.rollback()
     return times

@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database, pct  # noqa: E402
+from worker.engine.producer import claim_params  # noqa: E402
 from worker.jobs.enqueue import JobSpec, enqueue, enqueue_many  # noqa: E402
 from worker.store.db import database_url, migrate  # noqa: E402
 from worker.store.queries import Q  # noqa: E402
@@ -43,10 +44,9 @@ def email_claim_ms(url: str, samples: int) -> list[float]:
         conn.commit()
         for _ in range(samples):
             start = time.perf_counter()
-            conn.execute(Q.claim_jobs, {
-                "types": ["email"], "leases": [30.0], "limits": [1],
-                "type_queues": ["email"], "type_max_attempts": [5], "queues": ["email"],
-                "skip_queues": None, "limit": 2, "worker_id": "bench"}).fetchall()
+            conn.execute(Q.claim_jobs, claim_params(
+                types=["email"], leases=[30.0], type_queues=["email"], queues=["email"],
+                limit=2, worker_id="bench")).fetchall()
             times.append((time.perf_counter() - start) * 1000)
             conn.rollback()
         conn.execute("DELETE FROM background_jobs WHERE type = 'email'")

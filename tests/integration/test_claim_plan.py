@@ -13,6 +13,7 @@ import pytest
 
 from worker import JobSpec, enqueue_many
 from worker.engine.config import DEFAULT_CLAIM_BATCH
+from worker.engine.producer import claim_params as claim_jobs_params
 from worker.store.db import migrate
 from worker.store.queries import Q
 
@@ -46,9 +47,10 @@ def backlog_db(empty_database):
 def claim_params(limit: int = 10, concurrency_limit: int = 1, queue: str = "default",
                  queues: list[str] | None = None) -> dict:
     """claim_jobs' parameters for a worker of `plan.wanted` declared on `queue`."""
-    return {"types": ["plan.wanted"], "leases": [30.0], "limits": [concurrency_limit],
-            "type_queues": [queue], "type_max_attempts": [5], "queues": queues,
-            "skip_queues": None, "limit": limit, "worker_id": "plan-test"}
+    return claim_jobs_params(types=["plan.wanted"], leases=[30.0],
+                             limits=[concurrency_limit], type_queues=[queue],
+                             type_max_attempts=[5], queues=queues, limit=limit,
+                             worker_id="plan-test")
 
 
 def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1,

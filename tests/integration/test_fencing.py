@@ -31,6 +31,7 @@ from worker.core.states import JobStatus as S
 from worker.duties.recovery import recover_stale_running
 from worker.engine.completer import Completer, finish_params
 from worker.engine.context import ExecutionControl
+from worker.engine.producer import claim_params
 from worker.engine.runner import (
     Outcome,
     complete_in_transaction,
@@ -110,12 +111,11 @@ class Takeover:
 
 def claim(db, registry: Registry, worker_id: str) -> tuple:
     types = list(registry)
-    (row,) = db.execute(Q.claim_jobs, {
-        "types": [t.name for t in types], "leases": [t.lease for t in types],
-        "limits": [t.concurrency_limit for t in types],
-        "type_queues": [t.queue for t in types],
-        "type_max_attempts": [t.max_attempts for t in types], "queues": None,
-        "skip_queues": None, "limit": 1, "worker_id": worker_id}).fetchall()
+    (row,) = db.execute(Q.claim_jobs, claim_params(
+        types=[t.name for t in types], leases=[t.lease for t in types],
+        limits=[t.concurrency_limit for t in types], type_queues=[t.queue for t in types],
+        type_max_attempts=[t.max_attempts for t in types], queues=None, limit=1,
+        worker_id=worker_id)).fetchall()
     return row
 
 

@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 from tests.helpers import scalar, wait_for
 from tests.integration.test_claim_race import start_worker
 from worker import JobSpec, enqueue, enqueue_many
+from worker.engine.producer import claim_params
 from worker.store.queries import Q
 
 #: Seconds of waiting worth one priority level: the step of jobwarden_claim_rank.
@@ -23,10 +24,9 @@ STREAM = 40
 
 
 def claim(conn, limit: int) -> list[int]:
-    rows = conn.execute(Q.claim_jobs, {"types": ["aging.work"], "leases": [30.0], "limits": [1],
-                                       "type_queues": ["default"], "type_max_attempts": [5],
-                                       "queues": None, "skip_queues": None, "limit": limit,
-                                       "worker_id": "aging-test"}).fetchall()
+    rows = conn.execute(Q.claim_jobs, claim_params(
+        types=["aging.work"], leases=[30.0], limits=[1], type_queues=["default"],
+        type_max_attempts=[5], queues=None, limit=limit, worker_id="aging-test")).fetchall()
     conn.commit()
     return [r[0] for r in rows]
 

@@ -30,6 +30,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from worker.core import lease
 from worker.core.dberrors import DB_UNREACHABLE, Backoff
@@ -74,6 +75,21 @@ class ClaimedJob:
     granted_at: float | None = None
 
 
+def claim_params(*, types: list[str], leases: list[float], queues: list[str] | None,
+                 limit: int, worker_id: str, skip_queues: list[str] | None = None,
+                 limits: list[int] | None = None, type_queues: list[str] | None = None,
+                 type_max_attempts: list[int] | None = None) -> dict[str, Any]:
+    """claim_jobs' parameters (claim()'s keywords): the handled types' policy as one object
+    keyed by type, which the statement reads by `->` (worker/store/sql/queries.sql)."""
+    n = len(types)
+    policy = {t: {"lease": lease, "limit": lim, "queue": queue, "max_attempts": attempts}
+              for t, lease, lim, queue, attempts in zip(
+                  types, leases, limits or [1] * n, type_queues or [DEFAULT_QUEUE] * n,
+                  type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n, strict=True)}
+    return {"types": types, "policy": Jsonb(policy), "queues": queues,
+            "skip_queues": skip_queues, "limit": limit, "worker_id": worker_id}
+
+
 def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
           queues: list[str] | None, limit: int, worker_id: str,
           skip_queues: list[str] | None = None, limits: list[int] | None = None,
@@ -88,12 +104,9 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
     documented defaults gets; those defaults if not given) are parallel to `types`.
     `limited`: claim only the rate-limited or capped work it names, within its tokens and
     caps; the caller holds its scopes' locks (`lock_scopes`) in the same transaction."""
-    n = len(types)
-    params = {
-        "types": types, "leases": leases, "limits": limits or [1] * n,
-        "type_queues": type_queues or [DEFAULT_QUEUE] * n,
-        "type_max_attempts": type_max_attempts or [DEFAULT_MAX_ATTEMPTS] * n,
-        "queues": queues, "skip_queues": skip_queues, "limit": limit, "worker_id": worker_id}
+    params = claim_params(types=types, leases=leases, queues=queues, limit=limit,
+                          worker_id=worker_id, skip_queues=skip_queues, limits=limits,
+                          type_queues=type_queues, type_max_attempts=type_max_attempts)
     if limited is None:
         return JobStore(conn).records(Q.claim_jobs, params, ClaimedJob)
     return JobStore(conn).records(Q.claim_limited_jobs, {**params, **limited.params},

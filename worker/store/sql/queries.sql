@@ -40,12 +40,15 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- name: claim_jobs
 -- Claim up to `limit` runnable jobs of the handled types, highest priority first. A job
 -- with a concurrency_key starts only while fewer of its key's jobs run than its type's
--- limit (`limits`, parallel to `types`), and takes a slot: the smallest free number
--- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
--- jobs refuses a second claim of one slot (two workers racing for a key's last one).
+-- limit (`policy`: each handled type's `limit`, `lease`, `queue` and `max_attempts`, an
+-- object keyed by type, read by `->` where an array of each would need a lateral
+-- `unnest` lookup, plan nodes that each claim sets up again), and takes a slot: the
+-- smallest free number below that limit. The unique index on (concurrency_key,
+-- concurrency_slot) of running jobs refuses a second claim of one slot (two workers
+-- racing for a key's last one).
 -- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
 -- A job that took the documented defaults (`policy_defaults`) is claimed as the worker's
--- own policy has it (`type_queues`, `type_max_attempts`, parallel to `types`): its queue
+-- own policy has it (the type's `queue` and `max_attempts` in `policy`): its queue
 -- is the type's declared one for the lanes and pauses, and the claim stores both, so no
 -- statement ever rewrites all such jobs at once (docs/architecture.md §5).
 -- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
@@ -53,7 +56,7 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- the only condition the planner can estimate; every other filter sits in a scalar
 -- sub-select it can neither push into another index nor estimate as selective. With a
 -- selective-looking filter (or a join on type) it walks the type index instead and sorts
--- every pending job of the type. The lease comes from a lateral lookup for the same reason.
+-- every pending job of the type. The lease is read from `policy` for the same reason.
 WITH locked AS (
     SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
@@ -68,15 +71,10 @@ WITH locked AS (
                   AND (j.concurrency_key IS NULL OR (
                         SELECT count(*) FROM background_jobs r
                         WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')
-                      < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
-                                           AS x(type, lim)
-                         WHERE x.type = j.type LIMIT 1))
+                      < (%(policy)s::jsonb -> j.type ->> 'limit')::int)
            -- The queue the job is in for this claim: a defaulted one is the type's.
            FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
-                             THEN (SELECT x.queue
-                                   FROM unnest(%(types)s::text[], %(type_queues)s::text[])
-                                        AS x(type, queue)
-                                   WHERE x.type = j.type LIMIT 1)
+                             THEN %(policy)s::jsonb -> j.type ->> 'queue'
                              ELSE j.queue END AS queue) AS q)
     -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
     -- level, so a waiting job overtakes higher priorities that became available more
@@ -92,13 +90,11 @@ WITH locked AS (
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
-    SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
+    SELECT l.id, l.type, l.concurrency_key,
+           (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
     FROM locked l
-    CROSS JOIN LATERAL (
-        SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
-        WHERE x.type = l.type LIMIT 1) AS x
     WHERE l.concurrency_key IS NOT NULL
 ), free_slots AS (
     -- Each key's free slots, numbered smallest first: its nth job takes the nth. Only
@@ -141,10 +137,9 @@ WITH locked AS (
         policy_defaults = NULL
     FROM selected s
     CROSS JOIN LATERAL (
-        SELECT x.lease, x.queue, x.max_attempts
-        FROM unnest(%(types)s::text[], %(leases)s::float8[], %(type_queues)s::text[],
-                    %(type_max_attempts)s::int[]) AS x(type, lease, queue, max_attempts)
-        WHERE x.type = s.type LIMIT 1) AS p
+        SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
+               (t.policy ->> 'max_attempts')::int AS max_attempts
+        FROM (SELECT %(policy)s::jsonb -> s.type AS policy) AS t) AS p
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
@@ -171,12 +166,15 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- stays pending, its attempts untouched. Otherwise as claim_jobs:
 -- Claim up to `limit` runnable jobs of the handled types, highest priority first. A job
 -- with a concurrency_key starts only while fewer of its key's jobs run than its type's
--- limit (`limits`, parallel to `types`), and takes a slot: the smallest free number
--- below that limit. The unique index on (concurrency_key, concurrency_slot) of running
--- jobs refuses a second claim of one slot (two workers racing for a key's last one).
+-- limit (`policy`: each handled type's `limit`, `lease`, `queue` and `max_attempts`, an
+-- object keyed by type, read by `->` where an array of each would need a lateral
+-- `unnest` lookup, plan nodes that each claim sets up again), and takes a slot: the
+-- smallest free number below that limit. The unique index on (concurrency_key,
+-- concurrency_slot) of running jobs refuses a second claim of one slot (two workers
+-- racing for a key's last one).
 -- Of `queues` (NULL: any) and not of `skip_queues` (a `*` lane skips the capacity lanes').
 -- A job that took the documented defaults (`policy_defaults`) is claimed as the worker's
--- own policy has it (`type_queues`, `type_max_attempts`, parallel to `types`): its queue
+-- own policy has it (the type's `queue` and `max_attempts` in `policy`): its queue
 -- is the type's declared one for the lanes and pauses, and the claim stores both, so no
 -- statement ever rewrites all such jobs at once (docs/architecture.md §5).
 -- The plan must walk background_jobs_claim_rank_idx in its order and stop after `limit`
@@ -184,7 +182,7 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- the only condition the planner can estimate; every other filter sits in a scalar
 -- sub-select it can neither push into another index nor estimate as selective. With a
 -- selective-looking filter (or a join on type) it walks the type index instead and sorts
--- every pending job of the type. The lease comes from a lateral lookup for the same reason.
+-- every pending job of the type. The lease is read from `policy` for the same reason.
 WITH locked AS (
     SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
@@ -199,9 +197,7 @@ WITH locked AS (
                   AND (j.concurrency_key IS NULL OR (
                         SELECT count(*) FROM background_jobs r
                         WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running')
-                      < (SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[])
-                                           AS x(type, lim)
-                         WHERE x.type = j.type LIMIT 1))
+                      < (%(policy)s::jsonb -> j.type ->> 'limit')::int)
                   -- Limited work only (the lane's plain claim takes the rest), and only
                   -- while its buckets hold a token and its caps have room.
                   AND ((j.type = ANY(%(rate_types)s::text[]) OR j.type = ANY(%(cap_types)s::text[])
@@ -236,10 +232,7 @@ WITH locked AS (
                                    WHERE r.status = 'running' AND r.queue = q.queue) >= x.cap))
            -- The queue the job is in for this claim: a defaulted one is the type's.
            FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
-                             THEN (SELECT x.queue
-                                   FROM unnest(%(types)s::text[], %(type_queues)s::text[])
-                                        AS x(type, queue)
-                                   WHERE x.type = j.type LIMIT 1)
+                             THEN %(policy)s::jsonb -> j.type ->> 'queue'
                              ELSE j.queue END AS queue) AS q)
     -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
     -- level, so a waiting job overtakes higher priorities that became available more
@@ -268,10 +261,7 @@ WITH locked AS (
           FROM locked l) AS l
     JOIN LATERAL (
         SELECT j.payload, CASE WHEN 'queue' = ANY(j.policy_defaults)
-                               THEN (SELECT x.queue
-                                     FROM unnest(%(types)s::text[], %(type_queues)s::text[])
-                                          AS x(type, queue)
-                                     WHERE x.type = j.type LIMIT 1)
+                               THEN %(policy)s::jsonb -> j.type ->> 'queue'
                                ELSE j.queue END AS eff_queue
         FROM background_jobs j WHERE j.id = l.id) AS b ON true
     LEFT JOIN LATERAL (
@@ -309,13 +299,11 @@ WITH locked AS (
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
-    SELECT l.id, l.type, l.concurrency_key, x.lim, row_number() OVER (
+    SELECT l.id, l.type, l.concurrency_key,
+           (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
     FROM admitted l
-    CROSS JOIN LATERAL (
-        SELECT x.lim FROM unnest(%(types)s::text[], %(limits)s::int[]) AS x(type, lim)
-        WHERE x.type = l.type LIMIT 1) AS x
     WHERE l.concurrency_key IS NOT NULL
 ), free_slots AS (
     -- Each key's free slots, numbered smallest first: its nth job takes the nth. Only
@@ -362,10 +350,9 @@ WITH locked AS (
         policy_defaults = NULL
     FROM selected s
     CROSS JOIN LATERAL (
-        SELECT x.lease, x.queue, x.max_attempts
-        FROM unnest(%(types)s::text[], %(leases)s::float8[], %(type_queues)s::text[],
-                    %(type_max_attempts)s::int[]) AS x(type, lease, queue, max_attempts)
-        WHERE x.type = s.type LIMIT 1) AS p
+        SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
+               (t.policy ->> 'max_attempts')::int AS max_attempts
+        FROM (SELECT %(policy)s::jsonb -> s.type AS policy) AS t) AS p
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
