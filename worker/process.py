@@ -316,7 +316,11 @@ class WorkerProcess:
             buffer=buffer, concurrency=lane.slots, running=executor.active,
             job_seconds=lambda: executor.job_seconds, wake=wake, stop=self._stop,
             limits=partial(self.limits.for_lane, lane.serves),
-            listens=listens, serves=lane.serves)
+            listens=listens, serves=lane.serves,
+            # A claimed thread handler's first job may start on the thread that claimed
+            # it (worker/engine/producer.py, "Running the first job").
+            runner=executor if any(not t.is_coroutine for t in self.types) else None,
+            name=lane.label)
         return LaneRuntime(lane, wake, buffer, executor, producer)
 
     def _read_limits(self) -> None:

@@ -1,6 +1,6 @@
 """How far ahead of its free slots the producer claims (Producer.ahead / wanted).
 
-Pure arithmetic on the producer's inputs: no connection is opened."""
+Pure arithmetic on the producer's inputs, and its end: no connection is opened."""
 
 import threading
 
@@ -8,6 +8,7 @@ import pytest
 
 from worker.engine.listener import Wakeup
 from worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
+from worker.store.db import DedicatedConnection
 
 
 def producer(*, seconds, running=0, waiting=0, concurrency=10, buffer_size=400):
@@ -40,3 +41,31 @@ def test_short_jobs_keep_about_a_tenth_of_a_second_of_work_waiting():
     # A buffer more than half full while every slot is busy: let it drain first.
     assert producer(seconds=0.01, running=10, waiting=60).wanted() == 0
     assert producer(seconds=0.01, running=10, waiting=20).wanted() == 80
+
+
+class _NoSlots:
+    """A runner that lends no slot (the producer claims as without one)."""
+
+    def take_slot_for(self, job):
+        return False
+
+    def begin_in_slot(self, job):
+        raise AssertionError("never begun: no slot was taken")
+
+    def run_begun(self, ex):
+        raise AssertionError("never run")
+
+
+def test_a_producer_stopped_before_its_threads_start_still_ends_its_claiming():
+    """Its two claiming threads see the stop when they first take the role: the first
+    ends the claiming, and run() returns (no claim is made: the database is never asked)."""
+    stop = threading.Event()
+    stop.set()
+    p = Producer(conn=DedicatedConnection("postgresql://nowhere.invalid/none"),
+                 claims=ClaimSpec(types=["t"], leases=[60.0], worker_id="w"),
+                 buffer=JobBuffer(), concurrency=2, running=lambda: 0,
+                 job_seconds=lambda: None, wake=Wakeup(), stop=stop, runner=_NoSlots())
+    done = threading.Thread(target=p.run, daemon=True)
+    done.start()
+    done.join(timeout=10)
+    assert not done.is_alive()

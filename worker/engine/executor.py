@@ -81,6 +81,10 @@ class Execution:
         return self.thread.is_alive()
 
 
+def _any_job(job: ClaimedJob) -> bool:
+    return True
+
+
 class Undecided(Enum):
     """The type of UNDECIDED: an enum of one member, so that `ex is UNDECIDED` tells a
     type checker which of begin()'s answers is left."""
@@ -158,43 +162,75 @@ class Executor:
 
     def _slot(self) -> None:
         while True:
-            if not self._slots_free.acquire(timeout=1.0):
+            # A job first, then a slot for it, then the job itself: an idle slot thread
+            # holds no slot, so the producer can take one for the job it just claimed
+            # (take_slot_for). Another thread may take the job meanwhile: then the slot
+            # goes back and this one waits again.
+            if not self.buffer.wait(timeout=1.0):
                 if self.buffer.closed:
                     return
                 continue
-            job = self.buffer.take(timeout=1.0)
+            if not self._slots_free.acquire(timeout=1.0):
+                continue
+            job = self.buffer.take_next_if(_any_job)
             if job is None:
                 self._slots_free.release()
-                if self.buffer.closed:
-                    return
                 continue
-            if self._loop_stalled(job) and self.buffer.put_back(job):
-                # A blocking call holds the lane's loop: a task started now would only
-                # wait behind it. The job stays claimed (the heartbeat renews it).
-                self._slots_free.release()
-                time.sleep(STALL_RETRY_SECONDS)
-                continue
-            ex = self.begin(job)
-            if ex is UNDECIDED:
-                # The database could not say whether the job is still ours: keep it (the
-                # heartbeat keeps renewing it) and ask again shortly.
-                self._slots_free.release()
-                if self.buffer.put_back(job):
-                    time.sleep(CONFIRM_RETRY_SECONDS)
-                continue
-            if ex is None:
-                self._slots_free.release()
-            elif ex.coroutine:
-                # Its slot is given back when its task ends. The jobs right behind it
-                # go to the loop with it: one wake-up of the loop for the lot.
-                self._start_tasks(self._more_coroutines([ex]))
-                continue
-            else:
-                self._run(ex)
-                if ex.abandoned:
-                    return  # a fresh thread already took this slot over
+            ex = self.begin_in_slot(job)
+            if ex is not None and not self.run_begun(ex):
+                return  # abandoned: a fresh thread already took this slot over
+
+    def take_slot_for(self, job: ClaimedJob) -> bool:
+        """Take a free slot, without waiting, for a thread-handler job that the calling
+        thread will begin and run itself: the producer's, which claimed it
+        (worker/engine/producer.py, "Running the first job"). False: no slot is free, or
+        the job is a coroutine's (those go to the loop from the buffer)."""
+        job_type = self.registry.get(job.type)
+        if job_type is None or job_type.is_coroutine:
+            return False
+        return self._slots_free.acquire(blocking=False)
+
+    def begin_in_slot(self, job: ClaimedJob) -> Execution | None:
+        """Begin `job` on this thread, which holds a slot for it: the running execution
+        for this thread to run (run_begun), or None when there is none (the job must not
+        run, or waits to be asked about again, or went to the loop as a task); the slot
+        is then given back or passed on."""
+        if self._loop_stalled(job) and self.buffer.put_back(job):
+            # A blocking call holds the lane's loop: a task started now would only
+            # wait behind it. The job stays claimed (the heartbeat renews it).
+            self._slots_free.release()
+            time.sleep(STALL_RETRY_SECONDS)
+            return None
+        ex = self.begin(job)
+        if ex is UNDECIDED:
+            # The database could not say whether the job is still ours: keep it (the
+            # heartbeat keeps renewing it) and ask again shortly.
+            self._slots_free.release()
+            if self.buffer.put_back(job):
+                time.sleep(CONFIRM_RETRY_SECONDS)
+            return None
+        if ex is None:
+            self._slots_free.release()
             if not len(self.buffer):
                 self._on_slot_free()
+            return None
+        if ex.coroutine:
+            # Its slot is given back when its task ends. The jobs right behind it
+            # go to the loop with it: one wake-up of the loop for the lot.
+            self._start_tasks(self._more_coroutines([ex]))
+            return None
+        return ex
+
+    def run_begun(self, ex: Execution) -> bool:
+        """Run a thread handler that begin_in_slot began on this thread. False: it was
+        abandoned meanwhile (a timeout, the shutdown), a fresh thread has taken its slot
+        over, and this thread is to end."""
+        self._run(ex)
+        if ex.abandoned:
+            return False
+        if not len(self.buffer):
+            self._on_slot_free()
+        return True
 
     def _runs_on_loop(self, job: ClaimedJob) -> bool:
         """A coroutine job whose loop can take it now."""

@@ -16,6 +16,17 @@ socket too: a notification for a queue of its lane wakes this thread, which clai
 once on the connection that received it, with no other thread in between. A
 (re)connected claim connection LISTENs before its first claim, so a job committed while
 nobody listened is seen by that claim (docs/architecture.md §6, "Waking a producer").
+
+Running the first job. A producer given its lane's executor as `runner` claims on two
+threads that take turns: one holds the role of claiming and listening, the other waits
+for it. When a claim's first job is a thread handler's and a slot is free, the thread
+that claimed it takes the slot, begins the job, passes the role to the waiting thread
+and runs the handler itself, as a slot thread would; the rest of the claim goes to the
+buffer. An idle lane's job so starts on the thread its notification woke, without the
+wake-up of a slot thread between the claim and the handler (bench/README.md,
+"Enqueue→start tail"). With the other thread busy running a job, or no slot free, the
+claim goes to the buffer whole, as without a runner. Neither thread is the main
+thread: `run()` waits for the claiming to end, so a signal's handler still runs there.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
@@ -147,6 +158,15 @@ class JobBuffer:
             low = len(self._jobs) <= self.low_water
         return self._taken(job, low)
 
+    def wait(self, timeout: float) -> bool:
+        """Whether a job waits, once one does or after `timeout` (False once closed):
+        a slot thread waits here before it takes a slot and then the job (take_next_if),
+        so that an idle lane's slots stay free for the producer to run a job itself."""
+        with self._cond:
+            if not self._jobs and not self._closed:
+                self._cond.wait(timeout)
+            return bool(self._jobs) and not self._closed
+
     def take_next_if(self, wanted: Callable[[ClaimedJob], bool]) -> ClaimedJob | None:
         """The next job if there is one now and it is `wanted`, without waiting (a slot
         gathering jobs of one kind)."""
@@ -187,6 +207,17 @@ class JobBuffer:
         return left
 
 
+class SlotRunner(Protocol):
+    """The lane's executor as a producer thread sees it when it runs a job it claimed
+    (worker/engine/executor.py: take_slot_for, begin_in_slot, run_begun)."""
+
+    def take_slot_for(self, job: ClaimedJob) -> bool: ...
+
+    def begin_in_slot(self, job: ClaimedJob) -> Any: ...
+
+    def run_begun(self, ex: Any) -> bool: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClaimSpec:
     """What one lane's claims ask for (the keywords of claim(), less `limit`): the
@@ -222,8 +253,10 @@ class Producer:
                  stop: threading.Event,
                  settings: ProducerSettings = ProducerSettings(),
                  limits: Callable[[], LimitedClaim | None] | None = None,
-                 listens: bool = False, serves: Callable[[str], bool] | None = None) -> None:
+                 listens: bool = False, serves: Callable[[str], bool] | None = None,
+                 runner: SlotRunner | None = None, name: str = "*") -> None:
         self._conn = conn
+        self.name = name  # the lane's label, in its threads' names
         self.claims = claims
         self.settings = settings
         self.buffer = buffer
@@ -246,6 +279,18 @@ class Producer:
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
         self._last_full = True
+        #: Whether the claim loop sleeps before it claims again (the last claim was short).
+        self._sleep_first = False
+        self._backoff = Backoff()
+        #: Running the first job (module docstring): the executor that lends a slot, the
+        #: role of claiming, which one thread holds at a time, how many threads wait for
+        #: it, and the end of the claiming (with the failure that ended it, if one did).
+        self._runner = runner
+        self._role = threading.Lock()
+        self._standby = 0
+        self._standby_lock = threading.Lock()
+        self._done = threading.Event()
+        self._failure: BaseException | None = None
 
     def ahead(self) -> int:
         """How many claimed jobs should wait in the buffer: about `horizon` seconds of
@@ -279,46 +324,118 @@ class Producer:
 
     def run(self) -> None:
         """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
-        slot) or the poll interval passes."""
-        backoff = Backoff()
-        while not self.stop.is_set():
-            self.wake.clear()
-            self._notified = False
-            want = self.wanted()
-            if want:
-                try:
-                    jobs = self._claim(want)
-                    backoff.reset()
-                except psycopg.errors.UniqueViolation:
-                    # Another worker took the same slot of a concurrency_key in the same
-                    # instant; the index refused ours. Claim again: the next claim sees
-                    # that slot taken (and skips the key if it has no other free one).
-                    log.debug("claim lost a concurrency_key race; claiming again")
-                    continue
-                except DB_UNREACHABLE as exc:
-                    self._listening = None
-                    self._conn.drop()
-                    wait = backoff.next()
-                    log.warning("claim failed (%s); retrying in %.1fs", exc, wait,
-                                extra={"action": "db_unavailable"})
-                    self.stop.wait(wait)
-                    continue
-                if jobs:
-                    self.buffer.put(jobs)
-                    if log.isEnabledFor(logging.DEBUG):
-                        for job in jobs:
-                            log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
-                                      job.attempt, job.max_attempts,
-                                      extra=waiting_event("job_claimed", job))
-                self._last_full = len(jobs) == want
-                if self._last_full:
-                    continue  # there may be more waiting
-            held = self._held_back
-            self._sleep(refill_wait(held, self.settings.poll_interval) if held
-                        else self.settings.poll_interval)
+        slot) or the poll interval passes. With a `runner`, two threads of this lane take
+        turns at it and this call waits for the claiming to end (module docstring)."""
+        if self._runner is None:
+            self._lead(hand_over=False)  # only the stop ends it: nothing is run here
+            self._finish()
+            return
+        for n in (1, 2):
+            threading.Thread(target=self._member, name=f"producer-{self.name}.{n}",
+                             daemon=True).start()
+        self._done.wait()
+        if self._failure is not None:
+            raise self._failure
+
+    def _member(self) -> None:
+        """One of the two threads of a producer with a runner: claim while it holds the
+        role; when a claim's first job can run here and the other thread waits to take
+        the role over, begin that job, pass the role on and run it."""
+        runner = self._runner
+        assert runner is not None
+        try:
+            while True:
+                # Back to the role even once stopped: the thread that holds it when the
+                # stop comes ends the claiming (_finish), the other one then sees it ended.
+                with self._standby_lock:
+                    self._standby += 1
+                with self._role:
+                    with self._standby_lock:
+                        self._standby -= 1
+                    if self._done.is_set():
+                        return
+                    ex = None
+                    while ex is None:
+                        job = self._lead(hand_over=True)
+                        if job is None:
+                            self._finish()
+                            return
+                        # Begun while this thread holds the role: once the claiming ends
+                        # (and the shutdown's drain starts), the job is one of the
+                        # executor's running ones, handed back if it is still running.
+                        ex = runner.begin_in_slot(job)
+                if not runner.run_begun(ex):
+                    return  # abandoned: this thread ends with its handler
+        except BaseException as exc:
+            self._failure = exc
+            self._done.set()
+            raise
+
+    def _finish(self) -> None:
+        """The claiming has ended (the stop): the claim connection and the wake-up go."""
         self._listening = None
         self._conn.drop()
         self.wake.close()
+        self._done.set()
+
+    def _lead(self, *, hand_over: bool) -> ClaimedJob | None:
+        """The claim loop, until `stop` is set (None) or, with `hand_over`, until a claim's
+        first job is for the calling thread to run: one it took a slot for, while another
+        thread waits to claim on (the rest of the claim is in the buffer)."""
+        while not self.stop.is_set():
+            if self._sleep_first:
+                held = self._held_back
+                self._sleep(refill_wait(held, self.settings.poll_interval) if held
+                            else self.settings.poll_interval)
+                if self.stop.is_set():
+                    break
+            self._sleep_first = True  # unless a full claim says there may be more
+            self.wake.clear()
+            self._notified = False
+            want = self.wanted()
+            if not want:
+                continue
+            try:
+                jobs = self._claim(want)
+                self._backoff.reset()
+            except psycopg.errors.UniqueViolation:
+                # Another worker took the same slot of a concurrency_key in the same
+                # instant; the index refused ours. Claim again: the next claim sees
+                # that slot taken (and skips the key if it has no other free one).
+                log.debug("claim lost a concurrency_key race; claiming again")
+                self._sleep_first = False
+                continue
+            except DB_UNREACHABLE as exc:
+                self._listening = None
+                self._conn.drop()
+                wait = self._backoff.next()
+                log.warning("claim failed (%s); retrying in %.1fs", exc, wait,
+                            extra={"action": "db_unavailable"})
+                self.stop.wait(wait)
+                self._sleep_first = False
+                continue
+            self._last_full = len(jobs) == want
+            self._sleep_first = not self._last_full  # a full claim: there may be more
+            if not jobs:
+                continue
+            if log.isEnabledFor(logging.DEBUG):
+                for job in jobs:
+                    log.debug("job %s %s claimed (attempt %s/%s)", job.id, job.type,
+                              job.attempt, job.max_attempts,
+                              extra=waiting_event("job_claimed", job))
+            if hand_over and self._may_run_here(jobs[0]):
+                if len(jobs) > 1:
+                    self.buffer.put(jobs[1:])
+                return jobs[0]
+            self.buffer.put(jobs)
+        return None
+
+    def _may_run_here(self, job: ClaimedJob) -> bool:
+        """Whether the thread that claimed `job` runs it: another thread waits to take
+        the claiming over, and a slot is free for it (taken here)."""
+        with self._standby_lock:
+            waiting = self._standby > 0
+        return waiting and self._runner is not None and self._runner.take_slot_for(job)
 
     @property
     def listening(self) -> bool:
