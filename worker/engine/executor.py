@@ -162,19 +162,21 @@ class Executor:
 
     def _slot(self) -> None:
         while True:
-            # A job first, then a slot for it, then the job itself: an idle slot thread
-            # holds no slot, so the producer can take one for the job it just claimed
-            # (take_slot_for). Another thread may take the job meanwhile: then the slot
-            # goes back and this one waits again.
-            if not self.buffer.wait(timeout=1.0):
+            # A job and a slot for it together: an idle slot thread holds no slot, so the
+            # producer can take one for the job it just claimed (take_slot_for).
+            job = self.buffer.take_with_slot(self._slots_free, timeout=1.0)
+            if job is False:
+                # Every slot is in use (tasks on the loop, a job its producer runs): wait
+                # for one, then take a job if one is still there.
+                if not self._slots_free.acquire(timeout=1.0):
+                    continue
+                job = self.buffer.take_next_if(_any_job)
+                if job is None:
+                    self._slots_free.release()
+                    continue
+            elif job is None:
                 if self.buffer.closed:
                     return
-                continue
-            if not self._slots_free.acquire(timeout=1.0):
-                continue
-            job = self.buffer.take_next_if(_any_job)
-            if job is None:
-                self._slots_free.release()
                 continue
             ex = self.begin_in_slot(job)
             if ex is not None and not self.run_begun(ex):

@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import psycopg
@@ -158,14 +158,23 @@ class JobBuffer:
             low = len(self._jobs) <= self.low_water
         return self._taken(job, low)
 
-    def wait(self, timeout: float) -> bool:
-        """Whether a job waits, once one does or after `timeout` (False once closed):
-        a slot thread waits here before it takes a slot and then the job (take_next_if),
-        so that an idle lane's slots stay free for the producer to run a job itself."""
+    def take_with_slot(self, slots: threading.Semaphore,
+                       timeout: float) -> ClaimedJob | None | Literal[False]:
+        """The next job with a slot for it (taken from `slots` without waiting), once a job
+        waits or after `timeout` (None; also once closed); False when a job waits but no
+        slot is free. A slot thread takes its slot with its job rather than before
+        waiting for one, so that an idle lane's slots stay free for its producer to run a
+        job itself (Producer, "Running the first job")."""
         with self._cond:
             if not self._jobs and not self._closed:
                 self._cond.wait(timeout)
-            return bool(self._jobs) and not self._closed
+            if self._closed or not self._jobs:
+                return None
+            if not slots.acquire(blocking=False):
+                return False
+            job = self._jobs.popleft()
+            low = len(self._jobs) <= self.low_water
+        return self._taken(job, low)
 
     def take_next_if(self, wanted: Callable[[ClaimedJob], bool]) -> ClaimedJob | None:
         """The next job if there is one now and it is `wanted`, without waiting (a slot
