@@ -32,6 +32,7 @@ down_revision = "0067"
 branch_labels = None
 depends_on = None
 
+
 def _migration(name: str):
     path = Path(__file__).with_name(name)
     spec = importlib.util.spec_from_file_location(f"jobwarden_migration_{path.stem}", path)

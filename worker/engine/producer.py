@@ -147,17 +147,6 @@ class JobBuffer:
             self._jobs.extend(jobs)
             self._cond.notify(len(jobs))
 
-    def take(self, timeout: float) -> ClaimedJob | None:
-        """The next job, or None after `timeout` or once the buffer is closed."""
-        with self._cond:
-            if not self._jobs and not self._closed:
-                self._cond.wait(timeout)
-            if self._closed or not self._jobs:
-                return None
-            job = self._jobs.popleft()
-            low = len(self._jobs) <= self.low_water
-        return self._taken(job, low)
-
     def take_with_slot(self, slots: threading.Semaphore,
                        timeout: float) -> ClaimedJob | None | Literal[False]:
         """The next job with a slot for it (taken from `slots` without waiting), once a job
