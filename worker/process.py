@@ -158,7 +158,8 @@ class WorkerProcess:
         self.completer = Completer([DedicatedConnection(self.url)
                                     for _ in range(config.flush_writers)],
                                    batch_size=config.flush_batch,
-                                   interval=config.flush_interval, give_up=self._give_up)
+                                   interval=config.flush_interval, give_up=self._give_up,
+                                   on_keys_freed=self._keys_freed)
         #: Rate limits and caps, declared and live (re-read by the duties).
         self.limits = LimitBook(self.types)
         self._lanes = [self._lane_runtime(lane) for lane in self.lanes]
@@ -173,6 +174,12 @@ class WorkerProcess:
             draining=self._stop.is_set, on_recovered=self._wake)
 
     # -- lifecycle ---------------------------------------------------------------------
+    def _keys_freed(self) -> None:
+        """Written outcomes ended executions that held concurrency keys: every lane's
+        producer claims again (those keys' next jobs may start now)."""
+        for rt in self._lanes:
+            rt.producer.wake.set()
+
     def request_stop(self) -> None:
         """Begin a graceful shutdown (what SIGTERM does)."""
         self._stop.set()
@@ -292,9 +299,13 @@ class WorkerProcess:
         which claims only the lane's queues on a connection of its own."""
         wake = Wakeup()
         buffer = JobBuffer(on_low=wake.set)
+
+        def slot_freed(job: ClaimedJob | None) -> None:
+            producer.slot_freed(job)  # made below, before any slot runs
+
         executor = Executor(
             registry=self.registry, pool=self.pool, buffer=buffer,
-            completer=self.completer, concurrency=lane.slots, on_slot_free=wake.set,
+            completer=self.completer, concurrency=lane.slots, on_slot_free=slot_freed,
             on_abandoned=self._check_abandoned, timeout_grace=self.config.timeout_grace,
             threads=self._slot_threads(lane), name=lane.label,
             on_loop_stuck=self._loop_stuck)

@@ -69,7 +69,7 @@ def test_only_a_coroutine_job_whose_lease_the_clock_vouches_for_is_begun_on_the_
         pass
 
     executor = Executor(registry=default_registry, pool=None, buffer=JobBuffer(),
-                        completer=None, concurrency=2, on_slot_free=lambda: None,
+                        completer=None, concurrency=2, on_slot_free=lambda job: None,
                         on_abandoned=lambda: None)
 
     def claimed(job_type: str, granted_at: float | None) -> ClaimedJob:

@@ -148,28 +148,60 @@ def test_a_wakeup_set_by_another_thread_ends_a_wait_on_the_socket(clean_db):
 
 
 
-def test_taking_the_one_job_a_short_claim_found_claims_nothing_beside_its_start(conn,
-                                                                                clean_db):
-    """The notified claim finds the one job there is; the slot that takes it empties the
-    buffer, and after such a short claim that is no reason to claim again: a claim then
-    would run beside the handler's start (it did: one empty claim per job of an idle
-    worker). The freed slot still wakes the producer (a concurrency key may have room)."""
+def hold_registry(started: threading.Event, release: threading.Event) -> Registry:
     reg = Registry()
-    started, release = threading.Event(), threading.Event()
 
-    @job("hold", registry=reg)
+    @job("hold", registry=reg, concurrency_limit=1)
     def hold(ctx, payload):
         started.set()
         release.wait(20)
 
+    return reg
+
+
+def test_a_short_claims_one_job_claims_nothing_beside_its_start_or_after_its_end(conn,
+                                                                                  clean_db):
+    """The notified claim finds the one job there is; the slot that takes it empties the
+    buffer, and after such a short claim that is no reason to claim again: a claim then
+    would run beside the handler's start (it did: one empty claim per job of an idle
+    worker). Nor is the job's end, when it had no concurrency key: nothing it held can
+    let another job start (Producer.slot_freed), and a claim then would be empty too, with
+    a notification that came meanwhile waiting for it."""
+    started, release = threading.Event(), threading.Event()
+    reg = hold_registry(started, release)
     with running_worker(reg, clean_db, poll_interval=POLL) as worker:
         wait_for(lambda: listening(worker), timeout=10, message="the producer to LISTEN")
         counts = count_claims(worker)
-        enqueue(conn, "hold", {}, registry=reg)
+        job_id = enqueue(conn, "hold", {}, registry=reg)
         conn.commit()
         assert started.wait(20), "the notified job did not start"
         # While its handler runs, the producer sleeps: nothing was left to claim.
         threading.Event().wait(0.5)
         assert counts["*"][0] == 1, counts
         release.set()
-        wait_for(lambda: counts["*"][0] == 2, timeout=20, message="the freed slot's claim")
+        wait_for(lambda: job_row(clean_db, job_id)["status"] == "completed", timeout=20,
+                 message="the job to complete")
+        threading.Event().wait(0.5)
+        assert counts["*"][0] == 1, counts
+
+
+def test_the_end_of_a_job_with_a_concurrency_key_claims_its_keys_next_job(conn, clean_db):
+    """A freed slot whose job had a concurrency key wakes the producer: the key's next job,
+    which the claim skipped while the key had no room, is claimed at once, not at the
+    next poll (a minute away here)."""
+    started, release = threading.Event(), threading.Event()
+    reg = hold_registry(started, release)
+    with running_worker(reg, clean_db, poll_interval=POLL) as worker:
+        wait_for(lambda: listening(worker), timeout=10, message="the producer to LISTEN")
+        first = enqueue(conn, "hold", {}, concurrency_key="k", registry=reg)
+        conn.commit()
+        assert started.wait(20), "the notified job did not start"
+        second = enqueue(conn, "hold", {}, concurrency_key="k", registry=reg)
+        conn.commit()
+        # Its notification's claim skips it: its key's one slot is taken.
+        threading.Event().wait(0.5)
+        assert job_row(clean_db, second)["status"] == "pending"
+        release.set()
+        wait_for(lambda: job_row(clean_db, second)["status"] == "completed", timeout=20,
+                 message="the key's next job, claimed when the first one freed its slot")
+        assert job_row(clean_db, first)["status"] == "completed"

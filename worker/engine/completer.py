@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -70,6 +71,9 @@ class Completion:
     #: Recovery's guard: written only while the job's lease is still ended (the worker
     #: may have renewed it between the lock and the write).
     lapsed_only: bool = False
+    #: The job's concurrency key (None: none, or not known): once this is written, the
+    #: key's next job may start (Completer's `on_keys_freed`).
+    concurrency_key: str | None = None
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
@@ -188,7 +192,8 @@ class Completer:
 
     def __init__(self, conn: DedicatedConnection | list[DedicatedConnection], *,
                  batch_size: int = 100, interval: float = 0.002,
-                 give_up: threading.Event | None = None) -> None:
+                 give_up: threading.Event | None = None,
+                 on_keys_freed: Callable[[], None] | None = None) -> None:
         #: One connection per writer thread (run(writer) for each). With two, one batch is
         #: written while the next is gathered and sent: a single writer is busy all the
         #: time in a drain, half of it waiting for the server (docs/architecture.md §6).
@@ -205,6 +210,9 @@ class Completer:
         # before it is written), so their order does not matter.
         self._write_locks = [threading.Lock() for _ in self._conns]
         self._closing = False
+        #: Told once a written batch ended executions that held a concurrency key: only
+        #: now does the claim see their keys' room (the worker wakes its producers).
+        self._on_keys_freed = on_keys_freed
         self.written = 0
         self.refused = 0
 
@@ -289,6 +297,9 @@ class Completer:
                             len(batch), exc, wait, extra={"action": "db_unavailable"})
                 self._give_up.wait(wait)
         self.written += len(owned)
+        if self._on_keys_freed is not None and any(
+                c.concurrency_key is not None and c.execution_id in owned for c in batch):
+            self._on_keys_freed()
         refused = [c for c in batch if c.execution_id not in owned]
         recorded: dict[UUID, str] = {}
         if refused:

@@ -70,7 +70,7 @@ class ExecutionControl:
                  job_idempotency_key: str | None = None, timeout: float | None = None,
                  snoozes: int = 0,
                  async_pool: Callable[[], Awaitable[AsyncConnectionPool]] | None = None,
-                 started: float | None = None) -> None:
+                 started: float | None = None, concurrency_key: str | None = None) -> None:
         self.pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -81,6 +81,7 @@ class ExecutionControl:
         self.version = version
         #: How often earlier executions of this job snoozed it.
         self.snoozes = snoozes
+        self.concurrency_key = concurrency_key
         #: When the worker decided to start it (time.monotonic()): `started`, given by the
         #: executor from before its lease check, else now.
         self.started = time.monotonic() if started is None else started

@@ -100,7 +100,8 @@ class Executor:
     """Runs claimed jobs on `concurrency` reusable slot threads."""
 
     def __init__(self, *, registry: Registry, pool: ConnectionPool, buffer: JobBuffer,
-                 completer: Completer, concurrency: int, on_slot_free: Callable[[], None],
+                 completer: Completer, concurrency: int,
+                 on_slot_free: Callable[[ClaimedJob | None], None],
                  on_abandoned: Callable[[], None], timeout_grace: float = 5.0,
                  threads: int | None = None, name: str = "*",
                  on_loop_stuck: Callable[[str], None] | None = None) -> None:
@@ -119,6 +120,9 @@ class Executor:
         # The lane's slots, thread or task: taken before a job is, given back by _free().
         self._slots_free = threading.BoundedSemaphore(concurrency)
         self._loop: LaneLoop | None = None
+        # Told of a slot freed with no claimed job waiting for it, and of the job that held
+        # it (None: unknown): the producer claims if that can have made work claimable
+        # (Producer.slot_freed).
         self._on_slot_free = on_slot_free
         # Told of each abandoned thread: the worker counts them over all its lanes.
         self._on_abandoned = on_abandoned
@@ -214,7 +218,7 @@ class Executor:
         if ex is None:
             self._slots_free.release()
             if not len(self.buffer):
-                self._on_slot_free()
+                self._on_slot_free(job)
             return None
         if ex.coroutine:
             # Its slot is given back when its task ends. The jobs right behind it
@@ -231,7 +235,7 @@ class Executor:
         if ex.abandoned:
             return False
         if not len(self.buffer):
-            self._on_slot_free()
+            self._on_slot_free(ex.job)
         return True
 
     def _runs_on_loop(self, job: ClaimedJob) -> bool:
@@ -305,7 +309,7 @@ class Executor:
                                    timeout=job_type.timeout, snoozes=job.snoozes,
                                    async_pool=(self.loop().connection_pool
                                                if job_type.is_coroutine else None),
-                                   started=decided)
+                                   started=decided, concurrency_key=job.concurrency_key)
         ex = Execution(job, job_type, control, threading.current_thread(),
                        coroutine=job_type.is_coroutine)
         with self._lock:
@@ -450,7 +454,7 @@ class Executor:
             # None: it must not run (its lease was lost, or it was cancelled meanwhile)
         self._slots_free.release()
         if not len(self.buffer):
-            self._on_slot_free()  # no slot thread to say so: it went on long ago
+            self._on_slot_free(ex.job)  # no slot thread to say so: it went on long ago
 
     def _begins_on_loop(self, job: ClaimedJob) -> bool:
         """A coroutine job the loop may begin itself: begin() asks the database about a
@@ -542,7 +546,7 @@ class Executor:
         self._free(ex)
         if not ex.coroutine and not self.buffer.closed:
             self._start_slot()
-        self._on_slot_free()
+        self._on_slot_free(None)
         self._on_abandoned()
         return True
 

@@ -77,6 +77,8 @@ class ClaimedJob:
     idempotency_key: str | None
     #: How often earlier executions snoozed the job (a type's max_snoozes bounds it).
     snoozes: int
+    #: Its concurrency key (None: it has none): its end may let the key's next job start.
+    concurrency_key: str | None = None
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.
@@ -277,6 +279,8 @@ class Producer:
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
         self._last_full = True
+        #: Whether the last claim found limited work in the lane (rate limits, live caps).
+        self._limited = False
         #: Whether the claim loop sleeps before it claims again (the last claim was short).
         self._sleep_first = False
         self._backoff = Backoff()
@@ -319,6 +323,20 @@ class Producer:
         if waiting > ahead // 2 and waiting >= free:
             return 0  # slots are busy and the buffer is not low yet: let it drain a little
         return max(0, min(self.settings.claim_batch, free + ahead - waiting))
+
+    def slot_freed(self, job: ClaimedJob | None) -> None:
+        """A slot of the lane is free and no claimed job waits for it: `job` ended (or was
+        not started). Wake the claiming when that can have made a job claimable: when the
+        last claim took all it asked for (more may wait), when `job` had a concurrency key
+        (its key has room again) or the lane has limited work (a cap has room again).
+
+        After a short claim (it took every job that was runnable) a keyless job's end makes
+        nothing claimable: new jobs notify, jobs whose time comes are found by the poll.
+        Claiming then found nothing, once per job of an idle worker, and a notification
+        that came during that empty claim waited for it (bench/README.md, "Enqueue→start
+        tail")."""
+        if self._last_full or self._limited or job is None or job.concurrency_key is not None:
+            self.wake.set()
 
     def run(self) -> None:
         """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
@@ -483,6 +501,7 @@ class Producer:
         sent = lease.now()  # the leases the claim grants start no earlier than this
         c = self.claims
         limited = self._limits()
+        self._limited = limited is not None
         self._held_back = None
         jobs: list[ClaimedJob] = []
         if limited is not None:

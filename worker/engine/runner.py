@@ -230,7 +230,7 @@ def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Complet
                       outcome=outcome.outcome, error_code=outcome.error_code,
                       error=outcome.error, delay=outcome.delay, progress=progress,
                       checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
-                      duration_ms=ms_since(run.started))
+                      duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key)
 
 
 def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:

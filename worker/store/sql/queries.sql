@@ -143,13 +143,13 @@ WITH locked AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.available_at
+              j.concurrency_key, j.available_at
 )
 -- No job_executions row yet: a running execution lives on its job row (execution_id,
 -- worker_id, started_at, heartbeat_at, the lease), and finish_executions writes its
 -- history row once, when it ends (migration 0061; job_executions_all shows both).
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
-       execution_id, checkpoint, idempotency_key, snoozes
+       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: claim_limited_jobs
@@ -356,7 +356,7 @@ WITH locked AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.available_at
+              j.concurrency_key, j.available_at
 ), spent AS (
     -- One token per claimed job from each bucket it drew from, in bucket order (two
     -- claims of different scopes that share a bucket never wait on each other in a cycle).
@@ -378,7 +378,7 @@ WITH locked AS (
         updated_at = EXCLUDED.updated_at
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
-       execution_id, checkpoint, idempotency_key, snoozes
+       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
