@@ -241,12 +241,15 @@ class Executor:
     def _runs_on_loop(self, job: ClaimedJob) -> bool:
         """A coroutine job whose loop can take it now."""
         job_type = self.registry.get(job.type)
-        return job_type is not None and job_type.is_coroutine and not self._loop_stalled(job)
+        return job_type is not None and job_type.is_coroutine and not self._stalled()
 
     def _loop_stalled(self, job: ClaimedJob) -> bool:
         job_type = self.registry.get(job.type)
-        return (self._loop is not None and job_type is not None and job_type.is_coroutine
-                and self._loop.stalled_for() >= STALL_SECONDS)
+        return job_type is not None and job_type.is_coroutine and self._stalled()
+
+    def _stalled(self) -> bool:
+        """Whether the lane's loop is held (a blocking call in a coroutine handler)."""
+        return self._loop is not None and self._loop.stalled_for() >= STALL_SECONDS
 
     def _free(self, ex: Execution) -> bool:
         """Give the execution's slot back (once: its end and its abandonment both try;
@@ -460,7 +463,7 @@ class Executor:
         """A coroutine job the loop may begin itself: begin() asks the database about a
         lease the clock cannot vouch for, and the loop must never wait on that."""
         job_type = self.registry.get(job.type)
-        return (job_type is not None and self._runs_on_loop(job)
+        return (job_type is not None and job_type.is_coroutine and not self._stalled()
                 and lease.vouched(job.granted_at, job_type.lease))
 
     async def _hand_over_async(self, ex: Execution, outcome: runner.Outcome) -> None:

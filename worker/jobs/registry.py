@@ -7,6 +7,7 @@ have different SLAs.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator
@@ -91,10 +92,12 @@ class JobType:
     def __call__(self, ctx: Any, payload: Any) -> Any:
         return self.handler(ctx, payload)
 
-    @property
+    @functools.cached_property
     def is_coroutine(self) -> bool:
         """An `async def` handler: it runs on its lane's event loop, given an
-        AsyncJobContext (worker/engine/loops.py), instead of on a slot thread."""
+        AsyncJobContext (worker/engine/loops.py), instead of on a slot thread. Asked
+        several times per job on the loop's path; `inspect` takes a microsecond or two
+        each time, so it is asked once (a type's handler never changes)."""
         return inspect.iscoroutinefunction(self.handler)
 
     def validate_payload(self, payload: dict[str, Any]) -> Any:
