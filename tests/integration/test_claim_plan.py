@@ -14,7 +14,7 @@ import pytest
 
 from worker import JobSpec, enqueue_many
 from worker.engine.config import DEFAULT_CLAIM_BATCH
-from worker.engine.producer import claim, prepare_claims
+from worker.engine.producer import ClaimSpec, claim, prepare_claims
 from worker.engine.producer import claim_params as claim_jobs_params
 from worker.store.db import connect_kwargs, migrate
 from worker.store.queries import Q
@@ -183,18 +183,24 @@ def test_a_backlog_that_took_the_default_queue_is_claimed_for_its_declared_queue
     assert [(r[1], r[2]) for r in rows] == [("reports", "plan.wanted")] * 10
 
 
+def claim_spec() -> ClaimSpec:
+    return ClaimSpec(types=["plan.wanted"], leases=[30.0], limits=[1],
+                     type_queues=["default"], type_max_attempts=[5], worker_id="plan-test")
+
+
 def claim_statements(conn) -> list[tuple[int, int]]:
     """(generic plans, custom plans) of each claim statement this session prepared."""
     return conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
                         "WHERE statement LIKE '-- jobwarden: claim_jobs%'").fetchall()
 
 
-def test_a_claim_connection_plans_its_claim_once(backlog_db):
-    # Planning claim_jobs takes milliseconds; a claim connection pays it on its first
-    # claim only, not on each of its first ten (the first jobs an idle worker is sent).
+def test_a_claim_connection_plans_its_claim_once_before_the_first_claim(backlog_db):
+    # Planning claim_jobs takes milliseconds; a claim connection pays it when it is made,
+    # not on its first claims (the first jobs an idle worker is sent).
     with psycopg.connect(backlog_db, autocommit=True) as conn:
-        prepare_claims(conn)
-        for _ in range(8):
+        prepare_claims(conn, claim_spec())
+        assert claim_statements(conn) == [(1, 0)]
+        for _ in range(7):
             assert len(claim(conn, types=["plan.wanted"], leases=[30.0], queues=None,
                              limit=1, worker_id="plan-test")) == 1
         assert claim_statements(conn) == [(8, 0)]
@@ -206,7 +212,7 @@ def test_through_a_transaction_pooler_a_claim_connection_prepares_nothing(backlo
     # prepared (worker/store/db.py, connect_kwargs).
     monkeypatch.setenv("JOBWARDEN_POOLER", "transaction")
     with psycopg.connect(backlog_db, autocommit=True, **connect_kwargs()) as conn:
-        prepare_claims(conn)
+        prepare_claims(conn, claim_spec())
         assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
         claim(conn, types=["plan.wanted"], leases=[30.0], queues=None, limit=1,
               worker_id="plan-test")

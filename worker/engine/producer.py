@@ -127,19 +127,19 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
                                   ClaimedJob, prepare=True)
 
 
-def prepare_claims(conn: psycopg.Connection) -> None:
-    """A new claim connection's first statement: its session plans its prepared
-    statements generically from their first run (Q.claim_plans_generic says why), so its
-    first claim is planned once and every later one reuses that plan. Not through a
-    transaction pooler: nothing is prepared there, and the SET would stay on a server
-    connection that other clients' transactions share.
-
-    The claim is not run ahead of need to plan it sooner: a claim of no job fires the
-    row-count triggers with empty transition tables, and PL/pgSQL keeps the plans it
-    makes then for the session, estimated for no rows. Drains of 50,000 jobs ran 8-12%
-    slower with such a warm-up claim (bench/README.md, 2026-12-04)."""
-    if not pooled():
-        JobStore(conn).rows(Q.claim_plans_generic)
+def prepare_claims(conn: psycopg.Connection, spec: ClaimSpec) -> None:
+    """A new claim connection's first statements: its session plans its prepared
+    statements generically from their first run (Q.claim_plans_generic says why), and
+    claim_jobs is prepared and planned now, by a claim of no job, so that the lane's first
+    claim after the worker starts (or reconnects) is not the one that waits for the
+    planner. Not through a transaction pooler: nothing is prepared there, and the SET
+    would stay on a server connection that other clients' transactions share."""
+    if pooled():
+        return
+    JobStore(conn).rows(Q.claim_plans_generic)
+    claim(conn, types=spec.types, leases=spec.leases, queues=spec.queues, limit=0,
+          worker_id=spec.worker_id, skip_queues=spec.skip_queues, limits=spec.limits,
+          type_queues=spec.type_queues, type_max_attempts=spec.type_max_attempts)
 
 
 class JobBuffer:
@@ -291,7 +291,7 @@ class Producer:
         self._serves = serves
         #: The claim connection whose session LISTENs (None: not listening now).
         self._listening: psycopg.Connection | None = None
-        #: The claim connection whose session plans generically (prepare_claims).
+        #: The claim connection whose claims are prepared (prepare_claims).
         self._prepared: psycopg.Connection | None = None
         #: A notification for this lane was read since the last claim began.
         self._notified = False
@@ -506,11 +506,11 @@ class Producer:
             self._notified = True
 
     def _connection(self) -> psycopg.Connection:
-        """The claim connection; a new one is set to plan its claims once
-        (prepare_claims), then LISTENs when this producer listens."""
+        """The claim connection; a new one prepares its claim (prepare_claims), then
+        LISTENs when this producer listens."""
         conn = self._conn.get()
         if conn is not self._prepared:
-            prepare_claims(conn)
+            prepare_claims(conn, self.claims)
             self._prepared = conn
         if self.listens and conn is not self._listening:
             self._listening = None

@@ -647,10 +647,9 @@ SELECT now()
 -- A claim connection's session plans its prepared statements once, generically, from
 -- their first run (worker/engine/producer.py, `prepare_claims`): planning claim_jobs
 -- takes about 2 ms, which the server otherwise spends on each of its first five runs
--- (custom plans, before it settles on the generic one), and psycopg sent it unprepared,
--- planned every time, for five runs before that (the claims are prepared from their
--- first run now). Its plan does not depend on the values (see claim_jobs), nor does
--- that of any other statement this session runs.
+-- (custom plans, before it settles on the generic one), and psycopg sends it unprepared,
+-- planned every time, for five runs before that. Its plan does not depend on the values
+-- (see claim_jobs), nor does that of any other statement this session runs.
 SET plan_cache_mode = force_generic_plan
 
 -- name: listen_for_jobs
