@@ -49,7 +49,7 @@ from worker.core.logs import waiting_event
 from worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
 from worker.engine.listener import Wakeup, listen_on, read_notifies
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
-from worker.store.db import DedicatedConnection, pooled
+from worker.store.db import DedicatedConnection
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
@@ -120,26 +120,10 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
     params = claim_params(types=types, leases=leases, queues=queues, limit=limit,
                           worker_id=worker_id, skip_queues=skip_queues, limits=limits,
                           type_queues=type_queues, type_max_attempts=type_max_attempts)
-    # Prepared from the first claim: a claim connection plans it once (prepare_claims).
     if limited is None:
-        return JobStore(conn).records(Q.claim_jobs, params, ClaimedJob, prepare=True)
+        return JobStore(conn).records(Q.claim_jobs, params, ClaimedJob)
     return JobStore(conn).records(Q.claim_limited_jobs, {**params, **limited.params},
-                                  ClaimedJob, prepare=True)
-
-
-def prepare_claims(conn: psycopg.Connection, spec: ClaimSpec) -> None:
-    """A new claim connection's first statements: its session plans its prepared
-    statements generically from their first run (Q.claim_plans_generic says why), and
-    claim_jobs is prepared and planned now, by a claim of no job, so that the lane's first
-    claim after the worker starts (or reconnects) is not the one that waits for the
-    planner. Not through a transaction pooler: nothing is prepared there, and the SET
-    would stay on a server connection that other clients' transactions share."""
-    if pooled():
-        return
-    JobStore(conn).rows(Q.claim_plans_generic)
-    claim(conn, types=spec.types, leases=spec.leases, queues=spec.queues, limit=0,
-          worker_id=spec.worker_id, skip_queues=spec.skip_queues, limits=spec.limits,
-          type_queues=spec.type_queues, type_max_attempts=spec.type_max_attempts)
+                                  ClaimedJob)
 
 
 class JobBuffer:
@@ -291,8 +275,6 @@ class Producer:
         self._serves = serves
         #: The claim connection whose session LISTENs (None: not listening now).
         self._listening: psycopg.Connection | None = None
-        #: The claim connection whose claims are prepared (prepare_claims).
-        self._prepared: psycopg.Connection | None = None
         #: A notification for this lane was read since the last claim began.
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
@@ -506,12 +488,8 @@ class Producer:
             self._notified = True
 
     def _connection(self) -> psycopg.Connection:
-        """The claim connection; a new one prepares its claim (prepare_claims), then
-        LISTENs when this producer listens."""
+        """The claim connection; a new one LISTENs first when this producer listens."""
         conn = self._conn.get()
-        if conn is not self._prepared:
-            prepare_claims(conn, self.claims)
-            self._prepared = conn
         if self.listens and conn is not self._listening:
             self._listening = None
             listen_on(conn, self._noted)

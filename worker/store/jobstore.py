@@ -64,13 +64,11 @@ class JobStore:
         names, rows = self.table(query, params)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def records(self, query: Query, params: Params, record: type[T], *,
-                prepare: bool | None = None) -> list[T]:
+    def records(self, query: Query, params: Params, record: type[T]) -> list[T]:
         """Every row built into `record` from its columns, in order (psycopg only: the
-        worker's own hot paths, such as the claim). `prepare`: psycopg's own (True: a
-        server-side prepared statement from the first run, not the fifth)."""
+        worker's own hot paths, such as the claim)."""
         cur = self._psycopg().cursor(row_factory=args_row(record))
-        cur.execute(_checked(query), params, prepare=prepare)
+        cur.execute(_checked(query), params)
         return cur.fetchall()
 
     def table(self, query: Query, params: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -643,15 +643,6 @@ FROM background_jobs WHERE status = 'unknown' ORDER BY id LIMIT %(limit)s
 -- The database's clock (the start of the transaction): schedules tick by it, not ours.
 SELECT now()
 
--- name: claim_plans_generic
--- A claim connection's session plans its prepared statements once, generically, from
--- their first run (worker/engine/producer.py, `prepare_claims`): planning claim_jobs
--- takes about 2 ms, which the server otherwise spends on each of its first five runs
--- (custom plans, before it settles on the generic one), and psycopg sends it unprepared,
--- planned every time, for five runs before that. Its plan does not depend on the values
--- (see claim_jobs), nor does that of any other statement this session runs.
-SET plan_cache_mode = force_generic_plan
-
 -- name: listen_for_jobs
 -- Subscribe this session to the wake-ups of enqueues and retries (worker/engine/listener.py).
 LISTEN jobwarden_jobs
