@@ -537,6 +537,7 @@ class Producer:
                           worker_id=c.worker_id)
         for job in jobs:
             job.granted_at = sent
+        self._conn.handled(len(jobs))  # a backlog after an idle spell: plan again
         return jobs
 
     def _claim_limited(self, conn: psycopg.Connection, limited: LimitedClaim,

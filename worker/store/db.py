@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from worker.store.jobstore import JobStore
+from worker.store.queries import Q
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -142,6 +145,12 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+#: A hot statement that handled this many times more rows than any before it on its
+#: connection (and at least REPLAN_ROWS) has its session's plans made again.
+REPLAN_FACTOR = 4
+REPLAN_ROWS = 50
+
+
 class DedicatedConnection:
     """One autocommit connection kept by a hot duty (claims, batched outcomes): no pool
     checkout or liveness check per statement. After a database error the caller drops
@@ -152,12 +161,32 @@ class DedicatedConnection:
         self.url = url
         self._options = options
         self._conn: psycopg.Connection | None = None
+        #: The most rows one hot statement handled on this connection so far.
+        self._most_rows = 0
 
     def get(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5,
                                          **connect_kwargs(), **self._options)
+            self._most_rows = 0
         return self._conn
+
+    def handled(self, rows: int) -> None:
+        """A hot statement on this connection handled `rows` rows (a claim's jobs, an
+        outcome batch). When that far outgrows every earlier one, the session's cached
+        plans are dropped (Q.discard_plans) and the next statements are planned again.
+
+        The server keeps a prepared statement's generic plan, and PL/pgSQL a trigger's,
+        for the whole session, sized by the tables as they were when it was made; with no
+        statistics that is their size on disk then. A worker that started idle made them
+        on a near-empty queue, and when a backlog came its claims joined 200 ids to the
+        whole table by hash (a sequential scan of 40,000 rows, 33 ms of a 40 ms claim):
+        it drained at 0.40x the rate of one started on the backlog (bench/README.md,
+        2026-12-04). The first large batch is the sign that the tables have grown."""
+        if rows >= REPLAN_ROWS and rows >= REPLAN_FACTOR * self._most_rows \
+                and self._conn is not None and not self._conn.closed:
+            JobStore(self._conn).rows(Q.discard_plans)
+        self._most_rows = max(self._most_rows, rows)
 
     def drop(self) -> None:
         if self._conn is not None:

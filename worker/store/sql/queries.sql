@@ -643,6 +643,12 @@ FROM background_jobs WHERE status = 'unknown' ORDER BY id LIMIT %(limit)s
 -- The database's clock (the start of the transaction): schedules tick by it, not ours.
 SELECT now()
 
+-- name: discard_plans
+-- Drop this session's cached plans, its prepared statements' and its triggers' alike: the
+-- next run of each is planned again for the tables as they are now (worker/store/db.py,
+-- DedicatedConnection.handled).
+DISCARD PLANS
+
 -- name: listen_for_jobs
 -- Subscribe this session to the wake-ups of enqueues and retries (worker/engine/listener.py).
 LISTEN jobwarden_jobs

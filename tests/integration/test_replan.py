@@ -1,0 +1,60 @@
+"""A hot connection plans again once its statements outgrow the plans it keeps
+(worker/store/db.py, DedicatedConnection.handled).
+
+The server keeps a prepared statement's generic plan for the session, sized by the tables
+when it was made. A claim connection that ran its first claims on a near-empty queue (a
+worker that started idle) kept a plan that joins the claimed ids to the whole table by
+hash, a sequential scan of every job, for every later claim of a backlog. auto_explain
+reports to the client the plan each claim actually runs.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from worker import JobSpec, enqueue_many
+from worker.engine.producer import claim
+from worker.store.db import DedicatedConnection
+
+KW = dict(types=["replan.noop"], leases=[30.0], queues=None, worker_id="w")
+
+
+def claim_plans(dedicated: DedicatedConnection, limit: int) -> list[str]:
+    plans: list[str] = []
+    conn = dedicated.get()
+
+    def noted(diagnostic: psycopg.errors.Diagnostic) -> None:
+        plans.append(diagnostic.message_primary or "")
+
+    conn.add_notice_handler(noted)
+    jobs = claim(conn, limit=limit, **KW)
+    dedicated.handled(len(jobs))
+    conn.remove_notice_handler(noted)
+    return [p for p in plans if "jobwarden: claim_jobs" in p]
+
+
+def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db):
+    dedicated = DedicatedConnection(clean_db)
+    conn = dedicated.get()
+    for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+                    "SET auto_explain.log_level = notice"):
+        conn.execute(setting)
+    with psycopg.connect(clean_db) as writer:
+        # Idle: one job at a time, past the runs after which the session keeps a
+        # generic plan (psycopg prepares at the fifth, the server plans generically from
+        # the sixth on).
+        for i in range(12):
+            enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
+            writer.commit()
+            claim_plans(dedicated, 200)
+        # The backlog comes.
+        enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
+        writer.commit()
+    (first,) = claim_plans(dedicated, 200)
+    # The plan made on the near-empty table reads the whole table for the update ...
+    assert "Seq Scan on background_jobs" in first, first
+    # ... the connection sees the first large batch, and the next claim is planned for
+    # the table as it is now.
+    (second,) = claim_plans(dedicated, 200)
+    assert "Seq Scan on background_jobs" not in second, second
+    dedicated.drop()
