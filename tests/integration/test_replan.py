@@ -58,3 +58,17 @@ def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db
     (second,) = claim_plans(dedicated, 200)
     assert "Seq Scan on background_jobs" not in second, second
     dedicated.drop()
+
+
+def test_a_connection_lost_while_planning_again_is_not_the_callers_failure(clean_db):
+    # The claim (or outcome batch) before went through: its jobs are held, its outcomes
+    # written. Failing here would make the producer take claimed jobs for lost.
+    dedicated = DedicatedConnection(clean_db)
+    conn = dedicated.get()
+    with psycopg.connect(clean_db, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+    dedicated.handled(200)
+    fresh = dedicated.get()
+    assert fresh is not conn
+    assert fresh.execute("SELECT 1").fetchone() == (1,)
+    dedicated.drop()

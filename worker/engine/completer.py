@@ -296,10 +296,7 @@ class Completer:
                 log.warning("recording %d outcome(s) failed (%s); retrying in %.1fs",
                             len(batch), exc, wait, extra={"action": "db_unavailable"})
                 self._give_up.wait(wait)
-        try:
-            conn.handled(len(batch))  # a backlog after an idle spell: plan again
-        except DB_UNREACHABLE:
-            conn.drop()  # the next batch connects again
+        conn.handled(len(batch))  # a backlog after an idle spell: plan again
         self.written += len(owned)
         if self._on_keys_freed is not None and any(
                 c.concurrency_key is not None and c.execution_id in owned for c in batch):

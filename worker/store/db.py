@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from worker.core.dberrors import DB_UNREACHABLE
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
@@ -185,7 +186,14 @@ class DedicatedConnection:
         2026-12-04). The first large batch is the sign that the tables have grown."""
         if rows >= REPLAN_ROWS and rows >= REPLAN_FACTOR * self._most_rows \
                 and self._conn is not None and not self._conn.closed:
-            JobStore(self._conn).rows(Q.discard_plans)
+            try:
+                JobStore(self._conn).rows(Q.discard_plans)
+            except DB_UNREACHABLE:
+                # Never the caller's failure: its statement went through, and what it
+                # handled (claimed jobs, written outcomes) must not be taken for lost.
+                # The next use connects again, with no plans kept.
+                self.drop()
+                return
         self._most_rows = max(self._most_rows, rows)
 
     def drop(self) -> None:
