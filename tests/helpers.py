@@ -87,6 +87,18 @@ def status_counts(url: str) -> dict[str, int]:
             "SELECT status, count(*) FROM background_jobs GROUP BY status").fetchall())
 
 
+def explained(conn: psycopg.Connection, *, nested: bool = False) -> list[str]:
+    """Have auto_explain send each statement's plan (a trigger's too with `nested`) to
+    `conn`'s client as a notice; the list the plans are appended to, as they come."""
+    plans: list[str] = []
+    conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+    for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+                    f"SET auto_explain.log_nested_statements = {'on' if nested else 'off'}",
+                    "SET auto_explain.log_level = notice"):
+        conn.execute(setting)
+    return plans
+
+
 def scalar(url: str, sql: str, params: Any = None) -> Any:
     with psycopg.connect(url) as conn:
         return conn.execute(sql, params).fetchone()[0]

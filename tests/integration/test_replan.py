@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import psycopg
 
+from tests.helpers import explained
 from worker import JobSpec, enqueue_many
 from worker.engine.producer import claim
 from worker.store.db import DedicatedConnection
@@ -19,26 +20,17 @@ from worker.store.db import DedicatedConnection
 KW = dict(types=["replan.noop"], leases=[30.0], queues=None, worker_id="w")
 
 
-def claim_plans(dedicated: DedicatedConnection, limit: int) -> list[str]:
-    plans: list[str] = []
-    conn = dedicated.get()
-
-    def noted(diagnostic: psycopg.errors.Diagnostic) -> None:
-        plans.append(diagnostic.message_primary or "")
-
-    conn.add_notice_handler(noted)
-    jobs = claim(conn, limit=limit, **KW)
+def claim_plans(dedicated: DedicatedConnection, plans: list[str], limit: int) -> list[str]:
+    """Claim as a producer does; the plans of that claim (auto_explain's, in `plans`)."""
+    plans.clear()
+    jobs = claim(dedicated.get(), limit=limit, **KW)
     dedicated.handled(len(jobs))
-    conn.remove_notice_handler(noted)
     return [p for p in plans if "jobwarden: claim_jobs" in p]
 
 
 def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db):
     dedicated = DedicatedConnection(clean_db)
-    conn = dedicated.get()
-    for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-                    "SET auto_explain.log_level = notice"):
-        conn.execute(setting)
+    plans = explained(dedicated.get())
     with psycopg.connect(clean_db) as writer:
         # Idle: one job at a time, past the runs after which the session keeps a
         # generic plan (psycopg prepares at the fifth, the server plans generically from
@@ -46,16 +38,16 @@ def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db
         for i in range(12):
             enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
             writer.commit()
-            claim_plans(dedicated, 200)
+            claim_plans(dedicated, plans, 200)
         # The backlog comes.
         enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
         writer.commit()
-    (first,) = claim_plans(dedicated, 200)
+    (first,) = claim_plans(dedicated, plans, 200)
     # The plan made on the near-empty table reads the whole table for the update ...
     assert "Seq Scan on background_jobs" in first, first
     # ... the connection sees the first large batch, and the next claim is planned for
     # the table as it is now.
-    (second,) = claim_plans(dedicated, 200)
+    (second,) = claim_plans(dedicated, plans, 200)
     assert "Seq Scan on background_jobs" not in second, second
     dedicated.drop()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import psycopg
 
+from tests.helpers import explained
 from worker import JobSpec, enqueue_many
 from worker.engine.producer import claim
 
@@ -24,15 +25,10 @@ def test_the_update_trigger_keeps_its_hash_join_setting(conn):
 
 
 def test_a_session_whose_first_claim_took_one_job_joins_a_later_batch_by_hash(clean_db):
-    plans: list[str] = []
     with psycopg.connect(clean_db, autocommit=True) as conn:
         enqueue_many(conn, [JobSpec("plans.noop", {"i": i}) for i in range(201)])
         kw = dict(types=["plans.noop"], leases=[30.0], queues=None, worker_id="w")
-        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-        for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-                        "SET auto_explain.log_nested_statements = on",
-                        "SET auto_explain.log_level = notice"):
-            conn.execute(setting)
+        plans = explained(conn, nested=True)
         assert len(claim(conn, limit=1, **kw)) == 1  # the trigger's statement is planned
         plans.clear()
         assert len(claim(conn, limit=200, **kw)) == 200

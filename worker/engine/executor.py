@@ -238,10 +238,16 @@ class Executor:
             self._on_slot_free(ex.job)
         return True
 
+    def _loop_type(self, job: ClaimedJob) -> JobType | None:
+        """The job's type when the job is a coroutine's and its loop can take it now."""
+        job_type = self.registry.get(job.type)
+        if job_type is None or not job_type.is_coroutine or self._stalled():
+            return None
+        return job_type
+
     def _runs_on_loop(self, job: ClaimedJob) -> bool:
         """A coroutine job whose loop can take it now."""
-        job_type = self.registry.get(job.type)
-        return job_type is not None and job_type.is_coroutine and not self._stalled()
+        return self._loop_type(job) is not None
 
     def _loop_stalled(self, job: ClaimedJob) -> bool:
         job_type = self.registry.get(job.type)
@@ -462,9 +468,8 @@ class Executor:
     def _begins_on_loop(self, job: ClaimedJob) -> bool:
         """A coroutine job the loop may begin itself: begin() asks the database about a
         lease the clock cannot vouch for, and the loop must never wait on that."""
-        job_type = self.registry.get(job.type)
-        return (job_type is not None and job_type.is_coroutine and not self._stalled()
-                and lease.vouched(job.granted_at, job_type.lease))
+        job_type = self._loop_type(job)
+        return job_type is not None and lease.vouched(job.granted_at, job_type.lease)
 
     async def _hand_over_async(self, ex: Execution, outcome: runner.Outcome) -> None:
         """_hand_over for a coroutine handler's AsyncConnection transaction."""
