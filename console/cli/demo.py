@@ -128,30 +128,34 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     worker_thread.start()
     print(f"worker {worker.worker_id} running {len(registry.names())} job types\n")
 
+    stop = _StopRequest()
+
     def settle() -> None:
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
             if db.one(CQ.demo_batch_unsettled, ids=ids)["count"] == 0:
                 return
-            time.sleep(0.5)
+            stop.sleep(0.5)
 
     # SIGTERM (a process manager, `kill`) stops the demo exactly as Ctrl-C does.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {sig: signal.signal(sig, stop.request) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         _operator_actions(batch, ids, settle)
+        stop.check()
         _print_summary(ids)
         if not exit_when_done:
             print("\nThe worker keeps running and new jobs trickle in; open the console above. "
                   "Ctrl-C stops. The embedded PostgreSQL keeps running afterwards: "
                   "`jobwarden embedded stop` stops it.", flush=True)
             while True:
-                time.sleep(10)
+                stop.sleep(10)
                 with db.transaction() as tx:
                     enqueue_many(tx.conn, random.sample(demo_batch(), 2))
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         worker.request_stop()
         worker_thread.join(timeout=15)
         server.shutdown()
@@ -160,5 +164,30 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     return 0
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+class _StopRequest:
+    """Ctrl-C or SIGTERM, acted on only where the demo waits.
+
+    Raising KeyboardInterrupt from the signal handler itself would land wherever the main
+    thread happened to be, for instance inside the connection pool returning a connection,
+    which then logs the interrupt with a traceback before passing it on. The handler only
+    notes the request; `sleep` and `check` raise it at points where nothing is half done.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def request(self, signum, frame) -> None:
+        self.requested = True
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            self.check()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.1))
