@@ -7,14 +7,16 @@ selectivities does (about 100,000 buffer hits, an external sort)."""
 from __future__ import annotations
 
 import json
+import re
 
 import psycopg
 import pytest
 
 from worker import JobSpec, enqueue_many
 from worker.engine.config import DEFAULT_CLAIM_BATCH
+from worker.engine.producer import claim, prepare_claims
 from worker.engine.producer import claim_params as claim_jobs_params
-from worker.store.db import migrate
+from worker.store.db import connect_kwargs, migrate
 from worker.store.queries import Q
 
 BACKLOG = 100_000
@@ -53,16 +55,38 @@ def claim_params(limit: int = 10, concurrency_limit: int = 1, queue: str = "defa
                              worker_id="plan-test")
 
 
-def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1,
-               **params) -> tuple[int, str]:
+def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1, *,
+               generic: bool = False, **params) -> tuple[int, str]:
     """EXPLAIN (ANALYZE, BUFFERS) of claiming `limit` jobs, rolled back: (shared buffers
-    hit + read, the plan as text)."""
+    hit + read, the plan as text). `generic`: the plan a producer's claim connection runs
+    (prepared, and planned without its values: Q.claim_plans_generic), else the plan made
+    for these values."""
+    values = claim_params(limit, concurrency_limit, **params)
     with psycopg.connect(url) as conn:
-        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.claim_jobs,
-                               claim_params(limit, concurrency_limit, **params)).fetchone()
+        if generic:
+            # The statement with $n for its named parameters, numbered in order of first
+            # use as psycopg numbers them, prepared and run by its name.
+            names: list[str] = []
+            text = re.sub(r"%\((\w+)\)s", lambda m: f"${number(names, m.group(1))}",
+                          Q.claim_jobs)
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(f"PREPARE generic_claim AS {text}")
+            args = ", ".join(["%s"] * len(names))
+            (plan,) = psycopg.ClientCursor(conn).execute(
+                f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE generic_claim({args})",
+                [values[n] for n in names]).fetchone()
+        else:
+            (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.claim_jobs,
+                                   values).fetchone()
         conn.rollback()
     top = plan[0]["Plan"]
     return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
+
+
+def number(names: list[str], name: str) -> int:
+    if name not in names:
+        names.append(name)
+    return names.index(name) + 1
 
 
 def test_claiming_from_a_never_analyzed_backlog_reads_a_bounded_number_of_buffers(backlog_db):
@@ -74,6 +98,18 @@ def test_claiming_from_a_never_analyzed_backlog_reads_a_bounded_number_of_buffer
     assert buffers < BUFFER_BOUND, plan
     assert "background_jobs_claim_rank_idx" in plan
     assert "external merge" not in plan
+
+
+@pytest.mark.parametrize("limit", [1, DEFAULT_CLAIM_BATCH])
+def test_the_generic_plan_of_a_claim_connection_walks_the_index(backlog_db, limit):
+    # A producer's claim connection plans its claim once, without its values, from the
+    # first claim on (worker/engine/producer.py, prepare_claims): that plan too must walk
+    # the claim index and stop after the batch on a never-analyzed backlog.
+    buffers, plan = claim_plan(backlog_db, limit=limit, generic=True)
+    assert "plan.wanted" not in plan, "planned with its values, not generically"
+    assert "background_jobs_claim_rank_idx" in plan
+    assert "Bitmap Heap Scan" not in plan and "external merge" not in plan, plan
+    assert buffers < 20 * max(limit, 50), plan
 
 
 @pytest.mark.parametrize("limit", [DEFAULT_CLAIM_BATCH, 1_000])
@@ -145,3 +181,33 @@ def test_a_backlog_that_took_the_default_queue_is_claimed_for_its_declared_queue
                                                        queues=["reports"])).fetchall()
         conn.rollback()
     assert [(r[1], r[2]) for r in rows] == [("reports", "plan.wanted")] * 10
+
+
+def claim_statements(conn) -> list[tuple[int, int]]:
+    """(generic plans, custom plans) of each claim statement this session prepared."""
+    return conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                        "WHERE statement LIKE '-- jobwarden: claim_jobs%'").fetchall()
+
+
+def test_a_claim_connection_plans_its_claim_once(backlog_db):
+    # Planning claim_jobs takes milliseconds; a claim connection pays it on its first
+    # claim only, not on each of its first ten (the first jobs an idle worker is sent).
+    with psycopg.connect(backlog_db, autocommit=True) as conn:
+        prepare_claims(conn)
+        for _ in range(8):
+            assert len(claim(conn, types=["plan.wanted"], leases=[30.0], queues=None,
+                             limit=1, worker_id="plan-test")) == 1
+        assert claim_statements(conn) == [(8, 0)]
+
+
+def test_through_a_transaction_pooler_a_claim_connection_prepares_nothing(backlog_db,
+                                                                           monkeypatch):
+    # There a SET would stay on a server connection other clients share, and nothing is
+    # prepared (worker/store/db.py, connect_kwargs).
+    monkeypatch.setenv("JOBWARDEN_POOLER", "transaction")
+    with psycopg.connect(backlog_db, autocommit=True, **connect_kwargs()) as conn:
+        prepare_claims(conn)
+        assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
+        claim(conn, types=["plan.wanted"], leases=[30.0], queues=None, limit=1,
+              worker_id="plan-test")
+        assert claim_statements(conn) == []

@@ -11,10 +11,11 @@ reports to the client the plan each claim actually runs.
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from tests.helpers import explained
 from worker import JobSpec, enqueue_many
-from worker.engine.producer import claim
+from worker.engine.producer import claim, prepare_claims
 from worker.store.db import DedicatedConnection
 
 KW = dict(types=["replan.noop"], leases=[30.0], queues=None, worker_id="w")
@@ -28,13 +29,22 @@ def claim_plans(dedicated: DedicatedConnection, plans: list[str], limit: int) ->
     return [p for p in plans if "jobwarden: claim_jobs" in p]
 
 
-def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db):
+def plan_mode(dedicated: DedicatedConnection) -> str:
+    return dedicated.get().execute("SHOW plan_cache_mode").fetchone()[0]
+
+
+@pytest.mark.parametrize("as_a_producer", [True, False],
+                         ids=["generic-from-the-first-claim", "server-chooses"])
+def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db,
+                                                                        as_a_producer):
     dedicated = DedicatedConnection(clean_db)
     plans = explained(dedicated.get())
+    if as_a_producer:  # a producer's claim connection: generic plans from the first run
+        prepare_claims(dedicated.get())
     with psycopg.connect(clean_db) as writer:
         # Idle: one job at a time, past the runs after which the session keeps a
-        # generic plan (psycopg prepares at the fifth, the server plans generically from
-        # the sixth on).
+        # generic plan in any case (psycopg prepares at the fifth, the server plans
+        # generically from the sixth on).
         for i in range(12):
             enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
             writer.commit()
@@ -42,9 +52,13 @@ def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db
         # The backlog comes.
         enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
         writer.commit()
+    assert plan_mode(dedicated) == ("force_generic_plan" if as_a_producer else "auto")
     (first,) = claim_plans(dedicated, plans, 200)
     # The plan made on the near-empty table reads the whole table for the update ...
     assert "Seq Scan on background_jobs" in first, first
+    # ... and the plans are the server's choice again, as for a worker started on a
+    # backlog (the generic plans were for the idle connection's first claims).
+    assert plan_mode(dedicated) == "auto"
     # ... the connection sees the first large batch, and the next claim is planned for
     # the table as it is now.
     (second,) = claim_plans(dedicated, plans, 200)

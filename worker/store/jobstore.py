@@ -64,11 +64,13 @@ class JobStore:
         names, rows = self.table(query, params)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def records(self, query: Query, params: Params, record: type[T]) -> list[T]:
+    def records(self, query: Query, params: Params, record: type[T], *,
+                prepare: bool | None = None) -> list[T]:
         """Every row built into `record` from its columns, in order (psycopg only: the
-        worker's own hot paths, such as the claim)."""
+        worker's own hot paths, such as the claim). `prepare`: psycopg's own (True: a
+        server-side prepared statement from the first run, not the fifth)."""
         cur = self._psycopg().cursor(row_factory=args_row(record))
-        cur.execute(_checked(query), params)
+        cur.execute(_checked(query), params, prepare=prepare)
         return cur.fetchall()
 
     def table(self, query: Query, params: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -646,8 +646,21 @@ SELECT now()
 -- name: discard_plans
 -- Drop this session's cached plans, its prepared statements' and its triggers' alike: the
 -- next run of each is planned again for the tables as they are now (worker/store/db.py,
--- DedicatedConnection.handled).
-DISCARD PLANS
+-- DedicatedConnection.handled). A claim connection also leaves the generic plans it was
+-- set to while idle (claim_plans_generic): with a backlog the server chooses again, as it
+-- does for a worker that starts on one.
+RESET plan_cache_mode; DISCARD PLANS
+
+-- name: claim_plans_generic
+-- A claim connection's session plans its prepared statements once, generically, from
+-- their first run (worker/engine/producer.py, `prepare_claims`): planning claim_jobs
+-- takes about 2 ms, which the server otherwise spends on each of its first five runs
+-- (custom plans, before it settles on the generic one), and psycopg sent it unprepared,
+-- planned every time, for five runs before that (the claims are prepared from their
+-- first run now). Its plan does not depend on the values (see claim_jobs), nor does
+-- that of any other statement this session runs. Until the first large claim only:
+-- discard_plans resets it.
+SET plan_cache_mode = force_generic_plan
 
 -- name: listen_for_jobs
 -- Subscribe this session to the wake-ups of enqueues and retries (worker/engine/listener.py).
