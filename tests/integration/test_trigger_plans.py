@@ -1,11 +1,13 @@
-"""The update trigger's join of a statement's old and new rows is a hash join however
-many rows its session's first statement held (migration 0069).
+"""The update trigger's plans stay fit for a batch however many rows its session's first
+statement held (migrations 0069 and 0070).
 
-PL/pgSQL plans the trigger's statement once per session, estimating each transition
+PL/pgSQL plans the trigger's statements once per session, estimating each transition
 table by the rows it holds at that first firing. A worker that starts idle claims one job
-at a time, and its sessions used to keep a nested loop for the join: for a later batch
-of 200 that compared 200 × 200 rows, and the worker drained a backlog at less than half
-the rate of one started on it. Here a session claims one job first, then 200, and
+at a time, and its sessions used to keep a nested loop for the join of the old and new
+rows: for a later batch of 200 that compared 200 × 200 rows, and the worker drained a
+backlog at less than half the rate of one started on it. A claim's count now reads each
+transition table once, with no join (0070); the outcome writes' statement joins them by
+hash (0069). Here a session runs one job's statement first, then 200 jobs', and
 auto_explain reports the trigger's plans to the client.
 """
 
@@ -15,7 +17,11 @@ import psycopg
 
 from tests.helpers import explained
 from worker import JobSpec, enqueue_many
+from worker.core.states import ExecutionOutcome, JobStatus
+from worker.engine.completer import Completion, write_batch
 from worker.engine.producer import claim
+
+KW = dict(types=["plans.noop"], leases=[30.0], queues=None, worker_id="w")
 
 
 def test_the_update_trigger_keeps_its_hash_join_setting(conn):
@@ -24,14 +30,33 @@ def test_the_update_trigger_keeps_its_hash_join_setting(conn):
     assert "enable_nestloop=off" in config and "jit=off" in config, config
 
 
-def test_a_session_whose_first_claim_took_one_job_joins_a_later_batch_by_hash(clean_db):
+def test_a_session_whose_first_claim_took_one_job_counts_a_later_batch_without_a_join(
+        clean_db):
     with psycopg.connect(clean_db, autocommit=True) as conn:
         enqueue_many(conn, [JobSpec("plans.noop", {"i": i}) for i in range(201)])
-        kw = dict(types=["plans.noop"], leases=[30.0], queues=None, worker_id="w")
         plans = explained(conn, nested=True)
-        assert len(claim(conn, limit=1, **kw)) == 1  # the trigger's statement is planned
+        assert len(claim(conn, limit=1, **KW)) == 1  # the trigger's statement is planned
         plans.clear()
-        assert len(claim(conn, limit=200, **kw)) == 200
+        assert len(claim(conn, limit=200, **KW)) == 200
+    counted = [p for p in plans if "job_count_deltas" in p]
+    assert counted, plans
+    assert not any("Join" in p or "Nested Loop" in p for p in counted), counted
+
+
+def test_a_session_whose_first_outcome_ended_one_job_joins_a_later_batch_by_hash(clean_db):
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        enqueue_many(conn, [JobSpec("plans.noop", {"i": i}) for i in range(201)])
+        jobs = claim(conn, limit=201, **KW)
+
+    def ended(batch):
+        return [Completion(job_id=j.id, execution_id=j.execution_id, type=j.type,
+                           attempt=j.attempt, lease=30.0, status=JobStatus.COMPLETED,
+                           outcome=ExecutionOutcome.COMPLETED) for j in batch]
+    with psycopg.connect(clean_db, autocommit=True) as conn:  # an outcome writer's session
+        plans = explained(conn, nested=True)
+        assert len(write_batch(conn, ended(jobs[:1]))) == 1  # its statements are planned
+        plans.clear()
+        assert len(write_batch(conn, ended(jobs[1:]))) == 200
     counted = [p for p in plans if "job_count_deltas" in p]
     assert counted, plans
     assert all("Hash Join" in p for p in counted), counted
