@@ -16,6 +16,7 @@ import pytest
 from tests.helpers import explained
 from worker import JobSpec, enqueue_many
 from worker.engine.producer import claim, prepare_claims
+from worker.store import db
 from worker.store.db import DedicatedConnection
 
 KW = dict(types=["replan.noop"], leases=[30.0], queues=None, worker_id="w")
@@ -52,17 +53,14 @@ def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db
         # The backlog comes.
         enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
         writer.commit()
-    assert plan_mode(dedicated) == ("force_generic_plan" if as_a_producer else "auto")
     (first,) = claim_plans(dedicated, plans, 200)
     # The plan made on the near-empty table reads the whole table for the update ...
-    assert "Seq Scan on background_jobs" in first, first
-    # ... and the plans are the server's choice again, as for a worker started on a
-    # backlog (the generic plans were for the idle connection's first claims).
-    assert plan_mode(dedicated) == "auto"
     # ... the connection sees the first large batch, and the next claim is planned for
     # the table as it is now.
     (second,) = claim_plans(dedicated, plans, 200)
     assert "Seq Scan on background_jobs" not in second, second
+    # (a producer's claim connection planned generically, and still does)
+    assert plan_mode(dedicated) == ("force_generic_plan" if as_a_producer else "auto")
     dedicated.drop()
 
 
@@ -77,4 +75,29 @@ def test_a_connection_lost_while_planning_again_is_not_the_callers_failure(clean
     fresh = dedicated.get()
     assert fresh is not conn
     assert fresh.execute("SELECT 1").fetchone() == (1,)
+    dedicated.drop()
+
+
+def test_a_claim_connection_whose_claims_stay_small_plans_again_for_a_backlog(
+        clean_db, monkeypatch):
+    # A worker of slow jobs claims a few at a time, backlog or not: no batch ever says
+    # the table has grown. Its plans are made again once they are REPLAN_SECONDS old.
+    monkeypatch.setattr(db, "REPLAN_SECONDS", 3600.0)  # young while the queue is idle
+    dedicated = DedicatedConnection(clean_db)
+    plans = explained(dedicated.get())
+    prepare_claims(dedicated.get())
+    with psycopg.connect(clean_db) as writer:
+        for i in range(12):
+            enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
+            writer.commit()
+            claim_plans(dedicated, plans, 10)
+        enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
+        writer.commit()
+    (first,) = claim_plans(dedicated, plans, 10)
+    (second,) = claim_plans(dedicated, plans, 10)
+    assert "Seq Scan on background_jobs" in first and "Seq Scan" in second, second
+    monkeypatch.setattr(db, "REPLAN_SECONDS", 0.0)  # ... and now they are old
+    (_,) = claim_plans(dedicated, plans, 10)  # the plans it ran under go after it
+    (fourth,) = claim_plans(dedicated, plans, 10)
+    assert "Seq Scan on background_jobs" not in fourth, fourth
     dedicated.drop()

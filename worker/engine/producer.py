@@ -130,11 +130,11 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
 def prepare_claims(conn: psycopg.Connection) -> None:
     """A new claim connection's first statement: its session plans its prepared
     statements generically from their first run (Q.claim_plans_generic says why), so its
-    first claim is planned once and every later one reuses that plan, until its first
-    large claim: DedicatedConnection.handled then drops the plans and resets the mode,
-    and with a backlog the server chooses its plans as for a worker started on one. Not
-    through a transaction pooler: nothing is prepared there, and the SET would stay on a
-    server connection that other clients' transactions share.
+    first claim is planned once and every later one reuses that plan, until
+    DedicatedConnection.handled drops it (a batch that outgrew it, or its age) and the
+    next claim is planned for the tables as they are then. Not through a transaction
+    pooler: nothing is prepared there, and the SET would stay on a server connection
+    that other clients' transactions share.
 
     The claim is not run ahead of need to plan it sooner: a claim of no job fires the
     row-count triggers with empty transition tables, and PL/pgSQL keeps the plans it

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,10 @@ def alembic_config(url: str | None = None) -> Config:
 #: connection (and at least REPLAN_ROWS) has its session's plans made again.
 REPLAN_FACTOR = 4
 REPLAN_ROWS = 50
+#: And so does any, once the session's plans are this many seconds old: the tables may
+#: have grown under batches that stay small. A claim and an outcome batch planned again
+#: cost a few milliseconds once in that time.
+REPLAN_SECONDS = 30.0
 
 
 class DedicatedConnection:
@@ -164,18 +169,22 @@ class DedicatedConnection:
         self._conn: psycopg.Connection | None = None
         #: The most rows one hot statement handled on this connection so far.
         self._most_rows = 0
+        #: When (time.monotonic()) the session's plans were last dropped, or it began.
+        self._planned_at = 0.0
 
     def get(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5,
                                          **connect_kwargs(), **self._options)
             self._most_rows = 0
+            self._planned_at = time.monotonic()
         return self._conn
 
     def handled(self, rows: int) -> None:
         """A hot statement on this connection handled `rows` rows (a claim's jobs, an
-        outcome batch). When that far outgrows every earlier one, the session's cached
-        plans are dropped (Q.discard_plans) and the next statements are planned again.
+        outcome batch). When that far outgrows every earlier one, or the session's plans
+        are REPLAN_SECONDS old, they are dropped (Q.discard_plans) and the next
+        statements are planned again.
 
         The server keeps a prepared statement's generic plan, and PL/pgSQL a trigger's,
         for the whole session, sized by the tables as they were when it was made; with no
@@ -183,9 +192,14 @@ class DedicatedConnection:
         on a near-empty queue, and when a backlog came its claims joined 200 ids to the
         whole table by hash (a sequential scan of 40,000 rows, 33 ms of a 40 ms claim):
         it drained at 0.40x the rate of one started on the backlog (bench/README.md,
-        2026-12-04). The first large batch is the sign that the tables have grown."""
-        if rows >= REPLAN_ROWS and rows >= REPLAN_FACTOR * self._most_rows \
-                and self._conn is not None and not self._conn.closed:
+        2026-12-04). The first large batch is the sign that the tables have grown; a
+        worker whose batches stay small (slow jobs, a few slots) never gives it, and its
+        plans are made again by their age."""
+        if self._conn is None or self._conn.closed:
+            return
+        grew = rows >= REPLAN_ROWS and rows >= REPLAN_FACTOR * self._most_rows
+        self._most_rows = max(self._most_rows, rows)
+        if grew or time.monotonic() - self._planned_at >= REPLAN_SECONDS:
             try:
                 JobStore(self._conn).rows(Q.discard_plans)
             except DB_UNREACHABLE:
@@ -194,7 +208,7 @@ class DedicatedConnection:
                 # The next use connects again, with no plans kept.
                 self.drop()
                 return
-        self._most_rows = max(self._most_rows, rows)
+            self._planned_at = time.monotonic()
 
     def drop(self) -> None:
         if self._conn is not None:

@@ -646,10 +646,9 @@ SELECT now()
 -- name: discard_plans
 -- Drop this session's cached plans, its prepared statements' and its triggers' alike: the
 -- next run of each is planned again for the tables as they are now (worker/store/db.py,
--- DedicatedConnection.handled). A claim connection also leaves the generic plans it was
--- set to while idle (claim_plans_generic): with a backlog the server chooses again, as it
--- does for a worker that starts on one.
-RESET plan_cache_mode; DISCARD PLANS
+-- DedicatedConnection.handled). A claim connection's session still plans generically
+-- (claim_plans_generic): its next claim is planned once, for the tables as they are.
+DISCARD PLANS
 
 -- name: claim_plans_generic
 -- A claim connection's session plans its prepared statements once, generically, from
@@ -658,8 +657,7 @@ RESET plan_cache_mode; DISCARD PLANS
 -- (custom plans, before it settles on the generic one), and psycopg sent it unprepared,
 -- planned every time, for five runs before that (the claims are prepared from their
 -- first run now). Its plan does not depend on the values (see claim_jobs), nor does
--- that of any other statement this session runs. Until the first large claim only:
--- discard_plans resets it.
+-- that of any other statement this session runs.
 SET plan_cache_mode = force_generic_plan
 
 -- name: listen_for_jobs
