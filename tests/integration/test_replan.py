@@ -30,6 +30,20 @@ def claim_plans(dedicated: DedicatedConnection, plans: list[str], limit: int) ->
     return [p for p in plans if "jobwarden: claim_jobs" in p]
 
 
+def idle_then_backlog(url: str, dedicated: DedicatedConnection, plans: list[str],
+                      limit: int) -> None:
+    """Claims of `limit` on an idle queue, one job at a time, past the runs after which
+    the session keeps a generic plan in any case (psycopg prepares at the fifth, the
+    server plans generically from the sixth on); then a backlog of 20,000 jobs."""
+    with psycopg.connect(url) as writer:
+        for i in range(12):
+            enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
+            writer.commit()
+            claim_plans(dedicated, plans, limit)
+        enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
+        writer.commit()
+
+
 def plan_mode(dedicated: DedicatedConnection) -> str:
     return dedicated.get().execute("SHOW plan_cache_mode").fetchone()[0]
 
@@ -42,19 +56,10 @@ def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db
     plans = explained(dedicated.get())
     if as_a_producer:  # a producer's claim connection: generic plans from the first run
         prepare_claims(dedicated.get())
-    with psycopg.connect(clean_db) as writer:
-        # Idle: one job at a time, past the runs after which the session keeps a
-        # generic plan in any case (psycopg prepares at the fifth, the server plans
-        # generically from the sixth on).
-        for i in range(12):
-            enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
-            writer.commit()
-            claim_plans(dedicated, plans, 200)
-        # The backlog comes.
-        enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
-        writer.commit()
+    idle_then_backlog(clean_db, dedicated, plans, 200)
     (first,) = claim_plans(dedicated, plans, 200)
     # The plan made on the near-empty table reads the whole table for the update ...
+    assert "Seq Scan on background_jobs" in first, first
     # ... the connection sees the first large batch, and the next claim is planned for
     # the table as it is now.
     (second,) = claim_plans(dedicated, plans, 200)
@@ -86,13 +91,7 @@ def test_a_claim_connection_whose_claims_stay_small_plans_again_for_a_backlog(
     dedicated = DedicatedConnection(clean_db)
     plans = explained(dedicated.get())
     prepare_claims(dedicated.get())
-    with psycopg.connect(clean_db) as writer:
-        for i in range(12):
-            enqueue_many(writer, [JobSpec("replan.noop", {"i": i})])
-            writer.commit()
-            claim_plans(dedicated, plans, 10)
-        enqueue_many(writer, [JobSpec("replan.noop", {"i": i}) for i in range(20_000)])
-        writer.commit()
+    idle_then_backlog(clean_db, dedicated, plans, 10)
     (first,) = claim_plans(dedicated, plans, 10)
     (second,) = claim_plans(dedicated, plans, 10)
     assert "Seq Scan on background_jobs" in first and "Seq Scan" in second, second
