@@ -5,7 +5,7 @@ a buffer and a producer of its own, so a flood in one lane never takes another's
 Without `queues` there is one lane: every queue, `concurrency` slots.
 
 Threads, each with one duty:
-- producers, one per lane (the first lane's on the main thread): claim batches of the
+- producers, one per lane: claim batches of the
   lane's jobs ahead of its free slots into its bounded buffer (worker/engine/producer.py), each
   on a connection of its own, which LISTENs too; sleep until a notification for one of
   the lane's queues, a low buffer, a freed slot or the poll interval (the fallback that
@@ -24,7 +24,9 @@ Threads, each with one duty:
 
 SIGTERM/SIGINT: stop claiming, hand the jobs still waiting in the buffers back at once
 (no attempt spent), let running jobs finish within `grace`, hand the rest back, flush the
-completer, exit 0. A second signal forces the hand-back at once.
+completer, exit 0. A second signal forces the hand-back at once. The main thread runs
+no duty: it waits for the producers in short slices, so that it runs a signal's handler
+within moments whichever thread the signal reached (SIGNAL_CHECK_SECONDS).
 """
 
 from __future__ import annotations
@@ -76,7 +78,23 @@ from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.worker")
 
+#: The longest the main thread waits at a time while the worker runs. The kernel gives a
+#: signal sent to the process to any one of its threads, and Python runs the handler on
+#: the main thread only, the next time that thread runs: a main thread waiting with no
+#: timeout never ran it, and the worker ignored a SIGTERM that another thread had taken
+#: (docs/faults.md, "A signal taken by another thread").
+SIGNAL_CHECK_SECONDS = 0.1
 
+
+def _join(thread: threading.Thread, timeout: float | None = None) -> None:
+    """thread.join(timeout), in slices of SIGNAL_CHECK_SECONDS: on the main thread a
+    signal's handler runs between them."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while thread.is_alive():
+        left = SIGNAL_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return
+        thread.join(min(left, SIGNAL_CHECK_SECONDS))
 
 
 def _version() -> str:
@@ -230,10 +248,10 @@ class WorkerProcess:
             threads.append(threading.Thread(target=listen_for_jobs, name="listener",
                                             daemon=True,
                                             args=(self.url, self._wake, self._closing)))
-        # The first lane's producer claims on this thread (with one lane, the only one).
+        # Every lane's producer claims on a thread of its own: this one only waits.
         producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
-                     for rt in self._lanes[1:]]
+                     for rt in self._lanes]
         for t in completers:
             t.start()
         for t in threads:
@@ -247,26 +265,25 @@ class WorkerProcess:
                  "; ".join(f"{rt.lane.label}: {rt.lane.slots} slots" for rt in self._lanes),
                  extra={"action": "worker_started", "worker_id": self.worker_id})
         try:
-            self._lanes[0].producer.run()
             for t in producers:
-                t.join()  # a claim under way lands in its buffer before the drain empties it
+                _join(t)  # a claim under way lands in its buffer before the drain empties it
             self._drain()
         finally:
-            self._stop.set()  # the other lanes' producers too, however this one ended
+            self._stop.set()  # every lane's producer, however the claiming ended
             self.completer.close()
             # A flush failing on a database outage may retry for 3 leases; at shutdown
             # it gets the grace period, then recovery will take its jobs over.
             grace = 5 if self._force.is_set() else self.config.grace
             deadline = time.monotonic() + grace
             for t in completers:
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+                _join(t, deadline - time.monotonic())  # a second signal cuts it short
             self._give_up.set()
             for t in completers:
-                t.join(timeout=5)
+                _join(t, 5)
             self.completer.flush()  # anything submitted after the thread's last batch
             self._closing.set()
             for t in threads:
-                t.join(timeout=5)
+                _join(t, 5)
             self._set_stopped()
             for rt in self._lanes:
                 rt.executor.stop_loop()
