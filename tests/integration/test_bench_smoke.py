@@ -103,3 +103,17 @@ def test_the_trigger_jit_benchmark_drains_every_job_both_ways(server_url):
     assert [(kind, n) for kind, n, _ in drains] == [("without", "200"), ("with", "200")], \
         done.stdout
     assert all(int(rate.replace(",", "")) > 0 for _, _, rate in drains)
+
+
+def test_the_loop_timer_benchmark_times_every_sleep_on_both_loops():
+    done = subprocess.run(
+        [sys.executable, "bench/bench_loop_timers.py", "--jobs", "400", "--in-flight", "40",
+         "--sleep-ms", "5", "--rounds", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["loop"], r["sleeps"], r["bound_per_s"]) for r in rows] == [
+        ("asyncio", 400, 8000), ("precise", 400, 8000)]
+    # A sleep never ends before it is due, on either loop.
+    assert all(0 <= r["late_ms_median"] <= r["late_ms_p99"] for r in rows), rows
+    assert all(0 < r["per_s"] <= r["bound_per_s"] for r in rows), rows

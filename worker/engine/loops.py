@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import select
+import selectors
 import sys
 import threading
 import time
@@ -37,13 +39,40 @@ PROBE_INTERVAL = 0.05
 STALL_SECONDS = 0.5
 
 
+class PreciseSelector(selectors.DefaultSelector):
+    """The platform's selector (epoll on Linux), waiting out a timeout to the microsecond.
+
+    epoll_wait takes whole milliseconds, and Python rounds a timeout up to the next one
+    so as never to wake early. asyncio waits until its next timer is due, so every wait
+    of a busy loop overslept by half a millisecond on average, and each coroutine's wake
+    with it (bench/README.md, "A loop's timers to the microsecond"). Here a positive
+    timeout is waited with select() on the epoll descriptor itself, which takes
+    microseconds and is readable when an event is; the events are then read without
+    waiting. A descriptor select() cannot take (past FD_SETSIZE), or a selector without
+    one, waits as it did."""
+
+    _select_ok = hasattr(selectors.DefaultSelector, "fileno")
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is not None and timeout > 0 and self._select_ok:
+            try:
+                ready, _, _ = select.select([self.fileno()], [], [], timeout)
+            except ValueError:  # past FD_SETSIZE: the millisecond wait from now on
+                self._select_ok = False
+            else:
+                if not ready:
+                    return []
+                timeout = 0
+        return super().select(timeout)
+
+
 class LaneLoop:
     """One event loop on a thread of its own, with its lag probe and, when a handler
     asks for `ctx.transaction()`, a pool of async connections."""
 
     def __init__(self, name: str, *, sync_pool: ConnectionPool, max_connections: int) -> None:
         self.name = name
-        self.loop = asyncio.new_event_loop()
+        self.loop: asyncio.AbstractEventLoop = asyncio.SelectorEventLoop(PreciseSelector())
         self.thread = threading.Thread(target=self._run, name=f"loop-{name}", daemon=True)
         self._sync_pool = sync_pool
         self._max_connections = max_connections
