@@ -85,3 +85,33 @@ def test_only_a_coroutine_job_whose_lease_the_clock_vouches_for_is_begun_on_the_
     assert not executor._begins_on_loop(claimed("handoff.coroutine", None))
     # A thread handler's job is a slot thread's, whatever its lease.
     assert not executor._begins_on_loop(claimed("handoff.thread", now))
+
+
+def test_the_next_job_runs_on_in_the_task_that_ran_the_last_one_and_finds_it_uncancelled(
+        default_registry, conn, clean_db):
+    """A job begun by the loop as a task ends runs in that same task, at once (as a slot
+    thread runs one job after another). The task must come to it as a fresh one would:
+    not counted as cancelling, whatever the job before it did with cancellation."""
+    seen: list[tuple[int, int, int]] = []  # (job, task id, cancelling() at its start)
+
+    @job("handoff.self_cancel", queue="io", lease=30.0, registry=default_registry)
+    async def self_cancel(ctx, payload):
+        task = asyncio.current_task()
+        seen.append((payload["i"], id(task), task.cancelling()))
+        task.cancel()
+        task.cancel()  # twice: the runner takes one back, one would be left counted
+        await asyncio.sleep(1)
+
+    ids = [enqueue(conn, "handoff.self_cancel", {"i": i}) for i in range(6)]
+    conn.commit()
+    with running_worker(default_registry, clean_db, queues="io=1"):
+        wait_for(lambda: all(job_row(clean_db, i)["status"] != "running"
+                             and job_row(clean_db, i)["attempts"] >= 1 for i in ids)
+                 and len(seen) >= 6, timeout=60, message="every job to run once")
+    firsts = {}
+    for i, task_id, _ in seen:
+        firsts.setdefault(i, task_id)
+    tasks = [firsts[i] for i in sorted(firsts)]
+    # The scenario happened: one slot, so jobs ran one after another in a shared task.
+    assert len(set(tasks)) < len(tasks), seen
+    assert [cancelling for _, _, cancelling in seen] == [0] * len(seen), seen

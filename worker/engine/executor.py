@@ -421,10 +421,32 @@ class Executor:
         lane_loop.call(start)
 
     async def _run_async(self, ex: Execution, lane_loop: LaneLoop) -> None:
-        """_run for a coroutine handler: its task on the lane's loop."""
+        """A task on the lane's loop: runs `ex`, then each execution its slot is passed on
+        to (_pass_slot_on), in turn. The next job's handler so starts in the step that
+        ended the last one, not in a step of a task of its own one loop iteration later,
+        after every other job that ended in the same iteration has been handed over:
+        with 500 handlers in flight that wait was most of a job's time outside its
+        handler (bench/README.md, "One task per slot")."""
+        current = ex
+        try:
+            while True:
+                await self._run_one_async(current, lane_loop)
+                following = self._pass_slot_on(current)
+                if following is None:
+                    return
+                current = following
+        except BaseException:
+            self._ended(current)  # not passed on: given back (if not already)
+            raise
+
+    async def _run_one_async(self, ex: Execution, lane_loop: LaneLoop) -> None:
+        """_run for a coroutine handler, in the current task on the lane's loop."""
         run = ex.control
         task = asyncio.current_task()
         assert task is not None
+        ex.task = task
+        while task.cancelling():  # what an earlier execution's cancel left counted
+            task.uncancel()
 
         def cancel() -> None:  # on the loop: never once the outcome is being handed over
             if not ex.recording and not task.done():
@@ -442,28 +464,26 @@ class Executor:
                 await run.close_async_transaction(commit=False)
         except Exception:
             log.exception("job %s: unexpected error in the runner", run.job_id)
-        finally:
-            self._pass_slot_on(ex, lane_loop)
 
-    def _pass_slot_on(self, ex: Execution, lane_loop: LaneLoop) -> None:
-        """As a task ends, on its loop: its slot goes straight to the next coroutine job in
-        the buffer, begun and started here, when begin() needs no database for it (its
-        lease vouched for by the clock); otherwise it is given back and the slot thread
-        takes the next job. That saves, per job, the slot thread's wake-up and a hop back
-        to the loop (bench/README.md, "Full collections")."""
+    def _pass_slot_on(self, ex: Execution) -> Execution | None:
+        """As a coroutine execution ends, on its loop: its slot goes straight to the next
+        coroutine job in the buffer, begun here and returned for the same task to run,
+        when begin() needs no database for it (its lease vouched for by the clock);
+        otherwise the slot is given back and the slot thread takes the next job. That
+        saves, per job, the slot thread's wake-up and a hop back to the loop
+        (bench/README.md, "Full collections"). None: the task ends."""
         self._retire(ex)
         if not self._take_slot_back(ex):
-            return  # abandoned: the slot was given back then
+            return None  # abandoned: the slot was given back then
         while (job := self.buffer.take_next_if(self._begins_on_loop)) is not None:
             following = self.begin(job)
             if isinstance(following, Execution):
-                following.task = lane_loop.loop.create_task(
-                    self._run_async(following, lane_loop))
-                return
+                return following
             # None: it must not run (its lease was lost, or it was cancelled meanwhile)
         self._slots_free.release()
         if not len(self.buffer):
             self._on_slot_free(ex.job)  # no slot thread to say so: it went on long ago
+        return None
 
     def _begins_on_loop(self, job: ClaimedJob) -> bool:
         """A coroutine job the loop may begin itself: begin() asks the database about a
