@@ -5,11 +5,11 @@ a buffer and a producer of its own, so a flood in one lane never takes another's
 Without `queues` there is one lane: every queue, `concurrency` slots.
 
 Threads, each with one duty:
-- producers, one per lane: claim batches of the
-  lane's jobs ahead of its free slots into its bounded buffer (worker/engine/producer.py), each
-  on a connection of its own, which LISTENs too; sleep until a notification for one of
-  the lane's queues, a low buffer, a freed slot or the poll interval (the fallback that
-  always works) wakes them, and claim on the thread and connection that woke.
+- producers, one per lane: claim batches of the lane's jobs ahead of its free slots into
+  its bounded buffer (worker/engine/producer.py), each on a connection of its own, which
+  LISTENs too; sleep until a notification for one of the lane's queues, a low buffer, a
+  freed slot or the poll interval (the fallback that always works) wakes them, and claim
+  on the thread and connection that woke.
 - listener, only behind a transaction pooler with JOBWARDEN_LISTEN_URL (where the claim
   connections cannot LISTEN): holds a LISTEN connection past the pooler and wakes the
   producers of the notified queue's lanes; reconnects with backoff
