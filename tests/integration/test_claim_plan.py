@@ -208,6 +208,21 @@ def test_through_a_transaction_pooler_a_claim_connection_prepares_nothing(backlo
     with psycopg.connect(backlog_db, autocommit=True, **connect_kwargs()) as conn:
         prepare_claims(conn)
         assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
         claim(conn, types=["plan.wanted"], leases=[30.0], queues=None, limit=1,
               worker_id="plan-test")
         assert claim_statements(conn) == []
+
+
+def test_a_claim_connection_alone_commits_without_waiting_for_the_flush(backlog_db):
+    # Its claims only (Q.claim_commits_async says why a lost one is safe); every other
+    # session of the worker (outcomes, the effects ledger, hand-backs) keeps the server's
+    # setting.
+    with psycopg.connect(backlog_db, autocommit=True) as conn, \
+            psycopg.connect(backlog_db, autocommit=True) as other:
+        prepare_claims(conn)
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        assert other.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+        assert len(claim(conn, types=["plan.wanted"], leases=[30.0], queues=None, limit=1,
+                         worker_id="plan-test")) == 1
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"

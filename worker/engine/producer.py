@@ -128,13 +128,14 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
 
 
 def prepare_claims(conn: psycopg.Connection) -> None:
-    """A new claim connection's first statement: its session plans its prepared
+    """A new claim connection's first statements: its session plans its prepared
     statements generically from their first run (Q.claim_plans_generic says why), so its
     first claim is planned once and every later one reuses that plan, until
     DedicatedConnection.handled drops it (a batch that outgrew it, or its age) and the
-    next claim is planned for the tables as they are then. Not through a transaction
-    pooler: nothing is prepared there, and the SET would stay on a server connection
-    that other clients' transactions share.
+    next claim is planned for the tables as they are then; and its claims commit without
+    waiting for the WAL flush (Q.claim_commits_async says why that is safe). Not
+    through a transaction pooler: nothing is prepared there, and a SET would stay on a
+    server connection that other clients' transactions share.
 
     The claim is not run ahead of need to plan it sooner: a claim of no job fires the
     row-count triggers with empty transition tables, and PL/pgSQL keeps the plans it
@@ -142,6 +143,7 @@ def prepare_claims(conn: psycopg.Connection) -> None:
     slower with such a warm-up claim (bench/README.md, 2026-12-04)."""
     if not pooled():
         JobStore(conn).rows(Q.claim_plans_generic)
+        JobStore(conn).rows(Q.claim_commits_async)
 
 
 class JobBuffer:
