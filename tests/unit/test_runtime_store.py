@@ -20,7 +20,8 @@ STORE = ROOT / "worker" / "store" / "jobstore.py"
 #: the migration test compares, never statements run.
 METADATA = ROOT / "worker" / "store" / "schema.py"
 #: Calls that run SQL (or open a cursor that would) on a psycopg or SQLAlchemy object.
-RUNS_SQL = {"execute", "executemany", "exec_driver_sql", "cursor", "copy", "stream"}
+RUNS_SQL = {"execute", "executemany", "exec_driver_sql", "exec_prepared", "cursor", "copy",
+            "stream"}
 
 
 def statements_run(source: str) -> list[tuple[int, str]]:

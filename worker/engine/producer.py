@@ -50,7 +50,7 @@ from worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, ref
 from worker.engine.listener import Wakeup, listen_on, read_notifies
 from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from worker.store.db import DedicatedConnection, pooled
-from worker.store.jobstore import JobStore
+from worker.store.jobstore import JobStore, PreparedQuery
 from worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.producer")
@@ -297,6 +297,9 @@ class Producer:
         self._listening: psycopg.Connection | None = None
         #: The claim connection whose session plans generically (prepare_claims).
         self._prepared: psycopg.Connection | None = None
+        #: The lane's unlimited claim, prepared by name on that connection with every
+        #: parameter but its batch size dumped ahead (None: through a pooler, or not yet).
+        self._claim_jobs: PreparedQuery | None = None
         #: A notification for this lane was read since the last claim began.
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
@@ -515,6 +518,15 @@ class Producer:
         conn = self._conn.get()
         if conn is not self._prepared:
             prepare_claims(conn)
+            if not pooled():
+                c = self.claims
+                if self._claim_jobs is None:
+                    self._claim_jobs = PreparedQuery(Q.claim_jobs, claim_params(
+                        types=c.types, leases=c.leases, queues=c.queues, limit=0,
+                        worker_id=c.worker_id, skip_queues=c.skip_queues, limits=c.limits,
+                        type_queues=c.type_queues, type_max_attempts=c.type_max_attempts),
+                        ("limit",), conn)
+                self._claim_jobs.prepare(conn)
             self._prepared = conn
         if self.listens and conn is not self._listening:
             self._listening = None
@@ -552,7 +564,12 @@ class Producer:
         # types and queues when there are any.
         types = c.types if limited is None else [t for t in c.types
                                                  if t not in limited.types]
-        if limit > 0 and types:
+        prepared = self._claim_jobs
+        if limit > 0 and limited is None and prepared is not None \
+                and prepared.prepared_on(conn):
+            # The common case, and the one an idle worker's job start waits for.
+            jobs = prepared.records(conn, ClaimedJob, limit=limit)
+        elif limit > 0 and types:
             skip = c.skip_queues if limited is None or not limited.queues else sorted(
                 set(c.skip_queues or []) | set(limited.queues))
             keep = [i for i, t in enumerate(c.types) if t in types]

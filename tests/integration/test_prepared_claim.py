@@ -1,0 +1,143 @@
+"""A producer's claim through its own prepared statement (worker/store/jobstore.py,
+PreparedQuery): the statement prepared by name on the claim connection, every parameter
+but the batch size dumped once, and what a run hands back and raises."""
+
+from __future__ import annotations
+
+import threading
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from worker import JobSpec, enqueue_many
+from worker.core.dberrors import DB_UNREACHABLE
+from worker.engine.listener import Wakeup
+from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
+from worker.store.db import DedicatedConnection, migrate
+from worker.store.jobstore import PreparedQuery
+from worker.store.queries import Query
+
+TYPES = ["prep.a", "prep.b"]
+
+
+@pytest.fixture
+def db(empty_database):
+    migrate(empty_database)
+    with psycopg.connect(empty_database) as conn:
+        enqueue_many(conn, [JobSpec(TYPES[i % 2], {"n": i, "to": "ops@example.com"},
+                                    priority=i % 3) for i in range(12)]
+                     + [JobSpec("prep.other", {"n": 99})])
+        conn.commit()
+    return empty_database
+
+
+def producer(url: str) -> Producer:
+    return Producer(conn=DedicatedConnection(url),
+                    claims=ClaimSpec(types=TYPES, leases=[30.0, 45.0], worker_id="prep-w",
+                                     limits=[1, 1], type_queues=["default", "default"],
+                                     type_max_attempts=[5, 5]),
+                    buffer=JobBuffer(), concurrency=4, running=lambda: 0,
+                    job_seconds=lambda: None, wake=Wakeup(), stop=threading.Event())
+
+
+def named_statements(conn: psycopg.Connection) -> list[tuple[str, int]]:
+    """(name, generic plans) of each claim statement this session prepared."""
+    return conn.execute("SELECT name, generic_plans FROM pg_prepared_statements "
+                        "WHERE statement LIKE '-- jobwarden: claim_jobs%' ORDER BY name"
+                        ).fetchall()
+
+
+def test_a_producer_claims_through_its_own_prepared_statement(db):
+    p = producer(db)
+    first = p._claim(3)
+    second = p._claim(2)
+    conn = p._conn.get()
+    # Prepared by name once on this session, run twice on its generic plan; psycopg
+    # prepared no statement of its own for the claim.
+    assert named_statements(conn) == [("jobwarden_claim_jobs", 2)]
+    assert [len(first), len(second)] == [3, 2]
+    # The batch size varies per run; the rest was dumped once, and holds: only the
+    # handled types, in claim order, each with its own lease.
+    claimed = first + second
+    assert {j.type for j in claimed} <= set(TYPES)
+    with psycopg.connect(db) as other:
+        rows = dict(other.execute(
+            "SELECT id, lease_seconds FROM background_jobs WHERE status = 'running' "
+            "AND worker_id = 'prep-w'").fetchall())
+        order = [r[0] for r in other.execute(
+            "SELECT id FROM background_jobs WHERE type = ANY(%s) "
+            "ORDER BY jobwarden_claim_rank(available_at, priority), id LIMIT 5",
+            [TYPES]).fetchall()]
+    assert [j.id for j in claimed] == order
+    assert rows == {j.id: (30.0 if j.type == "prep.a" else 45.0) for j in claimed}
+    # Built as a cursor builds them: the same Python values, the lease's clock set.
+    job = claimed[0]
+    assert isinstance(job, ClaimedJob) and isinstance(job.execution_id, UUID)
+    assert job.payload == {"n": job.payload["n"], "to": "ops@example.com"}
+    assert job.attempt == 1 and job.granted_at is not None
+
+
+def test_it_claims_what_a_cursor_claims(db):
+    # The two doors to one statement: the same jobs, field for field but the tokens.
+    p = producer(db)
+    fast = p._claim(4)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("UPDATE background_jobs SET status = 'pending', execution_id = NULL, "
+                      "worker_id = NULL, lease_expires_at = NULL, attempts = 0 "
+                      "WHERE id = ANY(%s)", [[j.id for j in fast]])
+        slow = claim(conn, types=TYPES, leases=[30.0, 45.0], queues=None, limit=4,
+                     worker_id="prep-w", limits=[1, 1], type_queues=["default", "default"],
+                     type_max_attempts=[5, 5])
+
+    def fields(job: ClaimedJob) -> tuple:
+        return (job.id, job.queue, job.type, job.version, job.payload, job.priority,
+                job.attempt, job.max_attempts, job.checkpoint, job.idempotency_key,
+                job.snoozes, job.concurrency_key)
+
+    assert [fields(j) for j in fast] == [fields(j) for j in slow]
+    assert {j.execution_id for j in fast}.isdisjoint(j.execution_id for j in slow)
+
+
+def test_a_new_claim_connection_prepares_it_again(db):
+    p = producer(db)
+    assert len(p._claim(1)) == 1
+    with psycopg.connect(db, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE application_name = '' AND pid <> pg_backend_pid() "
+                      "AND datname = current_database()")
+    with pytest.raises(DB_UNREACHABLE):
+        p._claim(1)
+    p._conn.drop()  # as the claim loop does after such a failure
+    assert len(p._claim(1)) == 1
+    assert named_statements(p._conn.get()) == [("jobwarden_claim_jobs", 1)]
+
+
+def test_through_a_transaction_pooler_the_producer_prepares_nothing(db, monkeypatch):
+    monkeypatch.setenv("JOBWARDEN_POOLER", "transaction")
+    p = Producer(conn=DedicatedConnection(db),
+                 claims=ClaimSpec(types=TYPES, leases=[30.0, 45.0], worker_id="prep-w"),
+                 buffer=JobBuffer(), concurrency=4, running=lambda: 0,
+                 job_seconds=lambda: None, wake=Wakeup(), stop=threading.Event())
+    assert len(p._claim(2)) == 2
+    assert p._claim_jobs is None
+    assert named_statements(p._conn.get()) == []
+
+
+def test_a_prepared_query_raises_the_servers_error_by_its_sqlstate(db):
+    with psycopg.connect(db, autocommit=True) as conn:
+        q = PreparedQuery(Query("prep_probe", "SELECT %(n)s::int AS n, %(tag)s::text AS tag"),
+                          {"n": None, "tag": "fixed"}, ("n",), conn)
+        q.prepare(conn)
+        assert q.prepared_on(conn)
+        assert q.records(conn, tuple_of, n=7) == [(7, "fixed")]
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            q.records(conn, tuple_of, n="seven")
+        # The session is usable after the error, and DISCARD PLANS keeps the statement.
+        conn.execute("DISCARD PLANS")
+        assert q.records(conn, tuple_of, n=8) == [(8, "fixed")]
+    assert not q.prepared_on(conn)  # closed
+
+
+def tuple_of(*values):
+    return values
