@@ -117,3 +117,16 @@ def test_the_loop_timer_benchmark_times_every_sleep_on_both_loops():
     # A sleep never ends before it is due, on either loop.
     assert all(0 <= r["late_ms_median"] <= r["late_ms_p99"] for r in rows), rows
     assert all(0 < r["per_s"] <= r["bound_per_s"] for r in rows), rows
+
+
+def test_the_idle_claim_benchmark_times_both_ways_of_claiming(server_url):
+    done = subprocess.run(
+        [sys.executable, "bench/bench_idle_claim.py", "--claims", "6", "--gap-ms", "2",
+         "--rounds", "1"],
+        cwd=ROOT, env=dict(os.environ, DATABASE_URL=server_url), capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["way"], r["claims"]) for r in rows] == [("cursor", 6), ("prepared", 6)]
+    assert all(0 < r["median_us"] <= r["p90_us"] for r in rows), rows
+    assert rows[0]["parameters_median_us"] > 0

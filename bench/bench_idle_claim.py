@@ -1,0 +1,111 @@
+"""One-job claims after an idle spell: through a cursor, as `claim()` runs them, against
+the producer's prepared claim (worker/store/jobstore.py, PreparedQuery), whose
+parameters were dumped once, ahead.
+
+    .venv/bin/python bench/bench_idle_claim.py --claims 150 --gap-ms 50 --rounds 2
+
+An idle worker claims once per notification, after tens of milliseconds of sleep, when
+the interpreter's caches (and the CPU's) are cold; what a claim costs then is most of
+the enqueue→start latency. Each claim here takes the one job committed just before it,
+after `--gap-ms` of sleep; the two ways take turns, claim by claim, in a fresh database
+(migrated, never analyzed) on DATABASE_URL's server. Prints one JSON line per way and
+round: the claim's time from the call to its jobs in hand (median and 90th percentile,
+µs), and for the cursor also the time spent building and dumping its parameters alone.
+With `--gap-ms 0` the same claims run warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import psycopg
+from psycopg.adapt import PyFormat, Transformer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.peers.dbutil import fresh_database  # noqa: E402
+from worker.engine.producer import (  # noqa: E402
+    ClaimedJob,
+    claim,
+    claim_params,
+    prepare_claims,
+)
+from worker.store.db import migrate  # noqa: E402
+from worker.store.jobstore import PreparedQuery  # noqa: E402
+from worker.store.queries import Q  # noqa: E402
+
+SPEC = {"types": ["bench.idle"], "leases": [30.0], "queues": None, "worker_id": "bench"}
+
+
+def percentiles(xs: list[float]) -> dict[str, float]:
+    xs = sorted(xs)
+    return {"median_us": round(statistics.median(xs)), "p90_us": round(xs[int(0.9 * len(xs))])}
+
+
+def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, float]]:
+    with psycopg.connect(url, autocommit=True) as feed, \
+            psycopg.connect(url, autocommit=True) as conn:
+        prepare_claims(conn)
+        prepared = PreparedQuery(Q.claim_jobs, claim_params(**SPEC, limit=0), ("limit",),
+                                 conn)
+        prepared.prepare(conn)
+
+        def via_cursor() -> int:
+            return len(claim(conn, **SPEC, limit=1))
+
+        def via_prepared() -> int:
+            return len(prepared.records(conn, ClaimedJob, limit=1))
+
+        ways = {"cursor": via_cursor, "prepared": via_prepared}
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        dumping: list[float] = []
+        warm = 5  # each way plans and loads its code once before it is timed
+        for n in range(claims + warm):
+            for name, run in ways.items():
+                feed.execute("INSERT INTO background_jobs (queue, type, payload) "
+                             "VALUES ('default', 'bench.idle', '{\"to\": \"ops@example.com\"}')")
+                time.sleep(gap)
+                started = time.perf_counter_ns()
+                got = run()
+                took = (time.perf_counter_ns() - started) / 1000
+                if got != 1:
+                    raise SystemExit(f"{name} claimed {got} jobs, not 1")
+                if n >= warm:
+                    times[name].append(took)
+            # The cursor's own work before it sends: parameters built and dumped.
+            time.sleep(gap)
+            started = time.perf_counter_ns()
+            params = claim_params(**SPEC, limit=1)
+            Transformer(conn).dump_sequence(list(params.values()), [PyFormat.AUTO] * len(params))
+            if n >= warm:
+                dumping.append((time.perf_counter_ns() - started) / 1000)
+    out = {name: percentiles(xs) for name, xs in times.items()}
+    out["cursor"]["parameters_median_us"] = percentiles(dumping)["median_us"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claims", type=int, default=150, help="claims per way and round")
+    ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each claim")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    server = os.environ["DATABASE_URL"]
+    for n in range(1, args.rounds + 1):
+        with fresh_database(server, "idle_claim") as url:
+            migrate(url)
+            result = measure(url, args.claims, args.gap_ms / 1000)
+        for way, figures in result.items():
+            print(json.dumps({"round": n, "way": way, "gap_ms": args.gap_ms,
+                              "claims": args.claims, **figures}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
