@@ -1,8 +1,10 @@
 """`jobwarden worker`, with each claim written down: `python -m bench.netem.jw_worker
 [jobwarden options] worker ...` runs the same command line as the `jobwarden` script,
-after wrapping the producer's claim() so that every call appends one line to
-`$BENCH_CLAIM_LOG.<pid>`: start and end (the machine's wall clock), rows asked, rows
-returned. Nothing else changes; bench/netem/observe.py `claims()` reads the lines."""
+after wrapping the producer's two ways of claiming, claim() (a cursor: limited work, or
+through a pooler) and its prepared claim (`PreparedQuery.records`), so that every claim
+appends one line to `$BENCH_CLAIM_LOG.<pid>`: start and end (the machine's wall clock),
+rows asked, rows returned. Nothing else changes; bench/netem/observe.py `claims()` reads
+the lines."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 
 import worker.engine.producer as producer
 from worker.cli import main
+from worker.store.jobstore import PreparedQuery
 
 
 def _wrap() -> None:
@@ -25,6 +28,15 @@ def _wrap() -> None:
         return jobs
 
     producer.claim = counted
+    prepared = PreparedQuery.records
+
+    def counted_prepared(self, conn, record, **varying):
+        start = time.time()
+        jobs = prepared(self, conn, record, **varying)
+        log.write(f"{start:.6f} {time.time():.6f} {varying['limit']} {len(jobs)}\n")
+        return jobs
+
+    PreparedQuery.records = counted_prepared  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
