@@ -32,8 +32,8 @@ def db(empty_database):
     return empty_database
 
 
-def producer(url: str) -> Producer:
-    return Producer(conn=DedicatedConnection(url),
+def producer(url: str, *, listens: bool = False) -> Producer:
+    return Producer(conn=DedicatedConnection(url), listens=listens,
                     claims=ClaimSpec(types=TYPES, leases=[30.0, 45.0], worker_id="prep-w",
                                      limits=[1, 1], type_queues=["default", "default"],
                                      type_max_attempts=[5, 5]),
@@ -111,6 +111,32 @@ def test_a_new_claim_connection_prepares_it_again(db):
     p._conn.drop()  # as the claim loop does after such a failure
     assert len(p._claim(1)) == 1
     assert named_statements(p._conn.get()) == [("jobwarden_claim_jobs", 1)]
+
+
+def test_a_notification_that_arrives_during_the_claim_is_not_slept_through(db):
+    # During the prepared claim libpq keeps the notification (psycopg's handler is not
+    # called there); the producer's next sleep reads it first and does not wait.
+    p = producer(db, listens=True)
+    assert len(p._claim(1)) == 1  # connected, prepared and listening
+    with psycopg.connect(db) as locker, psycopg.connect(db, autocommit=True) as watch:
+        # The claim's plan reads queue_controls: it waits for this lock.
+        locker.execute("LOCK TABLE queue_controls IN ACCESS EXCLUSIVE MODE")
+        got: list[list[ClaimedJob]] = []
+        p._notified = False  # as the claim loop leaves it before each claim
+        claiming = threading.Thread(target=lambda: got.append(p._claim(1)), daemon=True)
+        claiming.start()
+        while not watch.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '-- jobwarden: claim_jobs%'").fetchall():
+            assert claiming.is_alive()
+        watch.execute("SELECT pg_notify('jobwarden_jobs', 'default')")
+        locker.rollback()
+        claiming.join(timeout=30)
+    assert [len(jobs) for jobs in got] == [1]
+    sleeping = threading.Thread(target=p._sleep, args=(60.0,), daemon=True)
+    sleeping.start()
+    sleeping.join(timeout=30)
+    assert not sleeping.is_alive() and p._notified
 
 
 def test_through_a_transaction_pooler_the_producer_prepares_nothing(db, monkeypatch):
