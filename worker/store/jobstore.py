@@ -119,8 +119,8 @@ class PreparedQuery:
     dumped ahead").
 
     Not through a transaction pooler: a statement prepared by name lives in one server
-    session (the caller runs `records` there instead). `varying` parameters are ints or
-    strs, sent as their text."""
+    session (the producer claims through a cursor there, `JobStore.records`). `varying`
+    parameters are ints or strs, sent as their text."""
 
     __slots__ = ("query", "name", "_sql", "_order", "_fixed", "_on")
 
@@ -157,7 +157,9 @@ class PreparedQuery:
     def records(self, conn: psycopg.Connection, record: type[T], **varying: int | str) -> list[T]:
         """Run it on `conn` (prepared there) with these values of the varying parameters:
         every row built into `record` from its columns, as `JobStore.records` builds
-        them. In the caller's transaction, or its own on an autocommit connection."""
+        them. On an autocommit connection it is a transaction of its own; inside
+        `conn.transaction()` it is part of that one (psycopg sends no BEGIN for it, so
+        it never opens one)."""
         params = list(self._fixed)
         for name, value in varying.items():
             params[self._order.index(name)] = str(value).encode()
