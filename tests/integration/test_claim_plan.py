@@ -7,7 +7,6 @@ selectivities does (about 100,000 buffer hits, an external sort)."""
 from __future__ import annotations
 
 import json
-import re
 
 import psycopg
 import pytest
@@ -17,6 +16,7 @@ from worker.engine.config import DEFAULT_CLAIM_BATCH
 from worker.engine.producer import claim, prepare_claims
 from worker.engine.producer import claim_params as claim_jobs_params
 from worker.store.db import connect_kwargs, migrate
+from worker.store.jobstore import numbered
 from worker.store.queries import Q
 
 BACKLOG = 100_000
@@ -66,9 +66,7 @@ def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1, *,
         if generic:
             # The statement with $n for its named parameters, numbered in order of first
             # use as psycopg numbers them, prepared and run by its name.
-            names: list[str] = []
-            text = re.sub(r"%\((\w+)\)s", lambda m: f"${number(names, m.group(1))}",
-                          Q.claim_jobs)
+            text, names = numbered(Q.claim_jobs)
             conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
             conn.execute(f"PREPARE generic_claim AS {text}")
             args = ", ".join(["%s"] * len(names))
@@ -81,12 +79,6 @@ def claim_plan(url: str, limit: int = 10, concurrency_limit: int = 1, *,
         conn.rollback()
     top = plan[0]["Plan"]
     return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
-
-
-def number(names: list[str], name: str) -> int:
-    if name not in names:
-        names.append(name)
-    return names.index(name) + 1
 
 
 def test_claiming_from_a_never_analyzed_backlog_reads_a_bounded_number_of_buffers(backlog_db):

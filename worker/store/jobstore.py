@@ -122,27 +122,23 @@ class PreparedQuery:
     session (the producer claims through a cursor there, `JobStore.records`). `varying`
     parameters are ints or strs, sent as their text."""
 
-    __slots__ = ("query", "name", "_sql", "_order", "_fixed", "_on")
+    __slots__ = ("query", "name", "_sql", "_fixed", "_places", "_on")
 
     def __init__(self, query: Query, params: Mapping[str, Any], varying: tuple[str, ...],
                  conn: psycopg.Connection) -> None:
         self.query = _checked(query)
         self.name = f"jobwarden_{query.name}".encode()
-        #: Each placeholder becomes $n, n its name's place in `_order`; every parameter
-        #: is cast in the SQL (or compared with a column), so the server infers its type.
-        self._order: list[str] = []
-        self._sql = re.sub(r"%\((\w+)\)s", self._number, self.query).encode()
+        # Every parameter is cast in the SQL (or compared with a column), so the server
+        # infers its type.
+        sql, order = numbered(self.query)
+        self._sql = sql.encode()
         tx = Transformer(conn)
         self._fixed: list[bytes | None] = [
-            None if name in varying else _text(tx, params[name]) for name in self._order]
+            None if name in varying else _text(tx, params[name]) for name in order]
+        #: Where each varying parameter goes among them.
+        self._places = {name: order.index(name) for name in varying}
         #: The connection it is prepared on now (None: none yet).
         self._on: psycopg.Connection | None = None
-
-    def _number(self, match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in self._order:
-            self._order.append(name)
-        return f"${self._order.index(name) + 1}"
 
     def prepare(self, conn: psycopg.Connection) -> None:
         """Prepare it on `conn` (a new session; DISCARD PLANS keeps it, and replans it)."""
@@ -162,7 +158,7 @@ class PreparedQuery:
         it never opens one)."""
         params = list(self._fixed)
         for name, value in varying.items():
-            params[self._order.index(name)] = str(value).encode()
+            params[self._places[name]] = str(value).encode()
         with conn.lock:
             # A None is a NULL to libpq, which psycopg's stub does not say.
             result = conn.pgconn.exec_prepared(self.name, cast(Any, params))
@@ -170,6 +166,19 @@ class PreparedQuery:
         tx = Transformer(conn)
         tx.set_pgresult(result)
         return tx.load_rows(0, result.ntuples, lambda values: record(*values))
+
+
+def numbered(sql: str) -> tuple[str, list[str]]:
+    """`sql` with each `%(name)s` as `$n`, n the name's place in order of first use (as
+    psycopg numbers them), and the names in that order."""
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, sql), order
 
 
 def _text(tx: abc.Transformer, value: Any) -> bytes | None:
