@@ -8,7 +8,7 @@ database must keep its weeks for every other test.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC
+from datetime import UTC, timedelta
 
 import psycopg
 import pytest
@@ -78,12 +78,15 @@ def test_retention_drops_the_weeks_past_the_historys_age_and_keeps_the_rest(own_
                      f"interval '7 days')")
         job = conn.execute("INSERT INTO background_jobs (type, payload, status) VALUES "
                            "('noop', '{}', 'completed') RETURNING id").fetchone()[0]
-        for finished in ("now() - interval '68 days'", "now()"):
-            conn.execute(f"""
+        # The old execution is placed inside the week made above, counted from its
+        # Monday: "now() minus so many days" falls in the week after it on some weekdays.
+        for finished in (old + timedelta(days=2), conn.execute("SELECT now()").fetchone()[0]):
+            conn.execute("""
                 INSERT INTO job_executions (job_id, execution_id, attempt, queue, type,
                     worker_id, scheduled_at, started_at, finished_at, outcome)
-                VALUES (%s, %s, 1, 'default', 'noop', 'w', {finished}, {finished},
-                        {finished}, 'completed')""", (job, uuid.uuid4()))
+                VALUES (%(job)s, %(eid)s, 1, 'default', 'noop', 'w', %(at)s, %(at)s, %(at)s,
+                        'completed')""", {"job": job, "eid": uuid.uuid4(), "at": finished})
+        assert conn.execute("SELECT count(*) FROM " + name).fetchone()[0] == 1
         before = weeks(conn)
         # History kept 30 days, but the job is unknown: its attempts are the evidence its
         # reconciliation needs, so its week stays.
