@@ -14,6 +14,7 @@ from worker import JobSpec, enqueue_many
 from worker.core.dberrors import DB_UNREACHABLE
 from worker.engine.listener import Wakeup
 from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
+from worker.store import db as store_db
 from worker.store.db import DedicatedConnection, migrate
 from worker.store.jobstore import PreparedQuery
 from worker.store.queries import Query
@@ -167,3 +168,67 @@ def test_a_prepared_query_raises_the_servers_error_by_its_sqlstate(db):
 
 def tuple_of(*values):
     return values
+
+
+def plannings(conn: psycopg.Connection) -> list[str]:
+    """Have the server tell this session's client each time it plans a statement (a
+    trigger's too): the list those reports are appended to, as they come."""
+    reports: list[str] = []
+    conn.add_notice_handler(lambda d: reports.append(d.message_primary or ""))
+    conn.execute("SET client_min_messages = log")
+    conn.execute("SET log_planner_stats = on")
+    return reports
+
+
+def planned(reports: list[str]) -> int:
+    return sum(r.startswith("PLANNER STATISTICS") for r in reports)
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["made-again-at-once", "only-dropped"])
+def test_a_claim_after_its_plans_were_made_again_plans_nothing(db, monkeypatch, warm):
+    p = producer(db)
+    assert len(p._claim(1)) == 1
+    reports = plannings(p._conn.get())
+    assert len(p._claim(1)) == 1 and planned(reports) == 0  # plans kept
+    monkeypatch.setattr(store_db, "REPLAN_SECONDS", 0.0)
+    assert len(p._claim(1)) == 1  # their age is up: due, and nothing sent for it yet
+    assert p._conn.replan_due and planned(reports) == 0
+    monkeypatch.setattr(store_db, "REPLAN_SECONDS", 3600.0)
+    with psycopg.connect(db, autocommit=True) as other:
+        counts = other.execute("SELECT count(*) FROM job_count_deltas").fetchone()[0]
+        if warm:
+            p._replan()  # as the claim loop does once a claim's jobs are handed on
+            # The claim of no jobs planned the claim and its trigger's statements, and
+            # claimed and counted nothing.
+            assert planned(reports) >= 2
+            assert other.execute("SELECT count(*) FROM job_count_deltas"
+                                 ).fetchone()[0] == counts
+        else:
+            p._conn.replan()
+        assert not p._conn.replan_due
+        reports.clear()
+        assert len(p._claim(1)) == 1
+        assert other.execute("SELECT count(*) FROM background_jobs WHERE status = 'running'"
+                             ).fetchone()[0] == 4
+    # Made again at once, the next claim plans nothing; only dropped, it plans them all.
+    assert (planned(reports) == 0) == warm, reports
+
+
+def test_the_claim_loop_makes_its_plans_again_before_it_waits(db, monkeypatch):
+    p = producer(db)
+    assert len(p._claim(1)) == 1
+    monkeypatch.setattr(store_db, "REPLAN_SECONDS", 0.0)
+    reports = plannings(p._conn.get())
+    seen: list[tuple[bool, int]] = []
+
+    def sleep(timeout: float) -> None:  # the loop's wait for work: stop it there
+        seen.append((p._conn.replan_due, planned(reports)))
+        p.stop.set()
+
+    monkeypatch.setattr(p, "_sleep", sleep)
+    p._sleep_first = False
+    assert p._lead(hand_over=False) is None
+    # It claimed for its 4 slots, found its plans old, and made them again before it
+    # waited for more.
+    assert len(p.buffer) == 4
+    assert seen == [(False, seen[0][1])] and seen[0][1] >= 2

@@ -1,5 +1,5 @@
 """A hot connection plans again once its statements outgrow the plans it keeps
-(worker/store/db.py, DedicatedConnection.handled).
+(worker/store/db.py, DedicatedConnection.handled and .replan).
 
 The server keeps a prepared statement's generic plan for the session, sized by the tables
 when it was made. A claim connection that ran its first claims on a near-empty queue (a
@@ -27,6 +27,7 @@ def claim_plans(dedicated: DedicatedConnection, plans: list[str], limit: int) ->
     plans.clear()
     jobs = claim(dedicated.get(), limit=limit, **KW)
     dedicated.handled(len(jobs))
+    dedicated.replan()
     return [p for p in plans if "jobwarden: claim_jobs" in p]
 
 
@@ -77,6 +78,8 @@ def test_a_connection_lost_while_planning_again_is_not_the_callers_failure(clean
     with psycopg.connect(clean_db, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
     dedicated.handled(200)
+    assert dedicated.replan_due
+    dedicated.replan()
     fresh = dedicated.get()
     assert fresh is not conn
     assert fresh.execute("SELECT 1").fetchone() == (1,)

@@ -296,7 +296,7 @@ class Completer:
                 log.warning("recording %d outcome(s) failed (%s); retrying in %.1fs",
                             len(batch), exc, wait, extra={"action": "db_unavailable"})
                 self._give_up.wait(wait)
-        conn.handled(len(batch))  # a backlog after an idle spell: plan again
+        conn.handled(len(batch))  # a backlog after an idle spell: plan again (below)
         self.written += len(owned)
         if self._on_keys_freed is not None and any(
                 c.concurrency_key is not None and c.execution_id in owned for c in batch):
@@ -310,6 +310,7 @@ class Completer:
             except DB_UNREACHABLE:
                 conn.drop()
         log_outcomes(batch, owned, recorded)
+        conn.replan()
 
 
 def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUID, str]:

@@ -424,6 +424,8 @@ class Producer:
         first job is for the calling thread to run: one it took a slot for, while another
         thread waits to claim on (the rest of the claim is in the buffer)."""
         while not self.stop.is_set():
+            # The jobs of the last claim are handed on: no start waits for this.
+            self._replan()
             if self._sleep_first:
                 held = self._held_back
                 self._sleep(refill_wait(held, self.settings.poll_interval) if held
@@ -470,6 +472,18 @@ class Producer:
                 return jobs[0]
             self.buffer.put(jobs)
         return None
+
+    def _replan(self) -> None:
+        """Make the claim connection's plans again if its last claim found them due
+        (DedicatedConnection.handled), the unlimited claim's own at once: a claim of no
+        jobs through the prepared statement plans it, and the trigger's statements,
+        and changes no row (LIMIT 0). So the claim that a notification sends next runs on
+        plans made, as every other does."""
+        def warm(conn: psycopg.Connection) -> None:
+            prepared = self._claim_jobs
+            if prepared is not None and prepared.prepared_on(conn):
+                prepared.records(conn, ClaimedJob, limit=0)
+        self._conn.replan(warm)
 
     def _may_run_here(self, job: ClaimedJob) -> bool:
         """Whether the thread that claimed `job` runs it: another thread waits to take
@@ -580,7 +594,9 @@ class Producer:
                           worker_id=c.worker_id)
         for job in jobs:
             job.granted_at = sent
-        self._conn.handled(len(jobs))  # a backlog after an idle spell: plan again
+        # A backlog after an idle spell: plan again, once these jobs are handed on
+        # (_replan).
+        self._conn.handled(len(jobs))
         return jobs
 
     def _claim_limited(self, conn: psycopg.Connection, limited: LimitedClaim,
