@@ -1,6 +1,8 @@
 """One-job claims after an idle spell: through a cursor, as `claim()` runs them, against
 the producer's prepared claim (worker/store/jobstore.py, PreparedQuery), whose
-parameters were dumped once, ahead.
+parameters were dumped once, ahead; and the prepared claim after the session's plans were
+dropped (DedicatedConnection.replan, every REPLAN_SECONDS), alone and then made again by
+a claim of no jobs, as the producer does before it waits (Producer._replan).
 
     .venv/bin/python bench/bench_idle_claim.py --claims 150 --gap-ms 50 --rounds 2
 
@@ -37,7 +39,7 @@ from worker.engine.producer import (  # noqa: E402
     prepare_claims,
 )
 from worker.store.db import migrate  # noqa: E402
-from worker.store.jobstore import PreparedQuery  # noqa: E402
+from worker.store.jobstore import JobStore, PreparedQuery  # noqa: E402
 from worker.store.queries import Q  # noqa: E402
 
 SPEC = {"types": ["bench.idle"], "leases": [30.0], "queues": None, "worker_id": "bench"}
@@ -50,11 +52,18 @@ def percentiles(xs: list[float]) -> dict[str, float]:
 
 def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, float]]:
     with psycopg.connect(url, autocommit=True) as feed, \
-            psycopg.connect(url, autocommit=True) as conn:
-        prepare_claims(conn)
+            psycopg.connect(url, autocommit=True) as conn, \
+            psycopg.connect(url, autocommit=True) as replanned:
+        # The ways that drop their plans do it on a session of their own: DISCARD PLANS
+        # drops every plan of a session, the cursor's too.
+        for c in (conn, replanned):
+            prepare_claims(c)
         prepared = PreparedQuery(Q.claim_jobs, claim_params(**SPEC, limit=0), ("limit",),
                                  conn)
         prepared.prepare(conn)
+        again = PreparedQuery(Q.claim_jobs, claim_params(**SPEC, limit=0), ("limit",),
+                              replanned)
+        again.prepare(replanned)
 
         def via_cursor() -> int:
             return len(claim(conn, **SPEC, limit=1))
@@ -62,14 +71,29 @@ def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, float]]:
         def via_prepared() -> int:
             return len(prepared.records(conn, ClaimedJob, limit=1))
 
-        ways = {"cursor": via_cursor, "prepared": via_prepared}
+        def via_replanned() -> int:
+            return len(again.records(replanned, ClaimedJob, limit=1))
+
+        def dropped() -> None:
+            JobStore(replanned).rows(Q.discard_plans)
+
+        def made_again() -> None:
+            dropped()
+            again.records(replanned, ClaimedJob, limit=0)
+
+        # Each way: what runs before its idle spell (None: nothing), and its claim.
+        ways = {"cursor": (None, via_cursor), "prepared": (None, via_prepared),
+                "prepared_plans_dropped": (dropped, via_replanned),
+                "prepared_plans_made_again": (made_again, via_replanned)}
         times: dict[str, list[float]] = {name: [] for name in ways}
         dumping: list[float] = []
         warm = 5  # each way plans and loads its code once before it is timed
         for n in range(claims + warm):
-            for name, run in ways.items():
+            for name, (before, run) in ways.items():
                 feed.execute("INSERT INTO background_jobs (queue, type, payload) "
                              "VALUES ('default', 'bench.idle', '{\"to\": \"ops@example.com\"}')")
+                if before is not None:
+                    before()
                 time.sleep(gap)
                 started = time.perf_counter_ns()
                 got = run()

@@ -646,7 +646,7 @@ SELECT now()
 -- name: discard_plans
 -- Drop this session's cached plans, its prepared statements' and its triggers' alike: the
 -- next run of each is planned again for the tables as they are now (worker/store/db.py,
--- DedicatedConnection.handled). A claim connection's session still plans generically
+-- DedicatedConnection.replan). A claim connection's session still plans generically
 -- (claim_plans_generic): its next claim is planned once, for the tables as they are.
 DISCARD PLANS
 
