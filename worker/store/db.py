@@ -209,6 +209,7 @@ class DedicatedConnection:
 
     @property
     def replan_due(self) -> bool:
+        """Whether the session's plans wait to be dropped (`handled` found them due)."""
         return self._replan_due
 
     def replan(self, warm: Callable[[psycopg.Connection], object] | None = None) -> None:
@@ -217,9 +218,10 @@ class DedicatedConnection:
 
         Called where nobody waits (a producer before it waits for work, a completer after
         its batch is written). A claim planned anew, its trigger's statements with it,
-        took 1.97 ms against 0.91 for one on kept plans (an idle worker, one job a claim,
-        bench/README.md, "Plans made again off the path of a job's start"): every
-        REPLAN_SECONDS an idle worker's next job waited that much longer to start."""
+        took 1.96-2.02 ms against 0.86-0.92 for one on plans made again ahead (an idle
+        worker, one job a claim; bench/README.md, "Plans made again off the path of a
+        job's start"): every REPLAN_SECONDS an idle worker's next job waited that much
+        longer to start."""
         if not self._replan_due or self._conn is None or self._conn.closed:
             return
         self._replan_due = False
@@ -228,8 +230,8 @@ class DedicatedConnection:
             if warm is not None:
                 warm(self._conn)
         except DB_UNREACHABLE:
-            # Never the caller's failure: its statement went through, and what it
-            # handled (claimed jobs, written outcomes) must not be taken for lost.
+            # Never the caller's failure: the statement before went through, and what
+            # it handled (claimed jobs, written outcomes) must not be taken for lost.
             # The next use connects again, with no plans kept.
             self.drop()
             return
