@@ -81,7 +81,9 @@ def test_scale_run_counts_claims_through_pgbouncer_and_cleans_up(tmp_path):
         run = runs[0]
         assert run["done"] == 300 and not run["timed_out"], (key, run)
         assert run["claims"]["with_rows"] >= 1, (key, run["claims"])
-        assert run["cpu"]["server_cpu_s"] > 0 and run["cpu"]["workers_cpu_s"] > 0
+        # The server's CPU over the drain is read in whole clock ticks (10 ms), and 300
+        # jobs in 0.26 s took one tick or none; a worker's is read since its start.
+        assert run["cpu"]["server_cpu_s"] >= 0 and run["cpu"]["workers_cpu_s"] > 0
         assert len(run["namespaces"]) == int(key[0])
     assert report["results"]["2/pgbouncer"][0]["pooled"] is True
     assert not subprocess.run(["pgrep", "-P", str(pid)], capture_output=True).stdout
