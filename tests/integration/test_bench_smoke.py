@@ -25,6 +25,16 @@ FIGURES = {
 }
 
 
+def bench(script: str, *args: str, url: str | None = None, timeout: float = 180) -> str:
+    """Run bench/`script` with `args` (on `url`'s server when given): its output, once it
+    has exited 0."""
+    env = dict(os.environ) if url is None else dict(os.environ, DATABASE_URL=url)
+    done = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(server_url, tmp_path):
     out = tmp_path / "peers.json"
     env = dict(os.environ, DATABASE_URL=server_url,
@@ -79,12 +89,8 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
 
 
 def test_the_lane_latency_benchmark_times_every_email_it_sends(server_url):
-    done = subprocess.run(
-        [sys.executable, "bench/bench_lane_latency.py", "--backlog", "300", "--emails", "3"],
-        cwd=ROOT, env=dict(os.environ, DATABASE_URL=server_url), capture_output=True,
-        text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
-    figures = json.loads(done.stdout)
+    figures = json.loads(bench("bench_lane_latency.py", "--backlog", "300", "--emails", "3",
+                               url=server_url))
     assert figures["backlog"] == 300
     assert figures["email_done_ms"]["n"] == 3
     assert 0 < figures["email_done_ms"]["p50"] < figures["email_done_ms"]["p95"] + 1
@@ -92,26 +98,18 @@ def test_the_lane_latency_benchmark_times_every_email_it_sends(server_url):
 
 
 def test_the_trigger_jit_benchmark_drains_every_job_both_ways(server_url):
-    done = subprocess.run(
-        [sys.executable, "bench/bench_trigger_jit.py", "--executions", "1000", "--jobs", "200",
-         "--rounds", "1"],
-        cwd=ROOT, env=dict(os.environ, DATABASE_URL=server_url), capture_output=True,
-        text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
+    out = bench("bench_trigger_jit.py", "--executions", "1000", "--jobs", "200",
+                "--rounds", "1", url=server_url)
     drains = re.findall(r"round 1: triggers (without|with) JIT .*: ([\d,]+) of 200 jobs, "
-                        r"([\d,]+) jobs/s", done.stdout)
-    assert [(kind, n) for kind, n, _ in drains] == [("without", "200"), ("with", "200")], \
-        done.stdout
+                        r"([\d,]+) jobs/s", out)
+    assert [(kind, n) for kind, n, _ in drains] == [("without", "200"), ("with", "200")], out
     assert all(int(rate.replace(",", "")) > 0 for _, _, rate in drains)
 
 
 def test_the_loop_timer_benchmark_times_every_sleep_on_both_loops():
-    done = subprocess.run(
-        [sys.executable, "bench/bench_loop_timers.py", "--jobs", "400", "--in-flight", "40",
-         "--sleep-ms", "5", "--rounds", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    out = bench("bench_loop_timers.py", "--jobs", "400", "--in-flight", "40", "--sleep-ms",
+                "5", "--rounds", "1", timeout=120)
+    rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["loop"], r["sleeps"], r["bound_per_s"]) for r in rows] == [
         ("asyncio", 400, 8000), ("precise", 400, 8000)]
     # A sleep never ends before it is due, on either loop.
@@ -120,13 +118,9 @@ def test_the_loop_timer_benchmark_times_every_sleep_on_both_loops():
 
 
 def test_the_idle_claim_benchmark_times_each_way_of_claiming(server_url):
-    done = subprocess.run(
-        [sys.executable, "bench/bench_idle_claim.py", "--claims", "6", "--gap-ms", "2",
-         "--rounds", "1"],
-        cwd=ROOT, env=dict(os.environ, DATABASE_URL=server_url), capture_output=True,
-        text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    out = bench("bench_idle_claim.py", "--claims", "6", "--gap-ms", "2", "--rounds", "1",
+                url=server_url, timeout=120)
+    rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["way"], r["claims"]) for r in rows] == [
         ("cursor", 6), ("prepared", 6), ("prepared_plans_dropped", 6),
         ("prepared_plans_made_again", 6)]

@@ -479,11 +479,12 @@ class Producer:
         jobs through the prepared statement plans it, and the trigger's statements,
         and changes no row (LIMIT 0). So the claim that a notification sends next runs on
         plans made, as every other does."""
-        def warm(conn: psycopg.Connection) -> None:
-            prepared = self._claim_jobs
-            if prepared is not None and prepared.prepared_on(conn):
-                prepared.records(conn, ClaimedJob, limit=0)
-        self._conn.replan(warm)
+        self._conn.replan(self._plan_claim)
+
+    def _plan_claim(self, conn: psycopg.Connection) -> None:
+        prepared = self._claim_jobs
+        if prepared is not None and prepared.prepared_on(conn):
+            prepared.records(conn, ClaimedJob, limit=0)
 
     def _may_run_here(self, job: ClaimedJob) -> bool:
         """Whether the thread that claimed `job` runs it: another thread waits to take
