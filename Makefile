@@ -4,7 +4,12 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo shop test typecheck lint chromium promtool pgbouncer bench
+.PHONY: setup demo shop test typecheck lint chromium promtool pgbouncer postgresql bench
+
+# Debian packages some tests need; another apt-get holding the dpkg lock is waited for
+# (up to 10 minutes), not a failure.
+APT_INSTALL = apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq
 
 setup: $(VENV)/.installed
 
@@ -20,19 +25,27 @@ $(VENV)/.installed: pyproject.toml
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium for the browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	  $(APT_INSTALL) chromium; }
 
 # The alerting rules' tests run Debian's promtool (in its `prometheus` package).
 promtool:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian's prometheus (promtool) for the alerting rules' tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+	  $(APT_INSTALL) prometheus; }
 
 # The PgBouncer tests start Debian's pgbouncer on a private port of 127.0.0.1.
 pgbouncer:
 	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null 2>&1 || { \
 	  echo "installing Debian's pgbouncer for the connection-pooler tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer; }
+	  $(APT_INSTALL) pgbouncer; }
+
+# The plan tests read trigger plans through auto_explain, a contrib module the embedded
+# PostgreSQL does not ship: without a server in DATABASE_URL they start a private cluster
+# of Debian's PostgreSQL (tests/pgcluster.py), and so do the chaos tests.
+postgresql:
+	@ls /usr/lib/postgresql/*/lib/auto_explain.so >/dev/null 2>&1 || { \
+	  echo "installing Debian's postgresql for the plan and chaos tests"; \
+	  $(APT_INSTALL) postgresql; }
 
 # Always the embedded PostgreSQL: the demo adds an admin login with a published password,
 # which must never land in whatever database a DATABASE_URL in the shell names.
@@ -47,7 +60,7 @@ shop: setup
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
 # The type check comes first: a type error fails the run before the tests start.
-test: setup typecheck chromium promtool pgbouncer
+test: setup typecheck chromium promtool pgbouncer postgresql
 	$(VENV)/bin/pytest
 
 # mypy, strict on the runtime (pyproject.toml [tool.mypy]); its cache in .mypy_cache

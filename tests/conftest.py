@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.helpers import HANDLER_KINDS, as_handler_kind
+from tests.pgcluster import PrivateCluster, contrib_bin
 from worker import registry as default_registry_
 from worker.store import db as dbmod
 from worker.store.embedded import embedded_datadir, stop_embedded
@@ -114,9 +115,8 @@ def empty_database(server_url):
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def clean_db(database_url):
-    """The test database with every table emptied, and none but the migrated ones."""
+def _emptied(database_url: str) -> str:
+    """`database_url`'s database with every table emptied, and none but the migrated ones."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         # A test's own tables would otherwise meet the next test that creates one of the
         # same name (several create race_log), which then fails or depends on the order.
@@ -129,6 +129,50 @@ def clean_db(database_url):
         # not depend on how many deltas earlier tests wrote.
         conn.execute("SELECT setval(pg_get_serial_sequence('job_count_deltas', 'id'), 1, false)")
     return database_url
+
+
+@pytest.fixture
+def clean_db(database_url):
+    """The test database with every table emptied, and none but the migrated ones."""
+    return _emptied(database_url)
+
+
+def _loads_auto_explain(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        try:
+            conn.execute("LOAD 'auto_explain'")
+        except psycopg.Error:
+            return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def _explain_url(server_url, database_url):
+    """The session database when its server has auto_explain; else a database on a private
+    cluster of the machine's PostgreSQL: the embedded server ships no contrib modules, and
+    the plan tests read the plans of trigger statements, which only auto_explain reports."""
+    if _loads_auto_explain(database_url):
+        yield database_url
+        return
+    bin_dir = contrib_bin()
+    if bin_dir is None:
+        pytest.fail("the plan tests need auto_explain, which the embedded PostgreSQL lacks: "
+                    "install a PostgreSQL server package (`make test` installs Debian's)")
+    cluster = PrivateCluster(bin_dir)
+    try:
+        cluster.start()
+        dbmod.migrate(cluster.url)
+        with psycopg.connect(cluster.url) as conn:
+            _MIGRATED[cluster.url] = _public_tables(conn)
+        yield cluster.url
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def explain_db(_explain_url):
+    """A clean, migrated database whose sessions can LOAD 'auto_explain'."""
+    return _emptied(_explain_url)
 
 
 @pytest.fixture

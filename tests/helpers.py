@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import dict_row
@@ -72,6 +73,13 @@ def job_row(url: str, job_id: int) -> dict:
                            "FROM background_jobs WHERE id = %s", [job_id]).fetchone()
     assert row is not None, f"job {job_id} does not exist"
     return row
+
+
+def with_query(url: str, **params: str) -> str:
+    """`url` with `params` added to its query (the embedded server's URL has one already)."""
+    parts = urlsplit(url)
+    query = "&".join(filter(None, [parts.query, urlencode(params)]))
+    return urlunsplit(parts._replace(query=query))
 
 
 def executions(url: str, job_id: int) -> list[dict]:

@@ -5,13 +5,9 @@ the fixture's teardown, even when the test fails."""
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,35 +16,11 @@ import pytest
 
 from tests.apps.chaos_app import create_tables
 from tests.helpers import wait_for
+from tests.pgcluster import PrivateCluster
+from tests.pgcluster import accepts as _accepts
 from worker.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _pg_bin() -> Path:
-    """The machine's PostgreSQL binaries (Debian layout), else the ones pgserver ships, so
-    the tier runs where only `make test`'s virtualenv provides PostgreSQL."""
-    system = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-    if system:
-        return system[-1].parent
-    from pgserver._commands import POSTGRES_BIN_PATH
-
-    return Path(POSTGRES_BIN_PATH)
-
-
-def _server_user() -> str:
-    """PostgreSQL refuses to run as root: the OS user to run it as."""
-    for name in ("postgres", "pgserver"):
-        try:
-            pwd.getpwnam(name)
-            return name
-        except KeyError:
-            continue
-    raise RuntimeError("running as root with no 'postgres' or 'pgserver' user to run "
-                       "the private PostgreSQL cluster as")
-
-
-PG_BIN = _pg_bin()
 
 
 class Worker:
@@ -144,52 +116,6 @@ def workers(chaos_db, tmp_path):
         print(pool.logs())  # pytest shows it only when the test failed
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class PrivateCluster:
-    """A PostgreSQL 15 cluster of our own, run as the `postgres` OS user (the server
-    refuses to run as root), that a test may stop and start at will."""
-
-    def __init__(self):
-        self.dir = Path(tempfile.mkdtemp(prefix="jobwarden-chaos-pg-"))
-        self.user = _server_user() if os.geteuid() == 0 else None
-        if self.user:
-            shutil.chown(self.dir, self.user, self.user)
-        self.data = self.dir / "data"
-        self.port = _free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "-E", "UTF8")
-
-    def _run(self, tool: str, *args: str) -> None:
-        cmd = [str(PG_BIN / tool), *args]
-        if self.user:
-            cmd = ["runuser", "-u", self.user, "--", *cmd]
-        subprocess.run(cmd, check=True, cwd=self.dir, capture_output=True, timeout=60)
-
-    def start(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "server.log"), "-w",
-                  "-t", "30", "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                  "-c fsync=off -c max_connections=200", "start")
-
-    def stop(self, mode: str = "fast") -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop")
-
-    def running(self) -> bool:
-        return (self.data / "postmaster.pid").exists()
-
-    def destroy(self) -> None:
-        try:
-            if self.running():
-                self.stop("immediate")
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture
 def private_cluster():
     """A private, migrated PostgreSQL cluster on its own port, destroyed afterwards."""
@@ -201,14 +127,6 @@ def private_cluster():
         yield cluster
     finally:
         cluster.destroy()
-
-
-def _accepts(url: str) -> bool:
-    try:
-        with psycopg.connect(url, connect_timeout=2):
-            return True
-    except psycopg.OperationalError:
-        return False
 
 
 def deadline_passed(seconds: float):

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tests.helpers import job_row, running_worker, scalar, wait_for
+from tests.helpers import job_row, running_worker, scalar, wait_for, with_query
 from worker import Registry, enqueue, job
 from worker.engine.listener import LISTEN_APPLICATION_NAME
 from worker.engine.producer import Producer
@@ -112,7 +112,7 @@ def test_behind_a_transaction_pooler_the_claim_connections_do_not_listen(
     monkeypatch.setenv("JOBWARDEN_POOLER", "transaction")
     if where == "pooled, direct LISTEN":
         # A URL that differs from the claims' (pooled) one: a LISTEN thread of its own.
-        monkeypatch.setenv("JOBWARDEN_LISTEN_URL", clean_db + "?application_name=direct")
+        monkeypatch.setenv("JOBWARDEN_LISTEN_URL", with_query(clean_db, application_name="direct"))
     else:
         monkeypatch.delenv("JOBWARDEN_LISTEN_URL", raising=False)
     reg = ping_registry()

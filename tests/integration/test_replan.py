@@ -51,13 +51,13 @@ def plan_mode(dedicated: DedicatedConnection) -> str:
 
 @pytest.mark.parametrize("as_a_producer", [True, False],
                          ids=["generic-from-the-first-claim", "server-chooses"])
-def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(clean_db,
+def test_a_claim_connection_that_started_idle_plans_again_for_a_backlog(explain_db,
                                                                         as_a_producer):
-    dedicated = DedicatedConnection(clean_db)
+    dedicated = DedicatedConnection(explain_db)
     plans = explained(dedicated.get())
     if as_a_producer:  # a producer's claim connection: generic plans from the first run
         prepare_claims(dedicated.get())
-    idle_then_backlog(clean_db, dedicated, plans, 200)
+    idle_then_backlog(explain_db, dedicated, plans, 200)
     (first,) = claim_plans(dedicated, plans, 200)
     # The plan made on the near-empty table reads the whole table for the update ...
     assert "Seq Scan on background_jobs" in first, first
@@ -87,14 +87,14 @@ def test_a_connection_lost_while_planning_again_is_not_the_callers_failure(clean
 
 
 def test_a_claim_connection_whose_claims_stay_small_plans_again_for_a_backlog(
-        clean_db, monkeypatch):
+        explain_db, monkeypatch):
     # A worker of slow jobs claims a few at a time, backlog or not: no batch ever says
     # the table has grown. Its plans are made again once they are REPLAN_SECONDS old.
     monkeypatch.setattr(db, "REPLAN_SECONDS", 3600.0)  # young while the queue is idle
-    dedicated = DedicatedConnection(clean_db)
+    dedicated = DedicatedConnection(explain_db)
     plans = explained(dedicated.get())
     prepare_claims(dedicated.get())
-    idle_then_backlog(clean_db, dedicated, plans, 10)
+    idle_then_backlog(explain_db, dedicated, plans, 10)
     (first,) = claim_plans(dedicated, plans, 10)
     (second,) = claim_plans(dedicated, plans, 10)
     assert "Seq Scan on background_jobs" in first and "Seq Scan" in second, second

@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.helpers import explained
 from worker import Registry, enqueue, job
 from worker.engine.producer import claim
 
@@ -46,22 +47,19 @@ def test_every_trigger_function_of_the_hot_path_turns_jit_off(conn):
     assert fired - set(names) == {"jobwarden_rollup_truncate"}
 
 
-def test_a_claim_compiled_with_jit_runs_its_triggers_without(clean_db):
+def test_a_claim_compiled_with_jit_runs_its_triggers_without(explain_db):
     reg = Registry()
 
     @job("jit.noop", registry=reg)
     def noop(ctx, payload):
         pass
 
-    plans: list[str] = []
-    with psycopg.connect(clean_db, autocommit=True) as conn:
+    with psycopg.connect(explain_db, autocommit=True) as conn:
         if not conn.execute("SELECT pg_jit_available()").fetchone()[0]:
             pytest.skip("this server has no JIT provider: nothing to turn off")
         enqueue(conn, "jit.noop", {}, registry=reg)
-        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-        for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-                        "SET auto_explain.log_nested_statements = on",
-                        "SET auto_explain.log_level = notice", "SET jit = on",
+        plans = explained(conn, nested=True)
+        for setting in ("SET jit = on",
                         "SET jit_above_cost = 0", "SET jit_inline_above_cost = 1e9",
                         "SET jit_optimize_above_cost = 1e9"):
             conn.execute(setting)

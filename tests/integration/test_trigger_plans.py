@@ -31,8 +31,8 @@ def test_the_update_trigger_keeps_its_hash_join_setting(conn):
 
 
 def test_a_session_whose_first_claim_took_one_job_counts_a_later_batch_without_a_join(
-        clean_db):
-    with psycopg.connect(clean_db, autocommit=True) as conn:
+        explain_db):
+    with psycopg.connect(explain_db, autocommit=True) as conn:
         enqueue_many(conn, [JobSpec("plans.noop", {"i": i}) for i in range(201)])
         plans = explained(conn, nested=True)
         assert len(claim(conn, limit=1, **KW)) == 1  # the trigger's statement is planned
@@ -43,8 +43,8 @@ def test_a_session_whose_first_claim_took_one_job_counts_a_later_batch_without_a
     assert not any("Join" in p or "Nested Loop" in p for p in counted), counted
 
 
-def test_a_session_whose_first_outcome_ended_one_job_joins_a_later_batch_by_hash(clean_db):
-    with psycopg.connect(clean_db, autocommit=True) as conn:
+def test_a_session_whose_first_outcome_ended_one_job_joins_a_later_batch_by_hash(explain_db):
+    with psycopg.connect(explain_db, autocommit=True) as conn:
         enqueue_many(conn, [JobSpec("plans.noop", {"i": i}) for i in range(201)])
         jobs = claim(conn, limit=201, **KW)
 
@@ -52,7 +52,7 @@ def test_a_session_whose_first_outcome_ended_one_job_joins_a_later_batch_by_hash
         return [Completion(job_id=j.id, execution_id=j.execution_id, type=j.type,
                            attempt=j.attempt, lease=30.0, status=JobStatus.COMPLETED,
                            outcome=ExecutionOutcome.COMPLETED) for j in batch]
-    with psycopg.connect(clean_db, autocommit=True) as conn:  # an outcome writer's session
+    with psycopg.connect(explain_db, autocommit=True) as conn:  # an outcome writer's session
         plans = explained(conn, nested=True)
         assert len(write_batch(conn, ended(jobs[:1]))) == 1  # its statements are planned
         plans.clear()
