@@ -8,8 +8,8 @@ PORT ?= 8000
 
 # Debian packages some tests need; another apt-get holding the dpkg lock is waited for
 # (up to 10 minutes), not a failure.
-APT_INSTALL = apt-get -o DPkg::Lock::Timeout=600 update -qq && \
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq
+APT = DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
+APT_INSTALL = $(APT) update -qq && $(APT) install -y -qq
 
 setup: $(VENV)/.installed
 
