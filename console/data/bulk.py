@@ -168,13 +168,16 @@ def run_chunk(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
         if sel is None:
             return None
         lo, hi = sel["next_ord"], sel["last_ord"]
-        ids = tx.one(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
-                     page=SELECTION_PAGE)["job_ids"]
+        held = tx.one(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
+                      page=SELECTION_PAGE)
+        ids = held["job_ids"]
         # Each chunk's audit rows carry the start form's request id with the chunk's
         # first ordinal: a chunk replayed against the same rows would be recognised.
+        # Each job is acted on only as it stood when selected (the review's promise).
         result = operations.act_on_selection(
             tx.conn, sel["action"], ids, actor=actor, role=role, reason=sel["reason"],
-            bulk_id=selection_id, request_id=f"{sel['request_id']}:{lo}")
+            bulk_id=selection_id, request_id=f"{sel['request_id']}:{lo}",
+            selected_statuses=held["statuses"], selected_at=sel["created_at"])
         left = tx.one(CQ.console_bulk_left_alone, bulk_id=selection_id,
                       job_ids=ids)["job_ids"]
         done = tx.one(CQ.console_bulk_step_record, id=selection_id, lo=lo, hi=hi,

@@ -105,6 +105,8 @@ console_selection_jobs = Table(
            primary_key=True),
     Column("page", Integer, primary_key=True),
     Column("job_ids", ARRAY(BigInteger), nullable=False),
+    # Each job's status when selected, in job_ids' places (NULL: stored before 0071).
+    Column("statuses", ARRAY(Text)),
 )
 
 # One row per chunk done: its jobs (ordinals first_ord <= n < last_ord of the selection),

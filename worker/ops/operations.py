@@ -202,21 +202,35 @@ SELECTION_FROM: dict[str, tuple[str, ...]] = {
 
 def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *, actor: str,
                      role: str, reason: str, bulk_id: str,
-                     request_id: str | None = None) -> ActionResult:
+                     request_id: str | None = None,
+                     selected_statuses: list[str | None] | None = None,
+                     selected_at: datetime | None = None) -> ActionResult:
     """Retry, cancel, skip or reconcile exactly `job_ids` (those still in a state the
     action allows).
+
+    A reviewed selection passes how each job stood when it was selected: its status
+    (`selected_statuses`, in the order of `job_ids`; None for one not known) and the
+    moment (`selected_at`). A job is then acted on only in that status and if no
+    operator retried it since: the review promised that jobs changed since are left
+    alone, and "a status the action allows" is wider (a skip reviewed as failed would
+    skip a job another operator retried meanwhile, now pending).
 
     One statement, one audit row per changed job, all sharing `bulk_id`: the audit log
     shows the bulk action's actor, reason and count.
     """
     if action not in SELECTION_FROM:
         raise ValueError(f"no bulk action {action!r}")
+    if selected_statuses is not None and len(selected_statuses) != len(job_ids):
+        raise ValueError("selected_statuses must give one status per job id")
+    if selected_statuses is not None and all(s is None for s in selected_statuses):
+        selected_statuses = None  # stored before migration 0071: any allowed status
     reason = _check(actor, role, reason)
     if request_id and (done := _already_done(conn, action, request_id, actor, bulk_id=bulk_id)):
         return done
     params = _params(action, actor, role, reason, request_id,
                      job_ids=[int(i) for i in job_ids], bulk_id=bulk_id,
                      from_statuses=list(SELECTION_FROM[action]),
+                     selected_statuses=selected_statuses, selected_at=selected_at,
                      details=json.dumps({"bulk": True, "selected": len(job_ids)}))
     if action == "retry":
         row = _rows(conn, Q.operator_jobs_retry, params)[0]
@@ -543,6 +557,7 @@ def _params(action: str, actor: str, role: str, reason: str, request_id: str | N
         "request_id": request_id, "bulk_id": None, "details": None,
         "job_id": None, "job_ids": None, "error_code": None, "job_type": None, "seen_until": None,
         "expected_status": None, "from_statuses": list(ALLOWED_FROM[action]),
+        "selected_statuses": None, "selected_at": None,
     }
     params.update(selection)
     return params

@@ -3,7 +3,8 @@
 --
 -- A selection's jobs are in `console_selection_jobs`, `page` ids per row in the order the
 -- action takes them (newest first): the job at ordinal n is element n mod page + 1 of
--- page n / page. The action's progress is `console_selections.next_ord`, moved on by each
+-- page n / page; `statuses` holds each one's status when selected, in the same places
+-- (migration 0071), for the action to act only on jobs still as the review showed them. The action's progress is `console_selections.next_ord`, moved on by each
 -- chunk in the chunk's own transaction (docs/architecture.md §3, migration 0030).
 
 -- name: console_selection_create
@@ -48,8 +49,9 @@ WITH members AS (
     HAVING count(*) > 0
     RETURNING id, jobs
 ), pages AS (
-    INSERT INTO console_selection_jobs (selection_id, page, job_ids)
-    SELECT s.id, p.ord / %(page)s::int, array_agg(p.id ORDER BY p.ord)
+    INSERT INTO console_selection_jobs (selection_id, page, job_ids, statuses)
+    SELECT s.id, p.ord / %(page)s::int, array_agg(p.id ORDER BY p.ord),
+           array_agg(p.status ORDER BY p.ord)
     FROM picked p CROSS JOIN selection s
     GROUP BY s.id, p.ord / %(page)s::int
     RETURNING page
@@ -72,8 +74,10 @@ FROM console_selections s
 WHERE id = %(id)s::uuid AND actor = %(actor)s::text;
 
 -- name: console_selection_range
--- The selection's job ids at ordinals lo <= n < hi, in order.
-SELECT coalesce(array_agg(u.id ORDER BY p.page, u.n), '{}') AS job_ids
+-- The selection's job ids at ordinals lo <= n < hi, in order, with the status each had
+-- when selected (NULL for a selection stored before migration 0071).
+SELECT coalesce(array_agg(u.id ORDER BY p.page, u.n), '{}') AS job_ids,
+       coalesce(array_agg(p.statuses[u.n] ORDER BY p.page, u.n), '{}') AS statuses
 FROM console_selection_jobs p
 CROSS JOIN LATERAL unnest(p.job_ids) WITH ORDINALITY AS u (id, n)
 WHERE p.selection_id = %(id)s::uuid
@@ -104,7 +108,7 @@ RETURNING id, state;
 -- The next chunk of a started action, under the selection row's lock: ordinals next_ord
 -- up to last_ord (at most `chunk` jobs, and never past the canary while it is one). No
 -- row: nothing left to do now, or another request is doing a chunk (SKIP LOCKED).
-SELECT id, action, reason, request_id, state, jobs, canary, next_ord,
+SELECT id, action, reason, request_id, state, jobs, canary, next_ord, created_at,
        least(next_ord + %(chunk)s::int,
              CASE WHEN state = 'canary' THEN canary ELSE jobs END) AS last_ord
 FROM console_selections
