@@ -266,9 +266,24 @@ def resume(selection_id):
 @bp.post("/bulk/<selection_id>/stop")
 @role_required("operator")
 def stop(selection_id):
-    """Stop the action where it is: the chunks done stay done, none other starts."""
-    return _decide(selection_id, CQ.console_bulk_stop,
-                   "This bulk action had already ended: nothing was changed.")
+    """Stop the action where it is, with the operator's reason (audited): the chunks done
+    stay done, none other starts."""
+    selection_id = _selection_id(selection_id)
+    back = url_for("jobwarden.bulk.review", selection_id=selection_id)
+    form = ActionForm()
+    with get_db().reading() as reader:
+        _selection(reader, selection_id)
+    if not form.validate():
+        flash("A reason is required to stop (up to 500 characters). Nothing was changed.",
+              "error")
+        return redirect(back, code=303)
+    with get_db().transaction() as tx:
+        stopped = tx.one(CQ.console_bulk_stop, id=selection_id, actor=current_user.actor,
+                         role=current_user.role, reason=bulk.stored_reason(form.reason.data),
+                         request_id=form.request_id.data)
+    if stopped is None:
+        flash("This bulk action had already ended: nothing was changed.", "error")
+    return redirect(back, code=303)
 
 
 def _decide(selection_id: str, query, refused: str):
@@ -311,6 +326,7 @@ def _progress(reader, sel: dict, busy: bool = False) -> dict:
         "driving": sel["state"] in ("canary", "running") and sel["next_ord"] < limit,
         "deciding": sel["state"] == "canary" and sel["next_ord"] >= (sel["canary"] or 0),
         "poll_seconds": settings()["JOB_POLL_SECONDS"],
+        "stop_request_id": uuid.uuid4().hex,
     }
 
 

@@ -139,3 +139,39 @@ def test_continue_is_refused_while_the_canarys_chunks_are_still_to_do(operator, 
     drive(operator, sel)
     assert pending_ids(clean_db) == set(group)
 
+
+def test_stopping_a_bulk_action_is_audited_with_who_why_and_when(operator, clean_db):
+    seed(clean_db, 3000, others=0)
+    sel = select(operator, {"action": "retry", "all_matching": "1", "status": "failed",
+                            "error_code": "AUTH_FAILED"})
+    post(operator, f"/bulk/{sel}", {"reason": "try 5%", "request_id": "s1",
+                                    "mode": "canary", "canary": "5%"})
+    page = operator.get(f"/bulk/{sel}").get_data(as_text=True)
+    assert 'data-testid="bulk-stop-reason"' in page
+    # Without a reason nothing stops.
+    post(operator, f"/bulk/{sel}/stop", {"request_id": "stop-0"})
+    assert scalar(clean_db, "SELECT state FROM console_selections") == "canary"
+    assert post(operator, f"/bulk/{sel}/stop", {
+        "reason": "canary failed again", "request_id": "stop-1"}).status_code == 303
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT actor, role, reason, request_id, job_id, details, at <= now(), "
+            "at >= (SELECT used_at FROM console_selections) FROM job_audit "
+            "WHERE bulk_id = %s AND action = 'stop_bulk'", [sel]).fetchall()
+        state = conn.execute("SELECT state, finished_at IS NOT NULL FROM console_selections"
+                             ).fetchone()
+    assert state == ("stopped", True)
+    assert len(rows) == 1
+    actor, role, reason, request_id, job_id, details, before_now, after_start = rows[0]
+    assert (actor, role, reason, request_id, job_id) == (
+        "otto", "operator", "canary failed again", "stop-1", None)
+    assert details == {"bulk_action": "retry", "state_was": "canary", "dealt_with": 150,
+                       "jobs": 3000}
+    assert before_now and after_start
+    # The audit log shows it; the bulk's summary still counts the 150 jobs it changed.
+    audit = operator.get(f"/audit?bulk={sel}").get_data(as_text=True)
+    assert "stop_bulk" in audit and "canary failed again" in audit
+    assert 'data-testid="bulk-count">150<' in audit
+    # A second stop finds it ended: refused, and no second row.
+    post(operator, f"/bulk/{sel}/stop", {"reason": "again", "request_id": "stop-2"})
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit WHERE action = 'stop_bulk'") == 1

@@ -173,7 +173,8 @@ def test_a_stopped_canary_touches_nothing_more(operator, post_form, clean_db):
     audit = operator.get("/audit").get_data(as_text=True)
     assert f'data-bulk-id="{sel}"' in audit and f'href="/bulk/{sel}"' in audit
     assert "150 of 3000 dealt with, canary of 150" in audit
-    assert post(operator, f"/bulk/{sel}/stop").status_code == 303
+    assert post(operator, f"/bulk/{sel}/stop", {"reason": "enough", "request_id": "t1"}
+                ).status_code == 303
     assert 'data-testid="bulk-unfinished"' not in operator.get("/audit").get_data(as_text=True)
     post(operator, f"/bulk/{sel}/continue")
     post(operator, f"/bulk/{sel}/step")

@@ -151,10 +151,27 @@ WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND state = 'canary'
 RETURNING id;
 
 -- name: console_bulk_stop
--- Stop a started action where it is: the chunks done stay done, no other starts.
-UPDATE console_selections SET state = 'stopped', finished_at = now()
-WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND state IN ('canary', 'running')
-RETURNING id;
+-- Stop a started action where it is: the chunks done stay done, no other starts. Audited
+-- in the same statement (who, why, when; what: the bulk id, its action and how far it
+-- got), with no job of its own: the bulk's summary counts only the jobs it changed.
+WITH was AS (
+    SELECT id, state FROM console_selections
+    WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND state IN ('canary', 'running')
+    FOR UPDATE
+), stopped AS (
+    UPDATE console_selections s SET state = 'stopped', finished_at = now()
+    FROM was WHERE s.id = was.id
+    RETURNING s.id, s.action, s.next_ord, s.jobs, was.state AS state_was
+), audit AS (
+    INSERT INTO job_audit (bulk_id, actor, role, action, reason, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, 'stop_bulk', %(reason)s::text,
+           %(request_id)s::text,
+           jsonb_build_object('bulk_action', action, 'state_was', state_was,
+                              'dealt_with', next_ord, 'jobs', jobs)
+    FROM stopped
+    RETURNING bulk_id
+)
+SELECT bulk_id AS id FROM audit;
 
 -- name: console_bulk_left_alone_sample
 -- The first of the jobs the action's chunks left alone, in the order they were met.
