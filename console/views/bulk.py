@@ -64,9 +64,8 @@ def select():
         return redirect(back, code=303)
     try:
         failed_from, failed_to = _failed_between(request.form)
-    except ValueError as problem:
-        flash(str(problem), "error")
-        return redirect(back, code=303)
+    except BadTime as problem:
+        return page(400, "Bad failure time", str(problem))
     job_ids = None
     filters = None
     if request.form.get("all_matching"):
@@ -154,9 +153,8 @@ def narrow(selection_id):
         sel = _selection(reader, selection_id)
     try:
         failed_from, failed_to = _failed_between(request.form)
-    except ValueError as problem:
-        flash(str(problem), "error")
-        return redirect(back, code=303)
+    except BadTime as problem:
+        return page(400, "Bad failure time", str(problem))
     job_type = text_filter(request.form.get("type"))
     if not (job_type or failed_from or failed_to):
         flash("Give a type or a time range to narrow to. Nothing was changed.", "error")
@@ -346,6 +344,10 @@ def _summary(sel: dict) -> tuple[bool, str]:
     return True, f"{past.capitalize()} {sel['changed']} of {sel['jobs']} selected job(s){note}."
 
 
+class BadTime(ValueError):
+    """A "failed between" time the console cannot take: answered with a 400."""
+
+
 def _failed_between(form) -> tuple[datetime | None, datetime | None]:
     """The "failed between" range of a form (`failed_from`, `failed_to`): times given
     as YYYY-MM-DDTHH:MM[:SS] in UTC (the zone the console shows), or with an offset."""
@@ -358,11 +360,19 @@ def _failed_between(form) -> tuple[datetime | None, datetime | None]:
         try:
             moment = datetime.fromisoformat(text[:40])
         except ValueError:
-            raise ValueError(f"Give the failure times as YYYY-MM-DDTHH:MM (UTC) or with an "
-                             f"offset, not {text[:40]!r}. Nothing was changed.") from None
-        bounds.append(moment if moment.utcoffset() is not None else moment.replace(tzinfo=UTC))
+            raise BadTime(f"Give the failure times as YYYY-MM-DDTHH:MM (UTC) or with an "
+                          f"offset, not {text[:40]!r}. Nothing was changed.") from None
+        try:
+            # In UTC now: an offset can carry a moment past year 9999 or before year 1,
+            # which no later step could then show or compare.
+            moment = (moment if moment.utcoffset() is not None
+                      else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        except OverflowError:
+            raise BadTime(f"Give failure times from 0001-01-01 to 9999-12-31T23:59:59 in UTC, "
+                          f"not {text[:40]!r}. Nothing was changed.") from None
+        bounds.append(moment)
     if bounds[0] and bounds[1] and bounds[0] >= bounds[1]:
-        raise ValueError("The range's start must come before its end. Nothing was changed.")
+        raise BadTime("The range's start must come before its end. Nothing was changed.")
     return bounds[0], bounds[1]
 
 

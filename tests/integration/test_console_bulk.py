@@ -216,3 +216,29 @@ def test_a_bad_narrowing_is_refused_and_selects_nothing(
         assert problem in html.unescape(page)
     assert {job_row(clean_db, i)["status"] for ids in aged_failures.values() for i in ids} \
         == {"failed"}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("failed_to", "9999-12-31T23:59:59-14:00"),  # after datetime's last moment in UTC
+    ("failed_from", "0001-01-01T00:00:00+14:00"),  # before its first
+])
+def test_a_failure_time_out_of_range_is_a_400_that_selects_nothing(
+        operator, post_form, aged_failures, clean_db, field, value):
+    sel = selection_id(select(post_form, operator, {"action": "skip", "all_matching": "1",
+                                                    "status": "failed"}))
+    for url, extra in ((f"/bulk/{sel}/narrow", {}),
+                       ("/bulk/select", {"action": "skip", "all_matching": "1",
+                                         "status": "failed"})):
+        response = post_form(operator, url, {**extra, field: value})
+        assert response.status_code == 400, (url, response.status_code)
+        text = html.unescape(response.get_data(as_text=True))
+        assert f"not {value!r}. Nothing was changed." in text
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT count(*) FROM console_selections").fetchone()[0] == 1
+    assert {job_row(clean_db, i)["status"] for ids in aged_failures.values() for i in ids} \
+        == {"failed"}
+    # The last moment datetime holds, in UTC, is a bound like any other.
+    response = post_form(operator, f"/bulk/{sel}/narrow",
+                         {field: "9999-12-31T23:59:59+00:00" if field == "failed_to"
+                          else "0001-01-01T00:00:00-00:00"})
+    assert response.status_code == 303 and "/bulk/" in response.headers["Location"]
