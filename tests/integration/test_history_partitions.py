@@ -94,16 +94,20 @@ def test_retention_drops_the_weeks_past_the_historys_age_and_keeps_the_rest(own_
         policy = retention.RetentionPolicy.parse("executions=30d")
         assert retention.run_once(conn, policy) is not None
         assert weeks(conn) == before
-        # Once the job has finished, the old week goes; this week, those ahead and the
-        # default partition (the table from before, never dropped) stay.
-        conn.execute("UPDATE background_jobs SET status = 'completed'")
+        # Completed today, the job is kept (14 days for completed), and so is every
+        # attempt of it: its week too.
+        conn.execute("UPDATE background_jobs SET status = 'completed', completed_at = now()")
+        assert retention.run_once(conn, policy) is not None
+        assert weeks(conn) == before
+        # Once retention has deleted the job, the old week goes; this week, those ahead
+        # and the default partition (the table from before, never dropped) stay.
+        conn.execute("UPDATE background_jobs SET completed_at = now() - interval '15 days'")
         assert retention.run_once(conn, policy) is not None
         after = weeks(conn)
         assert {n for n, _ in before} - {n for n, _ in after} == {name}
         assert ("job_executions_before", True) in after
         assert conn.execute("SELECT count(*) FROM job_executions").fetchone()[0] == 1
-        # The job itself is retention's by its own age (14 days for completed): still here.
-        assert conn.execute("SELECT count(*) FROM background_jobs").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM background_jobs").fetchone()[0] == 0
 
 
 def test_the_historys_age_defaults_to_the_longest_job_age():
@@ -167,3 +171,123 @@ def test_migrating_a_filled_history_keeps_every_row_and_its_ids_go_on(empty_data
         # The job page's view still shows the old history.
         assert conn.execute("SELECT count(*) FROM job_executions_all").fetchone()[0] == \
             before[0] + 1
+
+
+# -- which weeks retention may drop ----------------------------------------------------------
+
+def make_week(conn, days_ago: float):
+    """The partition of the UTC week holding `days_ago` days before now (made by hand:
+    the runtime only makes weeks from now on); returns (name, week_start, week_end)."""
+    start = conn.execute("SELECT date_trunc('week', (now() - make_interval(secs => %s)) AT "
+                         "TIME ZONE 'UTC') AT TIME ZONE 'UTC'", [days_ago * DAY]).fetchone()[0]
+    name = f"job_executions_w{start.astimezone(UTC):%Y%m%d}"
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF job_executions FOR VALUES "
+                 f"FROM ('{start.isoformat()}') TO ('{start.isoformat()}'::timestamptz + "
+                 f"interval '7 days')")
+    return name, start, start + timedelta(days=7)
+
+
+def add_execution(conn, job_id: int, finished, attempt: int = 1,
+                  outcome: str = "failed") -> None:
+    conn.execute("""
+        INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+            scheduled_at, started_at, finished_at, outcome)
+        VALUES (%(job)s, %(eid)s, %(attempt)s, 'default', 'noop', 'w', %(at)s, %(at)s, %(at)s,
+                %(outcome)s)""", {"job": job_id, "eid": uuid.uuid4(), "attempt": attempt,
+                                  "at": finished, "outcome": outcome})
+
+
+def ago(conn, days: float):
+    return conn.execute("SELECT now() - make_interval(secs => %s)", [days * DAY]).fetchone()[0]
+
+
+def attempts(conn, job_id: int) -> list[int]:
+    return [a for (a,) in conn.execute("SELECT attempt FROM job_executions WHERE job_id = %s "
+                                       "ORDER BY attempt", [job_id])]
+
+
+def test_a_job_that_retention_keeps_keeps_every_attempt_however_old_its_week(own_db):
+    """The issue's two jobs, retried by an operator weeks after failing: one failed again
+    80 days ago (kept 10 more days), one completed 5 days ago. Their first attempts are in
+    weeks past the history's 90 days; a week holding only a deleted job's history goes."""
+    with psycopg.connect(own_db, autocommit=True) as conn:
+        week_a, start_a, _ = make_week(conn, 126)
+        week_b, start_b, _ = make_week(conn, 112)
+        week_c, start_c, _ = make_week(conn, 98)
+
+        def job(status: str, column: str, days: float) -> int:
+            return conn.execute(
+                f"INSERT INTO background_jobs (type, payload, status, created_at, {column}) "
+                f"VALUES ('noop', '{{}}', %s, now() - interval '130 days', "
+                f"now() - make_interval(secs => %s)) RETURNING id",
+                [status, days * DAY]).fetchone()[0]
+
+        failed_again = job("failed", "failed_at", 80)
+        completed = job("completed", "completed_at", 5)
+        gone = job("completed", "completed_at", 100)  # retention deletes it (14 days)
+        add_execution(conn, failed_again, start_a + timedelta(days=2))
+        add_execution(conn, failed_again, ago(conn, 80), attempt=2)
+        add_execution(conn, completed, start_b + timedelta(days=2))
+        add_execution(conn, completed, ago(conn, 5), attempt=2, outcome="completed")
+        add_execution(conn, gone, start_a + timedelta(days=3), outcome="completed")
+        add_execution(conn, gone, start_c + timedelta(days=3), attempt=2, outcome="completed")
+
+        assert retention.run_once(conn, retention.RetentionPolicy()) is not None
+        names = {n for n, _ in weeks(conn)}
+        assert week_a in names and week_b in names and week_c not in names
+        assert attempts(conn, failed_again) == [1, 2]
+        assert attempts(conn, completed) == [1, 2]
+        # The deleted job's row in a kept week stays with the week (until it goes).
+        assert attempts(conn, gone) == [1]
+        # Once those jobs are gone too, their weeks follow at the next pass.
+        conn.execute("DELETE FROM background_jobs")
+        assert sorted(partitions.drop_expired(conn, 90 * DAY)) == sorted([week_a, week_b])
+
+
+def test_a_week_goes_once_its_end_passes_the_historys_age_not_its_start(own_db):
+    """Rows of deleted jobs on both sides of the bound: the week ending just past 30 days
+    goes; the week straddling it (its start older, some rows younger) stays."""
+    with psycopg.connect(own_db, autocommit=True) as conn:
+        bound = ago(conn, 30)
+        straddling, start, end = make_week(conn, 30)
+        older, older_start, older_end = make_week(conn, 37)
+        assert older_end == start and start <= bound < end
+        add_execution(conn, 10_000_001, older_end - timedelta(seconds=1))  # older than 30 days
+        add_execution(conn, 10_000_002, start + timedelta(seconds=1))  # older than 30 days
+        add_execution(conn, 10_000_003, bound + (end - bound) / 2)  # younger than 30 days
+        assert retention.run_once(conn, retention.RetentionPolicy.parse("executions=30d")) \
+            is not None
+        names = {n for n, _ in weeks(conn)}
+        assert older not in names and straddling in names
+        assert conn.execute("SELECT count(*) FROM " + straddling).fetchone()[0] == 2
+
+
+def test_whether_a_kept_job_holds_a_week_is_read_through_indexes_not_a_scan_of_it(own_db):
+    """20,000 rows in an old week and 2,000 live jobs whose ids fall among its jobs' ids:
+    the check probes the week's job index per live job, and never reads it whole."""
+    with psycopg.connect(own_db, autocommit=True) as conn:
+        week, start, _ = make_week(conn, 120)
+        conn.execute("""
+            INSERT INTO background_jobs (id, type, payload, status, completed_at)
+            SELECT g, 'noop', '{}', 'completed', now() FROM generate_series(1, 40000, 20) g""")
+        conn.execute("""
+            INSERT INTO background_jobs (id, type, payload, status, completed_at)
+            SELECT g, 'noop', '{}', 'completed', now()
+            FROM generate_series(100001, 140000) g""")
+        conn.execute("""
+            INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                scheduled_at, started_at, finished_at, outcome)
+            SELECT g, gen_random_uuid(), 1, 'default', 'noop', 'w', %(at)s, %(at)s, %(at)s,
+                   'completed'
+            FROM generate_series(2, 40000, 2) g""", {"at": start + timedelta(days=1)})
+        # One live job's attempt, at the top of the range: the probes meet it last.
+        add_execution(conn, 39981, start + timedelta(days=2))
+        conn.execute(f"ANALYZE background_jobs, {week}")
+    # A new session: its counts of scans so far are the check's alone.
+    with psycopg.connect(own_db) as conn:
+        dropped = [n for (n,) in conn.execute(
+            "SELECT * FROM jobwarden_drop_execution_partitions(interval '90 days')")]
+        seq, idx = conn.execute("SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables "
+                                "WHERE relname = %s", [week]).fetchone()
+    assert week not in dropped
+    assert seq == 0 and idx > 0

@@ -4,8 +4,9 @@
 whose week has no partition cannot be written once the default partition (the history
 from before the migration) is gone, so every worker keeps `WEEKS_AHEAD` weeks ready, at
 start and then hourly; creating one that exists is a no-op, so workers need not agree
-on who does it. Retention (retention.py) drops the weeks older than the history's age:
-one short lock and a file unlinked, instead of a DELETE per execution.
+on who does it. Retention (retention.py) drops the weeks older than the history's age
+that hold no attempt of a job still kept (migration 0071): one short lock and a file
+unlinked, instead of a DELETE per execution.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def ensure(conn: psycopg.Connection, weeks: int = WEEKS_AHEAD) -> list[str]:
 
 def drop_expired(conn: psycopg.Connection, older_than: float) -> list[str]:
     """Drop the history's partitions whose rows all finished more than `older_than`
-    seconds ago; returns their names. Commits. A lock that is not granted in time
-    (lock_timeout) drops nothing this pass."""
+    seconds ago and that hold no execution of a job still in background_jobs; returns
+    their names. Commits. A lock that is not granted in time (lock_timeout) drops
+    nothing this pass."""
     try:
         with conn.transaction():
             dropped = [name for (name,) in JobStore(conn).rows(

@@ -11,8 +11,10 @@ command: the same batches (`prune`), run until nothing is left.
 
 The execution history is not deleted row by row: its weekly partitions are dropped once
 every row in them is older than the history's age (`executions=...`; by default the
-longest of the jobs' ages, so a job still kept keeps its attempts). A deleted job's
-history thus stays until its week goes (migration 0066).
+longest of the jobs' ages) and no job still here has an execution in them: a job still
+kept keeps all its attempts, however long ago the first was (migration 0071). So each
+pass deletes the jobs first and drops weeks after. A deleted job's history stays until
+its week goes (migration 0066).
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def run_once(conn: psycopg.Connection, policy: RetentionPolicy,
     if any(deleted.values()):
         log.info("retention deleted %s (and %d done ledger entries)", deleted, effects,
                  extra={"action": "retention_pruned", "deleted": deleted, "effects": effects})
-    if drop_history:
+    if drop_history:  # after the jobs: a week goes only once no job left here holds it
         partitions.drop_expired(conn, policy.history_age)
     return deleted
 

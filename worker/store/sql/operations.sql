@@ -345,7 +345,8 @@ FROM jobwarden_ensure_execution_partitions(make_interval(days => %(days)s::int))
 
 -- name: drop_execution_partitions
 -- Retention of the history: drop every partition of job_executions whose rows all
--- finished more than `older_than` seconds ago; returns their names. A DROP takes a short
+-- finished more than `older_than` seconds ago and that holds no execution of a job still
+-- in background_jobs (migration 0071); returns their names. A DROP takes a short
 -- ACCESS EXCLUSIVE lock on job_executions; the function's lock_timeout keeps it from queueing long in
 -- front of the history's writes (the next pass tries again).
 SELECT name
