@@ -4,7 +4,6 @@ a selection of the last hour, the rest after the canary, and a stop that is audi
 from __future__ import annotations
 
 import html
-import re
 import threading
 
 import psycopg
