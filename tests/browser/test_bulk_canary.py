@@ -64,3 +64,26 @@ def test_a_group_is_retried_with_a_canary_first_then_the_rest_in_one_click(
                             "'CRM token renewed'") == GROUP
     page.get_by_role("link", name="Audit log of this bulk action").click()
     expect(page.get_by_test_id("bulk-count")).to_have_text(str(GROUP))
+
+
+def test_a_reason_typed_to_stop_survives_the_panels_refresh_and_is_audited(
+        page, sign_in, engine, clean_db):
+    with engine.begin() as conn:
+        conn.exec_driver_sql(SEED.replace(str(GROUP), "300"))
+    sign_in("otto")
+    page.goto("/failed/group?code=AUTH_FAILED")
+    page.get_by_role("button", name="Retry 300 job(s)…").click()
+    page.get_by_label("Reason").fill("CRM token renewed")
+    page.get_by_test_id("canary-size").fill("10")
+    page.get_by_test_id("start-canary").click()
+    expect(page.get_by_test_id("bulk-state")).to_contain_text("The canary is done")
+    page.get_by_test_id("bulk-stop-reason").fill("canary looks wrong")
+    # The progress panel refreshes itself while the operator decides: the typing stays.
+    with page.expect_response(lambda r: r.url.endswith("/_progress")):
+        pass
+    expect(page.get_by_test_id("bulk-stop-reason")).to_have_value("canary looks wrong")
+    page.get_by_test_id("bulk-stop").click()
+    expect(page.get_by_test_id("bulk-state")).to_contain_text("Stopped")
+    assert scalar(clean_db, "SELECT reason FROM job_audit WHERE action = 'stop_bulk'") == \
+        "canary looks wrong"
+    assert by_status(clean_db) == {"pending": 10, "failed": 290}
