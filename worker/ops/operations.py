@@ -209,7 +209,7 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
     action allows).
 
     A reviewed selection passes how each job stood when it was selected: its status
-    (`selected_statuses`, in the order of `job_ids`; None for one not known) and the
+    (`selected_statuses`, in the order of `job_ids`; None when not known) and the
     moment (`selected_at`). A job is then acted on only in that status and if no
     operator retried it since: the review promised that jobs changed since are left
     alone, and "a status the action allows" is wider (a skip reviewed as failed would
@@ -222,7 +222,7 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
         raise ValueError(f"no bulk action {action!r}")
     if selected_statuses is not None and len(selected_statuses) != len(job_ids):
         raise ValueError("selected_statuses must give one status per job id")
-    if selected_statuses is not None and all(s is None for s in selected_statuses):
+    if selected_statuses is not None and None in selected_statuses:
         selected_statuses = None  # stored before migration 0071: any allowed status
     reason = _check(actor, role, reason)
     if request_id and (done := _already_done(conn, action, request_id, actor, bulk_id=bulk_id)):

@@ -21,14 +21,12 @@ WITH candidates AS (
       AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
       AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
       AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
-      -- A reviewed selection: each job only in the status it had when selected (a NULL
-      -- one, from before migration 0071: any status the action allows), and not retried
-      -- since (a retry is an operator's change, whatever status the job reached again).
-      AND (%(selected_statuses)s::text[] IS NULL OR EXISTS (
-            SELECT 1 FROM unnest(%(job_ids)s::bigint[], %(selected_statuses)s::text[])
-                              AS sel (id, status)
-            WHERE sel.id = background_jobs.id
-              AND coalesce(sel.status, background_jobs.status) = background_jobs.status))
+      -- A reviewed selection: each job only in the status it had when selected (pairs
+      -- with job_ids; NULL for a selection from before migration 0071: any status the
+      -- action allows), and not retried since (a retry is an operator's change, whatever
+      -- status the job reached again). Uncorrelated, so one hash of the pairs.
+      AND (%(selected_statuses)s::text[] IS NULL OR (id, status) IN (
+            SELECT * FROM unnest(%(job_ids)s::bigint[], %(selected_statuses)s::text[])))
       AND (%(selected_at)s::timestamptz IS NULL OR retried_at IS NULL
            OR retried_at <= %(selected_at)s::timestamptz)
     FOR UPDATE
@@ -88,14 +86,12 @@ WITH target AS (
       AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
       AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
       AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
-      -- A reviewed selection: each job only in the status it had when selected (a NULL
-      -- one, from before migration 0071: any status the action allows), and not retried
-      -- since (a retry is an operator's change, whatever status the job reached again).
-      AND (%(selected_statuses)s::text[] IS NULL OR EXISTS (
-            SELECT 1 FROM unnest(%(job_ids)s::bigint[], %(selected_statuses)s::text[])
-                              AS sel (id, status)
-            WHERE sel.id = background_jobs.id
-              AND coalesce(sel.status, background_jobs.status) = background_jobs.status))
+      -- A reviewed selection: each job only in the status it had when selected (pairs
+      -- with job_ids; NULL for a selection from before migration 0071: any status the
+      -- action allows), and not retried since (a retry is an operator's change, whatever
+      -- status the job reached again). Uncorrelated, so one hash of the pairs.
+      AND (%(selected_statuses)s::text[] IS NULL OR (id, status) IN (
+            SELECT * FROM unnest(%(job_ids)s::bigint[], %(selected_statuses)s::text[])))
       AND (%(selected_at)s::timestamptz IS NULL OR retried_at IS NULL
            OR retried_at <= %(selected_at)s::timestamptz)
     FOR UPDATE
