@@ -126,6 +126,38 @@ MUST_REDACT = [
     ("AccountKey: Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50u", "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50u"),
     ("pass: hunter2", "hunter2"),
     ("E_https://bob:hunter2@api.example.com/x", "hunter2"),
+    # Issue 35: the shapes the third round of attacks found unredacted.
+    ("card pin=4321 rejected", "4321"),
+    ("cvc: 737 does not match", "737"),
+    ('{"security_code": "6161", "account_number": "000123456789"}', "6161"),
+    ('{"security_code": "6161", "account_number": "000123456789"}', "000123456789"),
+    ("routing_number=021000021&amount=5", "021000021"),
+    ("mfa_code=884422 expired", "884422"),
+    ("passcode: 135790 rejected", "135790"),
+    ("recovery_codes=[a1b2-c3d4,e5f6-a7b8]", "a1b2-c3d4"),
+    ("sendgrid 401 for 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",
+     "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc"),
+    ("webhook signed with whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw failed",
+     "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+    ("shopify refused 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", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d"),
+    ("mailgun 401 for key-0f1e2d3c4b5a69788796a5b4c3d2e1f0", "0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+    ("twilio rejected SK2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c2d", "2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c2d"),
+    ("jira 401 for ATATT3xFfGF0T4kZ-a9jq1Xc_bM2Lk7pQ8rS5tU0vW3yZ6=A1B2C3D4",
+     "xFfGF0T4kZ-a9jq1Xc_bM2Lk7pQ8rS5tU0vW3yZ6"),
+    ("POST https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/send 401",
+     "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"),
+    ("telegram token 7123456789:AAF-0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6 revoked",
+     "AAF-0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6"),
+    ("body {&quot;password&quot;: &quot;swordfish&quot;, &quot;user&quot;: &quot;bob&quot;}",
+     "swordfish"),
+    ("body {&#34;cvc&#34;:&#34;737&#34;}", "737"),
+    ("GET /cb?data=%7B%22password%22%3A%22swordfish%22%2C%22user%22%3A%22bob%22%7D", "swordfish"),
+    ("GET /cb?data=%7B%22pin%22%3A%20%224321%22%7D", "4321"),
+    ('{"password": "hunt\\"er2", "user": "bob"}', "er2"),
+    ("body {\\\"password\\\": \\\"hunt\\\\\\\"er2\\\"}", "er2"),
+    ("client_secret='ab\\'cd9' rejected", "cd9"),
+    ("the password is hunter2", "hunter2"),
+    ("login failed: password was Tr0ub4dor&3", "Tr0ub4dor"),
 ]
 
 #: Text that looks a little like a secret but is not one: it must come back unchanged.
@@ -151,6 +183,11 @@ MUST_NOT_REDACT = [
     "https://hooks.slack.com/services is the endpoint",
     "hf_status=ok npm_version=10",
     "api.example.com returned 404",
+    "spinning up 3 workers; ping: 12ms; mapping=default",
+    "the password is too short",
+    "account_number_format=iban routing=eu-west",
+    "security_level=high",
+    "webhook key-rotation scheduled",
 ]
 
 #: (text, exactly what redaction makes of it): where the redaction starts and ends.
@@ -162,6 +199,11 @@ EXACTLY = [
     ("connect postgresql://u:pa/ss@host:5432/db", f"connect postgresql://u:{REDACTED}@host:5432/db"),
     ("https://hooks.slack.com/services/T024BE7LD/B01ABCDEF12/4q8YtEXAMPLEabcdEFGH1234 (404)",
      f"https://hooks.slack.com/services/{REDACTED} (404)"),
+    ('{&quot;pin&quot;: &quot;4321&quot;, &quot;n&quot;: 1}',
+     f'{{&quot;pin&quot;: {REDACTED}, &quot;n&quot;: 1}}'),
+    ("%7B%22pin%22%3A%224321%22%2C%22n%22%3A1%7D", f"%7B%22pin%22%3A{REDACTED}%2C%22n%22%3A1%7D"),
+    ('{"password": "hunt\\"er2", "user": "bob"}', f'{{"password": {REDACTED}, "user": "bob"}}'),
+    ("the password is hunter2.", f"the password is {REDACTED}."),
 ]
 
 
@@ -222,8 +264,13 @@ def test_error_codes_are_redacted_and_capped_but_stay_groupable():
 @pytest.mark.parametrize("key, secret", [
     ("password", True), ("refresh_token", True), ("apiKey", True), ("AccountKey", True),
     ("Authorization", True), ("card_cvv", True), ("x-auth", True), ("session_key", True),
+    ("pin", True), ("cvc", True), ("security_code", True), ("account_number", True),
+    ("routing_number", True), ("mfa_code", True), ("passcode", True),
+    ("recovery_codes", True), ("card_pin", True), ("pinCode", True), ("accountNumber", True),
     ("signal", False), ("compass", False), ("design", False), ("oauth", False),
     ("author", False), ("auth_method", False), ("passenger", False),
+    ("pinned", False), ("shipping", False), ("opinion", False), ("account_id", False),
+    ("routing_key", False), ("security_level", False), ("code", False),
 ])
 def test_secret_keys_are_told_from_look_alikes(key, secret):
     assert is_secret_key(key) is secret

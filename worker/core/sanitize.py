@@ -47,8 +47,10 @@ _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "to
 #: (`card_cvv`, `x-auth`), so that `compass:`, `bypass:` or `oauth:` is no password.
 _LONG_WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|apikey|access[-_]?key|"
                r"account[-_]?key|auth[-_]?key|client[-_]?key|service[-_]?key|private[-_]?key|"
-               r"priv[-_]?key|signature|session[-_]?id|credential|card[-_]?number")
-_SHORT_WORDS = r"pass|pwd|cvv|otp|sig|ssn|auth|iban"
+               r"priv[-_]?key|signature|session[-_]?id|credential|card[-_]?number|passcode|"
+               r"security[-_]?code|account[-_]?number|routing[-_]?number|"
+               r"(?:mfa|pin|verification)[-_]?code|recovery[-_]?codes?")
+_SHORT_WORDS = r"pass|pwd|cvv|cvc|pin|otp|sig|ssn|auth|iban"
 #: A dict key or log field that names a secret: a long name anywhere in it, a short one
 #: as a segment of its own (`card_cvv`, `x-auth`, `otpCode`; not `signal`, `compass`).
 _SECRET_KEY = re.compile(r"(?i)(?:" + _LONG_WORDS + r"|authorization|cookie|session[-_]?key)"
@@ -58,11 +60,21 @@ _SECRET_NAME = (r"(?:[\w.-]*(?:" + _LONG_WORDS + r")|(?:[\w.-]*[_.-])?(?:" + _SH
 #: What separates a name from its value (gitleaks' generic-api-key: `=`, `:`, `=>`, `:=`;
 #: and the percent-encoded `%3D` / `%3A` of a URL inside a URL).
 _SEPARATOR = r"(?:=>|:=|==?|:|%3[aAdD])(?![=>])"  # never half of `=>` (idempotence)
-#: A value: JSON-escaped quotes, quotes, or a bare run that stops at a separator of its
-#: own (`&`, `%26`, `,`, `;`, space) and never ends with the `)` or `]` closing around it.
+#: Where a name starts: not inside a longer word, or just after a URL-encoded quote,
+#: brace, comma or space (`%7B%22pin%22%3A…`: JSON inside a query string).
+_NAME_START = r"(?:(?<![\w.-])|(?<=%2[027cC])|(?<=%7[bB]))"
+#: The quote that may close a name: plain, JSON-escaped, HTML-escaped or URL-encoded.
+_HTML_QUOTE = r"&(?:quot|#0*34|#[xX]0*22);"
+_NAME_QUOTE = r"(?:\\?[\"']|&(?:quot|apos|#0*3[49]|#[xX]0*2[27]);|%2[27])"
+#: A value: JSON-escaped quotes (doubly escaped quotes inside), quotes (escaped quotes
+#: inside: a tail after `\"` is the secret's too), HTML-escaped or URL-encoded quotes, or
+#: a bare run that stops at a separator of its own (`&`, `%26`, `,`, `;`, space) and
+#: never ends with the `)` or `]` closing around it.
 _BARE = r"(?:(?!%26)[^\s&,;\"'}])"
-_VALUE = (r'(\\"(?:(?!\\").)*\\"|"[^"]*"|\'[^\']*\'|' + _BARE + r"*(?:(?!%26)[^\s&,;\"'})\]]))")
-_NOT_DONE = r"(?!\s*\[REDACTED\])"  # redacting twice changes nothing more
+_VALUE = (r'(\\"(?:\\\\\\"|\\\\\\\\|(?!\\").)*\\"|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|'
+          + _HTML_QUOTE + "(?:(?!" + _HTML_QUOTE + ").)*" + _HTML_QUOTE
+          + r"|%22(?:(?!%22).)*%22|" + _BARE + r"*(?:(?!%26)[^\s&,;\"'})\]]))")
+_NOT_DONE = r"(?!(?:\s|%20)*\[REDACTED\])"  # redacting twice changes nothing more
 
 
 class _Rule(NamedTuple):
@@ -85,6 +97,9 @@ _RULES: list[_Rule] = [
     _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?"
                      r"(?:-----END [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
           REDACTED, ("-----begin",)),
+    # Telegram bot tokens (telegram-bot-api-token), also inside api.telegram.org/bot<token>;
+    # before "token <value>" below takes its digits for the whole token.
+    _Rule(re.compile(r"(?<![0-9])[0-9]{5,16}:A[\w-]{30,}"), REDACTED, (":a",)),
     # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
     _Rule(re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
                      r"(\s*[:=]\s*)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
@@ -105,16 +120,18 @@ _RULES: list[_Rule] = [
           rf"\1{REDACTED}", ("discord",)),  # ours
     # name=value or "name": "value" where the name is a secret's (query strings, JSON,
     # JSON inside a string, config dumps, logs).
-    _Rule(re.compile(r"(?i)((?<![\w.-])" + _SECRET_NAME + r'(?:\\?["\'])?\s*' + _SEPARATOR
-                     + r"\s*)" + _NOT_DONE + _VALUE),
+    _Rule(re.compile(r"(?i)(" + _NAME_START + _SECRET_NAME + _NAME_QUOTE + r"?(?:\s|%20)*"
+                     + _SEPARATOR + r"(?:\s|%20)*)" + _NOT_DONE + _VALUE),
           rf"\1{REDACTED}",
           ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
-           "card", "cvv", "otp", "sig", "ssn", "auth", "iban")),
-    # "password hunter2": a password word followed by a value that is not an ordinary
-    # word (one with a digit or a symbol beyond trailing punctuation).
-    _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|pwd)\s+" + _NOT_DONE
-                     + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\]]"),
-          rf"\1 {REDACTED}", ("pass", "pwd")),
+           "card", "cvv", "cvc", "pin", "otp", "sig", "ssn", "auth", "iban", "code",
+           "number")),
+    # "password hunter2", "the password is hunter2": a password word (and is / was)
+    # followed by a value that is not an ordinary word (one with a digit or a symbol
+    # beyond trailing punctuation, which stays the sentence's).
+    _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|passcode|pwd)(\s+(?:(?:is|was)\s+)?)"
+                     + _NOT_DONE + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\].!?:]"),
+          rf"\1\2{REDACTED}", ("pass", "pwd")),
     # JSON Web Tokens.
     _Rule(re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED,
           ("eyj",)),
@@ -132,6 +149,13 @@ _RULES: list[_Rule] = [
     _token(r"sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", "t3blbkfj"),
     _token(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", "npm_"),
     _token(r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", "hf_"),
+    _token(r"SG\.[\w-]{16,}\.[\w-]{16,}", "sg."),  # sendgrid-api-token
+    _token(r"whsec_[A-Za-z0-9+/=]{24,}", "whsec_"),  # ours: Stripe webhook signing secrets
+    _token(r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32,}", "shpat_", "shpss_", "shpca_", "shppa_"),
+    _token(r"(?:pub)?key-[a-f0-9]{32,}(?![A-Za-z0-9])", "key-"),  # mailgun-*-api-token
+    _token(r"AT[AC]TT3[\w=-]{20,}", "atatt3", "atctt3"),  # atlassian-api-token
+    # Twilio API keys (twilio-api-key): no trigger rarer than "sk", which most text holds.
+    _Rule(re.compile(r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"), REDACTED, None),
     # Discord bot tokens (detect-secrets' discord.py): no prefix to trigger on.
     _Rule(re.compile(r"(?<![\w-])[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27}(?![\w-])"), REDACTED,
           None),
