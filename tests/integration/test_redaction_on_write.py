@@ -4,11 +4,16 @@ with SQL after going through the real console and a real worker."""
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 
+from console.data.sample_data import insert_job
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from tests.integration.test_console_schedules import publish_report_schedule
 from worker import PermanentError, Registry, enqueue, job
+from worker.core.sanitize import redact
+from worker.ops import operations
 
 PASSWORD = "hunter2!x"
 REASON = f"provider fixed; their password {PASSWORD} was in the ticket"
@@ -30,6 +35,59 @@ def test_an_operators_reason_is_stored_redacted_whatever_the_action(operator, po
     for action, reason in reasons.items():
         assert PASSWORD not in reason and "[REDACTED]" in reason, (action, reason)
         assert reason.startswith("provider fixed; their password")
+
+
+STRIPE_KEY = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+
+
+def _bulk_retry(client, post_form, job_id: int, reason: str, request_id: str) -> str:
+    """Select one failed job for a bulk retry and start it with `reason`; its selection id."""
+    response = post_form(client, "/bulk/select", {"action": "retry", "job_id": str(job_id)})
+    assert response.status_code == 303, response.get_data(as_text=True)[:300]
+    selection = re.search(r"/bulk/([0-9a-f-]{36})", response.headers["Location"]).group(1)
+    response = post_form(client, f"/bulk/{selection}", {"reason": reason,
+                                                        "request_id": request_id})
+    assert response.status_code == 303, response.get_data(as_text=True)[:300]
+    return selection
+
+
+def test_a_bulk_reason_is_stored_redacted_then_capped(operator, post_form, make_job, clean_db):
+    """The selection and its audit rows hold the reason redacted, then cut to 500 characters.
+    The form takes at most 500 typed characters; redaction can make them longer (`pin=1`
+    becomes `pin=[REDACTED]`): the cut must come after it, or the stored reason is longer
+    than the cap."""
+    under = f"card declined, pin=1 and key {STRIPE_KEY} in the ticket"
+    # 10 × "pin=1 " grows by 90 when redacted: 493 typed characters, 561 redacted.
+    over = "pin=1 " * 10 + "a" * 400 + " " + STRIPE_KEY
+    assert len(over) <= operations.REASON_MAX < len(redact(over))
+    expected = {
+        _bulk_retry(operator, post_form, make_job("failed"), under, "r-under"):
+            "card declined, pin=[REDACTED] and key [REDACTED] in the ticket",
+        _bulk_retry(operator, post_form, make_job("failed"), over, "r-over"):
+            ("pin=[REDACTED] " * 10 + "a" * 400)[:operations.REASON_MAX],
+    }
+    with psycopg.connect(clean_db) as conn:
+        stored = dict(conn.execute("SELECT id::text, reason FROM console_selections"))
+        audited = [r for (r,) in conn.execute("SELECT reason FROM job_audit")]
+    assert stored == expected
+    assert sorted(audited) == sorted(expected.values())
+
+
+def test_an_operators_long_reason_is_redacted_before_it_is_capped(conn, engine):
+    """A reason from the API or the CLI has no form limit: a Stripe key astride the
+    500-character cut is redacted whole (cut first, `sk_live_` and 7 characters would stay,
+    too short for the redactor to know), and a reason that redacted still passes the cap
+    is cut to exactly 500."""
+    with engine.begin() as c:
+        astride_job, over_job = (insert_job(c, status="failed") for _ in range(2))
+    astride = "a" * 484 + " " + STRIPE_KEY  # the key at 485..516: the cut falls inside it
+    over = "b" * 600 + " " + STRIPE_KEY
+    for job_id, reason in ((astride_job, astride), (over_job, over)):
+        assert operations.retry_job(conn, job_id, actor="otto", role="operator",
+                                    reason=reason).ok
+        conn.commit()
+    reasons = dict(conn.execute("SELECT job_id, reason FROM job_audit").fetchall())
+    assert reasons == {astride_job: "a" * 484 + " [REDACTED]", over_job: "b" * 500}
 
 
 def test_a_handlers_progress_code_and_error_are_stored_redacted(conn, clean_db):
