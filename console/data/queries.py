@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from console.core.live_workers import ALL_QUEUES
 from console.data.database import CQ, Reader
+from worker.core.sanitize import REDACTED, redact
 from worker.store.schema import JOB_STATUSES
 
 TEXT_FILTER_MAX = 200
@@ -68,11 +69,30 @@ class JobFilter:
             limit=clamp_limit(args.get("limit"), default_limit, max_limit),
         )
 
+    @property
+    def hidden(self) -> str | None:
+        """Why these filters cannot be answered, if one of them is a value the console
+        shows as [REDACTED] (every page redacts what it shows, for every role): matching
+        it would tell whether a guess at a secret is right."""
+        for label, value in (("queue", self.queue), ("type", self.type),
+                             ("error code", self.error_code),
+                             ("id or idempotency key", self.q)):
+            if value is not None and redact(value) != value:
+                return (f"The console shows this {label} as {REDACTED}, so it cannot filter "
+                        "by it: filter by what the pages show.")
+        return None
+
     def params(self) -> dict:
-        search_id = positive_int(self.q) if self.q else None
+        # A value the console does not show is matched as the pages show it (redacted):
+        # no stored value hidden from them is equal to that, so a right guess and a wrong
+        # one select the same jobs (the jobs list refuses it outright, see `hidden`).
+        queue, job_type, error_code, q = (
+            None if v is None else redact(v)
+            for v in (self.queue, self.type, self.error_code, self.q))
+        search_id = positive_int(q) if q else None
         return {
-            "status": self.status, "queue": self.queue, "type": self.type,
-            "error_code": self.error_code, "search_key": self.q, "search_id": search_id,
+            "status": self.status, "queue": queue, "type": job_type,
+            "error_code": error_code, "search_key": q, "search_id": search_id,
             "before_id": self.before, "after_id": self.after, "limit": self.limit + 1,
         }
 

@@ -14,6 +14,14 @@ says which ids it searched and links to the window before them. The scan reads a
 `window` rows whatever the size of the table, so its time does not grow with the table.
 
 Anything else typed in the box is refused with the reason, before any SQL runs.
+
+A search answers only about what the console shows (every page shows values through
+worker.core.sanitize.redact, for every role): a path through a secret's name (`customer.cvv`,
+`auth.user`), a key, value or error text the redactor would change, is refused before any
+SQL runs; and an error text must match the error as redacted, not only as stored (a row
+written before the redactor knew a shape holds it unredacted). Otherwise a right and a
+wrong guess at a secret would get different answers (tests/integration/
+test_console_search_secrets.py).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.data.database import CQ, Reader
+from worker.core.sanitize import REDACTED, is_secret_key, redact
 
 #: The longest search text (the box's maxlength).
 SEARCH_MAX = 200
@@ -35,6 +44,8 @@ _ID = re.compile(r"#?(\d+)")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,29})(?:\.\d{1,30})?(?:[eE][+-]?\d{1,3})?")
 _SEGMENT = re.compile(r"[^\s.=]{1,100}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The longest text a matched value or error shows in the results.
+MATCHED_MAX = 200
 
 
 class SearchError(ValueError):
@@ -90,16 +101,26 @@ def parse(text: str | None) -> Search:
         key = rest.strip()
         if not key:
             raise SearchError("Give the idempotency key after key:")
-        return Search("key", text, key=key)
+        return Search("key", text, key=_shown(key, "idempotency key"))
     if colon and prefix.strip().lower() == "error":
         needle = rest.strip()
         if not needle:
             raise SearchError("Give the text to find after error:")
+        _shown(needle, "error text")
         escaped = re.sub(r"([\\%_])", r"\\\1", needle)
         return Search("error", text, pattern=f"%{escaped}%")
     if "=" in text:
         return _payload(text)
-    return Search("key", text, key=text)
+    return Search("key", text, key=_shown(text, "idempotency key"))
+
+
+def _shown(text: str, what: str) -> str:
+    """`text`, if the console shows it as it is; else SearchError: a match would tell
+    whether a guess at something shown as [REDACTED] is right."""
+    if redact(text) != text:
+        raise SearchError(f"The console shows this {what} as {REDACTED}, so it cannot "
+                          "search for it: search by the job's id or by what the page shows.")
+    return text
 
 
 def _payload(text: str) -> Search:
@@ -111,11 +132,19 @@ def _payload(text: str) -> Search:
     if len(path) > PATH_MAX:
         raise SearchError(f"A payload path has at most {PATH_MAX} parts (this one has "
                           f"{len(path)}).")
+    hidden = [p for p in path if is_secret_key(p) or redact(p) != p]
+    if hidden:
+        raise SearchError(f"The console shows what {hidden[0]!r} holds as {REDACTED} (a "
+                          "secret's name), so it cannot search by its value.")
     value = value.strip()
     if not value:
         raise SearchError(f"Give the value to find after {path_text.strip()}= (\"\" for "
                           "an empty string).")
-    return Search("payload", text, path=path, values=_json_values(value))
+    values = _json_values(value)
+    for json_text in values:
+        if isinstance(decoded := json.loads(json_text), str):
+            _shown(decoded, "value")
+    return Search("payload", text, path=path, values=values)
 
 
 def _json_values(value: str) -> list[str]:
@@ -169,10 +198,33 @@ def run(reader: Reader, search: Search, *, window: int, limit: int,
         params.update(top=top, floor=bottom)
     elif before is not None:
         params["top"] = before
-    rows = reader.all(CQ.console_search, **params)
+    rows = _shown_matches(reader, search, params)
     more = rows[limit - 1]["id"] if len(rows) > limit else None
     if not search.bounded:
         return Results(search, rows[:limit], more_before=more)
     return Results(search, rows[:limit], top=params["top"], floor=params["floor"],
                    more_before=more,
                    older_window=params["floor"] if params["floor"] > 1 else None)
+
+
+def _shown_matches(reader: Reader, search: Search, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Up to params["limit"] matching rows, newest first. An error text must be found in
+    the error or code as the page shows them (redacted), not only as stored: rows matching
+    only in a part shown as [REDACTED] are dropped, and the scan goes on below them (the
+    window still bounds it)."""
+    if search.kind != "error":
+        return reader.all(CQ.console_search, **params)
+    needle = search.text.partition(":")[2].strip().lower()
+    found: list[dict[str, Any]] = []
+    page = dict(params)
+    while True:
+        rows = reader.all(CQ.console_search, **page)
+        for row in rows:
+            error, code = redact(row["matched"] or ""), redact(row["last_error_code"] or "")
+            if needle in error.lower() or needle in code.lower():
+                # Redacted first, then cut: a cut could leave a secret the redactor no
+                # longer knows.
+                found.append({**row, "matched": error[:MATCHED_MAX]})
+        if len(found) >= params["limit"] or len(rows) < page["limit"]:
+            return found[:params["limit"]]
+        page["top"] = rows[-1]["id"]

@@ -19,6 +19,7 @@ from console.data.queries import (
     retrying_groups,
     text_filter,
 )
+from console.web.errors import page as error_page
 from console.web.security import is_htmx
 from worker.ops import operations
 
@@ -49,6 +50,8 @@ def group():
     flt = JobFilter.from_args(
         {**request.args.to_dict(), "status": "failed", "error_code": code, "type": job_type},
         cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
+    if flt.hidden:  # a guess at a code shown as [REDACTED]: the same answer, right or wrong
+        return error_page(400, "Not shown", f"{flt.hidden} Nothing was searched.")
     with get_db().reading() as reader:
         if code:
             types = reader.all(CQ.console_failed_group_types, error_code=code)

@@ -6,7 +6,7 @@ from flask import Blueprint, abort, render_template, request, url_for
 
 from console.core.config import settings
 from console.data.database import CQ, get_db
-from console.data.queries import JobFilter, jobs_page
+from console.data.queries import JobFilter, Page, jobs_page
 from console.web.forms import ActionForm
 from console.web.security import is_htmx
 from worker.ops.operations import allowed_actions
@@ -20,13 +20,19 @@ def index():
     """Jobs matching the filters, newest first."""
     cfg = settings()
     flt = JobFilter.from_args(request.args, cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    with get_db().reading() as reader:
-        page = jobs_page(reader, flt)
+    problem = flt.hidden
+    if problem:  # refused before any SQL runs: the same answer for every guess
+        page = Page([], None)
+    else:
+        with get_db().reading() as reader:
+            page = jobs_page(reader, flt)
     template = "jobwarden/_job_rows.html" if is_htmx() else "jobwarden/jobs.html"
     return render_template(template, page=page, flt=flt, statuses=JOB_STATUSES,
+                           problem=problem,
                            page_link=lambda before, after=None: url_for(
                                "jobwarden.jobs.index") + "?"
-                           + flt.query_string(before=before, after=after))
+                           + flt.query_string(before=before, after=after)), \
+        400 if problem else 200
 
 
 def job_context(job_id: int) -> dict:

@@ -65,3 +65,23 @@ def test_unreadable_searches_are_refused_with_the_reason(text, problem):
         return
     with pytest.raises(SearchError, match=problem):
         parse(text)
+
+
+@pytest.mark.parametrize("text", [
+    "customer.cvv=737", "Customer.CVV=737", "password=x", "auth.user=bob", "pin=4321",
+    "items.0.card_number=4242", "note=sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    'note="sk_live_4eC39HqLyjWDarjtT1zdp7dc"', "note=password=hunter2",
+    "key:reset:token=abc123", "charge:sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    "error:pin=4321", "error:whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+])
+def test_a_search_for_what_the_console_shows_as_redacted_is_refused(text):
+    with pytest.raises(SearchError, match=r"as \[REDACTED\]"):
+        parse(text)
+
+
+@pytest.mark.parametrize("text", [
+    "customer.name=Ada", "tokens_used=5", "author=Ann", "key:crm:42", "error:pin",
+    "error:[REDACTED]",
+])
+def test_look_alikes_of_secrets_are_searched(text):
+    parse(text)

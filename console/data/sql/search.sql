@@ -9,13 +9,15 @@ SELECT coalesce(max(id), 0) AS newest FROM background_jobs;
 -- name: console_search
 -- Jobs with ids in [floor, top), newest first, matching the one criterion given: an id,
 -- an idempotency key, a value at a payload path (any of `values`, JSON texts) or an
--- ILIKE pattern over the last error's message or code. `matched` is what matched.
+-- ILIKE pattern over the last error's message or code. `matched` is what matched (the
+-- console keeps an error's row only if it matches as redacted, too).
 -- A null bound is none: an id or key search over every job (a bound of 0..2^63 made the
 -- planner AND a bitmap of every id with the key's).
 SELECT id, queue, type, status, attempts, max_attempts, last_error_code, idempotency_key,
        created_at,
+       -- The whole error: the console redacts it before it cuts it (console/data/search.py).
        CASE WHEN %(path)s::text[] IS NOT NULL THEN left((payload #> %(path)s::text[])::text, 200)
-            WHEN %(pattern)s::text IS NOT NULL THEN left(last_error, 200) END AS matched
+            WHEN %(pattern)s::text IS NOT NULL THEN last_error END AS matched
 FROM background_jobs
 WHERE (%(top)s::bigint IS NULL OR id < %(top)s::bigint)
   AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
