@@ -136,6 +136,9 @@ def load_settings() -> dict:
         "BULK_SELECT_SECONDS": 20.0,
         # Jobs one payload or error-text search scans (console/data/search.py).
         "SEARCH_WINDOW": 100_000,
+        # How long one search statement may run (seconds): one window of error texts
+        # took 2-5 s at 500,000 jobs; past this the search stops and says so.
+        "SEARCH_SECONDS": 10.0,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
         # The CSRF check on the console's POSTs (console.web.security): off only for tests;

@@ -31,6 +31,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg.errors import QueryCanceled
+from sqlalchemy.exc import DBAPIError
+
 from console.data.database import CQ, Reader
 from worker.core.sanitize import REDACTED, is_secret_key, redact
 
@@ -50,6 +53,14 @@ MATCHED_MAX = 200
 
 class SearchError(ValueError):
     """The search text cannot be read: its message tells the operator why."""
+
+
+class SearchTooSlow(Exception):
+    """A statement of the search outlasted its time limit: its message says so."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"This search took longer than {seconds:g} s and was stopped, "
+                         "without an answer: search again when the database is less busy.")
 
 
 @dataclass(frozen=True)
@@ -183,9 +194,24 @@ class Results:
 
 
 def run(reader: Reader, search: Search, *, window: int, limit: int,
-        before: int | None = None, floor: int | None = None) -> Results:
+        before: int | None = None, floor: int | None = None,
+        time_limit: float | None = None) -> Results:
     """The matches of `search`: for a bounded search within ids [floor, before) — the
-    newest `window` ids by default, never more than `window` ids — else over every job."""
+    newest `window` ids by default, never more than `window` ids — else over every job.
+    Each statement may run `time_limit` seconds (in `reader`'s transaction), else
+    SearchTooSlow."""
+    if time_limit:
+        reader.one(CQ.console_search_time_limit, ms=max(1, round(time_limit * 1000)))
+    try:
+        return _run(reader, search, window=window, limit=limit, before=before, floor=floor)
+    except DBAPIError as error:
+        if time_limit and isinstance(error.orig, QueryCanceled):
+            raise SearchTooSlow(time_limit) from error
+        raise
+
+
+def _run(reader: Reader, search: Search, *, window: int, limit: int,
+         before: int | None, floor: int | None) -> Results:
     params: dict[str, Any] = {"job_id": search.job_id, "key": search.key,
                               "path": search.path, "values": search.values or None,
                               "pattern": search.pattern, "limit": limit + 1,

@@ -32,9 +32,14 @@ def index():
         return render_template("jobwarden/search.html", q=text[:search.SEARCH_MAX],
                                results=None, problem=str(problem),
                                window=cfg["SEARCH_WINDOW"]), 400
-    with get_db().reading() as reader:
-        results = search.run(reader, wanted, window=cfg["SEARCH_WINDOW"],
-                             limit=cfg["PAGE_SIZE"], before=before, floor=floor)
+    try:
+        with get_db().reading() as reader:
+            results = search.run(reader, wanted, window=cfg["SEARCH_WINDOW"],
+                                 limit=cfg["PAGE_SIZE"], before=before, floor=floor,
+                                 time_limit=cfg["SEARCH_SECONDS"])
+    except search.SearchTooSlow as problem:
+        return render_template("jobwarden/search.html", q=text.strip(), results=None,
+                               problem=str(problem), window=cfg["SEARCH_WINDOW"]), 503
 
     def link(before_id: int | None, floor_id: int | None = None) -> str:
         return url_for("jobwarden.search.index", q=text.strip(), before=before_id,

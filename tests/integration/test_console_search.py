@@ -163,3 +163,30 @@ def test_search_is_in_the_navigation_and_needs_a_sign_in(client, viewer):
     assert 'href="/search"' in viewer.get("/").get_data(as_text=True)
     anonymous = client.application.test_client()
     assert anonymous.get("/search?q=1").status_code in (302, 303)
+
+
+def test_a_search_that_outlasts_its_time_limit_is_stopped_with_one_line(
+        searched, clean_db, users):
+    """Held up by a lock (so it outlasts any limit, whatever the machine's load), a search
+    stops at SEARCH_SECONDS and says so in one line; released, the same search answers on
+    the same pooled connections (the limit is the search's own, not theirs)."""
+    app = create_app({"TESTING": True, "SECRET_KEY": "t", "DATABASE_URL": clean_db,
+                      "SEARCH_WINDOW": WINDOW, "SEARCH_SECONDS": 1.0,
+                      # The navigation's SLA badge reads jobs: read it once, before the lock.
+                      "SLA_BADGE_SECONDS": 3600})
+    client = app.test_client()
+    assert login(client, "vera").status_code == 303
+    assert found(search(client, "customer_id=42")) == [searched["flat"]]
+    with psycopg.connect(clean_db) as locker:
+        # A search that never stopped would hang the test: the lock lets go in any case.
+        locker.execute("SET idle_in_transaction_session_timeout = '30s'")
+        locker.execute("LOCK TABLE background_jobs IN ACCESS EXCLUSIVE MODE")
+        for q in ("customer_id=42", "key:crm:42"):
+            response = search(client, q)
+            assert response.status_code == 503, q
+            problem = re.search(r'data-testid="search-problem">([^<]*)<',
+                                response.get_data(as_text=True)).group(1)
+            assert "took longer than 1 s" in problem and "\n" not in problem.strip(), problem
+    assert found(search(client, "customer_id=42")) == [searched["flat"]]
+    assert found(search(client, "key:crm:42")) == [searched["pending_key"], searched["flat"]]
+    app.extensions["jobwarden_db"].dispose()

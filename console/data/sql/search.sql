@@ -2,6 +2,11 @@
 -- value or error text. An id and a key are index look-ups over every job; a payload value
 -- and an error text scan one window of consecutive ids, [floor, top), newest first.
 
+-- name: console_search_time_limit
+-- How long each statement of this search's transaction may run (milliseconds): a search
+-- must answer, or say it was too slow, well before the web server gives up on it.
+SELECT set_config('statement_timeout', %(ms)s::text, true) AS statement_timeout;
+
 -- name: console_search_newest
 -- The newest job's id: the first window ends there.
 SELECT coalesce(max(id), 0) AS newest FROM background_jobs;
