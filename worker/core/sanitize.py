@@ -124,8 +124,8 @@ _RULES: list[_Rule] = [
                      + _SEPARATOR + r"(?:\s|%20)*)" + _NOT_DONE + _VALUE),
           rf"\1{REDACTED}",
           ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
-           "card", "cvv", "cvc", "pin", "otp", "sig", "ssn", "auth", "iban", "code",
-           "number")),
+           "card", "cvv", "cvc", "pin", "otp", "sig", "ssn", "auth", "iban", "security",
+           "account", "routing", "mfa", "verification", "recovery")),
     # "password hunter2", "the password is hunter2": a password word (and is / was)
     # followed by a value that is not an ordinary word (one with a digit or a symbol
     # beyond trailing punctuation, which stays the sentence's).
