@@ -127,10 +127,12 @@ MUST_REDACT = [
     ("pass: hunter2", "hunter2"),
     ("E_https://bob:hunter2@api.example.com/x", "hunter2"),
     # Issue 35: the shapes the third round of attacks found unredacted.
-    ("card pin=4321 rejected", "4321"),
-    ("cvc: 737 does not match", "737"),
-    ('{"security_code": "6161", "account_number": "000123456789"}', "6161"),
-    ('{"security_code": "6161", "account_number": "000123456789"}', "000123456789"),
+    # (Secrets of 6 characters or more: the console's pages are searched for each, and a
+    # shorter one turns up by chance in a random request id.)
+    ("card pin=482193 rejected", "482193"),
+    ("cvc: 737119 does not match", "737119"),
+    ('{"security_code": "616161", "account_number": "000123456789"}', "616161"),
+    ('{"security_code": "616161", "account_number": "000123456789"}', "000123456789"),
     ("routing_number=021000021&amount=5", "021000021"),
     ("mfa_code=884422 expired", "884422"),
     ("passcode: 135790 rejected", "135790"),
@@ -150,12 +152,12 @@ MUST_REDACT = [
      "AAF-0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6"),
     ("body {&quot;password&quot;: &quot;swordfish&quot;, &quot;user&quot;: &quot;bob&quot;}",
      "swordfish"),
-    ("body {&#34;cvc&#34;:&#34;737&#34;}", "737"),
+    ("body {&#34;cvc&#34;:&#34;737119&#34;}", "737119"),
     ("GET /cb?data=%7B%22password%22%3A%22swordfish%22%2C%22user%22%3A%22bob%22%7D", "swordfish"),
-    ("GET /cb?data=%7B%22pin%22%3A%20%224321%22%7D", "4321"),
-    ('{"password": "hunt\\"er2", "user": "bob"}', "er2"),
-    ("body {\\\"password\\\": \\\"hunt\\\\\\\"er2\\\"}", "er2"),
-    ("client_secret='ab\\'cd9' rejected", "cd9"),
+    ("GET /cb?data=%7B%22pin%22%3A%20%22482193%22%7D", "482193"),
+    ('{"password": "sw\\"ordfish9", "user": "bob"}', "ordfish9"),
+    ("body {\\\"password\\\": \\\"sw\\\\\\\"ordfish9\\\"}", "ordfish9"),
+    ("client_secret='ab\\'cd9xq' rejected", "cd9xq"),
     ("the password is hunter2", "hunter2"),
     ("login failed: password was Tr0ub4dor&3", "Tr0ub4dor"),
 ]
@@ -204,6 +206,7 @@ EXACTLY = [
     ("%7B%22pin%22%3A%224321%22%2C%22n%22%3A1%7D", f"%7B%22pin%22%3A{REDACTED}%2C%22n%22%3A1%7D"),
     ('{"password": "hunt\\"er2", "user": "bob"}', f'{{"password": {REDACTED}, "user": "bob"}}'),
     ("the password is hunter2.", f"the password is {REDACTED}."),
+    ("card pin=4321, cvc: 737", f"card pin={REDACTED}, cvc: {REDACTED}"),
 ]
 
 
