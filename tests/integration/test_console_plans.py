@@ -158,9 +158,10 @@ def test_a_trailing_window_of_executions_reads_the_window(never_analyzed, query)
     # the fill's executions run 3 s apart: the last hour holds 1,200 of 200,000
     params = {"negated_bounds": [-60.0, -1.0]} if "histogram" in query else {}
     buffers, plan = explain(never_analyzed, getattr(CQ, query), **params)
-    # (A week made ahead is empty: its scan costs nothing and reads no page.)
+    # (A week made ahead is empty: its scan reads no page. Its cost is no sign of that:
+    # PostgreSQL 16 costs an empty partition's scan at 0.01, 15 at 0.)
     assert not [n for n in nodes(plan) if n["Node Type"] == "Seq Scan"
-                and n["Total Cost"] > 0], plan
+                and n["Shared Hit Blocks"] + n["Shared Read Blocks"] > 0], plan
     assert buffers < 1_500, plan
     # The planner knows the window is narrow: a one-sided range reads to it as a third of
     # the table (here 66,667 rows, still an index; at 10,000,000 jobs a parallel scan of
