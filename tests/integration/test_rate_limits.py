@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers import scalar
 from worker import JobSpec, enqueue_many
-from worker.engine.limits import Control, LimitBook, lock_scopes
-from worker.engine.producer import ClaimedJob, claim
+from worker.engine.limits import Control, LimitBook
+from worker.engine.producer import ClaimedJob, ClaimSpec, claim, claim_limited
 from worker.jobs.registry import JobType
 
 #: Slow enough that no token comes back during a test (one a minute).
@@ -25,14 +25,15 @@ def _type(name: str, queue: str = "default", **limits) -> JobType:
 def _claim(url: str, book: LimitBook, want: int = 200, serves=lambda q: True,
            types: list[JobType] | None = None) -> list[ClaimedJob]:
     """One limited claim as a producer makes it: the scopes' locks, then claim_jobs."""
-    types = types or book.types
     limited = book.for_lane(serves)
     assert limited is not None
-    with psycopg.connect(url, autocommit=True) as c, c.transaction():
-        lock_scopes(c, limited.scopes)
-        return claim(c, types=[t.name for t in types], leases=[60.0] * len(types),
-                     queues=None, limit=want, worker_id="w-test",
-                     type_queues=[t.queue for t in types], limited=limited)
+    with psycopg.connect(url, autocommit=True) as c:
+        return claim_limited(c, _spec(types or book.types), limited, want)
+
+
+def _spec(types: list[JobType]) -> ClaimSpec:
+    return ClaimSpec(types=[t.name for t in types], leases=[60.0] * len(types),
+                     worker_id="w-test", type_queues=[t.queue for t in types])
 
 
 def _unlimited(url: str, types: list[str], want: int = 200) -> list[ClaimedJob]:

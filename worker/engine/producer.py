@@ -602,15 +602,20 @@ class Producer:
 
     def _claim_limited(self, conn: psycopg.Connection, limited: LimitedClaim,
                        limit: int) -> list[ClaimedJob]:
-        """One transaction: the scopes' locks, then the claim within their tokens and caps
-        (a job type of a limited queue is claimed here whatever its own limits)."""
-        c = self.claims
-        with conn.transaction():
-            lock_scopes(conn, limited.scopes)
-            return claim(conn, types=c.types, leases=c.leases, limits=c.limits,
-                         type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
-                         queues=c.queues, skip_queues=c.skip_queues, limit=limit,
-                         worker_id=c.worker_id, limited=limited)
+        return claim_limited(conn, self.claims, limited, limit)
+
+
+def claim_limited(conn: psycopg.Connection, c: ClaimSpec, limited: LimitedClaim,
+                  limit: int) -> list[ClaimedJob]:
+    """A lane's limited claim, one transaction: the scopes' locks, then the claim within
+    their tokens and caps (a job type of a limited queue is claimed here whatever its own
+    limits)."""
+    with conn.transaction():
+        lock_scopes(conn, limited.scopes)
+        return claim(conn, types=c.types, leases=c.leases, limits=c.limits,
+                     type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
+                     queues=c.queues, skip_queues=c.skip_queues, limit=limit,
+                     worker_id=c.worker_id, limited=limited)
 
 
 def _pick(values: list[Any] | None, keep: list[int]) -> list[Any] | None:
