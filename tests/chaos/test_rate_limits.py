@@ -11,7 +11,7 @@ import pytest
 from tests.apps.rate_limit_app import RATE, TABLES
 from tests.helpers import scalar, status_counts, wait_for
 from worker import JobSpec, enqueue_many
-from worker.engine.limits import REFRESH_SECONDS
+from worker.engine.limits import REFRESH_SECONDS, lock_scopes
 from worker.ops.operations import clear_limit, set_limit
 
 pytestmark = pytest.mark.chaos
@@ -131,3 +131,38 @@ def test_a_live_limit_reaches_a_running_worker_and_reverts_when_cleared(workers,
     # Both actions are audited with their reasons.
     assert scalar(rl_db, "SELECT array_agg(action || ':' || reason ORDER BY id) FROM job_audit"
                   ) == ["set_limit:provider degraded", "clear_limit:provider recovered"]
+
+
+def test_a_session_frozen_holding_the_limits_lock_stops_no_worker_for_long(workers, rl_db):
+    _enqueue(rl_db, "rl.tick", 40 * RATE)
+    _enqueue(rl_db, "rl.free", 100)
+    for _ in range(2):
+        workers.start(APP, concurrency=4)
+    wait_for(lambda: scalar(rl_db, "SELECT count(*) FROM job_executions "
+                                   "WHERE type = 'rl.tick'") >= RATE,
+             timeout=30, message="the workers to run the limited type")
+    # A worker frozen inside its limited claim's transaction, just after the lock
+    # statement (the statement the producer sends, so bounded as it bounds it).
+    frozen = psycopg.connect(rl_db, autocommit=True)
+    frozen.execute("BEGIN")
+    lock_scopes(frozen, ["type:rl.tick"])
+    held_at = scalar(rl_db, "SELECT clock_timestamp()")
+    # The other workers start the limited type again: the server ended the frozen session
+    # after LOCK_IDLE_SECONDS idle, which let its lock go.
+    wait_for(lambda: scalar(rl_db, "SELECT count(*) FROM job_executions WHERE type = "
+                                   "'rl.tick' AND started_at > %s", [held_at]) >= RATE,
+             timeout=30, message="limited starts to go on past the frozen session")
+    assert frozen.closed or frozen.broken or _session_gone(frozen)
+    # Meanwhile no job ran twice and the unlimited type was never held up.
+    assert scalar(rl_db, "SELECT count(*) = count(DISTINCT job_id) FROM rl_done")
+    wait_for(lambda: scalar(rl_db, "SELECT count(*) FROM background_jobs WHERE type = "
+                                   "'rl.free' AND status = 'completed'") == 100,
+             timeout=30, message="the unlimited type to complete")
+
+
+def _session_gone(conn: psycopg.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.Error:
+        return True
+    return False

@@ -8,9 +8,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.helpers import scalar
+from tests.helpers import scalar, wait_for
 from worker import JobSpec, enqueue_many
-from worker.engine.limits import Control, LimitBook
+from worker.engine.limits import Control, LimitBook, lock_scopes
 from worker.engine.producer import ClaimedJob, ClaimSpec, claim, claim_limited
 from worker.jobs.registry import JobType
 
@@ -153,3 +153,33 @@ def test_rates_read_alike(rate):
     reg = Registry()
     t = job("rl.parse", rate_limit=rate, registry=reg)(lambda ctx, p: None)
     assert t.rate_limit == 100.0 and t.rate_burst == 100.0
+
+
+def test_a_session_frozen_holding_a_scopes_lock_stops_its_claims_only_for_a_bound(
+        conn, clean_db):
+    enqueue_many(conn, [JobSpec("rl.held", {}) for _ in range(10)])
+    conn.commit()
+    book = LimitBook([_type("rl.held", rate_limit=SLOW, rate_burst=5)])
+    limited = book.for_lane(lambda q: True)
+    assert limited is not None
+    # A worker frozen (SIGSTOP, a long GC pause) between its limited claim's lock
+    # statement and its claim: its session sits idle in the transaction, holding the locks.
+    frozen = psycopg.connect(clean_db, autocommit=True)
+    frozen.execute("BEGIN")
+    lock_scopes(frozen, limited.scopes)  # the producer's lock statement, as it sends it
+    # Another worker's claims go on once the bound has passed: the server ends the frozen
+    # session, which releases the locks. (Without a bound, this claim would wait for ever:
+    # the guard's statement timeout fails the test instead.)
+    with psycopg.connect(clean_db, autocommit=True,
+                         options="-c statement_timeout=30s") as other:
+        claimed = wait_for(lambda: claim_limited(other, _spec(book.types), limited, 8),
+                           timeout=30, message="another worker's limited claim")
+    assert len(claimed) == 5
+    # The frozen worker claimed nothing. When it wakes, the rest of its claim (here inside
+    # the frozen transaction) finds its session gone, as a lost connection (the claim
+    # loop's outage path reconnects), not as an error that would end the lane.
+    with pytest.raises(psycopg.OperationalError):
+        claim_limited(frozen, _spec(book.types), limited, 8)
+    assert frozen.closed
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE status = 'running' "
+                            "AND worker_id = 'w-test'") == 5

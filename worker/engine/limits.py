@@ -32,6 +32,14 @@ from worker.store.queries import Q
 
 #: How often a worker re-reads the live limits (seconds): the most a change waits.
 REFRESH_SECONDS = 2.0
+#: The longest a limited claim's transaction may sit idle holding its scopes' locks (a
+#: worker frozen between its statements) before the server ends its session, and so the
+#: longest such a worker stops the limit for every other one (docs/guide/rate-limits.md).
+LOCK_IDLE_SECONDS = 1.0
+#: The longest a limited claim waits for its scopes' locks before giving up for this
+#: round: its lane's unlimited work is claimed meanwhile, and it tries again after a
+#: refill's wait.
+LOCK_WAIT_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -138,8 +146,12 @@ class LimitBook:
 
 
 def lock_scopes(conn: psycopg.Connection, scopes: list[str]) -> None:
-    """Take the scopes' advisory locks in the caller's transaction (limits_lock)."""
-    JobStore(conn).rows(Q.limits_lock, {"scopes": scopes})
+    """Take the scopes' advisory locks in the caller's transaction (limits_lock), bounding
+    the wait for them and the transaction's idle time (LOCK_WAIT_SECONDS,
+    LOCK_IDLE_SECONDS). Raises psycopg.errors.LockNotAvailable when the wait runs out."""
+    JobStore(conn).rows(Q.limits_lock, {
+        "scopes": scopes, "lock_wait": f"{round(LOCK_WAIT_SECONDS * 1000)}ms",
+        "idle": f"{round(LOCK_IDLE_SECONDS * 1000)}ms"})
 
 
 def limited_waiting(conn: psycopg.Connection, limited: LimitedClaim) -> bool:

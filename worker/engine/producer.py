@@ -609,13 +609,23 @@ def claim_limited(conn: psycopg.Connection, c: ClaimSpec, limited: LimitedClaim,
                   limit: int) -> list[ClaimedJob]:
     """A lane's limited claim, one transaction: the scopes' locks, then the claim within
     their tokens and caps (a job type of a limited queue is claimed here whatever its own
-    limits)."""
-    with conn.transaction():
-        lock_scopes(conn, limited.scopes)
-        return claim(conn, types=c.types, leases=c.leases, limits=c.limits,
-                     type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
-                     queues=c.queues, skip_queues=c.skip_queues, limit=limit,
-                     worker_id=c.worker_id, limited=limited)
+    limits). None claimed when the locks (or a row the claim writes) stay held by another
+    claim past LOCK_WAIT_SECONDS: the caller claims its other work and tries again."""
+    try:
+        with conn.transaction():
+            lock_scopes(conn, limited.scopes)
+            return claim(conn, types=c.types, leases=c.leases, limits=c.limits,
+                         type_queues=c.type_queues, type_max_attempts=c.type_max_attempts,
+                         queues=c.queues, skip_queues=c.skip_queues, limit=limit,
+                         worker_id=c.worker_id, limited=limited)
+    except psycopg.errors.LockNotAvailable:
+        # A LockNotAvailable is an OperationalError: let it not read as an outage.
+        log.debug("limited claim waited too long for its scopes' locks; trying later")
+        return []
+    except psycopg.errors.IdleInTransactionSessionTimeout as exc:
+        # This worker froze inside the transaction and the server ended its session: a
+        # lost connection (the claim loop reconnects), not an error that ends the lane.
+        raise psycopg.OperationalError(f"limited claim's session ended: {exc}") from exc
 
 
 def _pick(values: list[Any] | None, keep: list[int]) -> list[Any] | None:

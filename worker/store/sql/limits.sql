@@ -9,10 +9,20 @@
 -- claim_jobs that follows gets a snapshot taken after the locks, so it sees the tokens
 -- and running jobs every earlier claim of these scopes committed. The two-key form keeps
 -- these locks apart from the single-key locks other duties take.
+-- Bounded, so that one frozen worker (SIGSTOP, a GC pause, a paused VM) cannot stop a
+-- limit on every worker: first, for this transaction only, the longest wait for the locks
+-- (`lock_wait`, after which this claim gives up for now) and the longest idle time inside
+-- it (`idle`, after which the server ends the session: its locks go, its claim rolls back).
+-- The lateral dependency makes the settings precede the locks.
 SELECT count(*) AS locked
-FROM (SELECT pg_advisory_xact_lock(20563, x.key)
-      FROM (SELECT DISTINCT hashtext(s) AS key FROM unnest(%(scopes)s::text[]) AS s
-            ORDER BY 1 OFFSET 0) AS x) AS taken;
+FROM (SELECT set_config('lock_timeout', %(lock_wait)s::text, true) AS lock_wait,
+             set_config('idle_in_transaction_session_timeout', %(idle)s::text, true)
+                 AS idle) AS bounded
+CROSS JOIN LATERAL (
+    SELECT pg_advisory_xact_lock(20563, x.key)
+    FROM (SELECT DISTINCT hashtext(s) AS key FROM unnest(%(scopes)s::text[]) AS s
+          WHERE bounded.lock_wait IS NOT NULL AND bounded.idle IS NOT NULL
+          ORDER BY 1 OFFSET 0) AS x) AS taken;
 
 -- name: limits_waiting
 -- Whether a job of the limited types or queues is pending and due: the producer then
