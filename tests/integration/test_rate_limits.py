@@ -183,3 +183,28 @@ def test_a_session_frozen_holding_a_scopes_lock_stops_its_claims_only_for_a_boun
     assert frozen.closed
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE status = 'running' "
                             "AND worker_id = 'w-test'") == 5
+
+
+def test_a_key_behind_a_long_backlog_is_reached_though_the_walk_outlasts_a_refill(
+        conn, clean_db):
+    # Key a's backlog ranks ahead of key b's; a refills a token every 100 ms, less time
+    # than a claim takes to walk past 20,000 of a's jobs. A claim that read the clock row
+    # by row found a's bucket refilled part way through its walk, filled its batch with
+    # a's jobs again, and never reached b.
+    backlog = 20_000
+    enqueue_many(conn, [JobSpec("rl.walk", {"account": {"id": "a"}}) for _ in range(backlog)]
+                 + [JobSpec("rl.walk", {"account": {"id": "b"}}) for _ in range(50)])
+    conn.commit()
+    book = LimitBook([_type("rl.walk", rate_limit=10.0, rate_burst=1,
+                            rate_limit_key="account.id")])
+    keys: list[str] = []
+
+    def claims_reach_b() -> bool:
+        keys.extend(j.payload["account"]["id"] for j in _claim(clean_db, book, want=8))
+        return "b" in keys
+
+    wait_for(claims_reach_b, timeout=30, interval=0, message="a claim of key b's jobs")
+    # Each key got no more than its bucket allowed: a's jobs came one per token.
+    started = scalar(clean_db, "SELECT extract(epoch FROM max(started_at) - min(started_at)) "
+                               "FROM job_executions_all")
+    assert keys.count("a") <= 1 + 10 * float(started)

@@ -183,7 +183,13 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- sub-select it can neither push into another index nor estimate as selective. With a
 -- selective-looking filter (or a join on type) it walks the type index instead and sorts
 -- every pending job of the type. The lease is read from `policy` for the same reason.
-WITH locked AS (
+WITH clock AS (
+    -- The one instant the whole claim counts tokens at (the walk, the batch, the spend):
+    -- read row by row, a walk past a long backlog outlasted a token's refill, found the
+    -- stepped-over key's bucket refilled part way and filled its batch with that key
+    -- again, never reaching the keys behind it. Volatile, so computed once.
+    SELECT clock_timestamp() AS t
+), locked AS (
     SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
     WHERE j.status = 'pending'
@@ -210,14 +216,14 @@ WITH locked AS (
                                           AS x(type, rate, burst, path)
                             WHERE x.type = j.type
                               AND jobwarden_tokens(jobwarden_rate_bucket(j.type, x.path, j.payload),
-                                                   x.rate, x.burst, clock_timestamp()) < 1)
+                                                   x.rate, x.burst, (SELECT t FROM clock)) < 1)
                         AND NOT EXISTS (
                             SELECT 1 FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
                                                  %(queue_bursts)s::float8[])
                                           AS x(queue, rate, burst)
                             WHERE x.queue = q.queue
                               AND jobwarden_tokens('queue:' || q.queue, x.rate, x.burst,
-                                                   clock_timestamp()) < 1)
+                                                   (SELECT t FROM clock)) < 1)
                         AND NOT EXISTS (
                             SELECT 1 FROM unnest(%(cap_types)s::text[], %(type_caps)s::int[])
                                           AS x(type, cap)
@@ -245,8 +251,6 @@ WITH locked AS (
     -- every pending job: 60-85 ms a claim on a 50,000-job backlog instead of 4-5.
     LIMIT (SELECT %(limit)s::int)
     FOR UPDATE OF j SKIP LOCKED
-), clock AS (
-    SELECT clock_timestamp() AS t
 ), tagged AS (
     -- A limited claim's jobs with the buckets they draw from and the caps they count in,
     -- numbered within each in claim order.
