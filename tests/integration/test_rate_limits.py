@@ -5,14 +5,26 @@ that must wait pending with its attempts untouched (claim_jobs, worker/engine/li
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 
 from tests.helpers import scalar, wait_for
 from worker import JobSpec, enqueue_many
 from worker.engine.limits import Control, LimitBook, lock_scopes
-from worker.engine.producer import ClaimedJob, ClaimSpec, claim, claim_limited
+from worker.engine.listener import Wakeup
+from worker.engine.producer import (
+    ClaimedJob,
+    ClaimSpec,
+    JobBuffer,
+    Producer,
+    claim,
+    claim_limited,
+)
 from worker.jobs.registry import JobType
+from worker.ops.operations import set_limit
+from worker.store.db import DedicatedConnection
 
 #: Slow enough that no token comes back during a test (one a minute).
 SLOW = 1 / 60
@@ -147,7 +159,7 @@ def test_a_live_rate_overrides_the_declared_one_and_clearing_restores_it(conn, c
     assert len(_claim(clean_db, book)) == 2
 
 
-@pytest.mark.parametrize("rate", ["100/s", "6000/m", 100, 100.0])
+@pytest.mark.parametrize("rate", ["100/s", "6000/m", "360000/h", 100, 100.0])
 def test_rates_read_alike(rate):
     from worker.jobs.registry import Registry, job
     reg = Registry()
@@ -208,3 +220,47 @@ def test_a_key_behind_a_long_backlog_is_reached_though_the_walk_outlasts_a_refil
     started = scalar(clean_db, "SELECT extract(epoch FROM max(started_at) - min(started_at)) "
                                "FROM job_executions_all")
     assert keys.count("a") <= 1 + 10 * float(started)
+
+
+def test_a_live_rate_without_a_burst_takes_the_burst_of_its_own_rate(conn, clean_db):
+    # A type that declares fast bursts, slowed live by an operator (console or
+    # `jobwarden limits set --rate 1/m`, no burst): the declared burst of 20 belongs to the
+    # declared rate, not to the live one, which gets its own second's worth (one job).
+    enqueue_many(conn, [JobSpec("rl.slowed", {}) for _ in range(30)])
+    conn.commit()
+    book = LimitBook([_type("rl.slowed", rate_limit=100.0, rate_burst=20)])
+    assert set_limit(conn, "type", "rl.slowed", actor="ops@example.com", role="operator",
+                     reason="partner 429s", rate="1/m").ok
+    conn.commit()
+    book.refresh(conn)  # as a worker's duty thread re-reads the live limits
+    assert len(_claim(clean_db, book)) == 1
+    assert _claim(clean_db, book) == []
+    # A live rate that names its burst gets that one.
+    conn.execute("DELETE FROM job_rate_buckets")
+    assert set_limit(conn, "type", "rl.slowed", actor="ops@example.com", role="operator",
+                     reason="partner 429s", rate="1/m", burst=3).ok
+    conn.commit()
+    book.refresh(conn)
+    assert len(_claim(clean_db, book)) == 3
+
+
+def test_a_producer_claims_no_limited_work_but_through_the_limited_claim(conn, clean_db):
+    # The producer's fast prepared claim takes every type it handles: while a limited
+    # type's jobs wait for tokens it must not be used, or it takes them all at once.
+    enqueue_many(conn, [JobSpec("rl.slow", {}) for _ in range(20)]
+                 + [JobSpec("rl.free", {}) for _ in range(5)])
+    conn.commit()
+    types = [_type("rl.slow", rate_limit=SLOW, rate_burst=2), _type("rl.free")]
+    book = LimitBook(types)
+    p = Producer(conn=DedicatedConnection(clean_db), claims=_spec(types), buffer=JobBuffer(),
+                 concurrency=8, running=lambda: 0, job_seconds=lambda: None, wake=Wakeup(),
+                 stop=threading.Event(), limits=lambda: book.for_lane(lambda q: True))
+    try:
+        first = p._claim(8)
+        second = p._claim(8)
+    finally:
+        p._conn.drop()
+    assert sorted(j.type for j in first) == ["rl.free"] * 5 + ["rl.slow"] * 2
+    assert second == []
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE type = 'rl.slow' "
+                            "AND status = 'running'") == 2
