@@ -6,6 +6,7 @@ that must wait pending with its attempts untouched (claim_jobs, worker/engine/li
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -72,19 +73,29 @@ def test_a_claim_takes_no_more_jobs_than_tokens_and_the_rest_stay_pending(conn, 
     assert sorted(j.payload["n"] for j in first) == [0, 1, 2, 3, 4]
 
 
-def test_tokens_come_back_at_the_rate(conn, clean_db):
+def _as_if_earlier(conn, seconds: float) -> None:
+    """Move every bucket's recorded starts `seconds` back, as if that time had passed."""
+    conn.execute("UPDATE job_rate_buckets SET updated_at = updated_at - %(d)s, "
+                 "window_starts = ARRAY(SELECT s - %(d)s FROM unnest(window_starts) s)",
+                 {"d": timedelta(seconds=seconds)})
+    conn.commit()
+
+
+def test_tokens_come_back_once_their_starts_leave_the_window(conn, clean_db):
     enqueue_many(conn, [JobSpec("rl.fast", {}) for _ in range(50)])
     conn.commit()
+    # A burst of 3 at one a minute: a window of 3 minutes holds at most 3 starts.
     book = LimitBook([_type("rl.fast", rate_limit=SLOW, rate_burst=3)])
     assert len(_claim(clean_db, book)) == 3
-    # As if 4 minutes had passed since the bucket was last spent from: 4 tokens back.
-    conn.execute("UPDATE job_rate_buckets SET updated_at = updated_at - interval '4 minutes'")
-    conn.commit()
-    # At most the burst comes back, however long the bucket was idle.
+    # Still inside the window: no token back, though a token bucket would have two.
+    _as_if_earlier(conn, 179)
+    assert _claim(clean_db, book) == []
+    # Out of it (past its end and the 1/64 it may be counted longer): the burst again,
+    # and at most the burst however long the bucket was idle.
+    _as_if_earlier(conn, 180 / 64 + 2)
     assert len(_claim(clean_db, book)) == 3
-    conn.execute("UPDATE job_rate_buckets SET updated_at = updated_at - interval '121 seconds'")
-    conn.commit()
-    assert len(_claim(clean_db, book)) == 2
+    _as_if_earlier(conn, 3600)
+    assert len(_claim(clean_db, book)) == 3
 
 
 def test_one_keys_backlog_does_not_starve_the_others(conn, clean_db):
@@ -264,3 +275,60 @@ def test_a_producer_claims_no_limited_work_but_through_the_limited_claim(conn, c
     assert second == []
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE type = 'rl.slow' "
                             "AND status = 'running'") == 2
+
+
+#: The most executions whose started_at fall in any one-second window [s, s + 1 s) that
+#: starts at one of them: a sliding second, as a provider counts requests.
+MOST_IN_A_SECOND = """
+    SELECT coalesce(max((SELECT count(*) FROM job_executions_all b
+                         WHERE b.started_at >= a.started_at
+                           AND b.started_at < a.started_at + interval '1 second')), 0)
+    FROM job_executions_all a
+"""
+
+
+def test_with_the_default_burst_n_per_second_is_at_most_n_in_any_sliding_second(
+        conn, clean_db):
+    rate = 50
+    enqueue_many(conn, [JobSpec("rl.window", {}) for _ in range(10 * rate)])
+    conn.commit()
+    book = LimitBook([_type("rl.window", rate_limit=float(rate))])  # the default burst
+    # Two workers claiming in turn, as fast as they can, for a second and a half.
+    with psycopg.connect(clean_db, autocommit=True) as one, \
+            psycopg.connect(clean_db, autocommit=True) as two:
+        turn = [one, two]
+        limited = book.for_lane(lambda q: True)
+        assert limited is not None
+
+        def a_second_and_a_half_of_claims() -> bool:
+            turn.reverse()
+            claim_limited(turn[0], _spec(book.types), limited, rate)
+            return bool(scalar(clean_db, "SELECT clock_timestamp() > min(started_at) "
+                                         "+ interval '1.5 seconds' FROM job_executions_all"))
+
+        wait_for(a_second_and_a_half_of_claims, timeout=30, interval=0.01,
+                 message="a second and a half of claims")
+    # No sliding second held more than the rate: no burst on top of it ...
+    assert scalar(clean_db, MOST_IN_A_SECOND) == rate
+    # ... and the rate itself went on: the second second's jobs were claimed.
+    assert scalar(clean_db, "SELECT count(*) FROM job_executions_all") >= 2 * rate
+
+
+def test_a_bucket_is_let_go_only_once_its_starts_left_the_window(conn, clean_db):
+    # (bucket, rate, burst, seconds since its last claim): a window of 120 s (2 at one a
+    # minute) and one of 1 s, each on both sides of what keeps it.
+    rows = [("slow.young", SLOW, 2, 61), ("slow.old", SLOW, 2, 241),
+            ("fast.young", 10.0, 10, 59), ("fast.old", 10.0, 10, 61)]
+    for bucket, rate, burst, ago in rows:
+        conn.execute(
+            "INSERT INTO job_rate_buckets (bucket, tokens, rate, burst, updated_at, "
+            "window_starts, window_counts) VALUES (%(b)s, %(burst)s - 1, %(rate)s, %(burst)s,"
+            " now() - %(ago)s, ARRAY[now() - %(ago)s], ARRAY[1])",
+            {"b": bucket, "rate": rate, "burst": burst, "ago": timedelta(seconds=ago)})
+    conn.commit()
+    LimitBook([]).refresh(conn)  # a worker's duty thread prunes the buckets
+    conn.commit()
+    # slow.young's start is still in its window: forgetting it would let a claim take
+    # its whole burst again within the window.
+    assert [r[0] for r in conn.execute("SELECT bucket FROM job_rate_buckets ORDER BY 1")] \
+        == ["fast.young", "slow.young"]

@@ -82,9 +82,10 @@ class JobType:
     # must end where a person sees it.
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     # At most this many jobs of the type (jobs per second; None: no limit) are claimed
-    # per second across all workers, from a token bucket of `rate_burst` tokens (one
-    # second's worth unless set); with `rate_limit_key` (a dotted payload path) each
-    # value of that path has a bucket of its own (claim_jobs, docs/guide/rate-limits.md).
+    # per second across all workers: at most `rate_burst` in any window of
+    # rate_burst / rate_limit seconds (one second's worth unless set, so N/s is at most N
+    # in any second); with `rate_limit_key` (a dotted payload path) each value of that
+    # path has a bucket of its own (claim_jobs, docs/guide/rate-limits.md).
     rate_limit: float | None = None
     rate_burst: float | None = None
     rate_limit_key: str | None = None

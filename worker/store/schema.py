@@ -293,6 +293,9 @@ job_rate_buckets = Table(
     Column("rate", Float, nullable=False),
     Column("burst", Float, nullable=False),
     Column("updated_at", TS, nullable=False),
+    # The starts of the bucket's last window of burst / rate seconds (migration 0072).
+    Column("window_starts", ARRAY(TS), nullable=False, server_default=text("'{}'")),
+    Column("window_counts", ARRAY(Integer), nullable=False, server_default=text("'{}'")),
 )
 
 job_limit_controls = Table(

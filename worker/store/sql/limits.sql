@@ -39,12 +39,13 @@ SELECT scope, name, max_concurrency, rate, burst, reason, set_by, set_role, set_
 FROM job_limit_controls ORDER BY scope, name;
 
 -- name: limits_prune_buckets
--- Delete buckets that are full again by the rate and burst they were last spent with and
--- idle for a minute: a missing bucket reads as full, so nothing changes but the table's
--- size (one row per key of a per-key limit would otherwise stay for ever).
+-- Delete buckets idle for a minute and for twice their window (burst / rate seconds, by
+-- the rate and burst they were last spent with): every start they hold has left the
+-- window, and a missing bucket reads as full, so nothing changes but the table's size
+-- (one row per key of a per-key limit would otherwise stay for ever).
 DELETE FROM job_rate_buckets
 WHERE updated_at < now() - interval '1 minute'
-  AND tokens + rate * extract(epoch FROM now() - updated_at) >= burst;
+  AND updated_at < now() - make_interval(secs => 2 * burst / rate);
 
 -- name: operator_limit_set
 -- Set a queue's or a type's live limit (maximum concurrency and/or rate per second, burst),

@@ -215,14 +215,14 @@ WITH clock AS (
                                                  %(type_key_paths)s::text[])
                                           AS x(type, rate, burst, path)
                             WHERE x.type = j.type
-                              AND jobwarden_tokens(jobwarden_rate_bucket(j.type, x.path, j.payload),
+                              AND jobwarden_window_tokens(jobwarden_rate_bucket(j.type, x.path, j.payload),
                                                    x.rate, x.burst, (SELECT t FROM clock)) < 1)
                         AND NOT EXISTS (
                             SELECT 1 FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
                                                  %(queue_bursts)s::float8[])
                                           AS x(queue, rate, burst)
                             WHERE x.queue = q.queue
-                              AND jobwarden_tokens('queue:' || q.queue, x.rate, x.burst,
+                              AND jobwarden_window_tokens('queue:' || q.queue, x.rate, x.burst,
                                                    (SELECT t FROM clock)) < 1)
                         AND NOT EXISTS (
                             SELECT 1 FROM unnest(%(cap_types)s::text[], %(type_caps)s::int[])
@@ -240,6 +240,24 @@ WITH clock AS (
            FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
                              THEN %(policy)s::jsonb -> j.type ->> 'queue'
                              ELSE j.queue END AS queue) AS q)
+      -- Computed once, before the walk: when every bucket a limited job could draw from
+      -- is empty (keyless types', queues'; no caps, no keys), no job can be taken and the
+      -- walk is skipped rather than stepping over the whole backlog job by job. A window's
+      -- bucket is empty for most of each window while work waits.
+      AND (SELECT %(cap_types)s::text[] IS NOT NULL OR %(cap_queues)s::text[] IS NOT NULL
+                  OR EXISTS (
+                      SELECT 1 FROM unnest(%(rate_types)s::text[], %(type_rates)s::float8[],
+                                           %(type_bursts)s::float8[],
+                                           %(type_key_paths)s::text[])
+                                    AS x(type, rate, burst, path)
+                      WHERE x.path IS NOT NULL
+                         OR jobwarden_window_tokens('type:' || x.type, x.rate, x.burst,
+                                                    (SELECT t FROM clock)) >= 1)
+                  OR EXISTS (
+                      SELECT 1 FROM unnest(%(rate_queues)s::text[], %(queue_rates)s::float8[],
+                                           %(queue_bursts)s::float8[]) AS x(queue, rate, burst)
+                      WHERE jobwarden_window_tokens('queue:' || x.queue, x.rate, x.burst,
+                                                    (SELECT t FROM clock)) >= 1))
     -- Priorities age: the rank is available_at moved 10 seconds earlier per priority
     -- level, so a waiting job overtakes higher priorities that became available more
     -- than 10 s per level after it. It never changes while the job waits: an index key.
@@ -290,9 +308,9 @@ WITH clock AS (
     SELECT g.id, g.type, g.concurrency_key, g.priority, g.available_at
     FROM tagged g CROSS JOIN clock c
     WHERE (g.type_rate IS NULL
-           OR g.nth_tb <= floor(jobwarden_tokens(g.type_bucket, g.type_rate, g.type_burst, c.t)))
+           OR g.nth_tb <= floor(jobwarden_window_tokens(g.type_bucket, g.type_rate, g.type_burst, c.t)))
       AND (g.queue_rate IS NULL
-           OR g.nth_q <= floor(jobwarden_tokens(g.queue_bucket, g.queue_rate, g.queue_burst,
+           OR g.nth_q <= floor(jobwarden_window_tokens(g.queue_bucket, g.queue_rate, g.queue_burst,
                                                 c.t)))
       AND (g.type_cap IS NULL
            OR g.nth_t <= g.type_cap - (SELECT count(*) FROM background_jobs r
@@ -363,10 +381,12 @@ WITH clock AS (
               j.concurrency_key, j.available_at
 ), spent AS (
     -- One token per claimed job from each bucket it drew from, in bucket order (two
-    -- claims of different scopes that share a bucket never wait on each other in a cycle).
-    INSERT INTO job_rate_buckets AS k (bucket, tokens, rate, burst, updated_at)
-    SELECT s.bucket, jobwarden_tokens(s.bucket, s.rate, s.burst, c.t) - s.n, s.rate,
-           s.burst, c.t
+    -- claims of different scopes that share a bucket never wait on each other in a cycle):
+    -- its jobs join the bucket's window (jobwarden_window_add, migration 0072).
+    INSERT INTO job_rate_buckets AS k (bucket, tokens, rate, burst, updated_at,
+                                       window_starts, window_counts)
+    SELECT s.bucket, jobwarden_window_tokens(s.bucket, s.rate, s.burst, c.t) - s.n, s.rate,
+           s.burst, c.t, w.window_starts, w.window_counts
     FROM (SELECT g.type_bucket AS bucket, max(g.type_rate) AS rate,
                  max(g.type_burst) AS burst, count(*) AS n
           FROM tagged g JOIN claimed d ON d.id = g.id
@@ -376,10 +396,17 @@ WITH clock AS (
           FROM tagged g JOIN claimed d ON d.id = g.id
           WHERE g.queue_rate IS NOT NULL GROUP BY g.queue_bucket) AS s
     CROSS JOIN clock c
+    CROSS JOIN LATERAL jobwarden_window_add('{}', '{}', c.t, s.n::int,
+                                            s.burst / s.rate) AS w
     ORDER BY s.bucket
     ON CONFLICT (bucket) DO UPDATE
     SET tokens = EXCLUDED.tokens, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
-        updated_at = EXCLUDED.updated_at
+        updated_at = EXCLUDED.updated_at,
+        (window_starts, window_counts) = (
+            SELECT a.window_starts, a.window_counts
+            FROM jobwarden_window_add(k.window_starts, k.window_counts, EXCLUDED.updated_at,
+                                      EXCLUDED.window_counts[1],
+                                      EXCLUDED.burst / EXCLUDED.rate) AS a)
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes, concurrency_key
