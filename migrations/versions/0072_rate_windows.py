@@ -1,7 +1,7 @@
 """A rate limit's bucket counts the starts of its last window, not refilled tokens.
 
 Revision ID: 0072
-Revises: 0070
+Revises: 0071
 Create Date: 2026-12-06
 
 A token bucket (migration 0050) lets a scope claim `burst + rate × T` jobs in any T
@@ -24,7 +24,7 @@ left and the last claim's instant; `jobwarden_tokens` stays for the code before 
 from alembic import op
 
 revision = "0072"
-down_revision = "0070"
+down_revision = "0071"
 branch_labels = None
 depends_on = None
 
