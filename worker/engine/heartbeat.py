@@ -89,7 +89,8 @@ class Heartbeat:
         """Renew every lease this worker holds and its own row."""
         live = [ex for executor in self.executors for ex in executor.running()
                 if not ex.abandoned]
-        waiting = [job for executor in self.executors for job in executor.buffer.snapshot()]
+        buffered = [(executor.buffer, executor.buffer.snapshot()) for executor in self.executors]
+        waiting = [job for _, jobs in buffered for job in jobs]
         completing = self.completer.pending()
         rows: dict[UUID, dict[str, Any]] = {}
         taken = []
@@ -124,15 +125,18 @@ class Heartbeat:
                 ex.control.restore_pending(progress, checkpoint)
             raise
         zombies = []  # the types of the executions that learn now that their lease is gone
-        for job in waiting:
-            if job.execution_id not in owned:
-                if not job.lost:
-                    zombies.append(job.type)
-                job.lost = True
-            else:
-                job.granted_at = sent
-                if owned[job.execution_id]:
-                    job.cancel_requested = True
+        for buffer, jobs in buffered:
+            for job in jobs:
+                if job.execution_id in owned:
+                    job.granted_at = sent
+                    if owned[job.execution_id]:
+                        job.cancel_requested = True
+            # Not renewed: lost, if it still waits. A slot may have taken it since the
+            # buffer was read, run it and written its outcome: that one is done, not a
+            # zombie (issue 35: hundreds counted in a drain of short jobs).
+            gone = [job for job in jobs if job.execution_id not in owned]
+            if gone:
+                zombies += [job.type for job in buffer.mark_lost(gone)]
         for ex in live:
             if self._learn(ex, owned):
                 zombies.append(ex.control.type)

@@ -217,6 +217,18 @@ class JobBuffer:
         with self._cond:
             return list(self._jobs)
 
+    def mark_lost(self, jobs: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Mark lost those of `jobs` that still wait here (a heartbeat found their leases
+        gone); returns the ones it marked. A job a slot took since the heartbeat read the
+        buffer is left alone: it may have run and finished meanwhile, which is why the
+        heartbeat no longer found it running, and else begin() finds its lease gone."""
+        with self._cond:
+            here = {id(job) for job in self._jobs}
+            marked = [job for job in jobs if id(job) in here and not job.lost]
+            for job in marked:
+                job.lost = True
+        return marked
+
     def close(self) -> list[ClaimedJob]:
         """Stop handing out jobs; returns those never started (to be handed back)."""
         with self._cond:
