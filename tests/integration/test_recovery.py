@@ -74,3 +74,20 @@ def test_a_recovery_decision_about_a_live_lease_is_refused(conn, leases):
                for i, e in jobs.values()]
     moved = {r[0] for r in conn.execute(Q.finish_executions, finish_params(decided))}
     assert moved == expired(jobs)
+
+
+def test_a_lost_execution_is_recorded_as_running_until_its_last_heartbeat(conn, leases):
+    """Its `duration_ms` runs from its start to its last heartbeat, as far as anyone
+    knows it ran, not to the recovery that found it lost. Seeded on the same fixed
+    instant: one silent for 50 s after 10 s of beats, one silent for 5 s after 55 s."""
+    jobs, reg = leases
+    quiet_long, quiet_short = (jobs[name] for name in ("a microsecond ago",
+                                                       "half a second ago"))
+    for (job_id, _), beat in ((quiet_long, "50 seconds"), (quiet_short, "5 seconds")):
+        conn.execute("UPDATE background_jobs SET started_at = now() - interval '60 s', "
+                     "heartbeat_at = now() - %s::interval WHERE id = %s", [beat, job_id])
+    assert recover_stale_running(conn, reg) == {"pending": 2}
+    durations = dict(conn.execute(
+        "SELECT execution_id, duration_ms FROM job_executions WHERE outcome = 'worker_lost'"
+    ).fetchall())
+    assert durations == {quiet_long[1]: 10_000.0, quiet_short[1]: 55_000.0}
