@@ -166,8 +166,9 @@ class WorkerProcess:
             check=ConnectionPool.check_connection,
             kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-worker")
-        # Heartbeats, recovery and hand-backs get their own connections: a lease must
-        # never expire because busy handlers took every connection of the pool.
+        # Hand-backs, registration and the duties get their own connections (the
+        # heartbeat has one of its own): a lease must never expire because busy handlers
+        # took every connection of the pool.
         self.control_pool: ConnectionPool = ConnectionPool(
             self.url, min_size=1, max_size=3, timeout=5, open=False,
             check=ConnectionPool.check_connection,
@@ -184,12 +185,14 @@ class WorkerProcess:
         # schedules, retention, policies, live limits
         self.duties = Duties(registry, worker_id=self.worker_id, limits=self.limits)
         self.heartbeat = Heartbeat(
-            control_pool=self.control_pool, worker_id=self.worker_id,
+            conn=DedicatedConnection(self.url), worker_id=self.worker_id,
             executors=[rt.executor for rt in self._lanes], completer=self.completer,
             interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
             recover=partial(recovery.recover_pass, registry=self.registry,
                             stale_after=self.worker_stale_after),
-            draining=self._stop.is_set, on_recovered=self._wake)
+            draining=self._stop.is_set, on_recovered=self._wake, on_renewing=self._wake)
+        for rt in self._lanes:  # claims wait while its beats fail (Producer._renewable)
+            rt.producer.renewal = self.heartbeat
 
     # -- lifecycle ---------------------------------------------------------------------
     def _keys_freed(self) -> None:

@@ -61,7 +61,7 @@ def registry():
 
 def heartbeat(url: str, pool: ConnectionPool, executor: Executor, registry: Registry,
               worker_id: str) -> Heartbeat:
-    return Heartbeat(control_pool=pool, worker_id=worker_id,
+    return Heartbeat(conn=DedicatedConnection(url), worker_id=worker_id,
                      executors=[executor], completer=Completer(DedicatedConnection(url)),
                      interval=1.0, recovery_interval=60.0,
                      recover=lambda conn: recover_stale_running(conn, registry),

@@ -175,7 +175,7 @@ def test_a_heartbeats_renewal_is_dated_from_before_it_was_sent(db, pool, registr
     (waiting_job,) = claimed(db, registry, 1)
     buffer = JobBuffer()
     buffer.put([waiting_job])
-    beat = Heartbeat(control_pool=pool, worker_id="w-clock",
+    beat = Heartbeat(conn=DedicatedConnection(clean_db), worker_id="w-clock",
                      executors=[executor(registry, pool, buffer)],
                      completer=Completer(DedicatedConnection(clean_db)), interval=1.0,
                      recovery_interval=60.0,

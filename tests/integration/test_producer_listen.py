@@ -133,6 +133,9 @@ def test_a_wakeup_set_by_another_thread_ends_a_wait_on_the_socket(clean_db):
     reg = ping_registry()
     worker = WorkerProcess(reg, url=clean_db, poll_interval=POLL)
     producer: Producer = worker._lanes[0].producer
+    # Its claims wait for beats that go through (Producer._renewable).
+    threading.Thread(target=worker.heartbeat.run, args=(worker._closing,),
+                     daemon=True).start()
     thread = threading.Thread(target=producer.run, daemon=True)
     thread.start()
     try:
@@ -142,6 +145,7 @@ def test_a_wakeup_set_by_another_thread_ends_a_wait_on_the_socket(clean_db):
         wait_for(lambda: counts["*"][0] == 1, timeout=20, message="the woken claim")
     finally:
         worker._stop.set()
+        worker._closing.set()
         producer.wake.set()  # what request_stop does
         thread.join(timeout=20)
     assert not thread.is_alive(), "the producer slept through its stop"

@@ -9,6 +9,15 @@ no longer owns (recovered elsewhere while this process was frozen or cut off) an
 an operator asked to cancel. It also enforces execution timeouts (on this process's
 clock, so even while the database is unreachable) and runs recovery of other workers'
 lost jobs every `recovery_interval`.
+
+It beats on a connection of its own, not a pool's: after an outage a pool reconnects
+on a backoff of its own that doubles without a cap (psycopg_pool: 1 s, 2 s, 4 s, ...),
+and for up to ~19 s after a restart a worker's claims went through while every beat
+failed, so that the leases of the jobs it claimed lapsed under it and the jobs ran twice
+(issue 35). Here a failed beat drops its connection and the next one connects again
+after a wait that doubles from half a second to one interval at most, like a claim's.
+The producers claim only while the beats go through (`renewing`): a job is claimed only
+when its lease can be renewed.
 """
 
 from __future__ import annotations
@@ -22,15 +31,15 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from worker.core import lease
-from worker.core.dberrors import DB_UNREACHABLE
+from worker.core.dberrors import DB_UNREACHABLE, Backoff
 from worker.core.logs import running_event
 from worker.core.states import WorkerState
 from worker.engine.completer import Completer
 from worker.engine.executor import Execution, Executor
-from worker.store.event_totals import ZOMBIE_LEASE, count_on
+from worker.store.db import DedicatedConnection
+from worker.store.event_totals import ZOMBIE_LEASE, count
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q, batch_params
 
@@ -41,11 +50,15 @@ log = logging.getLogger("jobwarden.heartbeat")
 class Heartbeat:
     """Renews leases and the worker row; learns cancellations and losses; recovers."""
 
-    def __init__(self, *, control_pool: ConnectionPool, worker_id: str,
+    def __init__(self, *, conn: DedicatedConnection, worker_id: str,
                  executors: list[Executor], completer: Completer, interval: float,
                  recovery_interval: float, recover: Callable[[psycopg.Connection], dict[str, int]],
-                 draining: Callable[[], bool], on_recovered: Callable[[], None]) -> None:
-        self.control_pool = control_pool
+                 draining: Callable[[], bool], on_recovered: Callable[[], None],
+                 on_renewing: Callable[[], None] | None = None) -> None:
+        #: Its own connection (module docstring); the lock keeps a recovery pass asked for
+        #: from another thread (recover_once) out of a beat's transaction.
+        self._conn = conn
+        self._conn_lock = threading.Lock()
         self.worker_id = worker_id
         self.executors = executors  # one per lane, each with its buffer
         self.completer = completer
@@ -56,32 +69,84 @@ class Heartbeat:
         self._recover = recover
         self._draining = draining
         self._on_recovered = on_recovered
+        #: Told when beats go through again after none did (the producers claim again).
+        self._on_renewing = on_renewing or (lambda: None)
+        #: The waits between failed beats: from half a second to one interval at most.
+        self._backoff = Backoff(first=min(0.5, interval), cap=interval)
+        #: When (lease clock) the last beat that went through was sent; None while the
+        #: last one failed, and before the first.
+        self._renewed_at: float | None = None
+        #: Set by ask_beat(): beat now rather than at the end of the interval.
+        self._asked = threading.Event()
+
+    def renewing(self, since: float | None = None) -> bool:
+        """Whether the beats go through, so that a job claimed now keeps its lease: the
+        last beat did, and (`since`, lease clock) it was sent no earlier than that."""
+        renewed = self._renewed_at
+        return renewed is not None and (since is None or renewed >= since)
+
+    def ask_beat(self) -> None:
+        """Beat now, not at the end of the interval (a producer that lost its connection
+        waits for a beat sent since). A failed beat's backoff is kept all the same."""
+        self._asked.set()
 
     def run(self, closing: threading.Event) -> None:
+        def end_the_wait() -> None:  # `closing` ends the wait between beats as an ask does
+            closing.wait()
+            self._asked.set()
+
+        threading.Thread(target=end_the_wait, name="heartbeat-closing", daemon=True).start()
         next_recovery = 0.0
         while not closing.is_set():
-            try:
-                self.beat()
-            except DB_UNREACHABLE as exc:
-                log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
-            except Exception:
-                log.exception("heartbeat error")
+            asked = self._asked.is_set()
+            self._asked.clear()
+            renewed = self._beat_once(asked)
             for executor in self.executors:
                 executor.enforce_timeouts()
             if time.monotonic() >= next_recovery and not self._draining():
                 next_recovery = time.monotonic() + self.recovery_interval
                 self.recover_once()
-            closing.wait(self.interval)
+            if renewed:
+                self._asked.wait(self.interval)
+            else:
+                closing.wait(self._backoff.next())
+        with self._conn_lock:
+            self._conn.drop()
+
+    def _beat_once(self, asked: bool = False) -> bool:
+        """One beat, its failure logged; whether it went through. One that goes through
+        after a failed one, or that a producer asked for, tells the producers."""
+        was_renewing = self._renewed_at is not None
+        try:
+            self.beat()
+        except Exception as exc:
+            self._renewed_at = None
+            if isinstance(exc, DB_UNREACHABLE):
+                with self._conn_lock:
+                    self._conn.drop()  # the next beat connects again
+                log.warning("heartbeat failed (%s); retrying in %.1fs", exc,
+                            self._backoff.current,
+                            extra={"action": "heartbeat_failed",
+                                   "retry_in": self._backoff.current})
+            else:
+                log.exception("heartbeat error")
+            return False
+        self._backoff.reset()
+        if asked or not was_renewing:
+            self._on_renewing()
+        return True
 
     def recover_once(self) -> dict[str, int]:
         """One recovery pass over every worker's expired leases."""
         try:
-            with self.control_pool.connection() as conn:
-                counts = self._recover(conn)
+            with self._conn_lock:
+                counts = self._recover(self._conn.get())
             if counts.get("pending"):
                 self._on_recovered()
             return counts
         except DB_UNREACHABLE as exc:
+            with self._conn_lock:
+                self._conn.drop()
             log.warning("recovery pass failed: %s", exc)
             return {}
 
@@ -110,16 +175,20 @@ class Heartbeat:
                 "progress": None if progress is None else json.loads(progress),
                 "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
         try:
-            with self.control_pool.connection() as conn:
+            with self._conn_lock:
+                conn = self._conn.get()
                 store = JobStore(conn)
                 owned: dict[UUID, bool] = {}  # execution id -> cancel requested
                 sent = lease.now()  # the leases renewed now start no earlier than this
-                if rows:
-                    owned = {r[1]: r[2] for r in store.rows(
-                        Q.heartbeat_executions, batch_params(list(rows.values()), id_key="id"))}
-                state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
-                store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id, "state": state,
-                                                "loop_lag_ms": lag_ms})
+                with conn.transaction():
+                    if rows:
+                        owned = {r[1]: r[2] for r in store.rows(
+                            Q.heartbeat_executions,
+                            batch_params(list(rows.values()), id_key="id"))}
+                    state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
+                    store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id,
+                                                    "state": state, "loop_lag_ms": lag_ms})
+                self._renewed_at = sent
         except BaseException:
             for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
                 ex.control.restore_pending(progress, checkpoint)
@@ -140,7 +209,15 @@ class Heartbeat:
         for ex in live:
             if self._learn(ex, owned):
                 zombies.append(ex.control.type)
-        count_on(self.control_pool, ZOMBIE_LEASE, zombies)
+        if zombies:
+            try:
+                with self._conn_lock:
+                    count(self._conn.get(), ZOMBIE_LEASE, zombies)
+            except DB_UNREACHABLE as exc:  # the leases were renewed: only the count is lost
+                with self._conn_lock:
+                    self._conn.drop()
+                log.warning("could not count %d %s event(s): %s", len(zombies),
+                            ZOMBIE_LEASE, exc)
 
     @staticmethod
     def _learn(ex: Execution, owned: dict[UUID, bool]) -> bool:

@@ -239,6 +239,15 @@ class JobBuffer:
         return left
 
 
+class Renewal(Protocol):
+    """The worker's heartbeat as its producers see it (worker/engine/heartbeat.py): a
+    job is claimed only while its lease can be renewed."""
+
+    def renewing(self, since: float | None = None) -> bool: ...
+
+    def ask_beat(self) -> None: ...
+
+
 class SlotRunner(Protocol):
     """The lane's executor as a producer thread sees it when it runs a job it claimed
     (worker/engine/executor.py: take_slot_for, begin_in_slot, run_begun)."""
@@ -286,8 +295,16 @@ class Producer:
                  settings: ProducerSettings = ProducerSettings(),
                  limits: Callable[[], LimitedClaim | None] | None = None,
                  listens: bool = False, serves: Callable[[str], bool] | None = None,
-                 runner: SlotRunner | None = None, name: str = "*") -> None:
+                 runner: SlotRunner | None = None, name: str = "*",
+                 renewal: Renewal | None = None) -> None:
         self._conn = conn
+        #: The heartbeat that renews what this producer claims (None: none to wait for).
+        self.renewal = renewal
+        #: When (lease clock) the claim connection last failed, until a beat sent since
+        #: went through: the heartbeat's connection may be as dead as that one was.
+        self._cut_at: float | None = None
+        #: Whether claims wait for the heartbeat now (logged once per wait).
+        self._paused = False
         self.name = name  # the lane's label, in its threads' names
         self.claims = claims
         self.settings = settings
@@ -448,7 +465,7 @@ class Producer:
             self.wake.clear()
             self._notified = False
             want = self.wanted()
-            if not want:
+            if not want or not self._renewable():
                 continue
             try:
                 jobs = self._claim(want)
@@ -463,6 +480,7 @@ class Producer:
             except DB_UNREACHABLE as exc:
                 self._listening = None
                 self._conn.drop()
+                self._cut_at = lease.now()
                 wait = self._backoff.next()
                 log.warning("claim failed (%s); retrying in %.1fs", exc, wait,
                             extra={"action": "db_unavailable"})
@@ -484,6 +502,30 @@ class Producer:
                 return jobs[0]
             self.buffer.put(jobs)
         return None
+
+    def _renewable(self) -> bool:
+        """Whether a job claimed now keeps its lease: the heartbeat's beats go through,
+        and since this producer's connection last failed, one did. Else the heartbeat
+        is asked to beat now and the claim waits; the heartbeat wakes the producers
+        once a beat goes through again (`on_renewing`), the poll interval at the latest.
+        A claim made while the beats fail is work whose lease lapses under a live worker
+        and is run again elsewhere (docs/faults.md, "Heartbeat, claims and recovery")."""
+        renewal = self.renewal
+        if renewal is None:
+            return True
+        if renewal.renewing(self._cut_at):
+            self._cut_at = None
+            if self._paused:
+                self._paused = False
+                log.info("claiming again: the heartbeat renews leases",
+                         extra={"action": "claims_resumed"})
+            return True
+        renewal.ask_beat()
+        if not self._paused:
+            self._paused = True
+            log.warning("claims wait: the heartbeat cannot renew leases yet",
+                        extra={"action": "claims_paused"})
+        return False
 
     def _replan(self) -> None:
         """Make the claim connection's plans again if its last claim found them due
@@ -531,6 +573,7 @@ class Producer:
                         extra={"action": "listen_reconnect"})
             self._listening = None
             self._conn.drop()
+            self._cut_at = lease.now()
 
     def _noted(self, queue: str) -> None:
         """A notification on the claim connection (while it waits, or during a claim):
