@@ -10,11 +10,14 @@ a live execution.
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from worker import Registry, RetryPolicy, enqueue, job
+from worker.core.states import ExecutionOutcome as O
+from worker.core.states import JobStatus as S
 from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import finish_params
+from worker.engine.completer import Completion, finish_params, write_batch
 from worker.engine.producer import claim
 from worker.store.queries import Q
 
@@ -91,3 +94,42 @@ def test_a_lost_execution_is_recorded_as_running_until_its_last_heartbeat(conn, 
         "SELECT execution_id, duration_ms FROM job_executions WHERE outcome = 'worker_lost'"
     ).fetchall())
     assert durations == {quiet_long[1]: 10_000.0, quiet_short[1]: 55_000.0}
+
+
+def test_an_execution_lost_with_its_worker_spends_its_attempt_even_for_a_job_that_snoozes(
+        clean_db):
+    """Decided (docs/faults.md, "Heartbeat, claims and recovery"): a snooze gives its
+    attempt back only once its outcome is written. An execution lost with its worker,
+    killed before or after its handler snoozed, spends its attempt like any lost one:
+    nobody knows what it did, and a job that kills its worker on every run must still end
+    `failed` after max_attempts, however often it snoozed before."""
+    reg = Registry()
+    job("lease.snoozing", lease=30, max_attempts=2,
+        backoff=RetryPolicy(base=0, cap=0, jitter=0), registry=reg)(lambda ctx, payload: None)
+    with psycopg.connect(clean_db, autocommit=True) as db:
+        job_id = enqueue(db, "lease.snoozing", {}, registry=reg)
+
+        def run() -> object:
+            (c,) = claim(db, types=["lease.snoozing"], leases=[30.0], queues=None, limit=1,
+                         worker_id="w-snooze")
+            return c
+
+        def lose(c) -> None:
+            db.execute("UPDATE background_jobs SET lease_expires_at = now() - "
+                       "interval '1 s' WHERE id = %s", [c.id])
+            assert sum(recover_stale_running(db, reg).values()) == 1
+
+        def state() -> tuple:
+            return db.execute("SELECT status, attempts, snoozes, last_error_code FROM "
+                              "background_jobs WHERE id = %s", [job_id]).fetchone()
+
+        snoozed = run()  # its snooze is written: the attempt comes back
+        assert write_batch(db, [Completion(
+            job_id=job_id, execution_id=snoozed.execution_id, type="lease.snoozing",
+            attempt=snoozed.attempt, lease=30.0, status=S.PENDING,
+            outcome=O.SNOOZED)]) == {snoozed.execution_id: "pending"}
+        assert state() == ("pending", 0, 1, None)
+        lose(run())  # lost with its worker: spent
+        assert state() == ("pending", 1, 1, "WORKER_LOST")
+        lose(run())  # and the last one
+        assert state() == ("failed", 2, 1, "WORKER_LOST")
