@@ -124,7 +124,6 @@ def test_no_claim_while_every_beat_fails_and_the_beats_back_off_to_one_interval(
              message="four failed beats")
     assert statuses(clean_db) == {"pending": 3}
     assert len(scene.buffer) == 0
-    assert actions(caplog, "claims_paused")
     waits = [r.retry_in for r in actions(caplog, "heartbeat_failed")]
     assert waits[:4] == [0.5, INTERVAL, INTERVAL, INTERVAL]
     assert max(waits) == INTERVAL
@@ -133,7 +132,8 @@ def test_no_claim_while_every_beat_fails_and_the_beats_back_off_to_one_interval(
     wait_for(lambda: statuses(clean_db) == {"running": 3}, timeout=30,
              message="the claim once a beat went through")
     assert len(scene.buffer) == 3
-    assert actions(caplog, "claims_resumed")
+    # A start's wait for the first beat is no news: nothing said.
+    assert not actions(caplog, "claims_paused") and not actions(caplog, "claims_resumed")
 
 
 @pytest.mark.parametrize("scene", [None], indirect=True)

@@ -103,7 +103,8 @@ class Heartbeat:
             renewed = self._beat_once(asked)
             for executor in self.executors:
                 executor.enforce_timeouts()
-            if time.monotonic() >= next_recovery and not self._draining():
+            # Not while the beats fail: the pass would only try the same server again.
+            if renewed and time.monotonic() >= next_recovery and not self._draining():
                 next_recovery = time.monotonic() + self.recovery_interval
                 self.recover_once()
             if renewed:

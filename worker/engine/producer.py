@@ -303,8 +303,10 @@ class Producer:
         #: When (lease clock) the claim connection last failed, until a beat sent since
         #: went through: the heartbeat's connection may be as dead as that one was.
         self._cut_at: float | None = None
-        #: Whether claims wait for the heartbeat now (logged once per wait).
+        #: Whether claims wait for the heartbeat now, and whether they ever went on: the
+        #: wait for the first beat, at every start, is not worth a line in the log.
         self._paused = False
+        self._renewed_before = False
         self.name = name  # the lane's label, in its threads' names
         self.claims = claims
         self.settings = settings
@@ -517,14 +519,17 @@ class Producer:
             self._cut_at = None
             if self._paused:
                 self._paused = False
-                log.info("claiming again: the heartbeat renews leases",
-                         extra={"action": "claims_resumed"})
+                if self._renewed_before:
+                    log.info("claiming again: the heartbeat renews leases",
+                             extra={"action": "claims_resumed"})
+            self._renewed_before = True
             return True
         renewal.ask_beat()
         if not self._paused:
             self._paused = True
-            log.warning("claims wait: the heartbeat cannot renew leases yet",
-                        extra={"action": "claims_paused"})
+            if self._renewed_before:
+                log.warning("claims wait: the heartbeat cannot renew leases yet",
+                            extra={"action": "claims_paused"})
         return False
 
     def _replan(self) -> None:
