@@ -59,8 +59,7 @@ def registry():
     return reg
 
 
-def heartbeat(url: str, pool: ConnectionPool, executor: Executor, registry: Registry,
-              worker_id: str) -> Heartbeat:
+def heartbeat(url: str, executor: Executor, registry: Registry, worker_id: str) -> Heartbeat:
     return Heartbeat(conn=DedicatedConnection(url), worker_id=worker_id,
                      executors=[executor], completer=Completer(DedicatedConnection(url)),
                      interval=1.0, recovery_interval=60.0,
@@ -104,7 +103,7 @@ def test_a_buffered_job_that_finished_between_the_read_and_the_renewal_is_no_zom
         executor = Executor(registry=registry, pool=pool, buffer=buffer, completer=None,
                             concurrency=1, on_slot_free=lambda job: None,
                             on_abandoned=lambda: None)
-        beat = heartbeat(clean_db, pool, executor, registry, "w-beat")
+        beat = heartbeat(clean_db, executor, registry, "w-beat")
         beat.beat()
         assert buffer.after_read is None, "the slot's steps ran inside the beat"
 
@@ -135,7 +134,7 @@ def test_a_zombie_found_by_the_beat_is_not_counted_again_when_a_slot_takes_it(
         executor = Executor(registry=registry, pool=pool, buffer=buffer, completer=None,
                             concurrency=1, on_slot_free=lambda job: None,
                             on_abandoned=lambda: None)
-        heartbeat(clean_db, pool, executor, registry, "w-beat").beat()
+        heartbeat(clean_db, executor, registry, "w-beat").beat()
         assert zombie_leases(db) == {TYPE: 1}
         taken = buffer.take_with_slot(threading.Semaphore(1), timeout=0)
         assert taken is gone
