@@ -22,6 +22,11 @@ Threads, each with one duty:
   cancellations and lost leases, enforces timeouts, runs recovery (worker/engine/heartbeat.py).
 - duties: schedules and retention, each at its own interval (worker/duties/periodic.py).
 
+A thread of the worker's own that dies of an exception (a handler's never reaches it:
+worker/engine/runner.py) stops the worker, which then exits 1 so that its supervisor
+starts it again: a worker a thread short would run on with a lane that no longer claims
+or leases that are no longer renewed.
+
 SIGTERM/SIGINT: stop claiming, hand the jobs still waiting in the buffers back at once
 (no attempt spent), let running jobs finish within `grace`, hand the rest back, flush the
 completer, exit 0. A second signal forces the hand-back at once. The main thread runs
@@ -39,6 +44,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
@@ -157,7 +163,7 @@ class WorkerProcess:
         self._give_up = threading.Event()  # the completer stops retrying a failed flush
         self._closing = threading.Event()  # background threads exit
         self.restart_requested = False
-        self._lane_failed = False
+        self._failed = False  # a thread of its own died: exit 1
         # Made here, opened by run(): every part of the worker exists from the start.
         # Handlers may hold two connections each (ctx.transaction() plus progress or the
         # effect ledger), and abandoned threads keep theirs until they return.
@@ -240,17 +246,13 @@ class WorkerProcess:
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
         self._read_limits()
-        completers = [threading.Thread(target=self.completer.run, args=(i,), daemon=True,
-                                       name=f"completer-{i}")
+        completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
-        threads = [threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True,
-                                    args=(self._closing,)),
-                   threading.Thread(target=self.duties.run, name="duties", daemon=True,
-                                    args=(self.control_pool, self._closing))]
+        threads = [self._thread("heartbeat", self.heartbeat.run, self._closing),
+                   self._thread("duties", self.duties.run, self.control_pool, self._closing)]
         if not self.producers_listen:
-            threads.append(threading.Thread(target=listen_for_jobs, name="listener",
-                                            daemon=True,
-                                            args=(self.url, self._wake, self._closing)))
+            threads.append(self._thread("listener", listen_for_jobs, self.url, self._wake,
+                                        self._closing))
         # Every lane's producer claims on a thread of its own: this one only waits.
         producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
@@ -300,19 +302,37 @@ class WorkerProcess:
             sys.stderr.flush()
             # The same command line again (`jobwarden worker ...` or `python -m worker.cli`).
             os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-        return 1 if self._force.is_set() or self._lane_failed else 0
+        return 1 if self._force.is_set() or self._failed else 0
+
+    def _thread(self, name: str, target: Callable[..., object], *args: Any) -> threading.Thread:
+        """A daemon thread running `target(*args)`; its death stops the worker (exit 1)."""
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:
+                self._thread_died(name, exc)
+
+        return threading.Thread(target=run, name=name, daemon=True)
+
+    def _thread_died(self, name: str, exc: BaseException) -> None:
+        """A thread of the worker's own died: stop, and exit 1 (a SystemExit too, which
+        Python's threads would drop without a word, the worker later exiting 0)."""
+        self._failed = True
+        self.request_stop()
+        log.critical("thread %s died (%s): stopping the worker, which will exit 1", name,
+                     type(exc).__name__, exc_info=exc,
+                     extra={"action": "thread_died", "thread_name": name})
 
     def _produce(self, rt: LaneRuntime) -> None:
-        """A lane's producer on a thread of its own. If it fails (not a database outage,
-        which it rides out), the worker stops rather than run with a lane that no longer
-        claims, and exits 1 so that its supervisor starts it again."""
+        """A lane's producer on a thread of its own (it runs jobs too). If it fails (not a
+        database outage, which it rides out), the worker stops rather than run with a
+        lane that no longer claims, and exits 1 so that its supervisor starts it again."""
         try:
             rt.producer.run()
-        except Exception:
-            log.exception("lane %s: the producer failed; stopping the worker", rt.lane.label,
-                          extra={"action": "producer_failed"})
-            self._lane_failed = True
-            self.request_stop()
+        except BaseException as exc:
+            log.error("lane %s: the producer failed; stopping the worker", rt.lane.label,
+                      extra={"action": "producer_failed"})
+            self._thread_died(f"producer-{rt.lane.label}", exc)
 
     def _lane_runtime(self, lane: Lane) -> LaneRuntime:
         """A lane with its buffer, its slot threads (started by run()) and its producer,
@@ -328,7 +348,7 @@ class WorkerProcess:
             completer=self.completer, concurrency=lane.slots, on_slot_free=slot_freed,
             on_abandoned=self._check_abandoned, timeout_grace=self.config.timeout_grace,
             threads=self._slot_threads(lane), name=lane.label,
-            on_loop_stuck=self._loop_stuck)
+            on_loop_stuck=self._loop_stuck, on_thread_died=self._thread_died)
         claims = ClaimSpec(
             types=[t.name for t in self.types], leases=[t.lease for t in self.types],
             limits=[t.concurrency_limit for t in self.types],

@@ -25,6 +25,10 @@ UNKNOWN = "UNKNOWN"
 #: PostgreSQL refused the outcome as built; this failure was recorded in its place.
 OUTCOME_UNSTORABLE = "OUTCOME_UNSTORABLE"
 SNOOZE_LIMIT = "SNOOZE_LIMIT"
+#: The handler raised what is not an Exception (SystemExit, KeyboardInterrupt,
+#: GeneratorExit, a BaseException of its own) or tried to stop its lane's event loop:
+#: its job fails (retried within max_attempts), the worker runs on.
+HANDLER_ABORTED = "HANDLER_ABORTED"
 
 
 class JobError(Exception):

@@ -104,7 +104,8 @@ class Executor:
                  on_slot_free: Callable[[ClaimedJob | None], None],
                  on_abandoned: Callable[[], None], timeout_grace: float = 5.0,
                  threads: int | None = None, name: str = "*",
-                 on_loop_stuck: Callable[[str], None] | None = None) -> None:
+                 on_loop_stuck: Callable[[str], None] | None = None,
+                 on_thread_died: Callable[[str, BaseException], None] | None = None) -> None:
         self.registry = registry
         self.pool = pool
         self.buffer = buffer
@@ -117,6 +118,9 @@ class Executor:
         # Told when the lane's loop is held by a handler already abandoned: nothing more
         # can run on it, so the worker restarts (as for too many abandoned threads).
         self._on_loop_stuck = on_loop_stuck
+        # Told when a slot thread dies of an exception (a handler's never gets this far):
+        # the worker stops and exits non-zero rather than run on a slot short.
+        self._on_thread_died = on_thread_died
         # The lane's slots, thread or task: taken before a job is, given back by _free().
         self._slots_free = threading.BoundedSemaphore(concurrency)
         self._loop: LaneLoop | None = None
@@ -165,6 +169,14 @@ class Executor:
         threading.Thread(target=self._slot, name=f"slot-{n}", daemon=True).start()
 
     def _slot(self) -> None:
+        try:
+            self._serve_slot()
+        except BaseException as exc:
+            if self._on_thread_died is None:
+                raise
+            self._on_thread_died(threading.current_thread().name, exc)
+
+    def _serve_slot(self) -> None:
         while True:
             # A job and a slot for it together: an idle slot thread holds no slot, so the
             # producer can take one for the job it just claimed (take_slot_for).
@@ -435,8 +447,14 @@ class Executor:
                 if following is None:
                     return
                 current = following
-        except BaseException:
+        except BaseException as exc:
             self._ended(current)  # not passed on: given back (if not already)
+            if not isinstance(exc, asyncio.CancelledError):
+                # Said now: a task's exception is otherwise only told when the task is
+                # collected, if ever (an abandoned execution keeps its task).
+                log.error("lane %s: the task running job %s failed", self.name,
+                          current.job.id, exc_info=exc,
+                          extra={"action": "lane_task_failed", "job_id": current.job.id})
             raise
 
     async def _run_one_async(self, ex: Execution, lane_loop: LaneLoop) -> None:

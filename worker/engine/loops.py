@@ -10,6 +10,10 @@ lane's coroutines but never its leases. A probe task on the loop notes the time 
 time it wakes; the heartbeat thread reads how long ago that was (`stalled_for`), says
 so in the worker log with where the loop thread is stuck, and reports the worst lag in
 the worker's row (`job_workers.loop_lag_ms`, shown on the console's Workers page).
+
+A handler cannot take the loop down: what it raises ends its own job (worker/engine/
+runner.py), its `loop.stop()` raises LoopStopRefused into it, and should the loop's run
+end anyway (a callback's SystemExit, which asyncio lets through) it is run again.
 """
 
 from __future__ import annotations
@@ -37,6 +41,23 @@ PROBE_INTERVAL = 0.05
 #: A loop that has not run its probe for this long is stalled: said in the log and on
 #: the Workers page. Far above a busy loop's normal lag (milliseconds), far below a lease.
 STALL_SECONDS = 0.5
+
+
+class LoopStopRefused(BaseException):
+    """Raised by a lane loop's stop() when a handler calls it: the loop is the lane's,
+    not the handler's. A BaseException, so that a handler's `except Exception` does not
+    swallow it: its job fails with HANDLER_ABORTED."""
+
+
+class LaneEventLoop(asyncio.SelectorEventLoop):
+    """A selector loop that only the worker may stop (LaneLoop.stop())."""
+
+    stop_allowed = False
+
+    def stop(self) -> None:
+        if not self.stop_allowed:
+            raise LoopStopRefused("a handler may not stop its lane's event loop")
+        super().stop()
 
 
 class PreciseSelector(selectors.DefaultSelector):
@@ -72,7 +93,7 @@ class LaneLoop:
 
     def __init__(self, name: str, *, sync_pool: ConnectionPool, max_connections: int) -> None:
         self.name = name
-        self.loop: asyncio.AbstractEventLoop = asyncio.SelectorEventLoop(PreciseSelector())
+        self.loop = LaneEventLoop(PreciseSelector())
         self.thread = threading.Thread(target=self._run, name=f"loop-{name}", daemon=True)
         self._sync_pool = sync_pool
         self._max_connections = max_connections
@@ -87,7 +108,16 @@ class LaneLoop:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         probe = self.loop.create_task(self._probe())
-        self.loop.run_forever()
+        while True:
+            try:
+                self.loop.run_forever()
+            except BaseException:  # a callback's SystemExit or KeyboardInterrupt
+                if not self.loop.stop_allowed:
+                    log.exception("lane %s: its event loop was interrupted; running it "
+                                  "again", self.name,
+                                  extra={"action": "loop_interrupted", "lane": self.name})
+            if self.loop.stop_allowed:
+                break
         # Stopped: end the probe (tasks left behind, abandoned ones, die with the process).
         probe.cancel()
         self.loop.run_until_complete(asyncio.gather(probe, return_exceptions=True))
@@ -134,6 +164,7 @@ class LaneLoop:
                 self.submit(pool.close(timeout=timeout)).result(timeout)
             except Exception:  # a stalled loop cannot close it: the process exit will
                 log.warning("lane %s: its async connection pool did not close", self.name)
+        self.loop.stop_allowed = True
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(0.1 if stalled else timeout)  # a stalled loop does not stop
 

@@ -126,6 +126,10 @@ def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobTyp
         return ended(ExecutionOutcome.SKIPPED, None, sanitize_text(exc.reason) or None)
     if isinstance(exc, E.JobCancelled) or run.operator_cancelled:
         return ended(ExecutionOutcome.CANCELLED, None, "cancelled at operator request")
+    if not isinstance(exc, Exception | asyncio.CancelledError):
+        # SystemExit, KeyboardInterrupt, GeneratorExit, a handler's own BaseException:
+        # this job's failure, never the worker's (docs/faults.md, "Hostile handlers").
+        return retry_or_fail(job_type, attempt, max_attempts, E.HANDLER_ABORTED, message)
     if isinstance(exc, E.AmbiguousOutcome):
         return ended(ExecutionOutcome.UNKNOWN, exc.code, message)
     if isinstance(exc, E.PermanentError):
@@ -185,8 +189,8 @@ def run_handler(job_type: JobType, run: ExecutionControl,
     except LeaseLost:
         run.close_transaction(commit=False)
         return None
-    except Exception as e:  # every failure is classified and recorded, never lost
-        exc = e
+    except BaseException as e:  # every failure is classified and recorded, never lost:
+        exc = e  # a SystemExit ends this job, not the thread that ran it
     if run.lease_lost:
         run.close_transaction(commit=False)
         return None
@@ -210,8 +214,8 @@ async def run_handler_async(job_type: JobType, run: ExecutionControl,
         if task is not None:
             task.uncancel()  # handled: what follows (the hand-over) runs uncancelled
         exc = e
-    except Exception as e:  # classified and recorded, never lost
-        exc = e
+    except BaseException as e:  # classified and recorded, never lost: a SystemExit or a
+        exc = e  # KeyboardInterrupt let through would stop the lane's loop
     if run.lease_lost:
         await run.close_async_transaction(commit=False)
         return None

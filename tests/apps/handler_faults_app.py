@@ -1,0 +1,123 @@
+"""Hostile handlers, for tests/chaos/test_handler_faults.py: handlers that raise what is
+not an Exception (SystemExit, KeyboardInterrupt, GeneratorExit, a BaseException of their
+own), stop their lane's event loop, block it for a moment, or run past their timeout.
+
+Every type has a 30 s lease, so the worker's heartbeat beats every 10 s: whatever these
+tests see happen within a few seconds is the worker's doing between two beats, not the
+heartbeat's. They report through chaos_events (tests/apps/chaos_app.py, `note`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.apps.chaos_app import FAST, note
+from worker import job, registry
+
+# Importing chaos_app registered its handlers: this app serves only its own.
+registry.clear()
+
+QUEUE = "faults"
+#: How long a handler that overran waits for the worker to record its execution's end.
+SEE_END_SECONDS = 5.0
+
+
+class Custom(BaseException):
+    """A BaseException of the handler's own, as some libraries define."""
+
+
+def raise_kind(kind: str) -> None:
+    if kind == "SystemExit":
+        raise SystemExit(3)
+    if kind == "KeyboardInterrupt":
+        raise KeyboardInterrupt
+    if kind == "GeneratorExit":
+        raise GeneratorExit
+    if kind == "custom":
+        raise Custom("a handler's own BaseException")
+    raise AssertionError(f"unknown kind {kind!r}")
+
+
+def end_recorded(ctx) -> bool:
+    """Whether the worker has recorded this execution's end."""
+    with ctx._pool.connection() as conn:
+        row = conn.execute("SELECT finished_at IS NOT NULL FROM job_executions_all "
+                           "WHERE execution_id = %s", [ctx.execution_id]).fetchone()
+    return bool(row and row[0])
+
+
+def wait_for_end(ctx) -> bool:
+    deadline = time.monotonic() + SEE_END_SECONDS
+    while time.monotonic() < deadline:
+        if end_recorded(ctx):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@job("faults.raise", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+def raising_job(ctx, payload):
+    note(ctx, "started")
+    raise_kind(payload["kind"])
+
+
+@job("faults.araise", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+async def araising_job(ctx, payload):
+    await asyncio.to_thread(note, ctx, "started")
+    await asyncio.sleep(0.05)  # a real await first: the task is suspended on the loop
+    if payload["kind"] == "loop_stop":
+        asyncio.get_running_loop().stop()
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(note, ctx, "returned")
+        return
+    raise_kind(payload["kind"])
+
+
+@job("faults.steady", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+async def steady_job(ctx, payload):
+    """An innocent coroutine: awaits for a while, noting its start and its end."""
+    await asyncio.to_thread(note, ctx, "start")
+    await asyncio.sleep(payload.get("seconds", 0.3))
+    await asyncio.to_thread(note, ctx, "end")
+
+
+@job("faults.tsteady", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+def thread_steady_job(ctx, payload):
+    note(ctx, "start")
+    ctx.wait_cancelled(payload.get("seconds", 0.3))
+    note(ctx, "end")
+
+
+@job("faults.block", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+async def blocking_job(ctx, payload):
+    """Blocks its lane's loop for a moment (a synchronous call in a coroutine)."""
+    await asyncio.to_thread(note, ctx, "started")
+    time.sleep(payload.get("seconds", 2.0))
+    await asyncio.to_thread(note, ctx, "returned")
+
+
+@job("faults.swallow", queue=QUEUE, lease=30, timeout=1, max_attempts=1, backoff=FAST)
+async def swallowing_job(ctx, payload):
+    """Overruns its 1 s timeout and swallows the CancelledError of it, then waits (a few
+    seconds at most) for the worker to record its execution's end, says whether it saw
+    it, and returns as if all went well."""
+    await asyncio.to_thread(note, ctx, "started")
+    try:
+        await asyncio.sleep(2)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(note, ctx, "swallowed")
+    saw = await asyncio.to_thread(wait_for_end, ctx)
+    await asyncio.to_thread(note, ctx, "saw_end" if saw else "no_end")
+
+
+@job("faults.overrun", queue=QUEUE, lease=30, timeout=1, max_attempts=1, backoff=FAST)
+def overrunning_job(ctx, payload):
+    """A thread handler that ignores its 1 s timeout, waits (a few seconds at most) for
+    the worker to record its execution's end, says whether it saw it, and returns."""
+    note(ctx, "started")
+    note(ctx, "saw_end" if wait_for_end(ctx) else "no_end")  # deaf to the cancel signal
+
+
+TYPES = [raising_job, araising_job, steady_job, thread_steady_job, blocking_job,
+         swallowing_job, overrunning_job]
