@@ -20,6 +20,8 @@ Threads, each with one duty:
 - completer: writes outcomes in batches, each row a compare-and-set (worker/engine/completer.py).
 - heartbeat: renews every lease this process holds, in every lane, in one statement; learns
   cancellations and lost leases, enforces timeouts, runs recovery (worker/engine/heartbeat.py).
+- watchdog: every 0.1 s, enforces timeouts and logs a lane loop's stall, without waiting
+  for a heartbeat (worker/engine/watchdog.py).
 - duties: schedules and retention, each at its own interval (worker/duties/periodic.py).
 
 A thread of the worker's own that dies of an exception (a handler's never reaches it:
@@ -74,6 +76,7 @@ from worker.engine.listener import (
     producers_listen,
 )
 from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
+from worker.engine.watchdog import Watchdog
 from worker.jobs.job_types import publish_job_types
 from worker.jobs.registry import Registry
 from worker.jobs.registry import registry as default_registry
@@ -199,6 +202,7 @@ class WorkerProcess:
             draining=self._stop.is_set, on_recovered=self._wake, on_renewing=self._wake)
         for rt in self._lanes:  # claims wait while its beats fail (Producer._renewable)
             rt.producer.renewal = self.heartbeat
+        self.watchdog = Watchdog([rt.executor for rt in self._lanes])
 
     # -- lifecycle ---------------------------------------------------------------------
     def _keys_freed(self) -> None:
@@ -249,6 +253,7 @@ class WorkerProcess:
         completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
         threads = [self._thread("heartbeat", self.heartbeat.run, self._closing),
+                   self._thread("watchdog", self.watchdog.run, self._closing),
                    self._thread("duties", self.duties.run, self.control_pool, self._closing)]
         if not self.producers_listen:
             threads.append(self._thread("listener", listen_for_jobs, self.url, self._wake,

@@ -4,9 +4,13 @@ A handler that raises what is not an Exception (SystemExit, KeyboardInterrupt,
 GeneratorExit, a BaseException of its own) or stops its lane's event loop fails its own
 job with HANDLER_ABORTED; no slot thread, producer or loop dies of it, the jobs beside it
 complete and the worker goes on claiming. A worker whose own thread dies exits non-zero.
+Between two heartbeats (10 s apart here), a lane loop's short stall is logged once, and
+a timeout is enforced: an execution past it is never a success.
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 import psycopg
 import pytest
@@ -84,3 +88,58 @@ def test_a_worker_whose_own_thread_dies_exits_non_zero(workers, chaos_db, thread
     wait_for(lambda: not w.alive(), timeout=30, message="the worker to stop")
     assert w.proc.returncode not in (0, None)
     assert w.logged("died (SystemExit): stopping the worker")
+
+
+def test_a_short_stall_of_a_lane_loop_is_logged_once(workers, chaos_db):
+    """A 2 s block, well within one heartbeat interval (10 s): said once as it begins,
+    with the job on the loop, and once as it ends."""
+    w = workers.start(APP, concurrency=2, grace=1)
+    blocker = add(chaos_db, "faults.block", {"seconds": 2.0})
+    assert settle(chaos_db, blocker)["status"] == "completed"
+    wait_for(lambda: w.logged("event loop running again"), timeout=5,
+             message="the stall's end to be logged")
+    log = w.log.read_text(errors="replace")
+    stalls = [line for line in log.splitlines() if "event loop stalled" in line]
+    assert len(stalls) == 1 and f"jobs on it: [{blocker}]" in stalls[0], stalls
+    assert "handler_faults_app.py" in stalls[0]  # where the loop thread is held
+    assert log.count("event loop running again") == 1
+
+
+@pytest.mark.parametrize("type_", ["faults.swallow", "faults.overrun"])
+def test_a_handler_past_its_timeout_is_ended_between_heartbeats_and_never_succeeds(
+        workers, chaos_db, type_):
+    """timeout=1 with a heartbeat every 10 s. The handler (a coroutine that swallows its
+    cancel, or a thread deaf to it) waits a few seconds for the worker to record its end,
+    then returns as if all went well: the end is recorded while it still runs, as a
+    timeout, and its late success is discarded."""
+    workers.start(APP, concurrency=2, grace=1)
+    job_id = add(chaos_db, type_)
+    wait_for(lambda: {"saw_end", "no_end"} & {e[2] for e in events(chaos_db, job_id)},
+             timeout=20, message="the handler to return")
+    row = settle(chaos_db, job_id)
+    assert (row["status"], row["last_error_code"]) == ("failed", E.TIMEOUT)
+    (execution,) = executions(chaos_db, job_id)
+    assert execution["outcome"] == "timeout"
+    seen = [e[2] for e in events(chaos_db, job_id)]
+    assert "saw_end" in seen, seen  # recorded before the handler returned
+    if type_ == "faults.swallow":
+        assert seen.index("swallowed") < seen.index("saw_end")  # its task was cancelled
+
+
+def test_an_abandoned_coroutine_that_ends_later_hands_on_no_slot(workers, chaos_db):
+    """One slot: a handler that swallows its cancel is abandoned (its slot goes to the
+    next job) and returns later, while jobs still wait in the buffer. Its slot was
+    given back when it was abandoned: it must not be handed on (two jobs at once on one
+    slot) nor given back again (`Semaphore released too many times`)."""
+    w = workers.start(APP, concurrency=1, grace=1)
+    stubborn = add(chaos_db, "faults.swallow")
+    wait_for(lambda: started(chaos_db, stubborn), message="the stubborn job to start")
+    queued = [add(chaos_db, "faults.steady", {"seconds": 0.3}) for _ in range(10)]
+    for j in queued:
+        assert settle(chaos_db, j)["status"] == "completed"
+    assert "saw_end" in [e[2] for e in events(chaos_db, stubborn)]
+    one_at_a_time = spans(chaos_db, queued)
+    for (_s, end), (start, _e) in pairwise(one_at_a_time):
+        assert end <= start, one_at_a_time
+    assert not w.logged("released too many times") and not w.logged("task running job")
+    assert w.alive()

@@ -171,6 +171,10 @@ class ExecutionControl:
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
+    def past_deadline(self) -> bool:
+        """Whether the execution has run past its timeout (time_out() may not know yet)."""
+        return self.deadline is not None and time.monotonic() > self.deadline
+
     def lost_lease(self, message: str) -> LeaseLost:
         """Note that a write found another execution owning the job (the handler should
         stop; whatever it returns is discarded) and return the LeaseLost to raise."""

@@ -121,6 +121,8 @@ class Executor:
         # Told when a slot thread dies of an exception (a handler's never gets this far):
         # the worker stops and exits non-zero rather than run on a slot short.
         self._on_thread_died = on_thread_died
+        # The heartbeat and the watchdog both enforce timeouts: one at a time.
+        self._timeouts_lock = threading.Lock()
         # The lane's slots, thread or task: taken before a job is, given back by _free().
         self._slots_free = threading.BoundedSemaphore(concurrency)
         self._loop: LaneLoop | None = None
@@ -540,13 +542,18 @@ class Executor:
         self.job_seconds = seconds if avg is None else avg + (seconds - avg) * 0.05
 
     def loop_lag(self) -> float | None:
-        """Log a stall of the lane's loop; the worst lag since the last call in seconds
-        (None: the lane has no loop). Called by the heartbeat thread."""
+        """The worst lag of the lane's loop since the last call, in seconds (None: the
+        lane has no loop). Called by the heartbeat thread, for the worker's row."""
+        lane_loop = self._loop
+        return None if lane_loop is None else lane_loop.take_lag()
+
+    def watch_loop(self) -> None:
+        """Log a stall of the lane's loop (once per stall), and ask for a restart when an
+        abandoned handler holds it. Called by the watchdog thread, every WATCH_SECONDS."""
         lane_loop = self._loop
         if lane_loop is None:
-            return None
-        lag = lane_loop.check_stall(
-            lambda: [ex.job.id for ex in self.running() if ex.coroutine])
+            return
+        lane_loop.check_stall(lambda: [ex.job.id for ex in self.running() if ex.coroutine])
         with self._lock:
             stuck = [e.job.id for e in self._abandoned if e.coroutine and e.alive()]
         if stuck and lane_loop.stalled_for() >= self.timeout_grace \
@@ -554,7 +561,6 @@ class Executor:
             self._on_loop_stuck(f"lane {self.name}: its event loop has been held for "
                                 f"{lane_loop.stalled_for():.1f}s, with abandoned job(s) "
                                 f"{stuck} on it")
-        return lag
 
     def _hand_over(self, ex: Execution, outcome: runner.Outcome) -> None:
         """Give the outcome to the completer, or complete in the handler's business
@@ -601,7 +607,12 @@ class Executor:
             return sum(1 for e in self._abandoned if e.alive())
 
     def enforce_timeouts(self) -> None:
-        """Ask handlers past their timeout to stop; abandon those that do not in time."""
+        """Ask handlers past their timeout to stop; abandon those that do not in time.
+        Called every WATCH_SECONDS by the watchdog (and at each heartbeat)."""
+        with self._timeouts_lock:
+            self._enforce_timeouts()
+
+    def _enforce_timeouts(self) -> None:
         now = time.monotonic()
         for ex in self.running():
             run = ex.control

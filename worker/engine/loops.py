@@ -7,9 +7,10 @@ handlers then cost a task each, not a thread, so a lane can hold hundreds in fli
 Nothing that keeps a lease alive runs on the loop: the heartbeat is its own thread, so
 a handler that blocks the loop (a `time.sleep`, a synchronous HTTP call) stalls its
 lane's coroutines but never its leases. A probe task on the loop notes the time each
-time it wakes; the heartbeat thread reads how long ago that was (`stalled_for`), says
-so in the worker log with where the loop thread is stuck, and reports the worst lag in
-the worker's row (`job_workers.loop_lag_ms`, shown on the console's Workers page).
+time it wakes; the worker's watchdog thread reads how long ago that was (`stalled_for`)
+every WATCH_SECONDS, and says so in the worker log once per stall, with where the loop
+thread is stuck; the heartbeat reports the worst lag in the worker's row
+(`job_workers.loop_lag_ms`, shown on the console's Workers page).
 
 A handler cannot take the loop down: what it raises ends its own job (worker/engine/
 runner.py), its `loop.stop()` raises LoopStopRefused into it, and should the loop's run
@@ -41,6 +42,9 @@ PROBE_INTERVAL = 0.05
 #: A loop that has not run its probe for this long is stalled: said in the log and on
 #: the Workers page. Far above a busy loop's normal lag (milliseconds), far below a lease.
 STALL_SECONDS = 0.5
+#: How often the watchdog checks each loop for a stall (and each execution's timeout,
+#: worker/engine/watchdog.py): a stall is logged within this of reaching STALL_SECONDS.
+WATCH_SECONDS = 0.1
 
 
 class LoopStopRefused(BaseException):
@@ -91,14 +95,16 @@ class LaneLoop:
     """One event loop on a thread of its own, with its lag probe and, when a handler
     asks for `ctx.transaction()`, a pool of async connections."""
 
-    def __init__(self, name: str, *, sync_pool: ConnectionPool, max_connections: int) -> None:
+    def __init__(self, name: str, *, sync_pool: ConnectionPool, max_connections: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.loop = LaneEventLoop(PreciseSelector())
         self.thread = threading.Thread(target=self._run, name=f"loop-{name}", daemon=True)
         self._sync_pool = sync_pool
         self._max_connections = max_connections
         self._pool: AsyncConnectionPool | None = None
-        self._last_tick = time.monotonic()
+        self._clock = clock
+        self._last_tick = clock()
         self._worst_lag = 0.0  # the worst lag since the heartbeat last read it
         self._stall_logged = False
 
@@ -125,11 +131,15 @@ class LaneLoop:
     async def _probe(self) -> None:
         while True:
             await asyncio.sleep(PROBE_INTERVAL)
-            now = time.monotonic()
-            lag = now - self._last_tick - PROBE_INTERVAL
-            self._last_tick = now
-            if lag > self._worst_lag:
-                self._worst_lag = lag
+            self.tick()
+
+    def tick(self) -> None:
+        """The probe woke: the lag is how late, past the PROBE_INTERVAL it slept."""
+        now = self._clock()
+        lag = now - self._last_tick - PROBE_INTERVAL
+        self._last_tick = now
+        if lag > self._worst_lag:
+            self._worst_lag = lag
 
     # -- running coroutines ----------------------------------------------------------
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
@@ -168,10 +178,10 @@ class LaneLoop:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(0.1 if stalled else timeout)  # a stalled loop does not stop
 
-    # -- stall detection (called from the heartbeat thread) ----------------------------
+    # -- stall detection (called from the watchdog and heartbeat threads) --------------
     def stalled_for(self) -> float:
         """Seconds the loop has gone without running its probe past its interval."""
-        return max(0.0, time.monotonic() - self._last_tick - PROBE_INTERVAL)
+        return max(0.0, self._clock() - self._last_tick - PROBE_INTERVAL)
 
     def take_lag(self) -> float:
         """The worst lag seen since the last call, the current stall included."""
@@ -186,9 +196,9 @@ class LaneLoop:
         frames = traceback.extract_stack(frame)[-3:]
         return " <- ".join(f"{f.filename}:{f.lineno} {f.name}" for f in reversed(frames))
 
-    def check_stall(self, running: Callable[[], list[int]]) -> float:
-        """Log a stall once when it begins and once when it ends; returns the worst lag
-        since the last check. `running`: the ids of the jobs on this loop now."""
+    def check_stall(self, running: Callable[[], list[int]]) -> None:
+        """Log a stall once when it begins and once when it ends. `running`: the ids of
+        the jobs on this loop now."""
         stalled = self.stalled_for()
         if stalled >= STALL_SECONDS and not self._stall_logged:
             self._stall_logged = True
@@ -201,4 +211,3 @@ class LaneLoop:
             self._stall_logged = False
             log.warning("lane %s: event loop running again", self.name,
                         extra={"action": "loop_resumed", "lane": self.name})
-        return self.take_lag()

@@ -109,7 +109,9 @@ def classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType
 
 def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
     attempt, max_attempts = run.attempt, run.max_attempts
-    if run.timed_out:
+    # Past its deadline an execution ended by its timeout, however it ended: a handler
+    # that overran and then returned before the worker stopped waiting is no success.
+    if run.timed_out or run.past_deadline():
         return retry_or_fail(job_type, attempt, max_attempts, E.TIMEOUT,
                              f"execution exceeded its {job_type.timeout:g}s timeout",
                              outcome=ExecutionOutcome.TIMEOUT)
