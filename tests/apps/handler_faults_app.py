@@ -103,6 +103,8 @@ async def swallowing_job(ctx, payload):
     seconds at most) for the worker to record its execution's end, says whether it saw
     it, and returns as if all went well."""
     await asyncio.to_thread(note, ctx, "started")
+    if payload.get("prompt"):
+        return  # within its timeout
     try:
         await asyncio.sleep(2)
     except asyncio.CancelledError:
@@ -116,6 +118,8 @@ def overrunning_job(ctx, payload):
     """A thread handler that ignores its 1 s timeout, waits (a few seconds at most) for
     the worker to record its execution's end, says whether it saw it, and returns."""
     note(ctx, "started")
+    if payload.get("prompt"):
+        return  # within its timeout
     note(ctx, "saw_end" if wait_for_end(ctx) else "no_end")  # deaf to the cancel signal
 
 

@@ -94,12 +94,15 @@ def test_a_short_stall_of_a_lane_loop_is_logged_once(workers, chaos_db):
     """A 2 s block, well within one heartbeat interval (10 s): said once as it begins,
     with the job on the loop, and once as it ends."""
     w = workers.start(APP, concurrency=2, grace=1)
+    smooth = add(chaos_db, "faults.steady", {"seconds": 0.3})  # awaits: no stall
+    assert settle(chaos_db, smooth)["status"] == "completed"
     blocker = add(chaos_db, "faults.block", {"seconds": 2.0})
     assert settle(chaos_db, blocker)["status"] == "completed"
     wait_for(lambda: w.logged("event loop running again"), timeout=5,
              message="the stall's end to be logged")
     log = w.log.read_text(errors="replace")
     stalls = [line for line in log.splitlines() if "event loop stalled" in line]
+    # One line: none for the job that only awaited, one for the 2 s stall.
     assert len(stalls) == 1 and f"jobs on it: [{blocker}]" in stalls[0], stalls
     assert "handler_faults_app.py" in stalls[0]  # where the loop thread is held
     assert log.count("event loop running again") == 1
@@ -111,8 +114,11 @@ def test_a_handler_past_its_timeout_is_ended_between_heartbeats_and_never_succee
     """timeout=1 with a heartbeat every 10 s. The handler (a coroutine that swallows its
     cancel, or a thread deaf to it) waits a few seconds for the worker to record its end,
     then returns as if all went well: the end is recorded while it still runs, as a
-    timeout, and its late success is discarded."""
+    timeout, and its late success is discarded. The same handler returning at once, within
+    its timeout, completes."""
     workers.start(APP, concurrency=2, grace=1)
+    prompt = add(chaos_db, type_, {"prompt": True})
+    assert settle(chaos_db, prompt)["status"] == "completed"
     job_id = add(chaos_db, type_)
     wait_for(lambda: {"saw_end", "no_end"} & {e[2] for e in events(chaos_db, job_id)},
              timeout=20, message="the handler to return")
