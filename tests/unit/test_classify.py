@@ -49,6 +49,33 @@ def test_timeout_wins_over_whatever_the_handler_raised():
     assert (out.status, out.outcome, out.error_code) == ("pending", "timeout", "TIMEOUT")
 
 
+class OwnBase(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("exc", [SystemExit(0), KeyboardInterrupt(), GeneratorExit(),
+                                 OwnBase("mine")])
+def test_what_is_not_an_exception_is_the_jobs_failure_with_its_own_code(exc):
+    out = classify(exc, ctx(), JT)
+    assert (out.status, out.outcome, out.error_code) == ("pending", "retry", E.HANDLER_ABORTED)
+    assert type(exc).__name__ in out.error and out.traceback
+    last = classify(exc, ctx(attempt=3), JT)
+    assert (last.status, last.error_code) == ("failed", E.HANDLER_ABORTED)
+
+
+def test_an_ending_past_the_deadline_is_a_timeout_and_one_before_it_is_not():
+    before = ExecutionControl(pool=None, job_id=1, execution_id=None, attempt=1,
+                              max_attempts=3, type="t", queue="default", version=1,
+                              timeout=60)
+    assert classify(None, before, JT).status == "completed"
+    past = ExecutionControl(pool=None, job_id=1, execution_id=None, attempt=1,
+                            max_attempts=3, type="t", queue="default", version=1,
+                            timeout=1, started=before.started - 2)  # its deadline passed
+    assert not past.timed_out  # the watchdog has not seen it yet
+    out = classify(None, past, JT)
+    assert (out.status, out.outcome, out.error_code) == ("pending", "timeout", "TIMEOUT")
+
+
 def test_payload_upgrades_chain_and_missing_steps_fail_permanently():
     reg = Registry()
 
