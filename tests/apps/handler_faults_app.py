@@ -89,6 +89,30 @@ def thread_steady_job(ctx, payload):
     note(ctx, "end")
 
 
+def gate_open(ctx) -> bool:
+    """Whether the test has opened this job's gate (a row in chaos_gates)."""
+    with ctx._pool.connection() as conn:
+        return conn.execute("SELECT 1 FROM chaos_gates WHERE job_id = %s",
+                            [ctx.job_id]).fetchone() is not None
+
+
+@job("faults.gated", queue=QUEUE, lease=30, timeout=60, max_attempts=1, backoff=FAST)
+async def gated_job(ctx, payload):
+    """An innocent coroutine that runs until the test opens its gate."""
+    await asyncio.to_thread(note, ctx, "start")
+    while not await asyncio.to_thread(gate_open, ctx):
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(note, ctx, "end")
+
+
+@job("faults.tgated", queue=QUEUE, lease=30, timeout=60, max_attempts=1, backoff=FAST)
+def thread_gated_job(ctx, payload):
+    note(ctx, "start")
+    while not gate_open(ctx):
+        time.sleep(0.05)
+    note(ctx, "end")
+
+
 @job("faults.block", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
 async def blocking_job(ctx, payload):
     """Blocks its lane's loop for a moment (a synchronous call in a coroutine)."""
@@ -123,5 +147,5 @@ def overrunning_job(ctx, payload):
     note(ctx, "saw_end" if wait_for_end(ctx) else "no_end")  # deaf to the cancel signal
 
 
-TYPES = [raising_job, araising_job, steady_job, thread_steady_job, blocking_job,
-         swallowing_job, overrunning_job]
+TYPES = [raising_job, araising_job, steady_job, thread_steady_job, gated_job,
+         thread_gated_job, blocking_job, swallowing_job, overrunning_job]

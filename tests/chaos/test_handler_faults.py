@@ -47,33 +47,42 @@ def spans(url: str, job_ids: list[int]) -> list[tuple]:
             [job_ids]).fetchall()
 
 
+def running_together(url: str, type_: str, n: int) -> list[int]:
+    """Enqueue n jobs that run until their gate opens; return once all n run at once."""
+    ids = [add(url, type_) for _ in range(n)]
+    wait_for(lambda: all(started(url, j) for j in ids),
+             message=f"{n} jobs of {type_} to run at once")
+    return ids
+
+
+def open_gates(url: str, job_ids: list[int]) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute("INSERT INTO chaos_gates (job_id) SELECT unnest(%s::bigint[])", [job_ids])
+
+
 @pytest.mark.parametrize("handler", ["thread", "coroutine"])
 def test_a_handler_raising_a_base_exception_fails_its_job_and_nothing_else(
         workers, chaos_db, handler):
-    """Each kind, raised while innocent jobs of the same lane run beside it: the job
-    fails with HANDLER_ABORTED, the others complete, the worker keeps claiming."""
+    """Each kind, raised while innocent jobs of the same lane run beside it (held open
+    until the test lets them end): the job fails with HANDLER_ABORTED, the others
+    complete, the worker keeps claiming."""
     w = workers.start(APP, concurrency=3, grace=1)
     kinds = KINDS + (["loop_stop"] if handler == "coroutine" else [])
-    steady = "faults.steady" if handler == "coroutine" else "faults.tsteady"
+    gated = "faults.gated" if handler == "coroutine" else "faults.tgated"
     raising = "faults.araise" if handler == "coroutine" else "faults.raise"
     for kind in kinds:
-        beside = [add(chaos_db, steady, {"seconds": 0.5}) for _ in range(2)]
-        wait_for(lambda ids=beside: all(started(chaos_db, j) for j in ids),
-                 message="the innocent jobs to start")
+        beside = running_together(chaos_db, gated, 2)
         bad = add(chaos_db, raising, {"kind": kind})
         row = settle(chaos_db, bad)
         assert (row["status"], row["last_error_code"]) == ("failed", E.HANDLER_ABORTED), kind
         (execution,) = executions(chaos_db, bad)
         assert execution["outcome"] == "failed" and execution["traceback"], kind
+        open_gates(chaos_db, beside)
         for j in beside:
             assert settle(chaos_db, j)["status"] == "completed", kind
         assert w.alive(), kind
-    # The lane still has all its slots and its loop: three at once still run together.
-    after = [add(chaos_db, steady, {"seconds": 1.5}) for _ in range(3)]
-    for j in after:
-        assert settle(chaos_db, j)["status"] == "completed"
-    starts_ends = spans(chaos_db, after)
-    assert max(s for s, _ in starts_ends) < min(e for _, e in starts_ends)
+    # The lane still has all its slots and its loop: three run at once.
+    open_gates(chaos_db, running_together(chaos_db, gated, 3))
     assert w.alive()
 
 
