@@ -101,8 +101,6 @@ class Heartbeat:
             asked = self._asked.is_set()
             self._asked.clear()
             renewed = self._beat_once(asked)
-            for executor in self.executors:
-                executor.enforce_timeouts()
             # Not while the beats fail: the pass would only try the same server again.
             if renewed and time.monotonic() >= next_recovery and not self._draining():
                 next_recovery = time.monotonic() + self.recovery_interval
@@ -160,8 +158,8 @@ class Heartbeat:
         completing = self.completer.pending()
         rows: dict[UUID, dict[str, Any]] = {}
         taken = []
-        # Checked here, on this thread: a lane loop stalled by a blocking handler must
-        # be seen while it is stalled, and must not hold up this beat.
+        # The worst lag since the last beat, for the worker's row (the watchdog logs a
+        # stall while it lasts; worker/engine/watchdog.py).
         lags = [lag for executor in self.executors if (lag := executor.loop_lag()) is not None]
         lag_ms = round(max(lags) * 1000, 1) if lags else None
         for c in completing:
