@@ -117,6 +117,42 @@ def test_a_handlers_end_moves_the_job_as_the_table_says(conn, clean_db, outcome,
     assert minute_counts(conn) == {(category, counted_code): 1}
 
 
+#: What each handler end leaves, written out rather than read from the table it checks
+#: (so a wrong row of TRANSITIONS shows here): (outcome, last attempt) -> the job's status,
+#: its attempts, its code, the execution's recorded outcome and the rollup's (outcome, code).
+EXPECTED_ENDS = {
+    (O.COMPLETED, False): ("completed", 1, None, "completed", ("completed", "")),
+    (O.COMPLETED, True): ("completed", 2, None, "completed", ("completed", "")),
+    (O.RETRY, False): ("pending", 1, "E_HANDLER", "retry", ("retried", "E_HANDLER")),
+    (O.RETRY, True): ("failed", 2, "E_HANDLER", "failed", ("failed", "E_HANDLER")),
+    (O.FAILED, False): ("failed", 1, "E_HANDLER", "failed", ("failed", "E_HANDLER")),
+    (O.FAILED, True): ("failed", 2, "E_HANDLER", "failed", ("failed", "E_HANDLER")),
+    (O.SKIPPED, False): ("skipped", 1, "SKIPPED", "skipped", ("skipped", "")),
+    (O.SKIPPED, True): ("skipped", 2, "SKIPPED", "skipped", ("skipped", "")),
+    (O.CANCELLED, False): ("cancelled", 1, "CANCELLED", "cancelled", ("cancelled", "")),
+    (O.CANCELLED, True): ("cancelled", 2, "CANCELLED", "cancelled", ("cancelled", "")),
+    (O.UNKNOWN, False): ("unknown", 1, "E_HANDLER", "unknown", ("unknown", "E_HANDLER")),
+    (O.UNKNOWN, True): ("unknown", 2, "E_HANDLER", "unknown", ("unknown", "E_HANDLER")),
+    (O.TIMEOUT, False): ("pending", 1, "E_HANDLER", "timeout", ("retried", "E_HANDLER")),
+    (O.TIMEOUT, True): ("failed", 2, "E_HANDLER", "timeout", ("failed", "E_HANDLER")),
+    (O.SNOOZED, False): ("pending", 0, None, "snoozed", ("snoozed", "")),
+    (O.SNOOZED, True): ("pending", 1, None, "snoozed", ("snoozed", "")),
+}
+
+
+@pytest.mark.parametrize("outcome, last_attempt", HANDLER_ENDS)
+def test_a_handlers_end_leaves_the_job_and_counts_as_written_out(conn, clean_db, outcome,
+                                                                 last_attempt):
+    """The same ends as above against literal expectations: a cancelled execution's code
+    is CANCELLED because this says so, not because the table agrees with itself."""
+    assert set(EXPECTED_ENDS) == set(HANDLER_ENDS)
+    j = start(conn, registry(), last_attempt=last_attempt)
+    finish(conn, j, handler_ends(outcome, last_attempt))
+    status, attempts, code, recorded, counted = EXPECTED_ENDS[(outcome, last_attempt)]
+    assert record(conn, j) == (status, attempts, code, recorded)
+    assert minute_counts(conn) == {counted: 1}
+
+
 def test_a_hand_back_gives_the_attempt_back_and_is_no_outcome(conn, clean_db):
     reg = registry()
     j = start(conn, reg, last_attempt=True)
