@@ -122,7 +122,8 @@ def load_settings() -> dict:
         "METRICS_TOKEN": os.environ.get("JOBWARDEN_METRICS_TOKEN") or None,
         # The address people open the console at (scheme, host and mount path), for the
         # links alerts carry (console.views.metrics, jobwarden_console_info); unset, the
-        # address the scraper used. And where the alerts' runbooks are read.
+        # console's path alone (relative links: never a request's Host). And where the
+        # alerts' runbooks are read.
         "EXTERNAL_URL": external_url(os.environ.get("JOBWARDEN_CONSOLE_URL")),
         "RUNBOOK_URL": (os.environ.get("JOBWARDEN_RUNBOOK_URL") or "").strip() or RUNBOOKS,
         "PAGE_SIZE": 50,

@@ -303,11 +303,13 @@ class Recent:
 
 
 def console_links() -> tuple[str, str]:
-    """The console's external address (the setting, else the one this request came to:
-    the scraper's) and the runbooks' address."""
+    """The console's external address (the setting, else its path alone, mount prefix
+    included: the alerts' links are then relative) and the runbooks' address.
+
+    Never the host this request names: Host and X-Forwarded-Host are the client's to
+    forge, and a forged one would go out in every alert's link."""
     cfg = settings()
-    console_url = cfg.get("EXTERNAL_URL") or url_for("jobwarden.overview.index",
-                                                     _external=True).rstrip("/")
+    console_url = cfg.get("EXTERNAL_URL") or url_for("jobwarden.overview.index").rstrip("/")
     return console_url, cfg["RUNBOOK_URL"]
 
 

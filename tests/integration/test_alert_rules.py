@@ -7,10 +7,12 @@ fire and series for which it must not; promtool evaluates the rules over them.
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -74,15 +76,25 @@ def test_the_failed_rate_and_retry_storm_alerts_keep_the_error_code():
         assert "code={{ $labels.error_code | urlquery }}&type={{ $labels.type | urlquery }}" in body
 
 
+def test_every_name_an_alerts_link_carries_is_quoted():
+    """A label put into a console_url goes through urlquery (a space then `%20`, so the
+    anchor also reads right in a fragment): a queue or type named `a b#c` or `x&y`
+    must not end the link, or start another argument, where its name does."""
+    for name, body in alerts().items():
+        console = re.search(r"^\s+console_url: '(.+)'$", body, re.M).group(1)
+        for use in re.findall(r"\{\{ *\$labels\.\w+[^}]*\}\}", console):
+            assert "| urlquery" in use, (name, use)
+
+
 @pytest.fixture
 def linked(engine):
     """The queues, types and SLA targets the rules' tests name, so that every view their
     links open has what it links to."""
     urls = re.findall(r'console_url: "([^"]+)"', RULE_TESTS)
     with engine.begin() as conn:
-        for queue in {m for u in urls for m in re.findall(r"/queues#queue-(.+)$", u)}:
+        for queue in {unquote(m) for u in urls for m in re.findall(r"/queues#queue-(.+)$", u)}:
             sample_data.insert_job(conn, "some_type", "pending", queue=queue)
-        for job_type in {m for u in urls for m in re.findall(r"/sla#sla-(.+)$", u)}:
+        for job_type in {unquote(m) for u in urls for m in re.findall(r"/sla#sla-(.+)$", u)}:
             sample_data.insert_job(conn, job_type, "pending", queue="q")
             conn.exec_driver_sql(
                 "INSERT INTO job_types (type, queue, max_attempts, lease_seconds, backoff, "
@@ -100,4 +112,5 @@ def test_every_link_the_alerts_carry_opens_a_console_view_that_holds_its_anchor(
         response = viewer.get(address)
         assert response.status_code == 200, url
         if anchor:
-            assert f'id="{anchor}"' in response.get_data(as_text=True), url
+            # A browser matches the fragment, percent-decoded, with the element's id.
+            assert f'id="{html.escape(unquote(anchor))}"' in response.get_data(as_text=True), url

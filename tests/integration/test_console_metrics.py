@@ -375,8 +375,9 @@ def console_info(client, base_url: str = "http://localhost") -> dict[str, str]:
 
 
 def test_the_console_tells_the_alerts_where_it_and_the_runbooks_are(clean_db, users):
-    """jobwarden_console_info carries the setting; unset, the address the scraper used
-    (the rules' console_url starts with it) and the runbooks' path in the repository."""
+    """jobwarden_console_info carries the setting; unset, the console's path alone (the
+    rules' console_url is then a relative link: the request's Host is not trusted) and
+    the runbooks' path in the repository."""
     plain = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db,
                         "METRICS_TOKEN": TOKEN})
     told = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db,
@@ -384,14 +385,52 @@ def test_the_console_tells_the_alerts_where_it_and_the_runbooks_are(clean_db, us
                        "RUNBOOK_URL": "https://wiki.example.com/operating"})
     try:
         assert console_info(plain.test_client(), "http://console.internal:8000") == {
-            "console_url": "http://console.internal:8000",
-            "runbook_url": "docs/guide/operating.md"}
+            "console_url": "", "runbook_url": "docs/guide/operating.md"}
         assert console_info(told.test_client(), "http://console.internal:8000") == {
             "console_url": "https://ops.example.com/jobs",
             "runbook_url": "https://wiki.example.com/operating"}
     finally:
         plain.extensions["jobwarden_db"].dispose()
         told.extensions["jobwarden_db"].dispose()
+
+
+@pytest.mark.parametrize("trust_proxy", [False, True])
+def test_a_forged_host_never_reaches_the_alerts_links(clean_db, users, trust_proxy):
+    """Without JOBWARDEN_CONSOLE_URL, a scrape sent with another Host (or, behind a trusted
+    proxy, X-Forwarded-Host) leaves the links the alerts carry as paths of this console:
+    Prometheus would otherwise hand the forged address to everyone an alert reaches."""
+    app = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db,
+                      "METRICS_TOKEN": TOKEN, "TRUST_PROXY": trust_proxy})
+    try:
+        client = app.test_client()
+        for headers in ({"Host": "evil.example"},
+                        {"Host": "evil.example:8443", "X-Forwarded-Host": "evil.example",
+                         "X-Forwarded-Proto": "https"}):
+            text = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}",
+                                                   **headers}).get_data(as_text=True)
+            assert "evil" not in text
+            (labels,) = [dict(labels) for (name, labels), value in samples(text).items()
+                         if name == "jobwarden_console_info" and value == 1]
+            assert labels["console_url"] == ""
+    finally:
+        app.extensions["jobwarden_db"].dispose()
+
+
+def test_mounted_under_a_prefix_the_alerts_links_keep_the_mount_path(clean_db, users):
+    """The path comes from where the console is mounted (the WSGI SCRIPT_NAME the server
+    sets), never from a request header: the links stay relative to the host they are
+    opened from."""
+    app = create_app({"TESTING": True, "SECRET_KEY": "s", "DATABASE_URL": clean_db,
+                      "METRICS_TOKEN": TOKEN})
+    try:
+        text = app.test_client().get(
+            "/metrics", headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"},
+            environ_overrides={"SCRIPT_NAME": "/ops/jobs"}).get_data(as_text=True)
+        (labels,) = [dict(labels) for (name, labels), value in samples(text).items()
+                     if name == "jobwarden_console_info" and value == 1]
+        assert labels["console_url"] == "/ops/jobs"
+    finally:
+        app.extensions["jobwarden_db"].dispose()
 
 
 def test_the_external_url_comes_from_the_environment_and_must_be_absolute(monkeypatch):
