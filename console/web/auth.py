@@ -222,7 +222,12 @@ def login():
             flash(f"Too many failed sign-ins: try again in {locked.seconds} s.", "error")
             return render_template("jobwarden/login.html", form=form, next_url=next_url), 429, {
                 "Retry-After": str(locked.seconds)}
-        row = verify_login(username, form.password.data)
+        row = None
+        try:
+            row = verify_login(username, form.password.data)
+        finally:
+            if row is None:  # wrong, or the check itself failed: the lock's delay starts
+                login_throttle.record_failure(attempt)
         if row is not None:
             login_throttle.record_success(attempt)
             _end_console_session()  # a fresh session on sign-in: no fixation

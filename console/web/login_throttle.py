@@ -5,7 +5,9 @@ After a subject's free failures, every further failure locks it for a delay that
 (1 s, 2 s, 4 s…) up to a cap. While a subject is locked, sign-ins are answered 429 with
 Retry-After and no password is checked, so a locked subject gives an attacker nothing.
 Each attempt is counted before its password is checked (`admit`), so attempts sent in
-parallel cannot all slip through before the first of them is counted.
+parallel cannot all slip through before the first of them is counted; and the lock the
+last free attempt sets holds until its password's answer is known (`record_failure`
+then starts the delay), so checks slower than the delay let no further attempt in.
 
 The account cap is short (a minute by default): an attacker hammering someone's name
 can slow them down but never lock them out for long. The address cap is long (15
@@ -57,6 +59,9 @@ class Attempt:
     subjects: Subjects
     #: Whether counting it locked the address (lifted again if the password is right).
     locked_address: bool
+    #: Per subject it locked: the count it made, and its free attempts and cap (the lock
+    #: holds until the answer is known, then runs its delay: `record_failure`).
+    locks: tuple[tuple[str, int, int, float], ...] = ()
 
 
 class Locked(Exception):
@@ -76,6 +81,7 @@ def admit(subjects: Subjects) -> Attempt:
     """
     cfg = settings()
     window = cfg["LOGIN_FAILURE_WINDOW_SECONDS"]
+    locks = []
     try:
         with get_db().transaction() as tx:
             locked = {}
@@ -91,10 +97,23 @@ def admit(subjects: Subjects) -> Attempt:
                 if row is None:  # locked: roll back what this attempt counted so far
                     raise Locked(0)
                 locked[subject] = row["locked"]
+                if row["locked"]:
+                    locks.append((subject, row["failures"], free, cap))
             tx.run(CQ.console_login_prune, older_than=window)
     except Locked:
         raise Locked(max(1, seconds_locked(subjects))) from None
-    return Attempt(subjects, locked_address=locked[subjects.address])
+    return Attempt(subjects, locked_address=locked[subjects.address], locks=tuple(locks))
+
+
+def record_failure(attempt: Attempt) -> None:
+    """The password was wrong (or its check never ended): each lock the attempt set runs
+    its delay from now, the moment the answer goes back."""
+    if not attempt.locks:
+        return
+    with get_db().transaction() as tx:
+        for subject, failures, free, cap in attempt.locks:
+            tx.run(CQ.console_login_lock_from_now, subject=subject, failures=failures,
+                   free=free, cap=cap)
 
 
 def record_success(attempt: Attempt) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -139,9 +140,69 @@ def test_parallel_wrong_passwords_are_counted_before_any_is_checked(app, clean_d
                      [slow.hash(PASSWORD)])
     with serving(app) as base:
         codes = parallel_attempts(base, "otto", "guess", 40)
-    checked = codes.count(401)
-    assert 1 <= checked <= account_failures_allowed(app), codes
-    assert codes.count(429) == 40 - checked, codes
+    # Exactly the free attempts are checked, however long their checks take: the lock
+    # the last of them sets holds until its answer is known.
+    assert codes.count(401) == account_failures_allowed(app), codes
+    assert codes.count(429) == 40 - account_failures_allowed(app), codes
+
+
+class HeldChecks:
+    """The console's password check, each one counted; the first `hold` of them held until
+    released, so those checks in flight last as long as the test says."""
+
+    def __init__(self, check, hold: int):
+        self.check = check
+        self.hold = hold
+        self.release = threading.Event()
+        self.started = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, password_hash, password):
+        with self.lock:
+            self.started += 1
+            held = self.started <= self.hold
+        if held:
+            assert self.release.wait(timeout=120), "never released"
+        return self.check(password_hash, password)
+
+
+def wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_the_lock_holds_while_the_free_attempts_are_still_being_checked(app, clean_db,
+                                                                         monkeypatch):
+    """40 wrong passwords at once; their checks are held past the first lock's delay (1 s)
+    and 40 more are sent: none of the 80 beyond the free 5 reaches a check. Once the 5
+    are answered, the next attempt still finds the lock (its delay runs from then)."""
+    from console.web import auth
+
+    allowed = account_failures_allowed(app)
+    held = HeldChecks(auth._verify, hold=allowed)
+    monkeypatch.setattr(auth, "_verify", held)
+    with serving(app) as base, ThreadPoolExecutor(max_workers=1) as background:
+        first = background.submit(parallel_attempts, base, "otto", "guess", 40)
+        try:
+            wait_for(lambda: held.started == allowed, "the free attempts' checks")
+            # The delay the fifth failure earns (1 s) passes by the database's clock while
+            # the five are still being checked.
+            with psycopg.connect(clean_db, autocommit=True) as conn:
+                wait_for(lambda: conn.execute(
+                    "SELECT now() > last_failure_at + interval '1.5 s' "
+                    "FROM console_login_throttle WHERE subject = 'account:otto'").fetchone()[0],
+                    "the first delay to pass")
+            second = parallel_attempts(base, "otto", "guess", 40)
+            assert second == [429] * 40, second
+            assert held.started == allowed
+        finally:
+            held.release.set()
+        codes = first.result(timeout=120)
+        assert sorted(codes) == [401] * allowed + [429] * (40 - allowed), codes
+        assert parallel_attempts(base, "otto", "guess", 1) == [429]
+    assert held.started == allowed
 
 
 def test_a_successful_sign_in_is_no_failure_of_its_address(app):

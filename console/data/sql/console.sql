@@ -423,26 +423,37 @@ WHERE subject = ANY(%(subjects)s::text[]) AND locked_until > now();
 
 -- name: console_login_attempt
 -- Count a sign-in attempt against a subject before its password is checked, and lock the
--- subject once it is past its free attempts (1 s, doubling, at most `cap`); no row back
--- when the subject is locked already (the attempt is refused, not counted). One statement
--- under the row's lock: parallel attempts are counted one after the other, so no more of
--- them than the free ones reach the password check. The count restarts after a quiet
--- window.
+-- subject once it is past its free attempts; no row back when the subject is locked
+-- already (the attempt is refused, not counted). One statement under the row's lock:
+-- parallel attempts are counted one after the other, so no more of them than the free
+-- ones reach the password check. The lock set here lasts until the check's answer is
+-- known (console_login_lock_from_now then starts its delay), at most `cap` should the
+-- process die before: a check that takes longer than the delay lets no one else in.
+-- The count restarts after a quiet window.
 INSERT INTO console_login_throttle AS t (subject, failures, last_failure_at, locked_until)
 VALUES (%(subject)s::text, 1, now(),
-        CASE WHEN 1 >= %(free)s::int THEN now() + make_interval(
-            secs => least(%(cap)s::float8, 2 ^ least(1 - %(free)s::int, 30))) END)
+        CASE WHEN 1 >= %(free)s::int THEN now() + make_interval(secs => %(cap)s::float8) END)
 ON CONFLICT (subject) DO UPDATE
 SET (failures, last_failure_at, locked_until) = (
     SELECT n, now(),
-           CASE WHEN n >= %(free)s::int THEN now() + make_interval(
-               secs => least(%(cap)s::float8, 2 ^ least(n - %(free)s::int, 30)))
+           CASE WHEN n >= %(free)s::int THEN now() + make_interval(secs => %(cap)s::float8)
            END
     FROM (SELECT CASE WHEN t.last_failure_at
                            < now() - make_interval(secs => %(window)s::float8)
                       THEN 1 ELSE t.failures + 1 END AS n) counted)
 WHERE t.locked_until IS NULL OR t.locked_until <= now()
 RETURNING failures, locked_until IS NOT NULL AS locked;
+
+-- name: console_login_lock_from_now
+-- The password of the attempt that locked this subject was wrong: the lock now runs for
+-- its delay (1 s, doubling with each failure past the free ones, at most `cap`) from
+-- this moment, when the answer goes back. Only while the count is still the attempt's
+-- own (compare-and-set): a later count has set a lock of its own.
+UPDATE console_login_throttle
+SET locked_until = clock_timestamp() + make_interval(
+        secs => least(%(cap)s::float8, 2 ^ least(failures - %(free)s::int, 30)))
+WHERE subject = %(subject)s::text AND failures = %(failures)s::int
+  AND locked_until IS NOT NULL;
 
 -- name: console_login_refund
 -- Take back an attempt that turned out to be a successful sign-in from this subject (an
