@@ -1,6 +1,7 @@
 """The trailing windows of the console's figures, with records on both sides of each
 bound: the last hour of outcomes (the minute rollup: this minute and the 59 before it),
-the last hour of recoveries, and a worker's last 5 minutes of executions (per minute).
+the last hour of recoveries and of the SLA page's executions, a worker's last 5 minutes
+of executions (per minute) and the metrics' 5-minute families.
 
 Records are written into the base tables at times relative to the database clock and
 the rollup is rebuilt from them (jobwarden_rollup_rebuild, the runtime's own function).
@@ -214,15 +215,59 @@ def test_the_sla_pages_failure_rate_counts_only_the_last_hour(operator, seeded):
                       AND a.to_status IN ('completed', 'failed', 'cancelled', 'skipped',
                                           'unknown')
                 ) o GROUP BY 1""", {"t": t}))
-        return page, per_type, marked_in_hour(url, "failed")
+        started = {t: rows(url, """
+            SELECT count(*), count(finished_at),
+                   count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown'))
+            FROM job_executions_all WHERE type = %s AND started_at > now() - interval '1 hour'
+            """, [t])[0] for t in page}
+        (lost_started,) = rows(url, """
+            SELECT count(*) FROM job_executions e JOIN background_jobs j ON j.id = e.job_id
+            WHERE j.payload @> %s::jsonb AND e.outcome = 'worker_lost'
+              AND e.started_at > now() - interval '1 hour'""", [MARK])[0]
+        return page, per_type, marked_in_hour(url, "failed"), started, lost_started
 
-    bounds, (page, per_type, marked_failed) = read_stable(url, read)
+    bounds, (page, per_type, marked_failed, started, lost_started) = read_stable(url, read)
     assert marked_failed == bounds.inside["failed"]
+    assert lost_started == bounds.inside["recovered"]
     for type_, outcomes in per_type.items():
         final = sum(n for o, n in outcomes.items() if o != "unknown")
         failed = outcomes.get("failed", 0)
         assert f"{failed} failed of {final} finished jobs" in shown(page[type_],
                                                                       "failure-rate"), type_
+        n, finished, raised = started[type_]
+        assert f"{raised} of {finished} finished executions, {n} started" in shown(
+            page[type_], "raised-rate"), type_
+
+
+def test_the_five_minute_metrics_count_only_the_last_5_minutes(operator, seeded):
+    """jobwarden_executions_last_5m and the duration and time-to-start histograms' counts."""
+    url = seeded.url
+
+    def read():
+        text = operator.get("/metrics").get_data(as_text=True)
+        finished = dict(((q, t, o, c), float(n)) for q, t, o, c, n in rows(url, """
+            SELECT queue, type, outcome, coalesce(error_code, ''), count(*) FROM job_executions
+            WHERE finished_at > now() - interval '5 minutes' GROUP BY 1, 2, 3, 4"""))
+        timed = dict((t, float(n)) for t, n in rows(url, """
+            SELECT type, count(*) FROM job_executions WHERE duration_ms IS NOT NULL
+              AND finished_at > now() - interval '5 minutes' GROUP BY 1"""))
+        waited = dict((t, float(n)) for t, n in rows(url, """
+            SELECT type, count(*) FROM job_executions_all
+            WHERE started_at > now() - interval '5 minutes' GROUP BY 1"""))
+        (marked,) = rows(url, """
+            SELECT count(*) FROM job_executions e JOIN background_jobs j ON j.id = e.job_id
+            WHERE j.payload @> %s::jsonb AND e.finished_at > now() - interval '5 minutes'""",
+                         [MARK])[0]
+        return text, finished, timed, waited, marked
+
+    bounds, (text, finished, timed, waited, marked) = read_stable(url, read)
+    assert marked == bounds.inside["rate"]
+    assert metric_samples(text, "jobwarden_executions_last_5m", "queue", "type", "outcome",
+                          "error_code") == finished
+    for family, real in (("jobwarden_execution_duration_seconds", timed),
+                         ("jobwarden_time_to_start_seconds", waited)):
+        counts = {k[0]: v for k, v in metric_samples(text, f"{family}_gcount", "type").items()}
+        assert {t: n for t, n in counts.items() if n} == real, family
 
 
 def test_a_workers_rate_is_its_last_5_minutes_per_minute(operator, seeded):
