@@ -106,6 +106,16 @@ def seed(url: str) -> Seeded:
             for _ in range(n):
                 _execution(conn, job_type="mail.send", queue="email", status="completed",
                            outcome="completed", finished=at, worker=WORKER)
+        # The same hour a day and a week ago (the completions alert's usual figure): each
+        # window's records either side of both its bounds.
+        for hours in (24, 168):
+            end, start = now - timedelta(hours=hours), now - timedelta(hours=hours + 1)
+            for at, n in ((end - MARGIN, 2), (start + MARGIN, 3), (end + MARGIN, 5),
+                          (start - MARGIN, 7)):
+                for _ in range(n):
+                    _execution(conn, job_type="mail.send", queue="email", status="completed",
+                               outcome="completed", finished=at, worker=OTHER_WORKER)
+        inside["usual"], outside["usual"] = 2 + 3, 5 + 7
         conn.execute("SELECT jobwarden_rollup_rebuild()")
         conn.commit()
     return Seeded(now, minute, inside, outside)
@@ -291,3 +301,26 @@ def test_a_workers_rate_is_its_last_5_minutes_per_minute(operator, seeded):
     assert done == own + bounds.inside["rate"]
     rate = re.search(r'data-testid="worker-rate">([\d.]+) ', card).group(1)
     assert rate == f"{done / 5:.1f}"
+
+
+def test_the_completions_alert_compares_exactly_the_same_hour_a_day_and_a_week_ago(
+        operator, seeded):
+    url = seeded.url
+
+    def read():
+        html = operator.get("/_overview/alerts").get_data(as_text=True)
+        counts = rows(url, """
+            SELECT count(*) FILTER (WHERE finished_at > now() - interval '1 hour'),
+                   count(*) FILTER (WHERE finished_at > now() - interval '25 hours'
+                                      AND finished_at <= now() - interval '24 hours'),
+                   count(*) FILTER (WHERE finished_at > now() - interval '169 hours'
+                                      AND finished_at <= now() - interval '168 hours')
+            FROM job_executions WHERE outcome = 'completed'""")[0]
+        return html, counts
+
+    bounds, (html, (last_hour, day_ago, week_ago)) = read_stable(url, read)
+    assert day_ago == week_ago == bounds.inside["usual"]
+    detail = re.search(r'data-alert="JobwardenCompletionsDropped".*?'
+                       r'data-testid="alert-detail">([^<]*)<', html, re.S).group(1)
+    assert detail.strip() == (f"{last_hour} in the last hour, "
+                              f"usually {(day_ago + week_ago) / 2:.0f}")
