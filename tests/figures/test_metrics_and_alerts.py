@@ -322,6 +322,11 @@ def test_an_alerts_link_quotes_the_name_it_carries(operator, incident):
         (link,) = [a for a in links[alert] if unquote(a.partition("#")[2]) == anchor]
         assert link == f"{page}#{quote(anchor, safe='')}", alert
         assert f'id="{html_module.escape(anchor)}"' in pages[page], alert
+    # The overview's banner of SLA breaches links to the same card.
+    banner = operator.get("/").get_data(as_text=True).split('data-testid="sla-breaches"')[1]
+    breached = [html_module.unescape(a) for a in re.findall(r'<a href="([^"]+)"',
+                                                            banner.split("</div>")[0])]
+    assert f"/sla#{quote(f'sla-{ODD_TYPE}', safe='')}" in breached, breached
 
 
 def test_the_heartbeat_and_worker_alerts(alerts, incident):
