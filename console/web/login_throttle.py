@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 from console.core.config import LOGIN_THROTTLE_DEFAULTS, settings
 from console.data.database import CQ, get_db
@@ -59,9 +60,9 @@ class Attempt:
     subjects: Subjects
     #: Whether counting it locked the address (lifted again if the password is right).
     locked_address: bool
-    #: Per subject it locked: the count it made, and its free attempts and cap (the lock
-    #: holds until the answer is known, then runs its delay: `record_failure`).
-    locks: tuple[tuple[str, int, int, float], ...] = ()
+    #: Per subject it locked: the lock it set, and the subject's free attempts and cap
+    #: (the lock holds until the answer is known, then runs its delay: `record_failure`).
+    locks: tuple[tuple[str, datetime, int, float], ...] = ()
 
 
 class Locked(Exception):
@@ -98,7 +99,7 @@ def admit(subjects: Subjects) -> Attempt:
                     raise Locked(0)
                 locked[subject] = row["locked"]
                 if row["locked"]:
-                    locks.append((subject, row["failures"], free, cap))
+                    locks.append((subject, row["locked_until"], free, cap))
             tx.run(CQ.console_login_prune, older_than=window)
     except Locked:
         raise Locked(max(1, seconds_locked(subjects))) from None
@@ -111,8 +112,8 @@ def record_failure(attempt: Attempt) -> None:
     if not attempt.locks:
         return
     with get_db().transaction() as tx:
-        for subject, failures, free, cap in attempt.locks:
-            tx.run(CQ.console_login_lock_from_now, subject=subject, failures=failures,
+        for subject, locked_until, free, cap in attempt.locks:
+            tx.run(CQ.console_login_lock_from_now, subject=subject, locked_until=locked_until,
                    free=free, cap=cap)
 
 

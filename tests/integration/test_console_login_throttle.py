@@ -214,3 +214,75 @@ def test_a_successful_sign_in_is_no_failure_of_its_address(app):
     # The address still has its last free failure, and only then is it locked.
     assert attempt(client, "nobody", "guess").status_code == 401
     assert attempt(client, "nobody2", "guess").status_code == 429
+
+
+class GatedChecks:
+    """The console's password check, held per password until that password's gate opens."""
+
+    def __init__(self, check, *held: str):
+        self.check = check
+        self.gates = {password: threading.Event() for password in held}
+        self.started: list[str] = []
+
+    def __call__(self, password_hash, password):
+        self.started.append(password)
+        if password in self.gates:
+            assert self.gates[password].wait(timeout=120), "never released"
+        return self.check(password_hash, password)
+
+
+def sign_in(base: str, username: str, password: str) -> int:
+    """One sign-in POSTed from its own signed-out session; its status code."""
+    cookie, token = signed_out_session(base)
+    body = urllib.parse.urlencode({"username": username, "password": password,
+                                   "csrf_token": token}).encode()
+    request = urllib.request.Request(base + "/login", data=body, headers={"Cookie": cookie})
+    try:
+        with urllib.request.build_opener(_NoRedirects).open(request) as response:
+            return response.status
+    except urllib.error.HTTPError as answered:
+        return answered.code
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Answer a redirect as it came (a signed-in 303), not the page it leads to."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def address_lock_left(url: str) -> float | None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT extract(epoch FROM locked_until - now())::float8 "
+                           "FROM console_login_throttle WHERE subject LIKE 'address:%'").fetchone()
+    return row[0] if row else None
+
+
+def test_a_sign_in_that_succeeds_during_the_locking_check_leaves_the_lock_its_delay(
+        app, clean_db, monkeypatch):
+    """The address's last free attempt (a wrong password) is being checked when an earlier
+    attempt from it, a right password, succeeds and is taken back from its count: the
+    wrong one's answer still starts the lock's short delay, not the cap's 15 minutes."""
+    from console.web import auth
+
+    monkeypatch.setitem(app.extensions["jobwarden_console"].settings,
+                        "LOGIN_ADDRESS_FREE_FAILURES", 2)
+    gated = GatedChecks(auth._verify, PASSWORD, "guess")
+    monkeypatch.setattr(auth, "_verify", gated)
+    with serving(app) as base, ThreadPoolExecutor(max_workers=2) as background:
+        try:
+            right = background.submit(sign_in, base, "vera", PASSWORD)
+            wait_for(lambda: PASSWORD in gated.started, "the right password's check")
+            wrong = background.submit(sign_in, base, "otto", "guess")
+            wait_for(lambda: "guess" in gated.started, "the wrong password's check")
+            # Locked while the answer is unknown.
+            assert address_lock_left(clean_db) > 60
+            gated.gates[PASSWORD].set()
+            assert right.result(timeout=60) == 303
+        finally:
+            for gate in gated.gates.values():
+                gate.set()
+        assert wrong.result(timeout=60) == 401
+    left = address_lock_left(clean_db)
+    assert left is not None and left <= 1.0, left
+

@@ -442,18 +442,18 @@ SET (failures, last_failure_at, locked_until) = (
                            < now() - make_interval(secs => %(window)s::float8)
                       THEN 1 ELSE t.failures + 1 END AS n) counted)
 WHERE t.locked_until IS NULL OR t.locked_until <= now()
-RETURNING failures, locked_until IS NOT NULL AS locked;
+RETURNING failures, locked_until IS NOT NULL AS locked, locked_until;
 
 -- name: console_login_lock_from_now
 -- The password of the attempt that locked this subject was wrong: the lock now runs for
 -- its delay (1 s, doubling with each failure past the free ones, at most `cap`) from
--- this moment, when the answer goes back. Only while the count is still the attempt's
--- own (compare-and-set): a later count has set a lock of its own.
+-- this moment, when the answer goes back. Only while the lock is still the one the attempt
+-- set (compare-and-set): a sign-in that succeeded meanwhile may have lifted it, and a lock
+-- that ran out may have been replaced by a later attempt's.
 UPDATE console_login_throttle
 SET locked_until = clock_timestamp() + make_interval(
-        secs => least(%(cap)s::float8, 2 ^ least(failures - %(free)s::int, 30)))
-WHERE subject = %(subject)s::text AND failures = %(failures)s::int
-  AND locked_until IS NOT NULL;
+        secs => least(%(cap)s::float8, 2 ^ least(greatest(failures - %(free)s::int, 0), 30)))
+WHERE subject = %(subject)s::text AND locked_until = %(locked_until)s::timestamptz;
 
 -- name: console_login_refund
 -- Take back an attempt that turned out to be a successful sign-in from this subject (an
