@@ -1,5 +1,6 @@
 """The trailing windows of the console's figures, with records on both sides of each
-bound: the last hour of outcomes (the minute rollup: this minute and the 59 before it),
+bound: the last hour of outcomes (the minute rollup: this minute and the 59 before it;
+/failed's retrying and failed groups read it too),
 the last hour of recoveries and of the SLA page's executions, a worker's last 5 minutes
 of executions (per minute) and the metrics' 5-minute families.
 
@@ -92,6 +93,14 @@ def seed(url: str) -> Seeded:
                 _execution(conn, job_type="report.build", queue="reports", status="failed",
                            outcome="failed", finished=at, worker=OTHER_WORKER,
                            code="BOUND_FAIL", attempts=3)
+        # Retries with a code, at the rollup hour's first instant and just before: their
+        # jobs wait (a day from now) for another attempt.
+        for at, n in ((first, 2), (just_before, 3)):
+            for _ in range(n):
+                _execution(conn, job_type="mail.send", queue="email", status="pending",
+                           outcome="retry", finished=at, worker=OTHER_WORKER,
+                           code="BOUND_RETRY")
+        inside["retried"], outside["retried"] = 2, 3
         # Recoveries: an hour ago by the clock, either side; and one three days ago.
         hour = now - timedelta(hours=1)
         for at, n in ((hour + MARGIN, 2), (hour - MARGIN, 3), (now - timedelta(days=3), 4)):
@@ -324,3 +333,30 @@ def test_the_completions_alert_compares_exactly_the_same_hour_a_day_and_a_week_a
                        r'data-testid="alert-detail">([^<]*)<', html, re.S).group(1)
     assert detail.strip() == (f"{last_hour} in the last hour, "
                               f"usually {(day_ago + week_ago) / 2:.0f}")
+
+
+def test_failing_now_counts_only_the_last_hours_failures_and_retries(operator, seeded):
+    """/failed: a retrying group's retries and a failed group's occurrences of the last
+    hour (the sparklines' 60 minutes, this one included)."""
+    url = seeded.url
+
+    def read():
+        html = operator.get("/failed").get_data(as_text=True)
+        occurred = dict(rows(url, """
+            SELECT e.error_code, count(*) FROM job_executions e
+            WHERE e.error_code IN ('BOUND_RETRY', 'BOUND_FAIL')
+              AND e.finished_at >= date_trunc('minute', now()) - interval '59 minutes'
+            GROUP BY 1"""))
+        return html, occurred
+
+    bounds, (html, occurred) = read_stable(url, read)
+    assert occurred == {"BOUND_RETRY": bounds.inside["retried"],
+                        "BOUND_FAIL": bounds.inside["failed"]}
+    retrying = re.search(r'<tr data-retrying-code="BOUND_RETRY" data-type="mail.send">(.*?)</tr>',
+                         html, re.S).group(1)
+    assert re.search(r'data-testid="retrying-retries">(\d+) retries', retrying).group(1) == \
+        str(occurred["BOUND_RETRY"])
+    assert f'aria-label="{occurred["BOUND_RETRY"]} retries in the last hour"' in retrying
+    failed = re.search(r'<tr data-error-code="BOUND_FAIL">(.*?)</tr>', html, re.S).group(1)
+    assert f'aria-label="{occurred["BOUND_FAIL"]} in the last hour"' in failed
+
