@@ -45,7 +45,7 @@ from worker.ops.operations import (
 )
 from worker.ops.reconcile import reconcilable_types, reconcile
 from worker.process import WorkerProcess
-from worker.store.db import connect, migrate
+from worker.store.db import DatabaseUrlError, connect, migrate
 from worker.store.embedded import stop_embedded
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
@@ -520,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 130
+    except DatabaseUrlError as exc:  # raised before anything connected
+        print(f"jobwarden: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a clear one-line error, not a traceback, for operators
         cause: BaseException | None = exc
         # SQLAlchemy (under `migrate`'s Alembic), user_add and friends wrap the driver's

@@ -6,8 +6,10 @@ server (the `pgserver` package ships the binaries) and production sets DATABASE_
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from worker.core.dberrors import DB_UNREACHABLE
 from worker.store.jobstore import JobStore
@@ -53,23 +56,77 @@ def embedded_url() -> str:
 def database_url() -> str:
     """The libpq URL of the database every part of Jobwarden talks to."""
     url = os.environ.get("DATABASE_URL")
-    if url:
-        return normalize_url(url)
+    if url is not None:
+        # Set but empty is refused too (parse_url): an unfilled `DATABASE_URL=${DB_URL}`
+        # must not pass for unset and send every command to another database.
+        return parse_url(url)
     return embedded_url()
 
 
+#: The schemes a database URL may have, all read as libpq's `postgresql://`: libpq's
+#: two, and SQLAlchemy's with a psycopg driver (a Flask-SQLAlchemy app's own setting).
+URL_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2")
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_FORM = "postgresql://user:password@host:5432/dbname"
+
+
+class DatabaseUrlError(ValueError):
+    """A database URL that names no database to use, said in one line without its
+    password. Raised before anything connects, so nothing is written anywhere."""
+
+
 def normalize_url(url: str) -> str:
-    """Accept SQLAlchemy-style URLs too (postgresql+psycopg://) and return a libpq one."""
-    for prefix in ("postgresql+psycopg://", "postgresql+psycopg2://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql://" + url[len(prefix):]
-    return url
+    """`url` as a libpq URL (postgresql://), or DatabaseUrlError (parse_url)."""
+    return parse_url(url)
+
+
+@functools.lru_cache(maxsize=32)
+def parse_url(url: str, setting: str = "DATABASE_URL") -> str:
+    """The libpq URL that `url` (the value of `setting`) means, or DatabaseUrlError saying
+    in one line what is wrong with it.
+
+    A URL is parsed here once (cached) and used as returned everywhere, so the worker,
+    the console and Alembic (through `sqlalchemy_url`) all read the same database out of
+    it, or none of them starts. Past its scheme, libpq's own parser reads it
+    (psycopg.conninfo.conninfo_to_dict calls PQconninfoParse): the very rules the
+    connection will apply, for percent-escapes, IPv6 hosts, several hosts and the query's
+    parameters, where a parser of our own could accept what libpq then reads otherwise.
+    Only the port, which libpq checks when it connects and SQLAlchemy reads as an int
+    before that, is checked here besides. A key=value conninfo string is refused: the
+    documented form is a URL, and Alembic's SQLAlchemy URL cannot carry one.
+    """
+    if not url:
+        raise DatabaseUrlError(f"{setting} is empty: give a URL like {_FORM}, or unset "
+                               "it to use the embedded PostgreSQL")
+    if url != url.strip():
+        raise DatabaseUrlError(f"{setting} has blanks or a line break around it")
+    scheme, sep, rest = url.partition("://")
+    if not sep or not _SCHEME.fullmatch(scheme):
+        raise DatabaseUrlError(f"{setting} is not a URL (no scheme://): give one like {_FORM}")
+    if scheme not in URL_SCHEMES:
+        raise DatabaseUrlError(f"{setting} has scheme {scheme!r}: use postgresql:// "
+                               "(postgres:// and postgresql+psycopg:// are read alike)")
+    libpq = "postgresql://" + rest
+    try:
+        parts = conninfo_to_dict(libpq)
+    except psycopg.ProgrammingError as exc:
+        reason = " ".join(str(exc).split())
+        # libpq quotes the part it could not read, which may be the password itself.
+        password = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[0].partition(":")[2]
+        if password:
+            reason = reason.replace(password, "***")
+        raise DatabaseUrlError(f"{setting} is not a valid PostgreSQL URL: {reason}") from None
+    for port in str(parts.get("port") or "").split(","):
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise DatabaseUrlError(f"{setting} has port {port!r}: a port is a number from "
+                                   "1 to 65535")
+    return libpq
 
 
 def sqlalchemy_url(url: str) -> str:
     """The same database as a SQLAlchemy URL using the psycopg 3 driver."""
-    url = normalize_url(url)
-    return "postgresql+psycopg://" + url[len("postgresql://"):]
+    return "postgresql+psycopg://" + parse_url(url)[len("postgresql://"):]
 
 
 def pooled() -> bool:
@@ -98,7 +155,7 @@ def listen_url(url: str) -> str | None:
     would be lost between transactions), and the workers wake by polling alone."""
     direct = os.environ.get("JOBWARDEN_LISTEN_URL")
     if direct:
-        return normalize_url(direct)
+        return parse_url(direct, "JOBWARDEN_LISTEN_URL")
     return None if pooled() else url
 
 
