@@ -13,7 +13,10 @@ login, every POST a CSRF token, every action the operator role and a reason.
 
 from __future__ import annotations
 
+import logging
+
 from flask import Flask
+from psycopg import OperationalError
 
 from console.core.config import load_settings, secret_key, standalone_config
 from console.core.resources import resource_dir
@@ -21,14 +24,20 @@ from console.mount import Console
 from console.web import security
 from console.web.security import safe_next_url
 from worker.core.sanitize import RedactingFilter
-from worker.store.db import database_url
+from worker.store.db import check_database_schema, database_url
 
 __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
+
+log = logging.getLogger("jobwarden.console")
 
 
 def create_app(config: dict | None = None) -> Flask:
     """The standalone console. `config` overrides settings read from the environment:
-    Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/core/config.py)."""
+    Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/core/config.py).
+
+    A database behind this code (or without its tables) is refused here, with
+    SchemaOutOfDate saying to run `jobwarden migrate`; `CHECK_SCHEMA: False` leaves that
+    to the caller (the demo, which migrates after binding its port)."""
     app = Flask(__name__, static_folder=None, template_folder=None)
     app.config.update(standalone_config())
     app.config.update(config or {})
@@ -43,9 +52,25 @@ def create_app(config: dict | None = None) -> Flask:
     # Standalone, the console is the only app: without DATABASE_URL it uses the embedded
     # PostgreSQL, like every other command (a mounted console must be told its database).
     url = own.pop("DATABASE_URL", None) or database_url()
+    if (config or {}).get("CHECK_SCHEMA", True):
+        _check_schema(url)
     # Standalone, the app's Flask-WTF switch is the console's: its only views are the
     # console's (tests and benchmarks turn CSRF off with it).
     own.setdefault("CSRF_ENABLED", bool(app.config.get("WTF_CSRF_ENABLED", True)))
     Console(app, url_prefix="", database_url=url, settings={**own, "OWNS_SESSION": True})
     return app
 
+
+
+def _check_schema(url: str) -> None:
+    """Refuse a database behind this code at start, rather than serve pages that fail on
+    what it lacks; say so once when a newer Jobwarden migrated it. A database down now is
+    not checked: the console starts, and its pages say the database is unavailable."""
+    try:
+        newer = check_database_schema(url)
+    except OperationalError as exc:
+        log.warning("the database's migration revision was not checked: %s",
+                    " ".join(str(exc).split()), extra={"action": "schema_not_checked"})
+        return
+    if newer:
+        log.warning("%s", newer, extra={"action": "schema_newer"})

@@ -81,7 +81,13 @@ from worker.jobs.job_types import publish_job_types
 from worker.jobs.registry import Registry
 from worker.jobs.registry import registry as default_registry
 from worker.ops.reconcile import register_reconcile_job
-from worker.store.db import DedicatedConnection, connect_kwargs, database_url
+from worker.store.db import (
+    DedicatedConnection,
+    SchemaOutOfDate,
+    check_schema,
+    connect_kwargs,
+    database_url,
+)
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
 
@@ -241,7 +247,13 @@ class WorkerProcess:
             signal.signal(signal.SIGINT, self._on_signal)
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)
-        if not self._register():
+        try:
+            registered = self._register()
+        except SchemaOutOfDate:  # nothing was written: the caller says why, in one line
+            self.control_pool.close(timeout=5)
+            self.pool.close(timeout=5)
+            raise
+        if not registered:
             # Stopped while still retrying registration: nothing was claimed or started,
             # so saying "started" (and then "stopped") would tell of a worker that never ran.
             self.control_pool.close(timeout=5)
@@ -439,6 +451,11 @@ class WorkerProcess:
         while not self._stop.is_set():
             try:
                 with self.control_pool.connection() as conn:
+                    # Before the first write: an old schema would take it, or fail on a
+                    # column it lacks. SchemaOutOfDate, when behind, stops the worker.
+                    newer = check_schema(conn)
+                    if newer:
+                        log.warning("%s", newer, extra={"action": "schema_newer"})
                     JobStore(conn).rows(Q.register_worker, {
                         "worker_id": self.worker_id, "host": socket.gethostname(),
                         "pid": os.getpid(), "queues": self.queues,

@@ -84,10 +84,10 @@ def register(sub) -> None:
                                      "an existing name is refused: see `user reset`")
     ua.add_argument("name")
     ua.add_argument("--role", required=True, choices=list(ROLES))
-    ua.set_defaults(fn=cmd_user_add)
+    ua.set_defaults(fn=cmd_user_add, checks_schema=True)  # refused behind the code
     ur = usub.add_parser("reset", help="set an existing user's password (prompted or from "
                                        "stdin), enable them and sign out their sessions")
     ur.add_argument("name")
     ur.add_argument("--role", choices=list(ROLES),
                     help="a new role too (default: keep it; the last admin stays admin)")
-    ur.set_defaults(fn=cmd_user_reset)
+    ur.set_defaults(fn=cmd_user_reset, checks_schema=True)

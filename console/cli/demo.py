@@ -104,7 +104,9 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
               "the embedded PostgreSQL, or pass --yes-use-this-database", file=sys.stderr)
         return 2
     try:  # before anything is written: a busy port must change nothing
-        server = make_server("127.0.0.1", port, access_log=False)
+        # No schema check: the demo migrates the database itself, once the port is bound.
+        server = make_server("127.0.0.1", port, config={"CHECK_SCHEMA": False},
+                             access_log=False)
     except OSError as exc:
         print(f"jobwarden demo: cannot serve the console on 127.0.0.1:{port} ({exc.strerror}); "
               f"choose another port with --port (make demo PORT={port + 1})", file=sys.stderr)

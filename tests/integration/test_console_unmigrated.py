@@ -56,8 +56,14 @@ def test_every_console_page_on_an_unmigrated_database_names_it_and_says_run_migr
 
 def test_signing_in_to_the_standalone_console_on_an_unmigrated_database_says_run_migrate(
         empty_database):
-    app = create_app({"TESTING": True, "SECRET_KEY": "t", "WTF_CSRF_ENABLED": False,
-                      "DATABASE_URL": empty_database})
+    config = {"TESTING": True, "SECRET_KEY": "t", "WTF_CSRF_ENABLED": False,
+              "DATABASE_URL": empty_database}
+    # Refused at start (tests/integration/test_schema_revision.py)...
+    with pytest.raises(dbmod.SchemaOutOfDate, match="no Jobwarden tables yet: run "
+                                                    "`jobwarden migrate` first"):
+        create_app(config)
+    # ...and a console whose tables went after it started says so on its pages.
+    app = create_app({**config, "CHECK_SCHEMA": False})
     try:
         page = app.test_client().post("/login", data={"username": "ada", "password": "x"})
     finally:

@@ -45,7 +45,13 @@ from worker.ops.operations import (
 )
 from worker.ops.reconcile import reconcilable_types, reconcile
 from worker.process import WorkerProcess
-from worker.store.db import DatabaseUrlError, connect, migrate
+from worker.store.db import (
+    DatabaseUrlError,
+    SchemaOutOfDate,
+    check_database_schema,
+    connect,
+    migrate,
+)
 from worker.store.embedded import stop_embedded
 from worker.store.jobstore import JobStore
 from worker.store.queries import Q
@@ -337,6 +343,9 @@ def build_parser(contributed: bool = True) -> CommandParser:
     sub = p.add_subparsers(dest="command", required=True,
                            parser_class=argparse.ArgumentParser)
 
+    # A command with `checks_schema` is refused on a database behind the code, before it
+    # runs (main); the worker checks when it reaches the database (WorkerProcess.run),
+    # the console when its app is made (console.create_app).
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
 
     w = sub.add_parser("worker", help="run a worker process")
@@ -384,13 +393,13 @@ def build_parser(contributed: bool = True) -> CommandParser:
     e.add_argument("--max-attempts", type=A.max_attempts)
     e.add_argument("--app", help="module registering handlers, to validate typed payloads "
                                  "(queue and attempts follow the published policy without it)")
-    e.set_defaults(fn=cmd_enqueue)
+    e.set_defaults(fn=cmd_enqueue, checks_schema=True)
 
     r = sub.add_parser("recover", help="one recovery pass over lost executions")
     r.add_argument("--app", help="module registering handlers (for their retry policies)")
     r.add_argument("--worker-stale-after", type=A.age, default=60.0,
                    help="mark workers without a heartbeat for this long as gone")
-    r.set_defaults(fn=cmd_recover)
+    r.set_defaults(fn=cmd_recover, checks_schema=True)
 
     rc = sub.add_parser("reconcile", help="list jobs whose outcome is unknown, or settle one "
                                           "after checking the external system (audited)")
@@ -404,9 +413,10 @@ def build_parser(contributed: bool = True) -> CommandParser:
     rc.add_argument("--auto", action="store_true",
                     help="run the reconcilers the job types of --app declare (audited)")
     rc.add_argument("--app", help="with --auto: the module registering the handlers")
-    rc.set_defaults(fn=cmd_reconcile)
+    rc.set_defaults(fn=cmd_reconcile, checks_schema=True)
 
     qp = sub.add_parser("queue", help="pause, resume and list queues (audited)")
+    qp.set_defaults(checks_schema=True)
     qsub = qp.add_subparsers(dest="queue_command", required=True)
     qsub.add_parser("list", help="queues that were paused or resumed").set_defaults(fn=cmd_queue)
     for verb, text in (("pause", "stop claiming the queue's jobs (running ones finish)"),
@@ -428,6 +438,7 @@ def build_parser(contributed: bool = True) -> CommandParser:
 
     lp = sub.add_parser("limits", help="set, clear and list live limits of queues and job "
                                        "types: maximum concurrency and rate (audited)")
+    lp.set_defaults(checks_schema=True)
     lsub = lp.add_subparsers(dest="limits_command", required=True)
     lsub.add_parser("list", help="the live limits, who set them, when and why"
                     ).set_defaults(fn=cmd_limits)
@@ -460,11 +471,11 @@ def build_parser(contributed: bool = True) -> CommandParser:
     pr.add_argument("--yes", action="store_true",
                     help="delete without asking (needed when standard input is not a "
                          "terminal, e.g. in cron)")
-    pr.set_defaults(fn=cmd_prune)
+    pr.set_defaults(fn=cmd_prune, checks_schema=True)
 
     s = sub.add_parser("stats", help="counts by status, queue and type; oldest pending age")
     s.add_argument("--json", action="store_true")
-    s.set_defaults(fn=cmd_stats)
+    s.set_defaults(fn=cmd_stats, checks_schema=True)
 
     em = sub.add_parser("embedded", help="the embedded PostgreSQL under JOBWARDEN_HOME "
                                          "(used when DATABASE_URL is not set)")
@@ -516,6 +527,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2
     try:
+        if getattr(args, "checks_schema", False):
+            # Once, at the command's start: behind the code, SchemaOutOfDate refuses it.
+            newer = check_database_schema()
+            if newer:
+                print(f"jobwarden: {newer}", file=sys.stderr)
         code: int = args.fn(args)  # the sub-command's exit status
         return code
     except KeyboardInterrupt:
@@ -523,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
     except DatabaseUrlError as exc:  # raised before anything connected
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2
+    except SchemaOutOfDate as exc:  # raised before anything was written
+        print(f"jobwarden: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # a clear one-line error, not a traceback, for operators
         cause: BaseException | None = exc
         # SQLAlchemy (under `migrate`'s Alembic), user_add and friends wrap the driver's

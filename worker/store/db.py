@@ -205,6 +205,85 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+class SchemaOutOfDate(RuntimeError):
+    """The database has no Jobwarden tables, or tables older than this code: one line
+    that says to run `jobwarden migrate`."""
+
+
+_ASSIGNED = re.compile(r"^(revision|down_revision)\b[^=\n]*=(.*)$", re.MULTILINE)
+
+
+@functools.cache
+def code_revisions() -> dict[str, tuple[str, ...]]:
+    """Each migration of this code: its revision -> the revisions it follows (none for
+    the first). Read from the migration files' `revision = ` and `down_revision = ` lines,
+    so a worker knows the schema it needs without importing Alembic and SQLAlchemy with
+    it (tests/integration/test_schema_revision.py checks it reads them as Alembic does)."""
+    parents: dict[str, tuple[str, ...]] = {}
+    for path in sorted((migrations_dir() / "versions").glob("*.py")):
+        found = {name: tuple(re.findall(r"[\"']([^\"']+)[\"']", value))
+                 for name, value in _ASSIGNED.findall(path.read_text())}
+        if len(found.get("revision", ())) != 1 or "down_revision" not in found:
+            raise RuntimeError(f"migration {path.name} names no revision: reinstall jobwarden")
+        parents[found["revision"][0]] = found["down_revision"]
+    return parents
+
+
+def code_heads() -> frozenset[str]:
+    """The revisions `jobwarden migrate` brings a database to (one, but after a merge)."""
+    parents = code_revisions()
+    followed = {p for before in parents.values() for p in before}
+    return frozenset(parents.keys() - followed)
+
+
+def _with_ancestors(revisions: set[str] | frozenset[str]) -> set[str]:
+    parents = code_revisions()
+    seen: set[str] = set()
+    todo = list(revisions)
+    while todo:
+        revision = todo.pop()
+        if revision not in seen:
+            seen.add(revision)
+            todo.extend(parents.get(revision, ()))
+    return seen
+
+
+def check_schema(conn: psycopg.Connection) -> str | None:
+    """Compare the database's migration revision with this code's, at a worker's, the
+    console's or a command's start (never on a job's path: enqueue and claims send
+    nothing more). Behind the code, or without Jobwarden's tables: SchemaOutOfDate, to be
+    refused before anything is written (the old tables would take writes, or fail on a
+    column they lack, mid-run). At a revision this code does not know, which a newer
+    Jobwarden made: the line to warn with, and the caller goes on (a rolling upgrade
+    migrates before every worker runs the new code). Current: None."""
+    store = JobStore(conn)
+    revisions = (set() if not store.one(Q.schema_versioned)[0]
+                 else {row[0] for row in store.rows(Q.schema_revisions)})
+    if not revisions:
+        raise SchemaOutOfDate("the database has no Jobwarden tables yet: run "
+                              "`jobwarden migrate` first")
+    heads = code_heads()
+    ours = ", ".join(sorted(heads))
+    theirs = ", ".join(sorted(revisions))
+    if not revisions <= code_revisions().keys():
+        return (f"the database is at revision {theirs}, which this Jobwarden ({ours}) does "
+                "not know: a newer Jobwarden migrated it; upgrade it here too (until then, "
+                "what changed may fail)")
+    missing = len(_with_ancestors(heads) - _with_ancestors(revisions))
+    if missing:
+        raise SchemaOutOfDate(
+            f"the database is at revision {theirs}, {missing} "
+            f"migration{'s' if missing > 1 else ''} behind this Jobwarden ({ours}): run "
+            "`jobwarden migrate` first")
+    return None
+
+
+def check_database_schema(url: str | None = None) -> str | None:
+    """check_schema on a connection of its own to `url` (default: database_url())."""
+    with connect(url, connect_timeout=10) as conn:
+        return check_schema(conn)
+
+
 #: A hot statement that handled this many times more rows than any before it on its
 #: connection (and at least REPLAN_ROWS) has its session's plans made again.
 REPLAN_FACTOR = 4
