@@ -91,7 +91,8 @@ def test_retention_drops_the_weeks_past_the_historys_age_and_keeps_the_rest(own_
         # History kept 30 days, but the job is unknown: its attempts are the evidence its
         # reconciliation needs, so its week stays.
         conn.execute("UPDATE background_jobs SET status = 'unknown'")
-        policy = retention.RetentionPolicy.parse("executions=30d")
+        policy = retention.RetentionPolicy.parse("skipped=30d,cancelled=30d,failed=30d,"
+                                                  "executions=30d")
         assert retention.run_once(conn, policy) is not None
         assert weeks(conn) == before
         # Completed today, the job is kept (14 days for completed), and so is every
@@ -113,7 +114,8 @@ def test_retention_drops_the_weeks_past_the_historys_age_and_keeps_the_rest(own_
 def test_the_historys_age_defaults_to_the_longest_job_age():
     assert retention.RetentionPolicy().history_age == 90 * DAY
     assert retention.RetentionPolicy.parse("failed=180d").history_age == 180 * DAY
-    assert retention.RetentionPolicy.parse("executions=7d").history_age == 7 * DAY
+    assert retention.RetentionPolicy.parse(
+        "completed=7d,skipped=7d,cancelled=7d,failed=7d,executions=7d").history_age == 7 * DAY
     with pytest.raises(ValueError, match="executions"):
         retention.RetentionPolicy.parse("history=7d")
 

@@ -51,7 +51,8 @@ class RetentionPolicy:
     def parse(cls, text: str | None) -> RetentionPolicy | None:
         """`completed=14d,failed=90d` over the defaults; `off` (or `none`) disables.
 
-        Raises ValueError naming the part it cannot read.
+        Raises ValueError naming the part it cannot read, or an `executions=` shorter
+        than a job age (a job still kept keeps all its attempts).
         """
         if text is None or not text.strip():
             return cls()
@@ -59,6 +60,7 @@ class RetentionPolicy:
             return None
         ages = dict(DEFAULT_AGES)
         history = None
+        written: dict[str, str] = {}  # each part as given, for the messages
         for item in text.split(","):
             status, _, value = item.partition("=")
             status = status.strip()
@@ -71,10 +73,20 @@ class RetentionPolicy:
                 seconds = None
             if not seconds or seconds <= 0:
                 raise ValueError(f"retention: {item.strip()!r} needs a positive age like 14d")
+            written[status] = value.strip()
             if status == "executions":
                 history = seconds
             else:
                 ages[status] = seconds
+        longest = max(ages, key=lambda status: ages[status])
+        if history is not None and history < ages[longest]:
+            # A week of history goes once it is older than `executions`, and with it the
+            # attempts of jobs still kept (an operator retries a failed job weeks later
+            # and finds its first attempt gone).
+            age = written.get(longest) or f"{ages[longest] / DAY:g}d"
+            raise ValueError(f"retention: executions={written['executions']} is shorter "
+                             f"than {longest}={age}: the history of jobs still kept "
+                             f"would go; give executions at least {age}, or leave it out")
         return cls(ages=ages, history=history)
 
     @property
