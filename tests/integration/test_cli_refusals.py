@@ -14,6 +14,45 @@ from tests.helpers import scalar
 from tests.integration.test_cli import ROOT, jobwarden
 
 
+def limits_written(url: str) -> tuple[int, int]:
+    return (scalar(url, "SELECT count(*) FROM job_limit_controls"),
+            scalar(url, "SELECT count(*) FROM job_audit"))
+
+
+def test_a_live_limit_on_a_queue_nothing_names_is_refused_like_a_pause(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('mail', 'email', "
+                 "'{}')")
+    conn.commit()
+    typo = jobwarden("limits", "set", "--queue", "emial", "--rate", "10/s", "--reason", "r")
+    assert typo.returncode == 1, typo.stderr
+    assert typo.stderr.count("\n") == 1 and "queue 'emial' is unknown" in typo.stderr
+    assert typo.stdout == ""
+    assert limits_written(clean_db) == (0, 0)
+    # The same name, as `queue pause` refuses it.
+    assert jobwarden("queue", "pause", "emial", "--reason", "r").returncode == 1
+    # The queue a job names is known: its limit is set.
+    known = jobwarden("limits", "set", "--queue", "email", "--rate", "10/s", "--reason", "r")
+    assert known.returncode == 0, known.stderr
+    assert limits_written(clean_db) == (1, 1)
+
+
+def test_a_queue_not_in_use_yet_gets_a_limit_when_named_new_and_is_known_after(clean_db):
+    ahead = jobwarden("limits", "set", "--queue", "reports", "--max-concurrency", "2", "--new",
+                      "--reason", "before the deploy")
+    assert ahead.returncode == 0, ahead.stderr
+    # Its live limit names it now: changing it needs no --new.
+    again = jobwarden("limits", "set", "--queue", "reports", "--max-concurrency", "3",
+                      "--reason", "more")
+    assert again.returncode == 0, again.stderr
+    assert limits_written(clean_db) == (1, 2)
+
+
+def test_a_bad_limit_on_an_unknown_queue_names_the_bad_value_first(clean_db):
+    bad = jobwarden("limits", "set", "--queue", "emial", "--rate", "fast", "--reason", "r")
+    assert bad.returncode == 2 and "rate" in bad.stderr
+    assert limits_written(clean_db) == (0, 0)
+
+
 @pytest.mark.parametrize("retention", ["executions=30d", "executions=89d",
                                        "completed=120d,executions=100d"])
 def test_a_worker_refuses_a_retention_that_drops_history_of_jobs_it_keeps(clean_db,

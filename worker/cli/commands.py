@@ -224,6 +224,10 @@ def cmd_limits(args: argparse.Namespace) -> int:
                       f"{printable(r['reason'])}")
             return 0
         scope, name = ("queue", args.queue) if args.queue else ("type", args.type)
+        # Read before the limit is set (it would name the queue then), judged after: a
+        # bad value is named first, as for any queue.
+        known = (scope != "queue" or args.limits_command != "set" or args.new
+                 or JobStore(conn).one(Q.queue_known, {"queue": name})[0])
         try:
             if args.limits_command == "set":
                 result = set_limit(conn, scope, name, actor=_actor(args), role="admin",
@@ -235,6 +239,13 @@ def cmd_limits(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"jobwarden limits: {printable(exc)}", file=sys.stderr)
             return 2
+        if not known:
+            # As `queue pause` refuses it: a typo must not pass for a limited queue.
+            conn.rollback()
+            print(f"jobwarden limits: queue {printable(name)!r} is unknown: no job, published "
+                  "job type, worker, pause or live limit names it; nothing was changed "
+                  "(--new limits it before its first job)", file=sys.stderr)
+            return 1
     print(printable(result.message))
     return 0 if result.ok else 1
 
@@ -458,6 +469,10 @@ def build_parser(contributed: bool = True) -> CommandParser:
             lm.add_argument("--burst", type=int,
                             help="the rate's bucket: most jobs claimed at once after a quiet "
                                  "spell (default: one second's worth)")
+            lm.add_argument("--new", action="store_true",
+                            help="with --queue: limit a queue even though nothing names it "
+                                 "yet (e.g. before its job type is first deployed); any "
+                                 "other unknown queue is refused, as a likely typo")
         lm.add_argument("--reason", required=True, help="why (goes to the audit log)")
         lm.add_argument("--actor", help="who (default: cli:$USER)")
         lm.set_defaults(fn=cmd_limits)

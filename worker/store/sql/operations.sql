@@ -225,6 +225,18 @@ WITH known AS (
 SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS woken,
        (SELECT known FROM known) AS known;
 
+-- name: queue_known
+-- Whether a queue is one the database knows, as operator_queue_set_paused judges it (a
+-- job, a published job type, a worker's queues or a queue control names it), or one a
+-- live limit names: `jobwarden limits set --queue` refuses any other name as a typo.
+SELECT EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = %(queue)s::text
+               GROUP BY status, type HAVING sum(jobs) <> 0)
+    OR EXISTS (SELECT 1 FROM job_types WHERE queue = %(queue)s::text)
+    OR EXISTS (SELECT 1 FROM job_workers WHERE %(queue)s::text = ANY(queues))
+    OR EXISTS (SELECT 1 FROM queue_controls WHERE queue = %(queue)s::text)
+    OR EXISTS (SELECT 1 FROM job_limit_controls
+               WHERE scope = 'queue' AND name = %(queue)s::text);
+
 -- name: queues_known
 -- Every queue a job, a published job type, a worker or a queue control names (for
 -- `queue pause --all` after a restore). DISTINCT over background_jobs reads every job:
