@@ -53,6 +53,37 @@ def test_a_bad_limit_on_an_unknown_queue_names_the_bad_value_first(clean_db):
     assert limits_written(clean_db) == (0, 0)
 
 
+@pytest.fixture
+def broken_command_packages(tmp_path):
+    """Two installed packages adding `jobwarden` sub-commands whose entry points fail to
+    load: one names a module that is not there, one a module that raises on import."""
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('no config file')\n")
+    for name, target in (("gone", "no_such_module_here:register"),
+                         ("raising", "raises_on_import:register")):
+        info = tmp_path / f"jobwarden_{name}_commands-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jobwarden-{name}-"
+                                       "commands\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[jobwarden.commands]\n{name} = {target}\n")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+
+def test_a_sub_command_package_that_fails_to_load_is_named_and_the_rest_still_work(
+        broken_command_packages, clean_db):
+    result = subprocess.run([sys.executable, "-m", "worker.cli", "user", "--help"], cwd=ROOT,
+                            env=broken_command_packages, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "add a console user" in result.stdout  # the console's commands are there
+    lines = result.stderr.splitlines()
+    assert lines == [
+        "jobwarden: the sub-commands of entry point 'gone' (no_such_module_here:register) "
+        "are left out: ModuleNotFoundError: No module named 'no_such_module_here'",
+        "jobwarden: the sub-commands of entry point 'raising' (raises_on_import:register) "
+        "are left out: RuntimeError: no config file"], result.stderr
+
+
 @pytest.mark.parametrize("retention", ["executions=30d", "executions=89d",
                                        "completed=120d,executions=100d"])
 def test_a_worker_refuses_a_retention_that_drops_history_of_jobs_it_keeps(clean_db,

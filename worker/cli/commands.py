@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import logging
 import os
 import sys
 import time
@@ -514,8 +513,12 @@ def add_contributed_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
     for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         try:
             register = entry.load()
-        except ImportError as exc:  # e.g. the console's dependencies are not installed
-            logging.getLogger("jobwarden.cli").debug("skipping %s commands: %s", entry.name, exc)
+        except Exception as exc:  # noqa: BLE001  (a broken package, whatever it raises)
+            # Said, not skipped in silence: its commands would vanish from --help with
+            # nothing to tell why. The runtime's own commands and the others still work.
+            print(f"jobwarden: the sub-commands of entry point {entry.name!r} "
+                  f"({entry.value}) are left out: {type(exc).__name__}: "
+                  f"{' '.join(str(exc).split())}", file=sys.stderr)
             continue
         register(sub)
 
