@@ -84,6 +84,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                               flush_writers=args.flush_writers,
                               flush_interval=args.flush_interval / 1000)
         worker = WorkerProcess(registry, config)
+    except DatabaseUrlError:
+        raise  # main says it as every command does
     except ValueError as exc:
         raise SystemExit(f"jobwarden worker: {exc}") from None
     return worker.run()
