@@ -257,8 +257,9 @@ def test_a_week_goes_once_its_end_passes_the_historys_age_not_its_start(own_db):
         add_execution(conn, 10_000_001, older_end - timedelta(seconds=1))  # older than 30 days
         add_execution(conn, 10_000_002, start + timedelta(seconds=1))  # older than 30 days
         add_execution(conn, 10_000_003, bound + (end - bound) / 2)  # younger than 30 days
-        assert retention.run_once(conn, retention.RetentionPolicy.parse("executions=30d")) \
-            is not None
+        policy = retention.RetentionPolicy.parse("skipped=30d,cancelled=30d,failed=30d,"
+                                                  "executions=30d")
+        assert retention.run_once(conn, policy) is not None
         names = {n for n, _ in weeks(conn)}
         assert older not in names and straddling in names
         assert conn.execute("SELECT count(*) FROM " + straddling).fetchone()[0] == 2
