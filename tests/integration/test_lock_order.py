@@ -7,11 +7,19 @@ test on the jobs given highest id first, waits until it blocks, and then checks 
 higher job's row is still free. A statement that had locked the higher row first (in the
 input's order, or in the heap's: the lower job's row was rewritten, so it now lies after
 the other) would hold it while waiting: the pattern of a deadlock.
+
+"Whatever the plan": each runs on a table of a realistic size whose statistics are absent
+(never analyzed), fresh, or stale (TRUNCATE keeps them: here they say almost no job is
+running, so a scan of the running jobs looks cheaper than a lookup per row); with the
+statement's two rows alone or among a completer's full batch of others' jobs (which hash
+joins like); planned for its values, and generically (as the server plans a statement
+prepared long enough).
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 
 import psycopg
 import pytest
@@ -20,26 +28,51 @@ from tests.helpers import wait_for
 from worker import Registry, enqueue, job
 from worker.engine.completer import finish_params
 from worker.engine.producer import claim
+from worker.store.db import migrate
 from worker.store.queries import Q, batch_params
 
 LEASE = 30.0
 FILLER = 20_000  # other workers' running jobs
+STALE = 50_000  # ended jobs the stale statistics were taken of
+BATCH = 100  # a completer's batch (worker/engine/completer.py)
+STATISTICS = ["never analyzed", "analyzed", "stale"]
+#: (rows sent besides the two jobs, plan): the others are other workers' running jobs,
+#: which this statement does not own (so it refuses them and locks none).
+SHAPES = [(0, "custom"), (BATCH - 2, "custom"), (BATCH - 2, "generic")]
+
+
+@pytest.fixture(params=STATISTICS)
+def lock_db(request, empty_database):
+    """A migrated database of its own whose background_jobs' statistics stay as the test
+    leaves them (autovacuum off for it: TRUNCATE keeps them, so a shared database's are
+    whatever earlier tests left)."""
+    migrate(empty_database)
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = false)")
+        if request.param == "stale":
+            # Statistics of another content: every job ended, none running.
+            conn.execute("INSERT INTO background_jobs (queue, type, payload, status) "
+                         "SELECT 'old', 'locks.old', '{}', 'completed' "
+                         "FROM generate_series(1, %s)", [STALE])
+            conn.execute("ANALYZE background_jobs")
+            conn.execute("TRUNCATE background_jobs RESTART IDENTITY CASCADE")
+    return empty_database, request.param
 
 
 @pytest.fixture
-def running(clean_db):
+def running(lock_db):
     """Two running jobs, (lower id, higher id) as (id, execution_id); the lower one's row
     rewritten so that the heap holds it after the higher one."""
+    url, statistics = lock_db
     reg = Registry()
 
     @job("locks.noop", lease=LEASE, registry=reg)
     def noop(ctx, payload):
         raise AssertionError("driven by the test")
 
-    with psycopg.connect(clean_db, autocommit=True) as conn:
-        # A table of a realistic size (and never analyzed): the planner then scans the
-        # running jobs in heap order and hashes the statement's rows. On a tiny table it
-        # walks the rows in the order given, and the test would prove nothing.
+    with psycopg.connect(url, autocommit=True) as conn:
+        # A table of a realistic size: on a tiny one a scan of it is as cheap as a lookup
+        # per row, and the test would prove nothing.
         conn.execute("INSERT INTO background_jobs (queue, type, payload, status, execution_id, "
                      "lease_seconds, lease_expires_at) "
                      "SELECT 'filler', 'locks.filler', '{}', 'running', gen_random_uuid(), "
@@ -54,19 +87,35 @@ def running(clean_db):
         order = [r[0] for r in conn.execute(
             "SELECT id FROM background_jobs WHERE type = 'locks.noop' ORDER BY ctid")]
         assert order == [high[0], low[0]]
-    return low, high
+        if statistics == "analyzed":
+            conn.execute("ANALYZE background_jobs")
+    return url, low, high
 
 
-def assert_waits_holding_nothing_higher(url: str, low, high, statement, params) -> None:
+@pytest.fixture(params=SHAPES, ids=lambda s: f"{s[0] + 2}-rows-{s[1]}-plan")
+def shape(request):
+    return request.param
+
+
+def others(count: int) -> list[tuple[int, uuid.UUID]]:
+    """`count` of the filler's running jobs, with execution ids that do not own them."""
+    return [(job_id, uuid.uuid4()) for job_id in range(1, count + 1)]
+
+
+def assert_waits_holding_nothing_higher(url: str, low, high, statement, params,
+                                        plan: str) -> None:
     with psycopg.connect(url) as holder, psycopg.connect(url) as tested, \
             psycopg.connect(url, autocommit=True) as probe:
         holder.execute("SELECT 1 FROM background_jobs WHERE id = %s FOR UPDATE", [low[0]])
         pid = tested.info.backend_pid
+        if plan == "generic":
+            tested.execute("SET plan_cache_mode = force_generic_plan")
         errors = []
 
         def run():
             try:
-                tested.execute(statement, params)
+                # Prepared: a generic plan is made for a prepared statement only.
+                tested.execute(statement, params, prepare=plan == "generic")
                 tested.rollback()
             except Exception as exc:  # noqa: BLE001 - reported by the test below
                 errors.append(exc)
@@ -88,28 +137,31 @@ def assert_waits_holding_nothing_higher(url: str, low, high, statement, params) 
         assert errors == []
 
 
-def test_a_heartbeat_locks_its_jobs_in_id_order(clean_db, running):
-    low, high = running
+def test_a_heartbeat_locks_its_jobs_in_id_order(running, shape):
+    url, low, high = running
+    extra, plan = shape
     rows = [{"id": j, "execution_id": str(e), "progress": None, "checkpoint": None}
-            for j, e in (high, low)]
-    assert_waits_holding_nothing_higher(clean_db, low, high, Q.heartbeat_executions,
-                                        batch_params(rows, id_key="id"))
+            for j, e in [high, low, *others(extra)]]
+    assert_waits_holding_nothing_higher(url, low, high, Q.heartbeat_executions,
+                                        batch_params(rows, id_key="id"), plan)
 
 
-def test_a_batch_of_outcomes_locks_its_jobs_in_id_order(clean_db, running):
-    low, high = running
+def test_a_batch_of_outcomes_locks_its_jobs_in_id_order(running, shape):
+    url, low, high = running
+    extra, plan = shape
     rows = [{"job_id": j, "execution_id": e, "status": "completed", "outcome": "completed",
              "error_code": None, "error": None, "delay": 0.0, "progress": None,
-             "checkpoint": None} for j, e in (high, low)]
-    assert_waits_holding_nothing_higher(clean_db, low, high, Q.finish_executions,
-                                        finish_params(rows))
+             "checkpoint": None} for j, e in [high, low, *others(extra)]]
+    assert_waits_holding_nothing_higher(url, low, high, Q.finish_executions,
+                                        finish_params(rows), plan)
 
 
-def test_a_hand_back_locks_its_jobs_in_id_order(clean_db, running):
+def test_a_hand_back_locks_its_jobs_in_id_order(running, shape):
     """A hand-back takes the same statement as a batch of outcomes, with its own rows."""
-    low, high = running
+    url, low, high = running
+    extra, plan = shape
     rows = [{"job_id": j, "execution_id": e, "status": "pending", "outcome": "handed_back",
              "error_code": None, "error": None, "delay": 0.0, "progress": '{"done": 1}',
-             "checkpoint": None} for j, e in (high, low)]
-    assert_waits_holding_nothing_higher(clean_db, low, high, Q.finish_executions,
-                                        finish_params(rows))
+             "checkpoint": None} for j, e in [high, low, *others(extra)]]
+    assert_waits_holding_nothing_higher(url, low, high, Q.finish_executions,
+                                        finish_params(rows), plan)
