@@ -29,6 +29,7 @@ from worker import Registry, enqueue, job
 from worker.engine.completer import finish_params
 from worker.engine.producer import claim
 from worker.store.db import migrate
+from worker.store.jobstore import numbered
 from worker.store.queries import Q, batch_params
 
 LEASE = 30.0
@@ -137,31 +138,83 @@ def assert_waits_holding_nothing_higher(url: str, low, high, statement, params,
         assert errors == []
 
 
+def heartbeat(jobs):
+    rows = [{"id": j, "execution_id": str(e), "progress": None, "checkpoint": None}
+            for j, e in jobs]
+    return Q.heartbeat_executions, batch_params(rows, id_key="id")
+
+
+def outcomes(jobs):
+    rows = [{"job_id": j, "execution_id": e, "status": "completed", "outcome": "completed",
+             "error_code": None, "error": None, "delay": 0.0, "progress": None,
+             "checkpoint": None} for j, e in jobs]
+    return Q.finish_executions, finish_params(rows)
+
+
+def hand_back(jobs):
+    """A hand-back takes the same statement as a batch of outcomes, with its own rows."""
+    rows = [{"job_id": j, "execution_id": e, "status": "pending", "outcome": "handed_back",
+             "error_code": None, "error": None, "delay": 0.0, "progress": '{"done": 1}',
+             "checkpoint": None} for j, e in jobs]
+    return Q.finish_executions, finish_params(rows)
+
+
 def test_a_heartbeat_locks_its_jobs_in_id_order(running, shape):
     url, low, high = running
     extra, plan = shape
-    rows = [{"id": j, "execution_id": str(e), "progress": None, "checkpoint": None}
-            for j, e in [high, low, *others(extra)]]
-    assert_waits_holding_nothing_higher(url, low, high, Q.heartbeat_executions,
-                                        batch_params(rows, id_key="id"), plan)
+    assert_waits_holding_nothing_higher(url, low, high,
+                                        *heartbeat([high, low, *others(extra)]), plan)
 
 
 def test_a_batch_of_outcomes_locks_its_jobs_in_id_order(running, shape):
     url, low, high = running
     extra, plan = shape
-    rows = [{"job_id": j, "execution_id": e, "status": "completed", "outcome": "completed",
-             "error_code": None, "error": None, "delay": 0.0, "progress": None,
-             "checkpoint": None} for j, e in [high, low, *others(extra)]]
-    assert_waits_holding_nothing_higher(url, low, high, Q.finish_executions,
-                                        finish_params(rows), plan)
+    assert_waits_holding_nothing_higher(url, low, high,
+                                        *outcomes([high, low, *others(extra)]), plan)
 
 
 def test_a_hand_back_locks_its_jobs_in_id_order(running, shape):
-    """A hand-back takes the same statement as a batch of outcomes, with its own rows."""
     url, low, high = running
     extra, plan = shape
-    rows = [{"job_id": j, "execution_id": e, "status": "pending", "outcome": "handed_back",
-             "error_code": None, "error": None, "delay": 0.0, "progress": '{"done": 1}',
-             "checkpoint": None} for j, e in [high, low, *others(extra)]]
-    assert_waits_holding_nothing_higher(url, low, high, Q.finish_executions,
-                                        finish_params(rows), plan)
+    assert_waits_holding_nothing_higher(url, low, high,
+                                        *hand_back([high, low, *others(extra)]), plan)
+
+
+def job_scans(node: dict) -> list[dict]:
+    """The nodes of an EXPLAIN (FORMAT JSON) plan that read background_jobs' rows."""
+    found = [node] if (node.get("Relation Name") == "background_jobs"
+                       and node["Node Type"] != "ModifyTable") else []
+    for child in node.get("Plans", []):
+        found += job_scans(child)
+    return found
+
+
+@pytest.mark.parametrize("statement", [heartbeat, outcomes, hand_back],
+                         ids=lambda f: f.__name__)
+def test_a_statement_reads_only_its_own_jobs(running, shape, statement):
+    """Each of the statement's rows is a primary-key lookup, whatever the statistics: no
+    scan reads the other workers' running jobs (a plan that walks them all also locks in
+    their order, not by id)."""
+    url, low, high = running
+    extra, plan = shape
+    sql, params = statement([high, low, *others(extra)])
+    with psycopg.connect(url) as conn:
+        if plan == "generic":
+            # Prepared with $n and planned without its values, as the server plans a
+            # statement prepared long enough.
+            text, names = numbered(sql)
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(f"PREPARE tested AS {text}")
+            args = ", ".join(["%s"] * len(names))
+            (explained,) = psycopg.ClientCursor(conn).execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE tested({args})",
+                [params[n] for n in names]).fetchone()
+        else:
+            (explained,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,
+                                        params).fetchone()
+        conn.rollback()
+    sent = extra + 2
+    for scan in job_scans(explained[0]["Plan"]):
+        read = (scan["Actual Rows"] + scan.get("Rows Removed by Filter", 0)) * scan["Actual Loops"]
+        assert read <= sent, (f"{scan['Node Type']} ({scan.get('Index Name')}) read {read} "
+                              f"rows for {sent} sent")
