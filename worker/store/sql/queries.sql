@@ -525,8 +525,11 @@ WITH x AS (
     -- Lock the rows first, in job-id order, whatever plan the UPDATE below gets (a hash
     -- join walks them in heap order): this and a batch of outcomes (finish_executions,
     -- in id order too) then wait for each other instead of deadlocking (40P01).
-    SELECT j.id FROM background_jobs j JOIN x ON j.id = x.id AND j.execution_id = x.execution_id
-    WHERE j.status = 'running'
+    -- A primary-key lookup per row whatever the statistics, as in finish_executions:
+    -- the planner sees only the id, as `= ANY(ARRAY[..])`, and the guards sit in a
+    -- sub-select, else a rare-looking `running` walks every running job.
+    SELECT j.id FROM background_jobs j JOIN x ON j.id = ANY(ARRAY[x.id])
+    WHERE (SELECT j.status = 'running' AND j.execution_id = x.execution_id)
     ORDER BY j.id
     FOR UPDATE OF j
 ), beats AS (
@@ -536,7 +539,8 @@ WITH x AS (
         progress = COALESCE(x.progress, j.progress),
         checkpoint = COALESCE(x.checkpoint, j.checkpoint)
     FROM x JOIN locked l ON l.id = x.id
-    WHERE j.id = x.id AND j.execution_id = x.execution_id AND j.status = 'running'
+    WHERE j.id = ANY(ARRAY[l.id])
+      AND (SELECT j.execution_id = x.execution_id AND j.status = 'running')
     RETURNING j.id, j.execution_id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
 -- The running execution's heartbeat is its job row's (job_executions_all shows it).
