@@ -14,8 +14,9 @@ APT_INSTALL = $(APT) update -qq && $(APT) install -y -qq
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	@# metadata a former setuptools build left here would hide the entry points
-	rm -rf jobwarden.egg-info
+	@# setuptools writes jobwarden.egg-info here; one left by an older pyproject.toml
+	@# would shadow the installed entry points while the repository is on sys.path
+	rm -rf jobwarden.egg-info build
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'
