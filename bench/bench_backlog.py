@@ -30,10 +30,10 @@ sys.path.insert(0, ROOT)
 
 from bench.peers.dbutil import with_db  # noqa: E402
 from bench.peers.walstats import db_counters  # noqa: E402
-from worker.engine.producer import claim_params  # noqa: E402
-from worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
-from worker.store.db import database_url, migrate  # noqa: E402
-from worker.store.queries import Q  # noqa: E402
+from jobwarden.worker.engine.producer import claim_params  # noqa: E402
+from jobwarden.worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
+from jobwarden.worker.store.db import database_url, migrate  # noqa: E402
+from jobwarden.worker.store.queries import Q  # noqa: E402
 
 
 def create_database(server: str) -> tuple[str, str]:
@@ -99,7 +99,7 @@ def main() -> int:
             commits0, wal0 = db_counters(conn)
             start = time.perf_counter()
             procs = [subprocess.Popen(
-                [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker",
+                [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker",
                  "--app", "bench.noop_app", "--concurrency", str(args.concurrency)],
                 cwd=ROOT, env=env) for _ in range(args.workers)]
             ages = []

@@ -29,7 +29,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from worker.store import db as dbmod  # noqa: E402
+from jobwarden.worker.store import db as dbmod  # noqa: E402
 
 PAGES = [
     ("overview", "/"),
@@ -216,7 +216,7 @@ def prepare(server_url: str, name: str, args) -> str:
 def seed_retry_storm(url: str, jobs: int) -> None:
     from sqlalchemy import create_engine
 
-    from console.data import sample_data
+    from jobwarden.console.data import sample_data
 
     engine = create_engine(dbmod.sqlalchemy_url(url))
     with engine.begin() as conn:
@@ -234,8 +234,8 @@ def report_counts(url: str) -> None:
 
 
 def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, float]]:
-    from console import create_app
-    from console.cli.accounts import user_add, user_reset
+    from jobwarden.console import create_app
+    from jobwarden.console.cli.accounts import user_add, user_reset
 
     try:
         user_add("bench", "operator", "bench-password", database_url=url)

@@ -32,15 +32,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.peers.dbutil import fresh_database  # noqa: E402
-from worker.engine.producer import (  # noqa: E402
+from jobwarden.worker.engine.producer import (  # noqa: E402
     ClaimedJob,
     claim,
     claim_params,
     prepare_claims,
 )
-from worker.store.db import migrate  # noqa: E402
-from worker.store.jobstore import JobStore, PreparedQuery  # noqa: E402
-from worker.store.queries import Q  # noqa: E402
+from jobwarden.worker.store.db import migrate  # noqa: E402
+from jobwarden.worker.store.jobstore import JobStore, PreparedQuery  # noqa: E402
+from jobwarden.worker.store.queries import Q  # noqa: E402
 
 SPEC = {"types": ["bench.idle"], "leases": [30.0], "queues": None, "worker_id": "bench"}
 

@@ -30,10 +30,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database, pct  # noqa: E402
-from worker.engine.producer import claim_params  # noqa: E402
-from worker.jobs.enqueue import JobSpec, enqueue, enqueue_many  # noqa: E402
-from worker.store.db import database_url, migrate  # noqa: E402
-from worker.store.queries import Q  # noqa: E402
+from jobwarden.worker.engine.producer import claim_params  # noqa: E402
+from jobwarden.worker.jobs.enqueue import JobSpec, enqueue, enqueue_many  # noqa: E402
+from jobwarden.worker.store.db import database_url, migrate  # noqa: E402
+from jobwarden.worker.store.queries import Q  # noqa: E402
 
 
 def email_claim_ms(url: str, samples: int) -> list[float]:
@@ -71,7 +71,7 @@ def main() -> int:
                 conn.commit()
         claim = email_claim_ms(url, 50)
         worker = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker",
+            [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker",
              "--app", "bench.lane_app", "--queues", "email=2,reports=1"],
             cwd=ROOT, env=dict(os.environ, DATABASE_URL=url, PYTHONPATH=ROOT))
         waits = []

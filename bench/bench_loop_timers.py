@@ -24,7 +24,7 @@ from collections.abc import Callable
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from worker.engine.loops import PreciseSelector  # noqa: E402
+from jobwarden.worker.engine.loops import PreciseSelector  # noqa: E402
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,

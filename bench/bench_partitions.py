@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.peers.dbutil import with_db  # noqa: E402
-from worker.store.db import database_url, migrate  # noqa: E402
+from jobwarden.worker.store.db import database_url, migrate  # noqa: E402
 
 READS = {
     "job attempts (job page)": """

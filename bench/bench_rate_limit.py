@@ -32,8 +32,8 @@ sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database  # noqa: E402
 from bench.rate_windows import figures as count_windows  # noqa: E402
-from worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
-from worker.store.db import database_url, migrate  # noqa: E402
+from jobwarden.worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
+from jobwarden.worker.store.db import database_url, migrate  # noqa: E402
 
 STARTS = "SELECT extract(epoch FROM started_at)::float8 FROM job_executions"
 
@@ -63,7 +63,7 @@ def main() -> int:
                "JOBWARDEN_BENCH_WORK_MS": str(args.work_ms)}
         started = time.perf_counter()
         procs = [subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker",
+            [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker",
              "--app", "bench.rate_app", "--concurrency", str(args.concurrency)],
             cwd=ROOT, env=env) for _ in range(args.workers)]
         deadline = started + 3 * args.seconds + 60

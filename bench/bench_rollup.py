@@ -25,9 +25,9 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_console import _with_dbname  # noqa: E402
-from worker.engine.completer import finish_params  # noqa: E402
-from worker.store import db as dbmod  # noqa: E402
-from worker.store.queries import Q  # noqa: E402
+from jobwarden.worker.engine.completer import finish_params  # noqa: E402
+from jobwarden.worker.store import db as dbmod  # noqa: E402
+from jobwarden.worker.store.queries import Q  # noqa: E402
 
 TRIGGERS = ("background_jobs_rollup_insert", "background_jobs_rollup_update",
             "background_jobs_rollup_delete")

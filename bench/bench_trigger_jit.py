@@ -27,8 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.peers.dbutil import fresh_database  # noqa: E402
-from worker import JobSpec, enqueue_many  # noqa: E402
-from worker.store.db import database_url, migrate  # noqa: E402
+from jobwarden import JobSpec, enqueue_many  # noqa: E402
+from jobwarden.worker.store.db import database_url, migrate  # noqa: E402
 
 FUNCTIONS = ("jobwarden_rollup_update()", "jobwarden_rollup_rows()", "jobwarden_rollup_fold()",
              "jobwarden_notify_jobs()")

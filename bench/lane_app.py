@@ -2,7 +2,7 @@
 
 import time
 
-from worker import job
+from jobwarden import job
 
 
 @job("report", queue="reports", lease=60)

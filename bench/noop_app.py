@@ -1,6 +1,6 @@
 """A no-op job type for the backlog benchmark: measures the queue, not the work."""
 
-from worker import job
+from jobwarden import job
 
 
 @job("noop", lease=30)

@@ -5,7 +5,7 @@ milliseconds of work (`JOBWARDEN_BENCH_WORK_MS`, default 5)."""
 import os
 import time
 
-from worker import job
+from jobwarden import job
 
 RATE = float(os.environ.get("JOBWARDEN_BENCH_RATE", "200"))
 WORK = float(os.environ.get("JOBWARDEN_BENCH_WORK_MS", "5")) / 1000

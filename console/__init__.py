@@ -4,11 +4,11 @@ Server-rendered pages with HTMX fragments that refresh themselves; every page ne
 login, every POST a CSRF token, every action the operator role and a reason.
 
 - `Console(app, url_prefix="/ops/jobs", user_loader=...)` mounts it in a host Flask app
-  (console.mount).
+  (jobwarden.console.mount).
 - `safe_next_url(target, default)` is its rule for `next` addresses, for a host's own login
   to reuse (no open redirects).
 - `create_app()` is the standalone console: a tiny app that mounts it at `/` with its own
-  login (`jobwarden console`, gunicorn `console:create_app()`).
+  login (`jobwarden console`, gunicorn `jobwarden.console:create_app()`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import logging
 from flask import Flask
 from psycopg import OperationalError
 
-from console.core.config import load_settings, secret_key, standalone_config
-from console.core.resources import resource_dir
-from console.mount import Console
-from console.web import security
-from console.web.security import safe_next_url
-from worker.core.sanitize import RedactingFilter
-from worker.store.db import check_database_schema, database_url
+from jobwarden.console.core.config import load_settings, secret_key, standalone_config
+from jobwarden.console.core.resources import resource_dir
+from jobwarden.console.mount import Console
+from jobwarden.console.web import security
+from jobwarden.console.web.security import safe_next_url
+from jobwarden.worker.core.sanitize import RedactingFilter
+from jobwarden.worker.store.db import check_database_schema, database_url
 
 __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 
@@ -45,7 +45,7 @@ def create_app(config: dict | None = None) -> Flask:
         app.config["SECRET_KEY"] = secret_key()
     security.install_standalone(app)
     # The standalone server's own log lines are redacted too (the console's are, mounted
-    # or not: console.web.errors).
+    # or not: jobwarden.console.web.errors).
     if not any(isinstance(f, RedactingFilter) for f in app.logger.filters):
         app.logger.addFilter(RedactingFilter())
     own = {key: value for key, value in (config or {}).items() if key in load_settings()}

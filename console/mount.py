@@ -1,13 +1,13 @@
 """The console as a Flask extension that a host application mounts under a prefix.
 
-    from console import Console
+    from jobwarden.console import Console
     Console(app, url_prefix="/ops/jobs", user_loader=current_staff, login_view="auth.login")
 
 Everything the console adds lives in one blueprint named `jobwarden`: its endpoints
 (`jobwarden.failed.index`), its templates (`jobwarden/base.html`), its static files
 (`jobwarden.static`, served under the prefix), its error pages and its request hooks.
 The host's own pages, templates, error handlers and login are left as they were.
-`console.create_app()` builds a tiny host that mounts it at `/`.
+`jobwarden.console.create_app()` builds a tiny host that mounts it at `/`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 from flask import Blueprint, Flask
 from jinja2 import FileSystemLoader, PrefixLoader
 
-from console.core import config
-from console.core.config import EXTENSION, UserLoader, load_settings
-from console.core.resources import resource_dir
-from console.data.database import ConsoleDatabase
-from console.views import AREAS, overview
-from console.views import install as install_navigation
-from console.web import auth, errors, formatting, security
+from jobwarden.console.core import config
+from jobwarden.console.core.config import EXTENSION, UserLoader, load_settings
+from jobwarden.console.core.resources import resource_dir
+from jobwarden.console.data.database import ConsoleDatabase
+from jobwarden.console.views import AREAS, overview
+from jobwarden.console.views import install as install_navigation
+from jobwarden.console.web import auth, errors, formatting, security
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"

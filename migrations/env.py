@@ -3,15 +3,15 @@
 The migrations create the console's tables too, so autogenerate and `alembic check`
 compare the database with both packages' tables: worker/store/schema.py's, and those
 console/data/schema.py adds to the same metadata. Applying migrations needs no metadata, and
-the runtime's `jobwarden migrate` (worker.store.db.alembic_config) says so with
+the runtime's `jobwarden migrate` (jobwarden.worker.store.db.alembic_config) says so with
 `attributes["upgrade_only"]`: a worker never loads the console.
 """
 
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from worker.store.db import database_url, sqlalchemy_url
-from worker.store.schema import declared, metadata
+from jobwarden.worker.store.db import database_url, sqlalchemy_url
+from jobwarden.worker.store.schema import declared, metadata
 
 config = context.config
 
@@ -20,7 +20,8 @@ def target_metadata():
     """What the database is compared with: None when only applying migrations."""
     if config.attributes.get("upgrade_only"):
         return None
-    import console.data.schema  # noqa: F401  (declares the console's tables on `metadata`)
+    # declares the console's tables on `metadata`
+    import jobwarden.console.data.schema  # noqa: F401
 
     return metadata
 

@@ -17,11 +17,11 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from jobwarden import registry as default_registry_
+from jobwarden.worker.store import db as dbmod
+from jobwarden.worker.store.embedded import embedded_datadir, stop_embedded
 from tests.helpers import HANDLER_KINDS, as_handler_kind
 from tests.pgcluster import PrivateCluster, contrib_bin
-from worker import registry as default_registry_
-from worker.store import db as dbmod
-from worker.store.embedded import embedded_datadir, stop_embedded
 
 # The console's fixtures (app, client, signed-in users…), for the integration and browser
 # tiers. Declared here: pytest accepts pytest_plugins only in the top-level conftest.
@@ -184,7 +184,7 @@ def conn(clean_db):
 
 @pytest.fixture
 def default_registry():
-    """The process-wide registry (`worker.jobs.registry`, the one `@job` fills), empty for one
+    """The process-wide registry (`jobwarden.worker.jobs.registry`, the one `@job` fills), empty for one
     test and given back its types afterwards: a module imported earlier keeps what it
     declared (the example shop enqueues through it), as it would in a real process."""
     saved = list(default_registry_)

@@ -12,10 +12,10 @@ import re
 import pytest
 from sqlalchemy import create_engine
 
-from console import create_app
-from console.cli.accounts import user_add
-from console.data import sample_data
-from worker.store.db import sqlalchemy_url
+from jobwarden.console import create_app
+from jobwarden.console.cli.accounts import user_add
+from jobwarden.console.data import sample_data
+from jobwarden.worker.store.db import sqlalchemy_url
 
 PASSWORD = "correct horse battery"
 USERS = {"vera": "viewer", "otto": "operator", "ada": "admin"}
@@ -27,7 +27,7 @@ def cheap_password_hashing():
     """Argon2 at its cheapest: production parameters cost ~0.7 s a hash on CI machines."""
     from argon2 import PasswordHasher, profiles
 
-    from console.web import auth
+    from jobwarden.console.web import auth
 
     production = auth.hasher
     auth.hasher = PasswordHasher.from_parameters(profiles.CHEAPEST)
@@ -57,7 +57,7 @@ def client(app):
 
 @pytest.fixture
 def engine(clean_db):
-    """A SQLAlchemy engine on the test database, for seeding rows with console.data.sample_data."""
+    """A SQLAlchemy engine on the test database, for seeding rows with jobwarden.console.data.sample_data."""
     eng = create_engine(sqlalchemy_url(clean_db))
     yield eng
     eng.dispose()
@@ -65,7 +65,7 @@ def engine(clean_db):
 
 @pytest.fixture
 def make_job(engine):
-    """A function that inserts one job in the given status (console.data.sample_data)."""
+    """A function that inserts one job in the given status (jobwarden.console.data.sample_data)."""
     def make(status: str, **fields) -> int:
         with engine.begin() as conn:
             return sample_data.insert_job(conn, status=status, **fields)

@@ -19,8 +19,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg.rows import dict_row
 
-from worker.jobs.registry import Registry
-from worker.process import WorkerProcess
+from jobwarden.worker.jobs.registry import Registry
+from jobwarden.worker.process import WorkerProcess
 
 #: The two kinds of handler a guarantee is tested for: a plain function on a slot thread,
 #: and an `async def` on its lane's event loop (worker/engine/loops.py).

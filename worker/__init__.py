@@ -1,9 +1,9 @@
 """Jobwarden's job runtime. The public API (docs/architecture.md §4):
 
-    from worker import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
+    from jobwarden.worker import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
 """
 
-from worker.core.errors import (
+from jobwarden.worker.core.errors import (
     AmbiguousOutcome,
     EnqueueError,
     JobCancelled,
@@ -13,11 +13,17 @@ from worker.core.errors import (
     SkipJob,
     Snooze,
 )
-from worker.core.policy import RetryPolicy
-from worker.engine.context import AsyncEffect, AsyncJobContext, Effect, JobContext, LeaseLost
-from worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
-from worker.jobs.job_spec import JobSpec
-from worker.jobs.registry import JobType, Registry, job, registry
+from jobwarden.worker.core.policy import RetryPolicy
+from jobwarden.worker.engine.context import (
+    AsyncEffect,
+    AsyncJobContext,
+    Effect,
+    JobContext,
+    LeaseLost,
+)
+from jobwarden.worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from jobwarden.worker.jobs.job_spec import JobSpec
+from jobwarden.worker.jobs.registry import JobType, Registry, job, registry
 
 __all__ = [
     "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "Effect", "EnqueueError",

@@ -1,6 +1,6 @@
 """Demo job types: a small product's background work, with the failures real work meets.
 
-`jobwarden demo` registers these; `jobwarden worker --app worker.demo_jobs` runs them.
+`jobwarden demo` registers these; `jobwarden worker --app jobwarden.worker.demo_jobs` runs them.
 Handlers are fast and deterministic so the demo settles in seconds.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from worker import (
+from jobwarden.worker import (
     AmbiguousOutcome,
     JobContext,
     PermanentError,

@@ -58,38 +58,44 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from worker.core.dberrors import DB_UNREACHABLE, Backoff
-from worker.core.logs import execution_event, ms_since
-from worker.core.states import WorkerState
-from worker.duties import recovery
-from worker.duties.periodic import Duties
-from worker.engine.completer import Completer, hand_back
-from worker.engine.config import WorkerConfig
-from worker.engine.executor import Executor
-from worker.engine.heartbeat import Heartbeat
-from worker.engine.lanes import EVERY_OTHER, Lane, parse_queues
-from worker.engine.limits import LimitBook
-from worker.engine.listener import (
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
+from jobwarden.worker.core.logs import execution_event, ms_since
+from jobwarden.worker.core.states import WorkerState
+from jobwarden.worker.duties import recovery
+from jobwarden.worker.duties.periodic import Duties
+from jobwarden.worker.engine.completer import Completer, hand_back
+from jobwarden.worker.engine.config import WorkerConfig
+from jobwarden.worker.engine.executor import Executor
+from jobwarden.worker.engine.heartbeat import Heartbeat
+from jobwarden.worker.engine.lanes import EVERY_OTHER, Lane, parse_queues
+from jobwarden.worker.engine.limits import LimitBook
+from jobwarden.worker.engine.listener import (
     LISTEN_APPLICATION_NAME,
     Wakeup,
     listen_for_jobs,
     producers_listen,
 )
-from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, ProducerSettings
-from worker.engine.watchdog import Watchdog
-from worker.jobs.job_types import publish_job_types
-from worker.jobs.registry import Registry
-from worker.jobs.registry import registry as default_registry
-from worker.ops.reconcile import register_reconcile_job
-from worker.store.db import (
+from jobwarden.worker.engine.producer import (
+    ClaimedJob,
+    ClaimSpec,
+    JobBuffer,
+    Producer,
+    ProducerSettings,
+)
+from jobwarden.worker.engine.watchdog import Watchdog
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.jobs.registry import Registry
+from jobwarden.worker.jobs.registry import registry as default_registry
+from jobwarden.worker.ops.reconcile import register_reconcile_job
+from jobwarden.worker.store.db import (
     DedicatedConnection,
     SchemaOutOfDate,
     check_schema,
     connect_kwargs,
     database_url,
 )
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.worker")
 
@@ -317,7 +323,8 @@ class WorkerProcess:
                         self._abandoned_alive(), extra={"action": "worker_restart"})
             sys.stdout.flush()
             sys.stderr.flush()
-            # The same command line again (`jobwarden worker ...` or `python -m worker.cli`).
+            # The same command line again (`jobwarden worker ...` or
+            # `python -m jobwarden.worker.cli`).
             os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
         return 1 if self._force.is_set() or self._failed else 0
 

@@ -12,9 +12,9 @@ import os
 import sys
 import time
 
-import worker.engine.producer as producer
-from worker.cli import main
-from worker.store.jobstore import PreparedQuery
+import jobwarden.worker.engine.producer as producer
+from jobwarden.worker.cli import main
+from jobwarden.worker.store.jobstore import PreparedQuery
 
 
 def _wrap() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy.exc import DBAPIError
 
-from console.core.account_policy import check_password, normalize_username
-from console.data.database import CQ, Query, connected
-from console.data.schema import ROLES
-from console.web.auth import hash_password
+from jobwarden.console.core.account_policy import check_password, normalize_username
+from jobwarden.console.data.database import CQ, Query, connected
+from jobwarden.console.data.schema import ROLES
+from jobwarden.console.web.auth import hash_password
 
 
 def user_add(username: str, role: str, password: str, database_url: str | None = None) -> None:

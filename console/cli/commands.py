@@ -9,12 +9,12 @@ from __future__ import annotations
 import getpass
 import sys
 
-from console.cli.accounts import user_add, user_reset
-from console.cli.demo import run_demo
-from console.cli.server import make_server, serve
-from console.core.account_policy import normalize_username
-from console.data.schema import ROLES
-from worker.cli.args import port
+from jobwarden.console.cli.accounts import user_add, user_reset
+from jobwarden.console.cli.demo import run_demo
+from jobwarden.console.cli.server import make_server, serve
+from jobwarden.console.core.account_policy import normalize_username
+from jobwarden.console.data.schema import ROLES
+from jobwarden.worker.cli.args import port
 
 __all__ = ["make_server", "read_password", "register", "serve", "user_add", "user_reset"]
 

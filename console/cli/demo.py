@@ -10,12 +10,12 @@ import sys
 import threading
 import time
 
-from console.cli.accounts import user_add
-from console.cli.server import make_server
-from console.data.database import CQ, ConsoleDatabase, connected
-from worker.jobs.enqueue import JobSpec, enqueue_many
-from worker.ops.operations import cancel_job, retry_job
-from worker.store.db import database_url, migrate
+from jobwarden.console.cli.accounts import user_add
+from jobwarden.console.cli.server import make_server
+from jobwarden.console.data.database import CQ, ConsoleDatabase, connected
+from jobwarden.worker.jobs.enqueue import JobSpec, enqueue_many
+from jobwarden.worker.ops.operations import cancel_job, retry_job
+from jobwarden.worker.store.db import database_url, migrate
 
 log = logging.getLogger("jobwarden.demo")
 
@@ -90,11 +90,11 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
              use_database_url: bool = False) -> int:
     # Imported here, not above: importing demo_jobs registers the demo's job types in the
     # process-wide registry, which only the demo itself should see (not `jobwarden user`).
-    from worker import demo_jobs  # noqa: F401
-    from worker.jobs.registry import registry  # (the registry demo_jobs filled)
+    from jobwarden.worker import demo_jobs  # noqa: F401
+    from jobwarden.worker.jobs.registry import registry  # (the registry demo_jobs filled)
 
     # The worker's machinery and the registry holding those types, needed only here.
-    from worker.process import WorkerProcess
+    from jobwarden.worker.process import WorkerProcess
 
     if os.environ.get("DATABASE_URL") and not use_database_url:
         # The demo plants an admin login whose password is printed and in the README: on

@@ -10,7 +10,7 @@ import sys
 from werkzeug.serving import make_server as werkzeug_server
 from werkzeug.serving import select_address_family
 
-from console import create_app
+from jobwarden.console import create_app
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None,

@@ -45,7 +45,7 @@ def normalize_username(raw: str | None) -> str:
                          "control characters")
     if ":" in name:
         # Reserved: the console names users its host vouches for "host:<name>"
-        # (console.web.identity), and a console user must never pass for one of them.
+        # (jobwarden.console.web.identity), and a console user must never pass for one of them.
         raise ValueError("a user name cannot hold a colon")
     scripts = {_script(c) for c in name if c.isalpha()}
     if len(scripts) > 1:

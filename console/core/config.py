@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 from flask import current_app
 
-from worker.store.db import jobwarden_home
+from jobwarden.worker.store.db import jobwarden_home
 
-#: Where console.mount keeps the mounted Console in `app.extensions`.
+#: Where jobwarden.console.mount keeps the mounted Console in `app.extensions`.
 EXTENSION = "jobwarden_console"
 #: Defaults of the sign-in throttle's settings (console/web/login_throttle.py), each
 #: overridable by JOBWARDEN_<name> in the environment.
@@ -121,7 +121,7 @@ def load_settings() -> dict:
         "WORKER_GONE_SECONDS": parse_duration(os.environ.get("JOBWARDEN_WORKER_GONE_AFTER")) or 60,
         "METRICS_TOKEN": os.environ.get("JOBWARDEN_METRICS_TOKEN") or None,
         # The address people open the console at (scheme, host and mount path), for the
-        # links alerts carry (console.views.metrics, jobwarden_console_info); unset, the
+        # links alerts carry (jobwarden.console.views.metrics, jobwarden_console_info); unset, the
         # console's path alone (relative links: never a request's Host). And where the
         # alerts' runbooks are read.
         "EXTERNAL_URL": external_url(os.environ.get("JOBWARDEN_CONSOLE_URL")),
@@ -142,8 +142,8 @@ def load_settings() -> dict:
         "SEARCH_SECONDS": 10.0,
         # Whether the console owns the whole session (standalone) or shares the host's.
         "OWNS_SESSION": False,
-        # The CSRF check on the console's POSTs (console.web.security): off only for tests;
-        # a host's WTF_CSRF_* settings never change it.
+        # The CSRF check on the console's POSTs (jobwarden.console.web.security): off only
+        # for tests; a host's WTF_CSRF_* settings never change it.
         "CSRF_ENABLED": True,
         **login_throttle_settings(),
     }
@@ -179,9 +179,9 @@ UserLoader = Callable[[], "tuple[str, str] | None"]
 
 
 class MountedConsole(Protocol):
-    """What a request reads of the mounted console (console.mount.Console is one): its
+    """What a request reads of the mounted console (jobwarden.console.mount.Console is one): its
     settings and who signs users in. Declared here, so that the modules reading it name
-    nothing above the settings layer (and console.mount imports this module, not the
+    nothing above the settings layer (and jobwarden.console.mount imports this module, not the
     other way round)."""
 
     settings: dict[str, Any]
@@ -198,7 +198,7 @@ class MountedConsole(Protocol):
 
 
 def mounted() -> MountedConsole:
-    """The Console mounted in the current app (console.mount)."""
+    """The Console mounted in the current app (jobwarden.console.mount)."""
     return current_app.extensions[EXTENSION]
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 def resource_dir(name: str) -> Path:
     """The console's `templates` or `static` folder, installed or in the source tree.
 
-    A wheel carries them inside the package (pyproject.toml's force-include); the
-    repository keeps them at its top level, where an editable install finds them.
+    A wheel carries them inside the package (jobwarden/console/templates, mapped by
+    pyproject.toml's package-dir); the repository keeps them at its top level, where an
+    editable install and a checkout find them.
     """
     package = Path(__file__).resolve().parents[1]  # console/, above console/core/
     for candidate in (package / name, package.parent / name):

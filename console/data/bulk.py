@@ -5,7 +5,7 @@ when the operator asks to review them. Starting the action records the reason an
 canary, how many of the first jobs to act on before the operator decides. Then the
 action runs in chunks: each chunk is one transaction that takes the selection row's lock,
 acts on the next `chunk` jobs with the runtime's compare-and-set
-(`worker.ops.operations.act_on_selection`: one audit row per job changed, all under the
+(`jobwarden.worker.ops.operations.act_on_selection`: one audit row per job changed, all under the
 selection's id as `bulk_id`), records which of them it left alone because they had moved
 on, and moves the selection's `next_ord` past them. Progress lives only in the database,
 so a console restarted between (or during) chunks carries on from the last committed one.
@@ -25,11 +25,11 @@ from typing import Any
 from psycopg.errors import QueryCanceled
 from sqlalchemy.exc import DBAPIError
 
-from console.data.database import CQ, ConsoleDatabase, Reader
-from console.data.schema import SELECTION_PAGE
-from worker.core.sanitize import redact
-from worker.core.storable import storable_text
-from worker.ops import operations
+from jobwarden.console.data.database import CQ, ConsoleDatabase, Reader
+from jobwarden.console.data.schema import SELECTION_PAGE
+from jobwarden.worker.core.sanitize import redact
+from jobwarden.worker.core.storable import storable_text
+from jobwarden.worker.ops import operations
 
 #: The review's failure-age buckets: key, label, and the bucket's age range in seconds
 #: (from, to; None: unbounded), the same ranges as console_selection_create's CASE.

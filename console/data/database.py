@@ -20,9 +20,9 @@ from flask import current_app
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine
 
-from worker.store.db import database_url, sqlalchemy_url
-from worker.store.queries import Q as RUNTIME_QUERIES
-from worker.store.queries import describe_db_error, load_queries
+from jobwarden.worker.store.db import database_url, sqlalchemy_url
+from jobwarden.worker.store.queries import Q as RUNTIME_QUERIES
+from jobwarden.worker.store.queries import describe_db_error, load_queries
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,9 @@ def _checked(query: Query) -> Query:
 class Reader:
     """Named statements on one open connection (a page's reads, or one transaction).
 
-    `conn` is the SQLAlchemy Connection, for the runtime's operations (worker.ops.operations),
-    which run their own audited statements inside the same transaction."""
+    `conn` is the SQLAlchemy Connection, for the runtime's operations
+    (jobwarden.worker.ops.operations), which run their own audited statements inside the
+    same transaction."""
 
     def __init__(self, conn) -> None:
         self.conn = conn

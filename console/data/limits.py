@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from console.data.database import CQ, Reader
-from worker.core.rates import default_burst, describe_rate
+from jobwarden.console.data.database import CQ, Reader
+from jobwarden.worker.core.rates import default_burst, describe_rate
 
 #: The window the current rate is counted over (console_limits), in seconds.
 RATE_WINDOW = 10

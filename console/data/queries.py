@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from console.core.live_workers import ALL_QUEUES
-from console.data.database import CQ, Reader
-from worker.core.sanitize import REDACTED, redact
-from worker.store.schema import JOB_STATUSES
+from jobwarden.console.core.live_workers import ALL_QUEUES
+from jobwarden.console.data.database import CQ, Reader
+from jobwarden.worker.core.sanitize import REDACTED, redact
+from jobwarden.worker.store.schema import JOB_STATUSES
 
 TEXT_FILTER_MAX = 200
 

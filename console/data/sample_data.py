@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, text
 
-from worker.store.schema import background_jobs, job_executions, job_workers
+from jobwarden.worker.store.schema import background_jobs, job_executions, job_workers
 
 
 def insert_job(conn, type: str = "send_email", status: str = "pending", *,

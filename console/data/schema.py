@@ -4,7 +4,7 @@ schema metadata.
 
 Only the console signs people in, so its users, roles and sign-in throttling live here,
 not in worker/. The tables are created by the migrations like every other one (Alembic
-owns the schema); declaring them on `worker.store.schema.metadata` lets the migration test
+owns the schema); declaring them on `jobwarden.worker.store.schema.metadata` lets the migration test
 compare every table.
 """
 
@@ -24,8 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
-from worker.ops.operations import SELECTION_FROM
-from worker.store.schema import TS, background_jobs, check_in, job_audit, metadata
+from jobwarden.worker.ops.operations import SELECTION_FROM
+from jobwarden.worker.store.schema import TS, background_jobs, check_in, job_audit, metadata
 
 #: Console roles, least to most powerful: viewers read, operators act, admins manage users.
 ROLES = ("viewer", "operator", "admin")

@@ -16,12 +16,12 @@ says which ids it searched and links to the window before them. The scan reads a
 Anything else typed in the box is refused with the reason, before any SQL runs.
 
 A search answers only about what the console shows (every page shows values through
-worker.core.sanitize.redact, for every role): a path through a secret's name (`customer.cvv`,
-`auth.user`), a key, value or error text the redactor would change, is refused before any
-SQL runs; and an error text must match the error as redacted, not only as stored (a row
-written before the redactor knew a shape holds it unredacted). Otherwise a right and a
-wrong guess at a secret would get different answers (tests/integration/
-test_console_search_secrets.py).
+jobwarden.worker.core.sanitize.redact, for every role): a path through a secret's name
+(`customer.cvv`, `auth.user`), a key, value or error text the redactor would change, is
+refused before any SQL runs; and an error text must match the error as redacted, not
+only as stored (a row written before the redactor knew a shape holds it unredacted).
+Otherwise a right and a wrong guess at a secret would get different answers
+(tests/integration/test_console_search_secrets.py).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 from psycopg.errors import QueryCanceled
 from sqlalchemy.exc import DBAPIError
 
-from console.data.database import CQ, Reader
-from worker.core.sanitize import REDACTED, is_secret_key, redact
+from jobwarden.console.data.database import CQ, Reader
+from jobwarden.worker.core.sanitize import REDACTED, is_secret_key, redact
 
 #: The longest search text (the box's maxlength).
 SEARCH_MAX = 200

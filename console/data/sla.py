@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.data.database import CQ, Reader
+from jobwarden.console.data.database import CQ, Reader
 
 BUCKETS = 12  # 5-minute buckets over the last hour
 CHART_W, CHART_H = 240, 60

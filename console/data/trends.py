@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.data.database import CQ, Reader
+from jobwarden.console.data.database import CQ, Reader
 
 OUTCOMES = ("completed", "failed", "retried")
 #: The headline's window: the latest full minutes, short enough that a drop in

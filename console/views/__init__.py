@@ -1,6 +1,6 @@
 """The console's page areas, one small module and blueprint per area.
 
-console.mount nests them all in the `jobwarden` blueprint, so their endpoints read
+jobwarden.console.mount nests them all in the `jobwarden` blueprint, so their endpoints read
 `jobwarden.<area>.<view>` wherever the console is mounted. `AREAS` is also the
 navigation: templates/base.html renders a link for each area that has a label, in this
 order, to users whose role reaches the area's.
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from flask import Blueprint
 
-from console.core.config import mounted
-from console.views import (
+from jobwarden.console.core.config import mounted
+from jobwarden.console.views import (
     actions,
     alerts,
     audit,
@@ -30,8 +30,8 @@ from console.views import (
     users,
     workers,
 )
-from console.web import auth
-from console.web.identity import current_user
+from jobwarden.console.web import auth
+from jobwarden.console.web.identity import current_user
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 
-from console.data.database import get_db
-from console.web.auth import role_required
-from console.web.forms import ActionForm
-from console.web.identity import current_user
-from console.web.security import safe_next_url
-from worker.ops import operations
+from jobwarden.console.data.database import get_db
+from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.forms import ActionForm
+from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.security import safe_next_url
+from jobwarden.worker.ops import operations
 
 bp = Blueprint("actions", __name__)
 #: Actions that may start from more than one status are told which one the operator saw,

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from flask import Blueprint, render_template
 
-from console.core import live_workers
-from console.core.config import settings
-from console.data.database import CQ, get_db
-from console.views.metrics import Recent
-from console.web.formatting import age
+from jobwarden.console.core import live_workers
+from jobwarden.console.core.config import settings
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.views.metrics import Recent
+from jobwarden.console.web.formatting import age
 
 bp = Blueprint("alerts", __name__)
 

@@ -7,10 +7,10 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, render_template, request
 
-from console.core.config import settings
-from console.data.database import CQ, get_db
-from console.data.queries import clamp_limit, positive_int, text_filter
-from worker.ops.operations import AUDITED_ACTIONS
+from jobwarden.console.core.config import settings
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.queries import clamp_limit, positive_int, text_filter
+from jobwarden.worker.ops.operations import AUDITED_ACTIONS
 
 bp = Blueprint("audit", __name__)
 

@@ -27,18 +27,18 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from console.core.config import settings
-from console.data import bulk
-from console.data.database import CQ, get_db
-from console.data.queries import JobFilter, positive_int, text_filter
-from console.data.schema import SELECTION_ACTIONS
-from console.web.auth import role_required
-from console.web.errors import page
-from console.web.forms import ActionForm
-from console.web.identity import current_user
-from console.web.security import is_htmx, safe_next_url
-from worker.ops import operations
-from worker.store.schema import JOB_STATUSES
+from jobwarden.console.core.config import settings
+from jobwarden.console.data import bulk
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.queries import JobFilter, positive_int, text_filter
+from jobwarden.console.data.schema import SELECTION_ACTIONS
+from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.errors import page
+from jobwarden.console.web.forms import ActionForm
+from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.security import is_htmx, safe_next_url
+from jobwarden.worker.ops import operations
+from jobwarden.worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("bulk", __name__)
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.core.config import settings
-from console.data.database import CQ, get_db
-from console.data.queries import (
+from jobwarden.console.core.config import settings
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.queries import (
     JobFilter,
     failed_groups,
     jobs_page,
     retrying_groups,
     text_filter,
 )
-from console.web.errors import page as error_page
-from console.web.security import is_htmx
-from worker.ops import operations
+from jobwarden.console.web.errors import page as error_page
+from jobwarden.console.web.security import is_htmx
+from jobwarden.worker.ops import operations
 
 bp = Blueprint("failed", __name__)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template, request, url_for
 
-from console.core.config import settings
-from console.data.database import CQ, get_db
-from console.data.queries import JobFilter, Page, jobs_page
-from console.web.forms import ActionForm
-from console.web.security import is_htmx
-from worker.ops.operations import allowed_actions
-from worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
+from jobwarden.console.core.config import settings
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.queries import JobFilter, Page, jobs_page
+from jobwarden.console.web.forms import ActionForm
+from jobwarden.console.web.security import is_htmx
+from jobwarden.worker.ops.operations import allowed_actions
+from jobwarden.worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
 
 bp = Blueprint("jobs", __name__)
 

@@ -27,13 +27,13 @@ from prometheus_client.core import (
     GaugeMetricFamily,
 )
 
-from console.core import live_workers
-from console.core.config import settings
-from console.data import queries, sla
-from console.data.database import CQ, get_db
-from console.web.identity import current_user
-from worker.core.sanitize import redact
-from worker.jobs import cron
+from jobwarden.console.core import live_workers
+from jobwarden.console.core.config import settings
+from jobwarden.console.data import queries, sla
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.web.identity import current_user
+from jobwarden.worker.core.sanitize import redact
+from jobwarden.worker.jobs import cron
 
 bp = Blueprint("metrics", __name__)
 

@@ -6,13 +6,13 @@ import time
 
 from flask import Blueprint, abort, current_app, render_template, request
 
-from console.core import live_workers
-from console.core.config import settings
-from console.data import queries, trends
-from console.data import sla as sla_model
-from console.data.database import CQ, get_db
-from worker.ops import operations
-from worker.store.schema import JOB_STATUSES
+from jobwarden.console.core import live_workers
+from jobwarden.console.core.config import settings
+from jobwarden.console.data import queries, trends
+from jobwarden.console.data import sla as sla_model
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.worker.ops import operations
+from jobwarden.worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("overview", __name__)
 PANELS = ("counts", "trends", "health")
@@ -71,7 +71,7 @@ SLA_BADGE_SECONDS = 10.0
 
 def install(parent: Blueprint) -> None:
     """The navigation's counts on the console's own pages only: an app-wide context
-    processor would hand every page of a host app (console.mount) the console's badge
+    processor would hand every page of a host app (jobwarden.console.mount) the console's badge
     queries, against a database the host may not even have the console's tables in."""
     parent.context_processor(nav_badges)
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from console.data import queries
-from console.data.database import get_db
-from console.data.limits import RATE_WINDOW, job_type_policy, limits
-from console.web.auth import role_required
-from console.web.forms import ActionForm, LimitForm
-from console.web.identity import current_user
-from worker.jobs.registry import NAME_PATTERN
-from worker.ops import operations
-from worker.store.schema import JOB_STATUSES
+from jobwarden.console.data import queries
+from jobwarden.console.data.database import get_db
+from jobwarden.console.data.limits import RATE_WINDOW, job_type_policy, limits
+from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.forms import ActionForm, LimitForm
+from jobwarden.console.web.identity import current_user
+from jobwarden.worker.jobs.registry import NAME_PATTERN
+from jobwarden.worker.ops import operations
+from jobwarden.worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("queues", __name__)
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
-from console.core.config import settings
-from console.data.database import CQ, get_db
-from console.data.queries import clamp_limit, positive_int
-from console.web.auth import role_required
-from console.web.forms import ActionForm
-from console.web.identity import current_user
-from worker.jobs.enqueue import enqueue
-from worker.ops.operations import ALLOWED_FROM
-from worker.ops.reconcile import RECONCILE_TYPE
+from jobwarden.console.core.config import settings
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.queries import clamp_limit, positive_int
+from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.forms import ActionForm
+from jobwarden.console.web.identity import current_user
+from jobwarden.worker.jobs.enqueue import enqueue
+from jobwarden.worker.ops.operations import ALLOWED_FROM
+from jobwarden.worker.ops.reconcile import RECONCILE_TYPE
 
 bp = Blueprint("review", __name__)
 #: What an operator can decide about an ambiguous outcome: the actions allowed from

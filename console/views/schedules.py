@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 
-from console.data.database import CQ, get_db
-from console.web.auth import role_required
-from console.web.forms import ActionForm
-from console.web.identity import current_user
-from worker.jobs import cron
-from worker.jobs.registry import NAME_PATTERN
-from worker.ops import operations
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.forms import ActionForm
+from jobwarden.console.web.identity import current_user
+from jobwarden.worker.jobs import cron
+from jobwarden.worker.jobs.registry import NAME_PATTERN
+from jobwarden.worker.ops import operations
 
 bp = Blueprint("schedules", __name__)
 

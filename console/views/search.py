@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template, request, url_for
 
-from console.core.config import settings
-from console.data import search
-from console.data.database import get_db
-from console.data.queries import positive_int
+from jobwarden.console.core.config import settings
+from jobwarden.console.data import search
+from jobwarden.console.data.database import get_db
+from jobwarden.console.data.queries import positive_int
 
 bp = Blueprint("search", __name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template
 
-from console.core.config import settings
-from console.data import sla as sla_model
-from console.data.database import get_db
-from console.web.security import is_htmx
+from jobwarden.console.core.config import settings
+from jobwarden.console.data import sla as sla_model
+from jobwarden.console.data.database import get_db
+from jobwarden.console.web.security import is_htmx
 
 bp = Blueprint("sla", __name__)
 

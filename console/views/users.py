@@ -5,12 +5,12 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 from sqlalchemy.exc import IntegrityError
 
-from console.core.account_policy import MIN_PASSWORD, check_password, normalize_username
-from console.core.config import mounted
-from console.data.database import CQ, get_db
-from console.web.auth import hash_password, role_required
-from console.web.forms import UserAccessForm, UserForm
-from console.web.identity import current_user
+from jobwarden.console.core.account_policy import MIN_PASSWORD, check_password, normalize_username
+from jobwarden.console.core.config import mounted
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.web.auth import hash_password, role_required
+from jobwarden.console.web.forms import UserAccessForm, UserForm
+from jobwarden.console.web.identity import current_user
 
 bp = Blueprint("users", __name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template
 
-from console.core.config import settings
-from console.data import queries
-from console.data.database import get_db
-from console.web.security import is_htmx
-from worker.engine.loops import STALL_SECONDS
+from jobwarden.console.core.config import settings
+from jobwarden.console.data import queries
+from jobwarden.console.data.database import get_db
+from jobwarden.console.web.security import is_htmx
+from jobwarden.worker.engine.loops import STALL_SECONDS
 
 bp = Blueprint("workers", __name__)
 

@@ -1,7 +1,7 @@
 """Logins, sessions and roles: viewer reads, operator acts, admin manages users.
 
 Who the user is comes from one of two places. Mounted with a `user_loader`, the host
-application says (console.mount); otherwise the console signs users in itself, against
+application says (jobwarden.console.mount); otherwise the console signs users in itself, against
 `console_users`, and keeps their id in the session under `jobwarden_user_id`.
 
 The console does not use Flask-Login: its LoginManager is one per application and owns
@@ -29,19 +29,19 @@ from flask import (
     url_for,
 )
 
-from console.core.account_policy import normalize_username
-from console.core.config import mounted, settings
-from console.data.database import CQ, get_db
-from console.web import login_throttle
-from console.web.forms import LoginForm, LogoutForm
-from console.web.identity import (
+from jobwarden.console.core.account_policy import normalize_username
+from jobwarden.console.core.config import mounted, settings
+from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.web import login_throttle
+from jobwarden.console.web.forms import LoginForm, LogoutForm
+from jobwarden.console.web.identity import (
     ANONYMOUS,
     ConsoleUser,
     HostIdentityError,
     current_user,
     host_user,
 )
-from console.web.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
+from jobwarden.console.web.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
 
 bp = Blueprint("auth", __name__)
 log = logging.getLogger("jobwarden.console")

@@ -8,8 +8,8 @@ from flask import Blueprint, render_template
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from console.data.database import CQ, describe, get_db
-from worker.core.sanitize import RedactingFilter
+from jobwarden.console.data.database import CQ, describe, get_db
+from jobwarden.worker.core.sanitize import RedactingFilter
 
 log = logging.getLogger("jobwarden.console")
 # The console's own log lines are redacted wherever the server sends them.

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 from flask import Blueprint, has_request_context, request
 from markupsafe import Markup
 
-from worker.core.sanitize import redact, sanitize_payload, sanitize_text
-from worker.core.terminal import visible_controls
+from jobwarden.worker.core.sanitize import redact, sanitize_payload, sanitize_text
+from jobwarden.worker.core.terminal import visible_controls
 
 
 def age(seconds: float | None) -> str:
@@ -82,7 +82,7 @@ def sanitized_text(value: str | None, max_chars: int = 2000) -> str:
 
 def redact_output(value: Any) -> Any:
     """Jinja's finalize hook: every `{{ value }}` on every page, fragment and flash message
-    goes through worker.core.sanitize.redact, whichever field it came from (keys, codes,
+    goes through jobwarden.worker.core.sanitize.redact, whichever field it came from (keys, codes,
     reasons, names), and shows control and bidi characters as escapes (`\\u202e`, as the
     CLI does), so stored text cannot reorder what the operator reads. Markup is HTML the
     console built itself (form widgets), not data."""

@@ -15,18 +15,18 @@ from wtforms import (
 )
 from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optional
 
-from console.core.config import settings
-from console.data.schema import ROLES
-from worker.ops.operations import REASON_MAX
-from worker.store.schema import JOB_STATUSES
+from jobwarden.console.core.config import settings
+from jobwarden.console.data.schema import ROLES
+from jobwarden.worker.ops.operations import REASON_MAX
+from jobwarden.worker.store.schema import JOB_STATUSES
 
 
 class ConsoleForm(FlaskForm):
     """A console form: it carries the console's CSRF token whatever the host's Flask-WTF
-    settings are (console.web.security checks it on every POST)."""
+    settings are (jobwarden.console.web.security checks it on every POST)."""
 
     class Meta:
-        csrf_field_name = "csrf_token"  # console.web.security.CSRF_FIELD
+        csrf_field_name = "csrf_token"  # jobwarden.console.web.security.CSRF_FIELD
 
         @property
         def csrf(self) -> bool:
@@ -65,7 +65,7 @@ class ActionForm(ConsoleForm):
 class LimitForm(ActionForm):
     """Set a queue's or a type's live limit: a maximum concurrency, a rate ("100/s",
     "600/m") and its burst, any of them left empty; the reason goes to the audit log.
-    worker.ops.operations.set_limit checks the values and says what is wrong."""
+    jobwarden.worker.ops.operations.set_limit checks the values and says what is wrong."""
 
     max_concurrency = IntegerField(validators=[Optional(), NumberRange(min=0, max=100_000)])
     rate = StringField(validators=[Optional(), Length(max=40)])
@@ -73,8 +73,8 @@ class LimitForm(ActionForm):
 
 
 class UserForm(ConsoleForm):
-    """Add or reset a user; names and passwords are checked by console.core.account_policy,
-    the same functions `jobwarden user add` calls."""
+    """Add or reset a user; names and passwords are checked by
+    jobwarden.console.core.account_policy, the same functions `jobwarden user add` calls."""
 
     username = StringField("User name", validators=[DataRequired(), Length(max=400)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])

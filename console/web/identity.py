@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from flask import g
 from werkzeug.local import LocalProxy
 
-from console.core.account_policy import REFUSED_CATEGORIES, USERNAME_MAX
-from console.data.schema import ROLES
+from jobwarden.console.core.account_policy import REFUSED_CATEGORIES, USERNAME_MAX
+from jobwarden.console.data.schema import ROLES
 
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 

@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from console.core.config import LOGIN_THROTTLE_DEFAULTS, settings
-from console.data.database import CQ, get_db
+from jobwarden.console.core.config import LOGIN_THROTTLE_DEFAULTS, settings
+from jobwarden.console.data.database import CQ, get_db
 
 ACCOUNT, ADDRESS = "account", "address"
 #: Defaults for the console settings of the same names (console/core/config.py).

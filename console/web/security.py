@@ -13,7 +13,7 @@ from flask_wtf.csrf import CSRFError, generate_csrf, same_origin, validate_csrf
 from werkzeug.middleware.proxy_fix import ProxyFix
 from wtforms import ValidationError
 
-from console.core.config import settings
+from jobwarden.console.core.config import settings
 
 #: No inline scripts or styles anywhere: htmx and console.js come from static/.
 CONTENT_SECURITY_POLICY = "; ".join((

@@ -5,7 +5,7 @@ every fifth one a second successor too. The new jobs commit with the job's compl
 
 import time
 
-from worker import JobSpec, enqueue_many, job
+from jobwarden import JobSpec, enqueue_many, job
 
 
 @job("aging.work", lease=30)

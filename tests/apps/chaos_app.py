@@ -18,7 +18,7 @@ import os
 import signal
 import time
 
-from worker import RetryPolicy, job, registry
+from jobwarden import RetryPolicy, job, registry
 
 FAST = RetryPolicy(base=0.1, cap=0.2, jitter=0)
 

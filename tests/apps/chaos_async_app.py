@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from jobwarden import JobType, job, registry
 from tests.apps import chaos_app
 from tests.apps.chaos_app import note
-from worker import JobType, job, registry
 
 # Importing chaos_app registered its thread handlers: these take their names.
 registry.clear()

@@ -7,8 +7,8 @@ step between a committed claim (waiting in the buffer) and the handler.
 
 from __future__ import annotations
 
+from jobwarden.worker.engine.executor import Executor
 from tests.apps import chaos_app
-from worker.engine.executor import Executor
 
 _begin = Executor.begin
 

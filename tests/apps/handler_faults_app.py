@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from jobwarden import job, registry
 from tests.apps.chaos_app import FAST, note
-from worker import job, registry
 
 # Importing chaos_app registered its handlers: this app serves only its own.
 registry.clear()

@@ -15,7 +15,7 @@ and the test finds the barrier's conditions unmet in the records.
 
 import time
 
-from worker import job
+from jobwarden import job
 
 #: Longest a job holds its slot waiting for the barrier (a failing run, not a passing one).
 BARRIER_SECONDS = 30

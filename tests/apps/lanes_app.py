@@ -4,7 +4,7 @@ the test opens the gate, so a test can keep a lane's slots busy for as long as i
 
 import time
 
-from worker import job
+from jobwarden import job
 
 LEASE = 2  # short, so a lease the heartbeat failed to renew would be recovered quickly
 

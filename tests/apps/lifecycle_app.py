@@ -3,7 +3,7 @@ at least PAUSE seconds, so every logged duration has a known lower bound."""
 
 import time
 
-from worker import PermanentError, RetryableError, SkipJob, job
+from jobwarden import PermanentError, RetryableError, SkipJob, job
 
 PAUSE = 0.05
 

@@ -3,7 +3,7 @@ so a job run twice would show up twice in race_log."""
 
 import os
 
-from worker import job
+from jobwarden import job
 
 
 @job("race", lease=30)

@@ -8,7 +8,7 @@ so a job whose worker was killed mid-run leaves no row and a job done twice show
 
 import time
 
-from worker import job
+from jobwarden import job
 
 RATE = 20
 SLEEP = 0.02

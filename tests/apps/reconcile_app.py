@@ -3,9 +3,9 @@
 
 import psycopg
 
-from worker import job
-from worker.ops.reconcile import DONE, NOT_DONE, UNKNOWN
-from worker.store.db import database_url
+from jobwarden import job
+from jobwarden.worker.ops.reconcile import DONE, NOT_DONE, UNKNOWN
+from jobwarden.worker.store.db import database_url
 
 
 def check_charge(review_job):

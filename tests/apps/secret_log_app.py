@@ -2,7 +2,7 @@
 
 import logging
 
-from worker import PermanentError, RetryableError, job
+from jobwarden import PermanentError, RetryableError, job
 
 log = logging.getLogger("shop.payments")
 

@@ -2,7 +2,7 @@
 
 import time
 
-from worker import job
+from jobwarden import job
 
 
 @job("serial", lease=30)

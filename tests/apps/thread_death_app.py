@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 
+from jobwarden import job
+from jobwarden.worker.engine.executor import Executor
+from jobwarden.worker.engine.heartbeat import Heartbeat
 from tests.apps import handler_faults_app
 from tests.apps.chaos_app import FAST, note
-from worker import job
-from worker.engine.executor import Executor
-from worker.engine.heartbeat import Heartbeat
 
 #: The thread asked to die, once the job has run.
 doomed: set[str] = set()

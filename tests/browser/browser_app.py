@@ -2,7 +2,7 @@
 
 import os
 
-from worker import RetryableError, RetryPolicy, job
+from jobwarden import RetryableError, RetryPolicy, job
 
 
 @job("browser_task", queue="browser", lease=30)

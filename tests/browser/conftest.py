@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from console.cli.server import make_server
+from jobwarden.console.cli.server import make_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("JOBWARDEN_CHROMIUM", "/usr/bin/chromium")
@@ -90,7 +90,7 @@ def start_worker(database_url):
 
     def start() -> subprocess.Popen:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "worker", "--app", "tests.browser.browser_app",
+            [sys.executable, "-m", "jobwarden.worker.cli", "worker", "--app", "tests.browser.browser_app",
              "--queues", "browser", "--concurrency", "1", "--grace", "5"],
             cwd=ROOT, env={**os.environ, "DATABASE_URL": database_url},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

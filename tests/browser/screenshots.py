@@ -4,7 +4,7 @@
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \
         .venv/bin/python -m tests.browser.screenshots
 
-Seeds a throwaway database with console.data.sample_data's incident scenario and an
+Seeds a throwaway database with jobwarden.console.data.sample_data's incident scenario and an
 outage still retrying, serves the console, signs in as an admin, retries one job (so the
 audit log has an entry), opens a bulk review, and saves PNGs under docs/screenshots/:
 `<page>.png` at 1440 px wide and `<page>-phone.png` at 390 px.
@@ -23,10 +23,10 @@ import psycopg
 from playwright.sync_api import sync_playwright
 from sqlalchemy import create_engine
 
-from console.cli.accounts import user_add
-from console.cli.server import make_server
-from console.data import sample_data
-from worker.store import db as dbmod
+from jobwarden.console.cli.accounts import user_add
+from jobwarden.console.cli.server import make_server
+from jobwarden.console.data import sample_data
+from jobwarden.worker.store import db as dbmod
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 PAGES = [

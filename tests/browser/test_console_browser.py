@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from console.data import sample_data
+from jobwarden.console.data import sample_data
 from tests.helpers import job_row
 
 pytestmark = pytest.mark.browser

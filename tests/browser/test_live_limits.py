@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from jobwarden import enqueue
 from tests.helpers import scalar
-from worker import enqueue
 
 pytestmark = pytest.mark.browser
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from console.data import sample_data
+from jobwarden.console.data import sample_data
 
 pytestmark = pytest.mark.browser
 

@@ -21,12 +21,12 @@ import psycopg
 import pytest
 from playwright.sync_api import expect
 
+from jobwarden import enqueue
 from tests.browser.browser_app import CRM_FIXED
 from tests.browser.conftest import stop_worker
 from tests.browser.test_incident_drill import GROUP as OLD_GROUP
 from tests.browser.test_incident_drill import OTHERS, SEED
 from tests.helpers import scalar, wait_for
-from worker import enqueue
 
 pytestmark = pytest.mark.browser
 

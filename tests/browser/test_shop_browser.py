@@ -48,7 +48,7 @@ def shop_url(shop_package, database_url, clean_db, tmp_path):
     # ran is otherwise a silent timeout on the order page).
     log = open(tmp_path / "shop-worker.log", "w+")  # noqa: SIM115 - closed below
     worker = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "worker", "--app", "shop.jobs",
+        [sys.executable, "-m", "jobwarden.worker.cli", "worker", "--app", "shop.jobs",
          "--concurrency", "3", "--grace", "5", "--poll-interval", "0.5"],
         cwd=SHOP, stdout=subprocess.DEVNULL, stderr=log,
         env={**os.environ, "DATABASE_URL": database_url, "SHOP_PROVIDERS_URL": url + "/fake",

@@ -14,11 +14,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from jobwarden.worker.store import db as dbmod
 from tests.apps.chaos_app import create_tables
 from tests.helpers import wait_for
 from tests.pgcluster import PrivateCluster
 from tests.pgcluster import accepts as _accepts
-from worker.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ class Worker:
         self.log = log
         self._out = open(log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "--log-level", "INFO", "worker", "--app", app,
+            [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "INFO", "worker", "--app", app,
              "--concurrency", str(concurrency), "--grace", str(grace),
              "--poll-interval", str(poll_interval), *options],
             cwd=ROOT, env={**os.environ, "DATABASE_URL": url},

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import psycopg
 
+from jobwarden.worker.store import db as dbmod
 from tests.apps.chaos_app import create_tables
 from tests.chaos.conftest import Workers
 from tests.chaos.support import add_many
 from tests.helpers import scalar, status_counts, wait_for
 from tests.pgcluster import PrivateCluster
 from tests.pgcluster import accepts as _accepts
-from worker.store import db as dbmod
 
 
 def enqueue_backlog(url: str, jobs: int, rng: random.Random) -> Counter:

@@ -8,10 +8,10 @@ import time
 
 import psycopg
 
+from jobwarden import JobSpec, enqueue, enqueue_many
+from jobwarden.worker.ops.operations import cancel_job
 from tests.apps import chaos_app
 from tests.helpers import job_row, scalar, wait_for
-from worker import JobSpec, enqueue, enqueue_many
-from worker.ops.operations import cancel_job
 
 TERMINAL = ("completed", "failed", "cancelled", "skipped", "unknown")
 

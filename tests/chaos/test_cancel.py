@@ -18,7 +18,7 @@ def test_cancelling_a_pending_job_cancels_it_at_once(workers, chaos_db):
     job_id = add(chaos_db, "chaos.quick", delay=60)
     assert cancel(chaos_db, job_id) == "cancelled"
     row = job_row(chaos_db, job_id)
-    # The operator's cancel (worker.ops.operations) leaves no error code: its reason is in the
+    # The operator's cancel (jobwarden.worker.ops.operations) leaves no error code: its reason is in the
     # audit row it writes in the same statement.
     assert (row["status"], row["attempts"], row["last_error_code"]) == ("cancelled", 0, None)
     assert row["cancelled_at"] is not None and outcomes(chaos_db, job_id) == []

@@ -16,13 +16,13 @@ import re
 import psycopg
 import pytest
 
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.listener import LISTEN_APPLICATION_NAME
+from jobwarden.worker.jobs.registry import registry
 from tests.apps.chaos_app import create_tables
 from tests.chaos.conftest import deadline_passed
 from tests.chaos.support import add_many
 from tests.helpers import scalar, status_counts, wait_for
-from worker.duties.recovery import recover_stale_running
-from worker.engine.listener import LISTEN_APPLICATION_NAME
-from worker.jobs.registry import registry
 
 pytestmark = pytest.mark.chaos
 

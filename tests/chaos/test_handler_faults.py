@@ -15,11 +15,11 @@ from itertools import pairwise
 import psycopg
 import pytest
 
+from jobwarden import enqueue
+from jobwarden.worker.core import errors as E
 from tests.apps.handler_faults_app import QUEUE
 from tests.chaos.support import events, settle
 from tests.helpers import executions, wait_for
-from worker import enqueue
-from worker.core import errors as E
 
 pytestmark = pytest.mark.chaos
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.engine.limits import REFRESH_SECONDS, lock_scopes
+from jobwarden.worker.ops.operations import clear_limit, set_limit
 from tests.apps.rate_limit_app import RATE, TABLES
 from tests.helpers import scalar, status_counts, wait_for
-from worker import JobSpec, enqueue_many
-from worker.engine.limits import REFRESH_SECONDS, lock_scopes
-from worker.ops.operations import clear_limit, set_limit
 
 pytestmark = pytest.mark.chaos
 

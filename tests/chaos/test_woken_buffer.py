@@ -54,7 +54,7 @@ def freeze_with_jobs_buffered(workers, url: str, app: str):
                                  "'running' AND lease_expires_at >= now()") == 0,
              timeout=10, message="the frozen worker's leases to run out")
     out = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app"],
+        [sys.executable, "-m", "jobwarden.worker.cli", "recover", "--app", "tests.apps.chaos_app"],
         capture_output=True, text=True, timeout=60, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1])["recovered"]["pending"] >= len(buffered)
     with psycopg.connect(url) as conn:

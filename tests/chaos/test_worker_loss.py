@@ -109,7 +109,7 @@ def test_jobwarden_recover_returns_a_dead_workers_job_in_one_pass(workers, chaos
     wait_for(lambda: scalar(chaos_db, "SELECT lease_expires_at < now() FROM background_jobs "
                                       "WHERE id = %s", [job_id]), message="the lease to expire")
     done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app",
+        [sys.executable, "-m", "jobwarden.worker.cli", "recover", "--app", "tests.apps.chaos_app",
          "--worker-stale-after", "1s"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": chaos_db}, capture_output=True,
         text=True, timeout=60)
@@ -132,7 +132,7 @@ def test_concurrent_recovery_passes_recover_each_lost_job_exactly_once(workers, 
     wait_for(lambda: scalar(chaos_db, "SELECT bool_and(lease_expires_at < now()) "
                                       "FROM background_jobs"), message="the leases to expire")
     passes = [subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "recover", "--app", "tests.apps.chaos_app"],
+        [sys.executable, "-m", "jobwarden.worker.cli", "recover", "--app", "tests.apps.chaos_app"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": chaos_db}, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True) for _ in range(4)]
     recovered = 0

@@ -18,15 +18,15 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from worker import Registry, RetryPolicy, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completion, hand_back, write_batch
-from worker.engine.producer import ClaimedJob, claim
-from worker.jobs.job_types import publish_job_types
-from worker.ops.operations import cancel_job, retry_job, skip_job
-from worker.store.queries import Q
+from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completion, hand_back, write_batch
+from jobwarden.worker.engine.producer import ClaimedJob, claim
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.ops.operations import cancel_job, retry_job, skip_job
+from jobwarden.worker.store.queries import Q
 
 LEASE = 30.0
 TYPES = {"mail.send": "email", "report.build": "reports", "bill.charge": "billing"}

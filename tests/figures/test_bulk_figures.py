@@ -12,10 +12,10 @@ import re
 
 import psycopg
 
+from jobwarden.worker.ops.operations import SELECTION_FROM
 from tests.console_support import csrf_token
 from tests.figures.conftest import rows
 from tests.figures.html_tree import Element, page
-from worker.ops.operations import SELECTION_FROM
 
 # The review's failure-age buckets, written independently of console/data/bulk.py.
 AGE_SQL = """

@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
+from jobwarden.worker.store.schema import JOB_STATUSES
 from tests.figures.conftest import WORKER, rows
-from worker.store.schema import JOB_STATUSES
 
 
 def counts_by(url: str, *columns: str) -> dict:

@@ -10,9 +10,9 @@ from urllib.parse import urlencode
 import psycopg
 import pytest
 
+from jobwarden.worker.engine.producer import claim
 from tests.figures.conftest import LEASE, WORKER, rows
 from tests.figures.html_tree import page
-from worker.engine.producer import claim
 
 #: An execution that sent its job back to pending for another attempt: a retry, or a
 #: timeout or lost worker with attempts left (recorded as themselves, counted as retries).

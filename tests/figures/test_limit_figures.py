@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import psycopg
 
+from jobwarden import JobSpec, Registry, enqueue_many, job
+from jobwarden.worker.engine.producer import claim
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.ops.operations import set_limit
 from tests.figures.html_tree import parse
 from tests.helpers import scalar
-from worker import JobSpec, Registry, enqueue_many, job
-from worker.engine.producer import claim
-from worker.jobs.job_types import publish_job_types
-from worker.ops.operations import set_limit
 
 TYPES = {"api.call": ("partner", "50/s"), "mail.send": ("email", None)}
 

@@ -12,8 +12,8 @@ from urllib.parse import quote, unquote, urlencode
 import psycopg
 import pytest
 
-from console.core.config import load_settings
-from console.views.metrics import BUCKETS
+from jobwarden.console.core.config import load_settings
+from jobwarden.console.views.metrics import BUCKETS
 from tests.figures.conftest import SLA_S, rows
 
 STALE_S = load_settings()["STALE_HEARTBEAT_SECONDS"]

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from console.core.config import load_settings
-from console.web.formatting import percent
+from jobwarden.console.core.config import load_settings
+from jobwarden.console.web.formatting import percent
+from jobwarden.worker.store.schema import JOB_STATUSES
 from tests.figures.conftest import rows
-from worker.store.schema import JOB_STATUSES
 
 STALE_S = load_settings()["STALE_HEARTBEAT_SECONDS"]
 GONE_S = load_settings()["WORKER_GONE_SECONDS"]

@@ -18,17 +18,17 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.duties.scheduler import publish, run_once
+from jobwarden.worker.engine.completer import Completion, write_batch
+from jobwarden.worker.engine.producer import claim
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.ops import operations
+from jobwarden.worker.ops.operations import mark_completed, pause_schedule
+from jobwarden.worker.store.schema import JOB_STATUSES
 from tests.figures.conftest import WORKER, registry, rows
 from tests.figures.html_tree import Element, page
-from worker import Registry, enqueue, job
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.duties.scheduler import publish, run_once
-from worker.engine.completer import Completion, write_batch
-from worker.engine.producer import claim
-from worker.jobs.job_types import publish_job_types
-from worker.ops import operations
-from worker.ops.operations import mark_completed, pause_schedule
-from worker.store.schema import JOB_STATUSES
 
 CURRENT_ERROR = ("failed", "unknown")  # statuses whose error code is the current state
 ALL = 200  # a page size that holds the whole dataset: every matching row on one page

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psycopg
 
+from jobwarden.worker.duties.recovery import recover_stale_running
 from tests.figures.conftest import registry, rows, take
-from worker.duties.recovery import recover_stale_running
 
 
 def minute_counts(url: str) -> dict[tuple, int]:

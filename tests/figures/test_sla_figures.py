@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from console.web.formatting import age, millis, percent
+from jobwarden.console.web.formatting import age, millis, percent
 from tests.figures.conftest import SLA_S, rows
 
 

@@ -13,10 +13,10 @@ from collections import Counter
 import psycopg
 import pytest
 
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.engine.completer import Completion, write_batch
 from tests.figures.conftest import LEASE, rows, take
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.engine.completer import Completion, write_batch
 
 SHIFT = "interval '3 minutes'"
 

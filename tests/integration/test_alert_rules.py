@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from console.data import sample_data
+from jobwarden.console.data import sample_data
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 

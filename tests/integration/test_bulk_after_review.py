@@ -9,6 +9,7 @@ import threading
 import psycopg
 import pytest
 
+from jobwarden.worker.ops.operations import retry_job
 from tests.console_support import login
 from tests.helpers import scalar, wait_for
 from tests.integration.test_bulk_chunks import (
@@ -20,7 +21,6 @@ from tests.integration.test_bulk_chunks import (
     seed,
     statuses,
 )
-from worker.ops.operations import retry_job
 
 
 def signed_in(app, username: str):

@@ -18,11 +18,11 @@ import urllib.request
 import psycopg
 import pytest
 
-from console import create_app
+from jobwarden.console import create_app
+from jobwarden.worker.ops.operations import retry_job
+from jobwarden.worker.store.db import downgrade, migrate
 from tests.console_support import PASSWORD, csrf_token, login
 from tests.helpers import first_line, scalar, start_process, stop_process, wait_for
-from worker.ops.operations import retry_job
-from worker.store.db import downgrade, migrate
 
 CHUNK = 1000  # the console's BULK_CHUNK_SIZE default
 SELECTION = re.compile(r"/bulk/([0-9a-f-]{36})")
@@ -288,7 +288,7 @@ def free_port() -> int:
 
 def console_process(url: str, port: int) -> subprocess.Popen:
     proc = start_process(
-        [sys.executable, "-m", "worker.cli", "console", "--port", str(port)],
+        [sys.executable, "-m", "jobwarden.worker.cli", "console", "--port", str(port)],
         env={**os.environ, "DATABASE_URL": url,
              "JOBWARDEN_SECRET_KEY": "restart-test-key"},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

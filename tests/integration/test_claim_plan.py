@@ -11,13 +11,13 @@ import json
 import psycopg
 import pytest
 
-from worker import JobSpec, enqueue_many
-from worker.engine.config import DEFAULT_CLAIM_BATCH
-from worker.engine.producer import claim, prepare_claims
-from worker.engine.producer import claim_params as claim_jobs_params
-from worker.store.db import connect_kwargs, migrate
-from worker.store.jobstore import numbered
-from worker.store.queries import Q
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.engine.config import DEFAULT_CLAIM_BATCH
+from jobwarden.worker.engine.producer import claim, prepare_claims
+from jobwarden.worker.engine.producer import claim_params as claim_jobs_params
+from jobwarden.worker.store.db import connect_kwargs, migrate
+from jobwarden.worker.store.jobstore import numbered
+from jobwarden.worker.store.queries import Q
 
 BACKLOG = 100_000
 #: Claiming 10 jobs touches a few dozen index and heap pages plus the 10 updates and

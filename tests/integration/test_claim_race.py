@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 
+from jobwarden import JobSpec, enqueue_many
 from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
-from worker import JobSpec, enqueue_many
 
 JOBS = 1500
 WORKERS = 3
@@ -16,7 +16,7 @@ WORKERS = 3
 
 def start_worker(app: str, *args: str) -> subprocess.Popen:
     return start_process(
-        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app", app,
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker", "--app", app,
          "--poll-interval", "0.2", *args],
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

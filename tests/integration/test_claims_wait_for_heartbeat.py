@@ -21,15 +21,15 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completer
+from jobwarden.worker.engine.executor import Executor
+from jobwarden.worker.engine.heartbeat import Heartbeat
+from jobwarden.worker.engine.listener import Wakeup
+from jobwarden.worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import scalar, wait_for
-from worker import Registry, enqueue, job
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completer
-from worker.engine.executor import Executor
-from worker.engine.heartbeat import Heartbeat
-from worker.engine.listener import Wakeup
-from worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
-from worker.store.db import DedicatedConnection
 
 TYPE = "renewed.work"
 #: Nothing listens on port 1: a connection there is refused at once.

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def jobwarden(*args: str, input: str | None = None, timeout: float = 120):
-    return subprocess.run([sys.executable, "-m", "worker.cli", "--log-level", "WARNING", *args],
+    return subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", *args],
                           cwd=ROOT, capture_output=True, text=True, input=input,
                           timeout=timeout)
 
@@ -64,7 +64,7 @@ def test_worker_refuses_an_app_that_does_not_import(clean_db):
 
 def test_unreachable_database_is_a_one_line_error(clean_db):
     env = dict(os.environ, DATABASE_URL="postgresql://postgres@127.0.0.1:1/nowhere")
-    result = subprocess.run([sys.executable, "-m", "worker.cli", "stats"], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "stats"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "cannot reach the database" in result.stderr and "Traceback" not in result.stderr
@@ -80,7 +80,7 @@ def closed_port() -> int:
 def test_migrate_with_the_database_down_is_one_error_line_like_the_other_commands():
     env = dict(os.environ, DATABASE_URL=f"postgresql://postgres@127.0.0.1:{closed_port()}/x")
     for command in ("migrate", "stats"):
-        result = subprocess.run([sys.executable, "-m", "worker.cli", command], cwd=ROOT,
+        result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", command], cwd=ROOT,
                                 env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 1, (command, result.stderr)
         assert result.stderr.count("\n") == 1, (command, result.stderr)
@@ -90,7 +90,7 @@ def test_migrate_with_the_database_down_is_one_error_line_like_the_other_command
 def test_an_unmigrated_database_says_to_migrate(empty_database):
     env = dict(os.environ, DATABASE_URL=empty_database)
     for args, stdin in ((["stats"], None), (["user", "add", "ann", "--role", "viewer"], "pw12345678\n")):
-        result = subprocess.run([sys.executable, "-m", "worker.cli", *args], cwd=ROOT, env=env,
+        result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", *args], cwd=ROOT, env=env,
                                 capture_output=True, text=True, input=stdin, timeout=60)
         assert result.returncode == 1, result.stderr
         assert "run `jobwarden migrate` first" in result.stderr
@@ -168,7 +168,7 @@ def test_prune_on_a_terminal_deletes_only_when_the_operator_says_yes(conn, clean
     controller, terminal = pty.openpty()
     try:
         os.write(controller, f"{answer}\n".encode())  # the terminal holds it until read
-        result = subprocess.run([sys.executable, "-m", "worker.cli", "prune", "--older-than",
+        result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "prune", "--older-than",
                                  "7d"], cwd=ROOT, stdin=terminal, capture_output=True,
                                 text=True, timeout=60)
     finally:
@@ -262,7 +262,7 @@ def test_demo_refuses_a_database_it_was_not_told_to_use_and_writes_nothing(clean
 
 
 def test_demo_stops_on_sigterm_like_ctrl_c_and_keeps_requests_off_the_terminal(clean_db):
-    demo = start_process([sys.executable, "-m", "worker.cli", "demo", "--port", "0",
+    demo = start_process([sys.executable, "-m", "jobwarden.worker.cli", "demo", "--port", "0",
                           "--yes-use-this-database"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -290,7 +290,7 @@ def test_embedded_stop_stops_the_server_a_command_left_running(tmp_path):
     pidfile = tmp_path / "pgdata" / "postmaster.pid"
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "worker.cli", *args], cwd=ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", *args], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=180)
     try:
         assert run("migrate").returncode == 0
@@ -436,8 +436,8 @@ def test_user_reset_of_a_name_nobody_has_is_refused_and_adds_no_one(clean_db):
 
 def test_a_worker_stopped_before_it_reached_the_database_never_says_it_started():
     env = dict(os.environ, DATABASE_URL=f"postgresql://postgres@127.0.0.1:{closed_port()}/x")
-    worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "INFO",
-                               "worker", "--app", "worker.demo_jobs"], cwd=ROOT, env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "INFO",
+                               "worker", "--app", "jobwarden.worker.demo_jobs"], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         seen = []

@@ -71,7 +71,7 @@ def broken_command_packages(tmp_path):
 
 def test_a_sub_command_package_that_fails_to_load_is_named_and_the_rest_still_work(
         broken_command_packages, clean_db):
-    result = subprocess.run([sys.executable, "-m", "worker.cli", "user", "--help"], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "user", "--help"], cwd=ROOT,
                             env=broken_command_packages, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
@@ -90,8 +90,8 @@ def test_a_worker_refuses_a_retention_that_drops_history_of_jobs_it_keeps(clean_
                                                                          retention):
     env = dict(os.environ, JOBWARDEN_RETENTION=retention)
     try:
-        result = subprocess.run([sys.executable, "-m", "worker.cli", "--log-level", "WARNING",
-                                 "worker", "--app", "worker.demo_jobs"], cwd=ROOT, env=env,
+        result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING",
+                                 "worker", "--app", "jobwarden.worker.demo_jobs"], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the worker ran with JOBWARDEN_RETENTION={retention}")

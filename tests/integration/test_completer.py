@@ -14,15 +14,15 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from worker import Registry, RetryPolicy, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completer, Completion
-from worker.engine.producer import ClaimedJob, claim
-from worker.ops.operations import cancel_job
-from worker.store.db import DedicatedConnection
-from worker.store.queries import Q
+from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completer, Completion
+from jobwarden.worker.engine.producer import ClaimedJob, claim
+from jobwarden.worker.ops.operations import cancel_job
+from jobwarden.worker.store.db import DedicatedConnection
+from jobwarden.worker.store.queries import Q
 
 LEASE = 30.0
 

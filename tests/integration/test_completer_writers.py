@@ -16,14 +16,14 @@ import time
 import psycopg
 import pytest
 
+from jobwarden import Registry, enqueue_many, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.engine.completer import Completer, Completion
+from jobwarden.worker.engine.producer import ClaimedJob, claim
+from jobwarden.worker.jobs.job_spec import JobSpec
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import wait_for
-from worker import Registry, enqueue_many, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.engine.completer import Completer, Completion
-from worker.engine.producer import ClaimedJob, claim
-from worker.jobs.job_spec import JobSpec
-from worker.store.db import DedicatedConnection
 
 LEASE = 30.0
 TYPE = "writers.noop"

@@ -8,9 +8,9 @@ import signal
 import psycopg
 import pytest
 
+from jobwarden import JobSpec, Registry, enqueue, enqueue_many, job
 from tests.helpers import running_worker, scalar, status_counts, wait_for
 from tests.integration.test_claim_race import start_worker
-from worker import JobSpec, Registry, enqueue, enqueue_many, job
 
 KEYS = ["payment:1", "payment:2", "account:7", "account:9"]
 OVERLAPS = """

@@ -10,10 +10,10 @@ import threading
 import psycopg
 import pytest
 
+from jobwarden import JobSpec, enqueue, enqueue_many
+from jobwarden.worker.engine.producer import claim
 from tests.helpers import scalar, status_counts, wait_for
 from tests.integration.test_claim_race import start_worker
-from worker import JobSpec, enqueue, enqueue_many
-from worker.engine.producer import claim
 
 LIMITS = {"pair:a": 2, "pair:b": 2, "single:a": 1, "single:b": 1}
 TYPES = {2: "kl.pair", 1: "kl.single"}

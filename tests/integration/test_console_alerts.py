@@ -7,7 +7,7 @@ import re
 import psycopg
 import pytest
 
-from console.data import sample_data
+from jobwarden.console.data import sample_data
 from tests.helpers import wait_for
 
 

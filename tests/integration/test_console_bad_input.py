@@ -46,7 +46,7 @@ def test_a_nul_in_the_login_form_is_a_refusal(client, post_form):
 ])
 def test_a_nul_in_an_action_form_is_a_400_or_stored_cleanly(operator, post_form, engine,
                                                              clean_db, data):
-    from console.data.sample_data import insert_job
+    from jobwarden.console.data.sample_data import insert_job
 
     with engine.begin() as conn:
         job_id = insert_job(conn, status="failed")

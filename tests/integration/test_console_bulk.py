@@ -9,7 +9,7 @@ from datetime import UTC, timedelta
 import psycopg
 import pytest
 
-from console.data import sample_data
+from jobwarden.console.data import sample_data
 from tests.console_support import login
 from tests.helpers import job_row
 

@@ -8,10 +8,10 @@ import os
 
 import psycopg
 
+from jobwarden import Registry, enqueue, job
 from tests.figures.html_tree import parse
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from tests.integration.test_cli import jobwarden
-from worker import Registry, enqueue, job
 
 
 def _limit_row(html: str, target: str):

@@ -178,7 +178,7 @@ def test_the_lock_holds_while_the_free_attempts_are_still_being_checked(app, cle
     """40 wrong passwords at once; their checks are held past the first lock's delay (1 s)
     and 40 more are sent: none of the 80 beyond the free 5 reaches a check. Once the 5
     are answered, the next attempt still finds the lock (its delay runs from then)."""
-    from console.web import auth
+    from jobwarden.console.web import auth
 
     allowed = account_failures_allowed(app)
     held = HeldChecks(auth._verify, hold=allowed)
@@ -263,7 +263,7 @@ def test_a_sign_in_that_succeeds_during_the_locking_check_leaves_the_lock_its_de
     """The address's last free attempt (a wrong password) is being checked when an earlier
     attempt from it, a right password, succeeds and is taken back from its count: the
     wrong one's answer still starts the lock's short delay, not the cap's 15 minutes."""
-    from console.web import auth
+    from jobwarden.console.web import auth
 
     monkeypatch.setitem(app.extensions["jobwarden_console"].settings,
                         "LOGIN_ADDRESS_FREE_FAILURES", 2)

@@ -12,15 +12,15 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from console import create_app
-from console.data import sample_data
+from jobwarden import Registry, enqueue, job
+from jobwarden.console import create_app
+from jobwarden.console.data import sample_data
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completer, Completion
+from jobwarden.worker.engine.producer import claim
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import wait_for
-from worker import Registry, enqueue, job
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completer, Completion
-from worker.engine.producer import claim
-from worker.store.db import DedicatedConnection
 
 TOKEN = "scrape-me-0123456789"
 
@@ -434,7 +434,7 @@ def test_mounted_under_a_prefix_the_alerts_links_keep_the_mount_path(clean_db, u
 
 
 def test_the_external_url_comes_from_the_environment_and_must_be_absolute(monkeypatch):
-    from console.core.config import load_settings
+    from jobwarden.console.core.config import load_settings
 
     monkeypatch.setenv("JOBWARDEN_CONSOLE_URL", "https://ops.example.com/jobs/")
     monkeypatch.setenv("JOBWARDEN_RUNBOOK_URL", "https://wiki.example.com/operating")

@@ -20,8 +20,8 @@ from flask_login import LoginManager, UserMixin, current_user, login_user, logou
 from flask_wtf.csrf import validate_csrf
 from sqlalchemy import event
 
-from console import Console
-from console.data import sample_data
+from jobwarden.console import Console
+from jobwarden.console.data import sample_data
 from tests.helpers import job_row, scalar
 
 #: The session's CSRF token as every console page carries it (htmx sends it as a header).
@@ -340,8 +340,8 @@ def test_users_are_the_hosts_to_manage_so_the_users_page_is_not_there(host, clea
 
 def test_a_host_user_and_a_console_user_of_the_same_name_are_different_actors(
         host, failed_job, clean_db, users):
-    from console import create_app
-    from console.cli.accounts import user_add
+    from jobwarden.console import create_app
+    from jobwarden.console.cli.accounts import user_add
     from tests.console_support import PASSWORD, csrf_token, login
 
     user_add("sop", "operator", PASSWORD, database_url=clean_db)

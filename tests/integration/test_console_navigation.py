@@ -1,4 +1,4 @@
-"""The navigation renders from console.views.AREAS: each area's link goes to an endpoint
+"""The navigation renders from jobwarden.console.views.AREAS: each area's link goes to an endpoint
 that exists, in AREAS' order, and only to users whose role reaches the area's."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from console.views import AREAS
-from console.web.identity import ROLE_RANK
+from jobwarden.console.views import AREAS
+from jobwarden.console.web.identity import ROLE_RANK
 
 LINK = re.compile(r'<a href="([^"]+)"[^>]*>([^<]+)')
 

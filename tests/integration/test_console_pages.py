@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from console.data import sample_data
-from worker.core.states import JobStatus
+from jobwarden.console.data import sample_data
+from jobwarden.worker.core.states import JobStatus
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_the_jobs_list_polls_its_rows_with_its_filters_and_a_group_page_does_not
 
 
 def test_an_outage_still_retrying_is_on_failed_and_fires_the_storm_alert(viewer, engine):
-    """console.data.sample_data's retry storm (the screenshots' and the bench's)."""
+    """jobwarden.console.data.sample_data's retry storm (the screenshots' and the bench's)."""
     with engine.begin() as conn:
         ids = sample_data.seed_retry_storm(conn, jobs=30)
     html = viewer.get("/failed").get_data(as_text=True)
@@ -171,7 +171,7 @@ def test_workers_show_state_heartbeat_and_running_jobs(viewer, scenario):
 
 
 def test_sla_panels_show_a_breach_in_text(clean_db, users, engine, login):
-    from console import create_app
+    from jobwarden.console import create_app
 
     with engine.begin() as conn:
         sample_data.seed_console_scenario(conn)
@@ -223,9 +223,9 @@ def test_the_jobs_list_pages_back_to_newer_rows_keeping_filters(viewer, scenario
 
 def test_sla_targets_come_from_the_handlers_published_policy(clean_db, users, engine, login):
     """The console imports no application module: a worker's publication is enough."""
-    from console import create_app
-    from worker import Registry, job
-    from worker.jobs.job_types import publish_job_types
+    from jobwarden import Registry, job
+    from jobwarden.console import create_app
+    from jobwarden.worker.jobs.job_types import publish_job_types
 
     reg = Registry()
     job("export_report", sla="40s", registry=reg)(lambda ctx, payload: None)

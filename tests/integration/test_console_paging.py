@@ -9,7 +9,7 @@ import re
 import pytest
 from sqlalchemy import text
 
-from console.data.sample_data import insert_job
+from jobwarden.console.data.sample_data import insert_job
 
 PAGE = 3
 ROWS = 8  # three pages: 3 + 3 + 2

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from console.data.database import CQ, ConsoleDatabase
-from worker.store.db import migrate
+from jobwarden.console.data.database import CQ, ConsoleDatabase
+from jobwarden.worker.store.db import migrate
 
 JOBS = 200_000
 #: Every 10th job failed (type t1 or t2 alternately, 10 codes), spread over the ids.

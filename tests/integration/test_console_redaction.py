@@ -8,7 +8,7 @@ import html
 import psycopg
 import pytest
 
-from console.data.sample_data import insert_job
+from jobwarden.console.data.sample_data import insert_job
 from tests.unit.test_sanitize import MUST_REDACT
 
 STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"

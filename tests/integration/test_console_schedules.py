@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
+from jobwarden import Registry, job
+from jobwarden.worker.duties.scheduler import publish, run_once
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.ops import operations
 from tests.helpers import scalar
-from worker import Registry, job
-from worker.duties.scheduler import publish, run_once
-from worker.jobs.job_types import publish_job_types
-from worker.ops import operations
 
 
 def publish_report_schedule(url: str) -> int:

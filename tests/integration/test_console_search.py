@@ -8,8 +8,8 @@ import re
 import psycopg
 import pytest
 
-from console import create_app
-from console.data import sample_data
+from jobwarden.console import create_app
+from jobwarden.console.data import sample_data
 from tests.console_support import login
 
 WINDOW = 10

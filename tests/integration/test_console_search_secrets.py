@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from console import create_app
-from console.data import sample_data
+from jobwarden.console import create_app
+from jobwarden.console.data import sample_data
 from tests.console_support import login, post_form
 
 STRIPE_KEY = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"

@@ -114,7 +114,7 @@ def test_a_disabled_user_can_no_longer_sign_in(client, login, post_form, clean_d
 
 
 def test_an_unreachable_database_is_a_clear_503_not_a_traceback():
-    from console import create_app
+    from jobwarden.console import create_app
 
     app = create_app({"TESTING": True, "SECRET_KEY": "t", "WTF_CSRF_ENABLED": False,
                       "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nowhere"})

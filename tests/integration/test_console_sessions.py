@@ -73,7 +73,7 @@ def test_signing_in_again_after_a_reset_works(app, client, login, post_form):
 
 
 def test_a_password_reset_from_the_cli_ends_sessions_too(app, operator, clean_db):
-    from console.cli.accounts import user_reset
+    from jobwarden.console.cli.accounts import user_reset
 
     user_reset("otto", "another long passphrase", database_url=clean_db)
     assert not signed_in(operator)
@@ -81,7 +81,7 @@ def test_a_password_reset_from_the_cli_ends_sessions_too(app, operator, clean_db
 
 def test_a_signed_in_user_gets_the_plain_503_when_the_database_is_down(app, operator):
     """The 503 page must not need the database again (to load the signed-in user)."""
-    from console.data.database import ConsoleDatabase
+    from jobwarden.console.data.database import ConsoleDatabase
 
     working = app.extensions["jobwarden_db"]
     app.extensions["jobwarden_db"] = ConsoleDatabase("postgresql://postgres@127.0.0.1:1/down")

@@ -10,8 +10,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from flask import Flask
 
-from console import Console, create_app
-from worker.store import db as dbmod
+from jobwarden.console import Console, create_app
+from jobwarden.worker.store import db as dbmod
 
 
 def mounted(url: str, **options) -> Flask:

@@ -27,7 +27,7 @@ def test_the_add_or_reset_form_cannot_demote_yourself(admin, post_form, clean_db
 
 
 def test_the_last_admin_cannot_be_demoted_from_the_cli(clean_db, users):
-    from console.cli.accounts import user_reset
+    from jobwarden.console.cli.accounts import user_reset
 
     with pytest.raises(ValueError, match="last admin"):
         user_reset("ada", "a new long passphrase", role="operator", database_url=clean_db)
@@ -35,7 +35,7 @@ def test_the_last_admin_cannot_be_demoted_from_the_cli(clean_db, users):
 
 
 def test_another_admin_may_be_demoted(admin, post_form, clean_db):
-    from console.cli.accounts import user_add
+    from jobwarden.console.cli.accounts import user_add
 
     user_add("grace", "admin", "grace long passphrase", database_url=clean_db)
     post_form(admin, "/users", {"username": "grace", "role": "operator",
@@ -57,7 +57,7 @@ REFUSED = [
 @pytest.mark.parametrize("name, password", REFUSED)
 def test_the_form_and_the_cli_refuse_the_same_names_and_passwords(admin, post_form, clean_db,
                                                                    name, password):
-    from console.cli.accounts import user_add
+    from jobwarden.console.cli.accounts import user_add
 
     before = scalar(clean_db, "SELECT count(*) FROM console_users")
     page = post_form(admin, "/users", {"username": name, "password": password,
@@ -80,7 +80,7 @@ def test_names_are_stored_normalized_and_sign_in_normalizes_too(admin, post_form
 @pytest.mark.parametrize("typed", ["ｏｐ１", "OP1", "Op1"])
 def test_a_name_written_differently_from_an_existing_user_is_refused_not_a_reset(
         admin, post_form, clean_db, typed):
-    from console.cli.accounts import user_add
+    from jobwarden.console.cli.accounts import user_add
 
     user_add("op1", "operator", "op1 long passphrase", database_url=clean_db)
     before = scalar(clean_db, "SELECT password_hash || role || session_generation "
@@ -95,7 +95,7 @@ def test_a_name_written_differently_from_an_existing_user_is_refused_not_a_reset
 
 
 def test_the_exact_name_of_an_existing_user_still_resets_them(admin, post_form, clean_db):
-    from console.cli.accounts import user_add
+    from jobwarden.console.cli.accounts import user_add
 
     user_add("op1", "operator", "op1 long passphrase", database_url=clean_db)
     post_form(admin, "/users", {"username": "op1", "role": "viewer",

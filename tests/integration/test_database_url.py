@@ -13,9 +13,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from jobwarden.worker.store import db as dbmod
+from jobwarden.worker.store.embedded import embedded_datadir
 from tests.helpers import wait_for
-from worker.store import db as dbmod
-from worker.store.embedded import embedded_datadir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,7 +39,7 @@ COMMANDS = {
     "migrate": ["migrate"],
     "stats": ["stats"],
     "enqueue": ["enqueue", "send_email", "--payload", "{}"],
-    "worker": ["worker", "--app", "worker.demo_jobs"],
+    "worker": ["worker", "--app", "jobwarden.worker.demo_jobs"],
     "console": ["console", "--port", "0"],
 }
 
@@ -76,7 +76,7 @@ def test_a_malformed_database_url_is_one_line_and_writes_nothing(
     server_tables = public_tables(server_url)
     env = dict(defaults_reach, DATABASE_URL=url)
     try:
-        result = subprocess.run([sys.executable, "-m", "worker.cli", *COMMANDS[command]],
+        result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", *COMMANDS[command]],
                                 cwd=ROOT, env=env, capture_output=True, text=True,
                                 timeout=30)
     except subprocess.TimeoutExpired as exc:  # a worker retrying, a console serving

@@ -3,8 +3,8 @@ leaves the key free, so the next attempt reserves it again instead of parking th
 
 from __future__ import annotations
 
+from jobwarden import RetryableError, RetryPolicy, enqueue, job
 from tests.helpers import executions, job_row, running_worker, scalar, wait_for
-from worker import RetryableError, RetryPolicy, enqueue, job
 
 
 def test_a_released_effect_is_reserved_again_by_the_next_attempt(conn, clean_db,

@@ -8,10 +8,10 @@ from psycopg.rows import dict_row
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from jobwarden import EnqueueError, JobSpec, Registry, enqueue, enqueue_many, job
+from jobwarden.worker.engine.producer import claim
+from jobwarden.worker.store.db import sqlalchemy_url
 from tests.helpers import job_row, running_worker, scalar, status_counts, wait_for
-from worker import EnqueueError, JobSpec, Registry, enqueue, enqueue_many, job
-from worker.engine.producer import claim
-from worker.store.db import sqlalchemy_url
 
 
 def test_rolled_back_transaction_leaves_no_job(conn, clean_db):

@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
+from jobwarden import EnqueueError, Registry, enqueue, enqueue_async, enqueue_many_async, job
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.store.db import sqlalchemy_url
 from tests.helpers import job_row, run_async, scalar
-from worker import EnqueueError, Registry, enqueue, enqueue_async, enqueue_many_async, job
-from worker.jobs.job_types import publish_job_types
-from worker.store.db import sqlalchemy_url
 
 
 def count(url: str) -> int:

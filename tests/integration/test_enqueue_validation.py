@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
+from jobwarden import EnqueueError, JobSpec, enqueue
+from jobwarden.worker.jobs.job_spec import MAX_PAYLOAD_DEPTH
+from jobwarden.worker.store.db import sqlalchemy_url
 from tests.helpers import scalar
-from worker import EnqueueError, JobSpec, enqueue
-from worker.jobs.job_spec import MAX_PAYLOAD_DEPTH
-from worker.store.db import sqlalchemy_url
 
 
 def nested(levels: int) -> dict:
@@ -107,7 +107,7 @@ def test_validate_is_a_unit_that_needs_no_connection():
 
 
 def test_the_largest_accepted_values_are_stored(conn, clean_db):
-    from worker.jobs.job_spec import MAX_DELAY_SECONDS, MAX_KEY_CHARS
+    from jobwarden.worker.jobs.job_spec import MAX_DELAY_SECONDS, MAX_KEY_CHARS
 
     job_id = enqueue(conn, "t", nested(MAX_PAYLOAD_DEPTH - 1), delay=MAX_DELAY_SECONDS,
                      concurrency_key="c" * MAX_KEY_CHARS, idempotency_key="i" * MAX_KEY_CHARS,

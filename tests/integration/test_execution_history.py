@@ -12,12 +12,12 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from worker import Registry, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.engine.completer import Completion, write_batch
-from worker.engine.producer import ClaimedJob, claim
-from worker.store.queries import Q, batch_params
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.engine.completer import Completion, write_batch
+from jobwarden.worker.engine.producer import ClaimedJob, claim
+from jobwarden.worker.store.queries import Q, batch_params
 
 LEASE = 30.0
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import gc
 import weakref
 
+from jobwarden import enqueue, job
 from tests.helpers import job_row, running_worker, wait_for
-from worker import enqueue, job
 
 
 def run_all(conn, url: str, n: int) -> None:

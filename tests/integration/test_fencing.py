@@ -24,22 +24,31 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from tests.helpers import run_async, wait_for
-from worker import AsyncEffect, Effect, JobContext, LeaseLost, Registry, RetryPolicy, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completer, finish_params
-from worker.engine.context import ExecutionControl
-from worker.engine.producer import claim_params
-from worker.engine.runner import (
+from jobwarden import (
+    AsyncEffect,
+    Effect,
+    JobContext,
+    LeaseLost,
+    Registry,
+    RetryPolicy,
+    enqueue,
+    job,
+)
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completer, finish_params
+from jobwarden.worker.engine.context import ExecutionControl
+from jobwarden.worker.engine.producer import claim_params
+from jobwarden.worker.engine.runner import (
     Outcome,
     complete_in_transaction,
     complete_in_transaction_async,
     completion,
 )
-from worker.store.db import DedicatedConnection
-from worker.store.queries import Q, batch_params
+from jobwarden.worker.store.db import DedicatedConnection
+from jobwarden.worker.store.queries import Q, batch_params
+from tests.helpers import run_async, wait_for
 
 EFFECT_KEY = "fenced:charge"
 FRESH_KEY = "fenced:receipt"  # a key nobody has reserved yet

@@ -9,9 +9,9 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from jobwarden import enqueue
+from jobwarden.worker.store.db import sqlalchemy_url
 from tests.helpers import job_row, scalar
-from worker import enqueue
-from worker.store.db import sqlalchemy_url
 
 
 class Base(DeclarativeBase):

@@ -18,15 +18,15 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from worker import Registry, RetryPolicy, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completer, Completion, write_batch
-from worker.engine.executor import Executor
-from worker.engine.heartbeat import Heartbeat
-from worker.engine.producer import ClaimedJob, JobBuffer, claim
-from worker.store.db import DedicatedConnection
+from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completer, Completion, write_batch
+from jobwarden.worker.engine.executor import Executor
+from jobwarden.worker.engine.heartbeat import Heartbeat
+from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer, claim
+from jobwarden.worker.store.db import DedicatedConnection
 
 LEASE = 30.0
 TYPE = "beat.short"

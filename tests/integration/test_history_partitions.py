@@ -13,10 +13,10 @@ from datetime import UTC, timedelta
 import psycopg
 import pytest
 
+from jobwarden import Registry, job
+from jobwarden.worker.duties import partitions, retention
+from jobwarden.worker.store.db import migrate
 from tests.helpers import running_worker, wait_for
-from worker import Registry, job
-from worker.duties import partitions, retention
-from worker.store.db import migrate
 
 DAY = 86400.0
 

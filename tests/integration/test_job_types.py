@@ -12,10 +12,10 @@ from __future__ import annotations
 import psycopg
 from psycopg.rows import dict_row
 
+from jobwarden import JobSpec, Registry, enqueue, enqueue_many, job
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.ops.operations import pause_queue, resume_queue
 from tests.helpers import executions, job_row, running_worker, scalar, wait_for
-from worker import JobSpec, Registry, enqueue, enqueue_many, job
-from worker.jobs.job_types import publish_job_types
-from worker.ops.operations import pause_queue, resume_queue
 
 
 def declare_email(version: int = 1, **policy) -> Registry:

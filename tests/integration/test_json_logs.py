@@ -11,11 +11,11 @@ import sys
 import psycopg
 import psycopg.sql
 
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.core.sanitize import MAX_ERROR_CODE_CHARS
 from tests.apps.lifecycle_app import PAUSE
 from tests.apps.secret_log_app import FIELD_SECRETS, SECRET_CODES
 from tests.helpers import job_row, start_process, stop_process, wait_for
-from worker import JobSpec, enqueue_many
-from worker.core.sanitize import MAX_ERROR_CODE_CHARS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -25,7 +25,7 @@ def run_json_worker(url: str, app: str, log, until) -> subprocess.Popen:
     `until()` holds, then stop it with SIGTERM (claims and completions log at DEBUG: at
     thousands a second INFO would drown the rest)."""
     env = {**os.environ, "DATABASE_URL": url, "JOBWARDEN_LOG_FORMAT": "json"}
-    proc = start_process([sys.executable, "-m", "worker.cli", "--log-level", "DEBUG",
+    proc = start_process([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "DEBUG",
                           "worker", "--app", app, "--poll-interval", "0.2"],
                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
     try:
@@ -90,7 +90,7 @@ def test_each_outcome_line_carries_the_execution_its_queue_and_its_duration(clea
 
 def test_an_unknown_log_format_is_refused_by_name(clean_db):
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_LOG_FORMAT": "xml"}
-    result = subprocess.run([sys.executable, "-m", "worker.cli", "stats"], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "stats"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown log format 'xml'" in result.stderr

@@ -13,11 +13,11 @@ import threading
 
 import pytest
 
+from jobwarden import JobSpec, Registry, enqueue_many, job
+from jobwarden.worker.process import WorkerProcess
 from tests.apps.lanes_app import LEASE
 from tests.helpers import running_worker, scalar, status_counts, wait_for
 from tests.integration.test_claim_race import start_worker
-from worker import JobSpec, Registry, enqueue_many, job
-from worker.process import WorkerProcess
 
 #: The most handlers of `queue` that ran at one moment (at some handler's start).
 MOST_AT_ONCE = """

@@ -22,16 +22,16 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden.worker.core import lease
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completer
+from jobwarden.worker.engine.executor import UNDECIDED, Execution, Executor
+from jobwarden.worker.engine.heartbeat import Heartbeat
+from jobwarden.worker.engine.listener import Wakeup
+from jobwarden.worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import wait_for
-from worker import Registry, RetryPolicy, enqueue, job
-from worker.core import lease
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completer
-from worker.engine.executor import UNDECIDED, Execution, Executor
-from worker.engine.heartbeat import Heartbeat
-from worker.engine.listener import Wakeup
-from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
-from worker.store.db import DedicatedConnection
 
 LEASE = 30.0
 TYPE = "clock.work"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import executions, job_row, running_worker, wait_for
-from worker import (
+from jobwarden import (
     AmbiguousOutcome,
     PermanentError,
     RateLimited,
@@ -15,6 +14,7 @@ from worker import (
     enqueue,
     job,
 )
+from tests.helpers import executions, job_row, running_worker, wait_for
 
 SLOW = RetryPolicy(base=600, cap=600, jitter=0)  # a retry that won't come back during a test
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)

@@ -24,13 +24,13 @@ import uuid
 import psycopg
 import pytest
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.engine.completer import finish_params
+from jobwarden.worker.engine.producer import claim
+from jobwarden.worker.store.db import migrate
+from jobwarden.worker.store.jobstore import numbered
+from jobwarden.worker.store.queries import Q, batch_params
 from tests.helpers import wait_for
-from worker import Registry, enqueue, job
-from worker.engine.completer import finish_params
-from worker.engine.producer import claim
-from worker.store.db import migrate
-from worker.store.jobstore import numbered
-from worker.store.queries import Q, batch_params
 
 LEASE = 30.0
 FILLER = 20_000  # other workers' running jobs

@@ -11,11 +11,11 @@ import asyncio
 import threading
 import uuid
 
+from jobwarden import enqueue, job
+from jobwarden.worker.core import lease
+from jobwarden.worker.engine.executor import Executor
+from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer
 from tests.helpers import job_row, running_worker, wait_for
-from worker import enqueue, job
-from worker.core import lease
-from worker.engine.executor import Executor
-from worker.engine.producer import ClaimedJob, JobBuffer
 
 
 def begun_by(worker, execution_id) -> str:

@@ -13,9 +13,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-import console.data.schema  # noqa: F401  (adds console_users to the metadata compared below)
-from worker.store.db import downgrade, migrate, sqlalchemy_url
-from worker.store.schema import declared, metadata
+import jobwarden.console.data.schema  # noqa: F401  (adds console_users to the metadata compared below)
+from jobwarden.worker.store.db import downgrade, migrate, sqlalchemy_url
+from jobwarden.worker.store.schema import declared, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,8 +79,9 @@ def test_alembic_check_proposes_nothing_after_upgrading(empty_database):
 
 def test_the_runtime_migrates_without_loading_the_console(empty_database):
     result = run_python(empty_database, "-c",
-                        "import sys\nfrom worker.store.db import migrate\nmigrate()\n"
-                        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'console'))")
+                        "import sys\nfrom jobwarden.worker.store.db import migrate\nmigrate()\n"
+                        "print(sorted(m for m in sys.modules\n"
+                        "             if m.split('.')[:2] == ['jobwarden', 'console']))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
     assert "console_users" in tables(empty_database)  # the console's tables were created

@@ -16,18 +16,18 @@ import sys
 import psycopg
 import pytest
 
-from console import create_app
+from jobwarden import JobSpec, enqueue, enqueue_many
+from jobwarden.console import create_app
+from jobwarden.worker.store.db import connect, listen_url
 from tests.console_support import login
 from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
 from tests.pgbouncer import pgbouncer, via
-from worker import JobSpec, enqueue, enqueue_many
-from worker.store.db import connect, listen_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
 def jobwarden_with(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "worker.cli", "--log-level", "WARNING", *args],
+    return subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", *args],
                           cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=120)
 
@@ -68,7 +68,7 @@ def test_without_turning_prepared_statements_off_a_pooled_client_fails(pooled_ur
 
 
 def test_runtime_connections_through_the_pooler_hold_no_session_state(pooled_url, clean_db):
-    with connect(pooled_url) as conn:  # worker.store.db.connect: prepare_threshold=None pooled
+    with connect(pooled_url) as conn:  # jobwarden.worker.store.db.connect: prepare_threshold=None pooled
         assert conn.prepare_threshold is None
     ids = enqueue_while_another_client_holds_a_server(pooled_url, prepare_threshold=None)
     with psycopg.connect(clean_db) as direct:
@@ -123,7 +123,7 @@ def test_worker_processes_drain_a_backlog_through_the_pooler(pooled_url, clean_d
     if listen == "direct LISTEN":
         env["JOBWARDEN_LISTEN_URL"] = clean_db
     procs = [start_process(
-        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app",
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker", "--app",
          "tests.apps.race_app", "--poll-interval", "0.2", "--concurrency", "4"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
     try:

@@ -10,14 +10,14 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from worker import JobSpec, enqueue_many
-from worker.core.dberrors import DB_UNREACHABLE
-from worker.engine.listener import Wakeup
-from worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
-from worker.store import db as store_db
-from worker.store.db import DedicatedConnection, migrate
-from worker.store.jobstore import PreparedQuery
-from worker.store.queries import Query
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.engine.listener import Wakeup
+from jobwarden.worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
+from jobwarden.worker.store import db as store_db
+from jobwarden.worker.store.db import DedicatedConnection, migrate
+from jobwarden.worker.store.jobstore import PreparedQuery
+from jobwarden.worker.store.queries import Query
 
 TYPES = ["prep.a", "prep.b"]
 

@@ -11,11 +11,11 @@ from datetime import timedelta
 import psycopg
 from psycopg.rows import dict_row
 
+from jobwarden import JobSpec, enqueue, enqueue_many
+from jobwarden.worker.engine.producer import claim_params
+from jobwarden.worker.store.queries import Q
 from tests.helpers import scalar, wait_for
 from tests.integration.test_claim_race import start_worker
-from worker import JobSpec, enqueue, enqueue_many
-from worker.engine.producer import claim_params
-from worker.store.queries import Q
 
 #: Seconds of waiting worth one priority level: the step of jobwarden_claim_rank.
 AGING = 10.0

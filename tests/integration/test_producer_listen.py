@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.engine.listener import LISTEN_APPLICATION_NAME
+from jobwarden.worker.engine.producer import Producer
+from jobwarden.worker.process import WorkerProcess
 from tests.helpers import job_row, running_worker, scalar, wait_for, with_query
-from worker import Registry, enqueue, job
-from worker.engine.listener import LISTEN_APPLICATION_NAME
-from worker.engine.producer import Producer
-from worker.process import WorkerProcess
 
 POLL = 60.0
 LISTENERS = ("SELECT array_agg(pid ORDER BY pid) FROM pg_stat_activity "

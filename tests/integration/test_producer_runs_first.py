@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
+from jobwarden import enqueue, job
 from tests.helpers import job_row, running_worker, wait_for
-from worker import enqueue, job
 
 #: Long enough that no poll claims during a test: every claim follows a notification.
 POLL = 60.0

@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.ops.operations import pause_queue, queue_controls, resume_queue
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from tests.integration.test_cli import jobwarden
-from worker import Registry, enqueue, job
-from worker.ops.operations import pause_queue, queue_controls, resume_queue
 
 
 def mail_and_pdf() -> Registry:

@@ -11,11 +11,10 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from tests.helpers import scalar, wait_for
-from worker import JobSpec, enqueue_many
-from worker.engine.limits import Control, LimitBook, lock_scopes
-from worker.engine.listener import Wakeup
-from worker.engine.producer import (
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.engine.limits import Control, LimitBook, lock_scopes
+from jobwarden.worker.engine.listener import Wakeup
+from jobwarden.worker.engine.producer import (
     ClaimedJob,
     ClaimSpec,
     JobBuffer,
@@ -23,9 +22,10 @@ from worker.engine.producer import (
     claim,
     claim_limited,
 )
-from worker.jobs.registry import JobType
-from worker.ops.operations import set_limit
-from worker.store.db import DedicatedConnection
+from jobwarden.worker.jobs.registry import JobType
+from jobwarden.worker.ops.operations import set_limit
+from jobwarden.worker.store.db import DedicatedConnection
+from tests.helpers import scalar, wait_for
 
 #: Slow enough that no token comes back during a test (one a minute).
 SLOW = 1 / 60
@@ -172,7 +172,7 @@ def test_a_live_rate_overrides_the_declared_one_and_clearing_restores_it(conn, c
 
 @pytest.mark.parametrize("rate", ["100/s", "6000/m", "360000/h", 100, 100.0])
 def test_rates_read_alike(rate):
-    from worker.jobs.registry import Registry, job
+    from jobwarden.worker.jobs.registry import Registry, job
     reg = Registry()
     t = job("rl.parse", rate_limit=rate, registry=reg)(lambda ctx, p: None)
     assert t.rate_limit == 100.0 and t.rate_burst == 100.0

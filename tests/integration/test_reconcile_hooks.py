@@ -9,9 +9,9 @@ import sys
 import psycopg
 import pytest
 
+from jobwarden import Registry, job
+from jobwarden.worker.ops.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
 from tests.helpers import job_row, running_worker, scalar, wait_for
-from worker import Registry, job
-from worker.ops.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -40,7 +40,7 @@ def audit(url: str) -> list[tuple]:
 def test_reconcile_auto_settles_what_the_reconciler_knows(unknown_charges, clean_db):
     ids = unknown_charges
     result = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "reconcile", "--auto",
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "reconcile", "--auto",
          "--app", "tests.apps.reconcile_app", "--actor", "ops"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": clean_db}, capture_output=True, text=True,
         timeout=120)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from worker import Registry, RetryPolicy, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.duties.recovery import recover_stale_running
-from worker.engine.completer import Completion, finish_params, write_batch
-from worker.engine.producer import claim
-from worker.store.queries import Q
+from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine.completer import Completion, finish_params, write_batch
+from jobwarden.worker.engine.producer import claim
+from jobwarden.worker.store.queries import Q
 
 #: The lease's end relative to the database's now(), and whether recovery may take it.
 LEASE_ENDS = {"in half a second": ("0.5 seconds", False),

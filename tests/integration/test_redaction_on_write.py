@@ -8,12 +8,12 @@ import re
 
 import psycopg
 
-from console.data.sample_data import insert_job
+from jobwarden import PermanentError, Registry, enqueue, job
+from jobwarden.console.data.sample_data import insert_job
+from jobwarden.worker.core.sanitize import redact
+from jobwarden.worker.ops import operations
 from tests.helpers import job_row, running_worker, scalar, wait_for
 from tests.integration.test_console_schedules import publish_report_schedule
-from worker import PermanentError, Registry, enqueue, job
-from worker.core.sanitize import redact
-from worker.ops import operations
 
 PASSWORD = "hunter2!x"
 REASON = f"provider fixed; their password {PASSWORD} was in the ticket"

@@ -13,11 +13,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.engine.producer import claim, prepare_claims
+from jobwarden.worker.store import db
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import explained
-from worker import JobSpec, enqueue_many
-from worker.engine.producer import claim, prepare_claims
-from worker.store import db
-from worker.store.db import DedicatedConnection
 
 KW = dict(types=["replan.noop"], leases=[30.0], queues=None, worker_id="w")
 

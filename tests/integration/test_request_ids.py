@@ -3,10 +3,10 @@ an id reused from the audit log never suppresses an unrelated action."""
 
 from __future__ import annotations
 
-from console.data.sample_data import insert_job
+from jobwarden.console.data.sample_data import insert_job
+from jobwarden.worker.ops import operations
+from jobwarden.worker.store.queries import Q
 from tests.helpers import job_row
-from worker.ops import operations
-from worker.store.queries import Q
 
 
 def jobs(engine, *statuses):

@@ -10,10 +10,10 @@ import sys
 import psycopg
 import pytest
 
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.duties.retention import DAY, DEFAULT_AGES, RetentionPolicy, prune, run_once
+from jobwarden.worker.ops.operations import skip_job
 from tests.helpers import scalar, start_process, status_counts, stop_processes, wait_for
-from worker import JobSpec, enqueue_many
-from worker.duties.retention import DAY, DEFAULT_AGES, RetentionPolicy, prune, run_once
-from worker.ops.operations import skip_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -164,7 +164,7 @@ def test_workers_prune_while_they_drain_a_backlog(conn, clean_db, tmp_path):
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.5"}
     logs = [tmp_path / f"worker{i}.log" for i in range(2)]
     procs = [start_process(
-        [sys.executable, "-m", "worker.cli", "worker", "--app", "tests.apps.race_app",
+        [sys.executable, "-m", "jobwarden.worker.cli", "worker", "--app", "tests.apps.race_app",
          "--poll-interval", "0.2", "--concurrency", "4"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w")) for log in logs]
     try:
@@ -184,7 +184,7 @@ def test_workers_prune_while_they_drain_a_backlog(conn, clean_db, tmp_path):
 
 def test_a_worker_with_an_unreadable_retention_setting_refuses_to_start(clean_db):
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_RETENTION": "completed=soon"}
-    result = subprocess.run([sys.executable, "-m", "worker.cli", "worker", "--app",
+    result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "worker", "--app",
                              "tests.apps.race_app"], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode != 0
@@ -224,7 +224,7 @@ def test_prune_and_the_retention_duty_judge_a_jobs_age_alike(conn, clean_db):
     seed_finished(conn, "completed", 8, 4)  # old enough for `prune --older-than 7d`
     conn.commit()
     result = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "prune", "--older-than", "7d", "--yes"],
+        [sys.executable, "-m", "jobwarden.worker.cli", "prune", "--older-than", "7d", "--yes"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": clean_db}, capture_output=True,
         text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobwarden import PermanentError, Registry, RetryableError, RetryPolicy, enqueue, job
 from tests.helpers import running_worker, scalar, wait_for
-from worker import PermanentError, Registry, RetryableError, RetryPolicy, enqueue, job
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 
@@ -115,9 +115,9 @@ def test_the_real_worker_keeps_the_rollups_exact(reg, conn, clean_db):
 
 def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clean_db):
     """Both move a job from running to pending; only the recorded outcome tells them apart."""
-    from worker.duties.recovery import recover_stale_running
-    from worker.engine.completer import hand_back
-    from worker.engine.producer import claim
+    from jobwarden.worker.duties.recovery import recover_stale_running
+    from jobwarden.worker.engine.completer import hand_back
+    from jobwarden.worker.engine.producer import claim
 
     reg = Registry()
 
@@ -149,7 +149,7 @@ def test_a_claim_counted_by_the_short_path_moves_its_queue_and_nothing_else(conn
     deltas alone: the jobs move from pending to running, a defaulted job into its type's
     declared queue, and no outcome is counted. A statement that settles one row while it
     claims another goes the long way, and both are counted exactly too."""
-    from worker.engine.producer import claim
+    from jobwarden.worker.engine.producer import claim
 
     conn.execute("INSERT INTO background_jobs (queue, type, payload, policy_defaults) "
                  "SELECT 'default', 'mail', '{}', CASE WHEN g % 2 = 0 THEN '{queue}'::text[] END "

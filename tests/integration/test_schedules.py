@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
+from jobwarden import Registry, job
+from jobwarden.worker.duties.scheduler import publish, run_once
+from jobwarden.worker.jobs.job_types import publish_job_types
+from jobwarden.worker.ops import operations
 from tests.helpers import scalar, start_process, stop_processes, wait_for
-from worker import Registry, job
-from worker.duties.scheduler import publish, run_once
-from worker.jobs.job_types import publish_job_types
-from worker.ops import operations
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 T0 = datetime(2026, 3, 28, 22, 2, 30, tzinfo=UTC)  # the night before Berlin's DST start
@@ -268,7 +268,7 @@ def test_a_bad_schedule_is_refused_when_declared(options, error):
 def test_several_worker_processes_run_a_due_tick_once(conn, clean_db):
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.2"}
     procs = [start_process(
-        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", "worker", "--app",
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker", "--app",
          "tests.apps.schedule_app", "--poll-interval", "0.2"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(3)]
@@ -332,7 +332,7 @@ def test_broken_schedules_filling_a_whole_batch_do_not_starve_a_good_one(conn, c
 def test_a_worker_process_keeps_firing_good_schedules_beside_a_broken_row(conn, clean_db):
     env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.2"}
     proc = start_process(
-        [sys.executable, "-m", "worker.cli", "--log-format", "json", "--log-level", "WARNING",
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-format", "json", "--log-level", "WARNING",
          "worker", "--app", "tests.apps.schedule_app", "--poll-interval", "0.2"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from alembic.script import ScriptDirectory
 
-from console import create_app
+from jobwarden.console import create_app
+from jobwarden.worker.store import db as dbmod
 from tests.helpers import scalar, wait_for
-from worker.store import db as dbmod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: A revision no Jobwarden has: the database looks migrated by a newer one.
@@ -73,7 +73,7 @@ def with_dbname(url: str, name: str) -> str:
 def jobwarden(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, DATABASE_URL=url)
     try:
-        return subprocess.run([sys.executable, "-m", "worker.cli", "--log-level", "WARNING",
+        return subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING",
                                *args], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired as exc:  # a worker or console that went on running
@@ -94,7 +94,7 @@ def test_a_worker_on_a_database_behind_the_code_refuses_to_start_and_writes_noth
         databases, state):
     url = databases[state]
     types = rows(url, "job_types")
-    result = jobwarden(url, "worker", "--app", "worker.demo_jobs")
+    result = jobwarden(url, "worker", "--app", "jobwarden.worker.demo_jobs")
     assert result.returncode == 1, result.stderr
     assert REFUSAL.match(result.stderr), result.stderr
     assert rows(url, "job_workers") == 0 and rows(url, "job_types") == types
@@ -144,8 +144,8 @@ def test_the_cli_on_a_database_a_newer_jobwarden_migrated_says_so_and_goes_on(da
 
 def test_a_worker_on_a_database_a_newer_jobwarden_migrated_says_so_and_runs(databases):
     url = databases["newer"]
-    worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "--log-level", "WARNING",
-                               "worker", "--app", "worker.demo_jobs"], cwd=ROOT,
+    worker = subprocess.Popen([sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING",
+                               "worker", "--app", "jobwarden.worker.demo_jobs"], cwd=ROOT,
                               env=dict(os.environ, DATABASE_URL=url),
                               stderr=subprocess.PIPE, text=True)
     try:

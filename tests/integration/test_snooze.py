@@ -5,8 +5,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from jobwarden import Registry, Snooze, enqueue, job
 from tests.helpers import running_worker, scalar, wait_for
-from worker import Registry, Snooze, enqueue, job
 
 
 def one(url: str, sql: str, params) -> tuple:

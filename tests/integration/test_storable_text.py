@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobwarden import PermanentError, job
 from tests.helpers import executions, job_row, running_worker, wait_for
-from worker import PermanentError, job
 
 TERMINAL = ("completed", "failed", "skipped", "cancelled", "unknown")
 #: Long enough that a job left in `running` could only end through recovery after the
@@ -26,7 +26,7 @@ def settle(url, job_id):
 
 
 def add(conn, type_):
-    from worker import enqueue
+    from jobwarden import enqueue
 
     job_id = enqueue(conn, type_, {})
     conn.commit()
@@ -73,7 +73,7 @@ def test_an_outcome_that_still_cannot_be_stored_is_recorded_as_unstorable(
         reg, conn, clean_db, monkeypatch):
     """If PostgreSQL refuses the outcome anyway, the job fails at once with a code that
     says so, instead of waiting a whole lease to be declared lost."""
-    from worker.engine import runner
+    from jobwarden.worker.engine import runner
 
     @job("refused", lease=LONG_LEASE, registry=reg)
     def refused(ctx, payload):
@@ -89,7 +89,7 @@ def test_an_outcome_that_still_cannot_be_stored_is_recorded_as_unstorable(
 
 
 def test_an_audit_reason_with_a_nul_and_a_lone_surrogate_is_stored(reg, conn, clean_db):
-    from worker.ops import operations
+    from jobwarden.worker.ops import operations
 
     job_id = add(conn, "anything")
     result = operations.cancel_job(conn, job_id, actor="otto", role="operator",
@@ -105,7 +105,7 @@ def test_one_unstorable_outcome_does_not_cost_its_batch_the_others(reg, conn, cl
                                                                    monkeypatch):
     """Outcomes are written in batches: a refused value is isolated to its own job, and
     the jobs written with it keep their real outcomes."""
-    from worker.engine import runner
+    from jobwarden.worker.engine import runner
 
     @job("refused_one", lease=LONG_LEASE, max_attempts=1, registry=reg)
     def refused_one(ctx, payload):
@@ -113,7 +113,7 @@ def test_one_unstorable_outcome_does_not_cost_its_batch_the_others(reg, conn, cl
                              "nul\x00inside" if payload["bad"] else "plain text")
 
     monkeypatch.setattr(runner, "storable_text", lambda text: text)
-    from worker import enqueue
+    from jobwarden import enqueue
 
     ids = [enqueue(conn, "refused_one", {"bad": i == 2}) for i in range(6)]
     conn.commit()

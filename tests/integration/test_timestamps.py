@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from console.data import sample_data
+from jobwarden import Registry, job
+from jobwarden.console.data import sample_data
+from jobwarden.worker.duties.scheduler import publish
+from jobwarden.worker.jobs.job_types import publish_job_types
 from tests.console_support import login
-from worker import Registry, job
-from worker.duties.scheduler import publish
-from worker.jobs.job_types import publish_job_types
 
 #: What the `when` filter renders.
 WHEN = re.compile(r'<time datetime="(\d{4}-\d\d-\d\dT[^"]+)">'

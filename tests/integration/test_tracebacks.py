@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from jobwarden import PermanentError, RetryableError, RetryPolicy, SkipJob, enqueue, job
+from jobwarden.worker.core.sanitize import MAX_TRACEBACK_CHARS, describe_traceback
 from tests.helpers import executions, job_row, running_worker, wait_for
-from worker import PermanentError, RetryableError, RetryPolicy, SkipJob, enqueue, job
-from worker.core.sanitize import MAX_TRACEBACK_CHARS, describe_traceback
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from worker import Registry, RetryPolicy, enqueue, job
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
-from worker.core.transitions import TRANSITIONS, lost, next_status, rollup_outcome
-from worker.duties.recovery import recover_stale_running
-from worker.engine import completer
-from worker.engine.completer import Completion, write_batch
-from worker.engine.producer import ClaimedJob, claim
-from worker.engine.runner import Outcome, ended, retry_or_fail
+from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.core.transitions import TRANSITIONS, lost, next_status, rollup_outcome
+from jobwarden.worker.duties.recovery import recover_stale_running
+from jobwarden.worker.engine import completer
+from jobwarden.worker.engine.completer import Completion, write_batch
+from jobwarden.worker.engine.producer import ClaimedJob, claim
+from jobwarden.worker.engine.runner import Outcome, ended, retry_or_fail
 
 LATER = RetryPolicy(base=3600, cap=3600, jitter=0)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.engine.producer import claim
 from tests.helpers import explained
-from worker import Registry, enqueue, job
-from worker.engine.producer import claim
 
 MIGRATION = Path(__file__).resolve().parents[2] / "migrations" / "versions" / \
     "0067_triggers_without_jit.py"

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import psycopg
 
+from jobwarden import JobSpec, enqueue_many
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.engine.completer import Completion, write_batch
+from jobwarden.worker.engine.producer import claim
 from tests.helpers import explained
-from worker import JobSpec, enqueue_many
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.engine.completer import Completion, write_batch
-from worker.engine.producer import claim
 
 KW = dict(types=["plans.noop"], leases=[30.0], queues=None, worker_id="w")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, Field
 
+from jobwarden import EnqueueError, Registry, enqueue, job
 from tests.helpers import executions, job_row, running_worker, scalar, wait_for
-from worker import EnqueueError, Registry, enqueue, job
 
 
 class SendEmail(BaseModel):

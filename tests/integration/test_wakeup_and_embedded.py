@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 
+from jobwarden import Registry, enqueue, job
+from jobwarden.worker.engine.listener import LISTEN_APPLICATION_NAME
 from tests.helpers import job_row, running_worker, scalar, wait_for
-from worker import Registry, enqueue, job
-from worker.engine.listener import LISTEN_APPLICATION_NAME
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,7 +43,7 @@ def test_without_database_url_commands_use_an_embedded_postgresql(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["JOBWARDEN_HOME"] = str(tmp_path / "jw")
     run = lambda *args: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "worker.cli", "--log-level", "WARNING", *args], cwd=ROOT,
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", *args], cwd=ROOT,
         env=env, capture_output=True, text=True, timeout=180)
     try:
         assert run("migrate").returncode == 0

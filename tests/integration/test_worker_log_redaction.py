@@ -8,8 +8,8 @@ import signal
 import subprocess
 import sys
 
+from jobwarden import enqueue
 from tests.helpers import job_row, start_process, stop_process, wait_for
-from worker import enqueue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECRETS = ("hunter2secret", "q1w2e3r4t5", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "swordfish42",
@@ -20,7 +20,7 @@ def test_secrets_logged_by_a_handler_are_redacted_in_the_worker_log(conn, clean_
     job_id = enqueue(conn, "leaky_log", {})
     conn.commit()
     worker = start_process(
-        [sys.executable, "-m", "worker.cli", "worker", "--app", "tests.apps.secret_log_app",
+        [sys.executable, "-m", "jobwarden.worker.cli", "worker", "--app", "tests.apps.secret_log_app",
          "--concurrency", "1", "--poll-interval", "0.1", "--grace", "5"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

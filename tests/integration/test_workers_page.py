@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from console.data import sample_data
+from jobwarden.console.data import sample_data
 
 
 @pytest.fixture

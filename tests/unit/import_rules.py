@@ -10,14 +10,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: The import namespace the repository's top-level folders are installed under
+#: (pyproject.toml's package-dir): worker/core/states.py is jobwarden.worker.core.states.
+NAMESPACE = "jobwarden"
+
+
+def dotted(package: str) -> str:
+    """A top-level folder's import name: "worker" -> "jobwarden.worker"."""
+    return f"{NAMESPACE}.{package}"
+
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = [NAMESPACE, *path.relative_to(ROOT).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def known_modules(package: str) -> dict[str, Path]:
-    """Every module of a top-level package, by dotted name."""
+    """Every module of a top-level folder (worker, console), by its dotted import name."""
     return {module_name(p): p for p in sorted((ROOT / package).rglob("*.py"))
             if "__pycache__" not in p.parts}
 
@@ -25,19 +34,23 @@ def known_modules(package: str) -> dict[str, Path]:
 def imports(source: str, known: set[str], package: str, *,
             type_checking: bool = False) -> list[tuple[int, str, bool]]:
     """(line, module of `package`, inside a function) for each import of one;
-    `from console.web import auth` names the module console.web.auth when there is one.
+    `from jobwarden.console.web import auth` names the module jobwarden.console.web.auth when there is one.
     Imports under `if TYPE_CHECKING:` are annotations only and left out unless
     `type_checking`."""
     found = []
+    prefix = dotted(package)
+
+    def mine(module: str) -> bool:
+        return module == prefix or module.startswith(prefix + ".")
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
             nested = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
             if isinstance(child, ast.Import):
                 found.extend((child.lineno, a.name, in_function) for a in child.names
-                             if a.name.split(".")[0] == package)
+                             if mine(a.name))
             elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module and (
-                    child.module.split(".")[0] == package):
+                    mine(child.module)):
                 subs = [f"{child.module}.{a.name}" for a in child.names]
                 named = [s for s in subs if s in known]
                 if len(named) < len(subs):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from console.core.account_policy import MIN_PASSWORD, check_password, normalize_username
+from jobwarden.console.core.account_policy import MIN_PASSWORD, check_password, normalize_username
 
 
 @pytest.mark.parametrize("given, stored", [

@@ -5,8 +5,8 @@ for; the integration tests read the same line from a real held snapshot."""
 
 from __future__ import annotations
 
-from console.views.alerts import evaluate
-from console.views.metrics import Recent
+from jobwarden.console.views.alerts import evaluate
+from jobwarden.console.views.metrics import Recent
 
 
 def horizon_line(*rows):

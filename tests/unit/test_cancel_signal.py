@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 
-from worker.engine.context import ExecutionControl
+from jobwarden.worker.engine.context import ExecutionControl
 
 
 def control() -> ExecutionControl:

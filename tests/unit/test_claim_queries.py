@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from worker.store.queries import Q
+from jobwarden.worker.store.queries import Q
 
 
 def _code(sql: str) -> list[str]:

@@ -2,11 +2,11 @@
 
 import pytest
 
-from worker.core import errors as E
-from worker.core.policy import RetryPolicy
-from worker.engine.context import ExecutionControl
-from worker.engine.runner import classify, prepare_payload
-from worker.jobs.registry import JobType, Registry, job
+from jobwarden.worker.core import errors as E
+from jobwarden.worker.core.policy import RetryPolicy
+from jobwarden.worker.engine.context import ExecutionControl
+from jobwarden.worker.engine.runner import classify, prepare_payload
+from jobwarden.worker.jobs.registry import JobType, Registry, job
 
 
 def ctx(attempt=1, max_attempts=3):

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from worker.cli import args as A
-from worker.cli.commands import build_parser
+from jobwarden.worker.cli import args as A
+from jobwarden.worker.cli.commands import build_parser
 
 
 def test_in_range_worker_options_parse_to_their_values():

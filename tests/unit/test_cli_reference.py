@@ -31,7 +31,7 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 def render() -> str:
     """The section: one heading and --help block per command, as `jobwarden` prints them."""
-    from worker.cli.commands import build_parser
+    from jobwarden.worker.cli.commands import build_parser
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: fix the width
@@ -66,7 +66,7 @@ def test_every_command_and_its_help_is_in_the_reference():
 
 def test_every_environment_variable_the_code_reads_is_in_the_reference():
     root = REFERENCE.parents[2]
-    from console.web.login_throttle import DEFAULTS
+    from jobwarden.console.web.login_throttle import DEFAULTS
 
     read = {name for folder in ("worker", "console") for path in (root / folder).rglob("*.py")
             for name in _VARIABLE.findall(path.read_text())}

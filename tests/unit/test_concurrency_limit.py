@@ -2,7 +2,7 @@
 
 import pytest
 
-from worker.jobs.registry import MAX_CONCURRENCY_LIMIT, Registry, job
+from jobwarden.worker.jobs.registry import MAX_CONCURRENCY_LIMIT, Registry, job
 
 
 def declare(**policy):

@@ -1,4 +1,4 @@
-"""The operator actions' names have one list, worker.ops.operations': the console derives its
+"""The operator actions' names have one list, jobwarden.worker.ops.operations': the console derives its
 choices from it instead of repeating the names (a new action appears everywhere at once)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-from console.data.schema import SELECTION_ACTIONS
-from worker.ops import operations
+from jobwarden.console.data.schema import SELECTION_ACTIONS
+from jobwarden.worker.ops import operations
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(operations.AUDITED_ACTIONS)

@@ -1,6 +1,6 @@
 """The console's import rules (docs/architecture.md, "Console layers"): its sub-packages
 are layers, each importing only the layers below it; the settings layer imports nothing
-of the console; only the package's front door imports `console.mount`; no import
+of the console; only the package's front door imports `jobwarden.console.mount`; no import
 circles, annotations included; no relative imports; an import inside a function says
 why."""
 
@@ -8,26 +8,26 @@ from __future__ import annotations
 
 import ast
 
-from console.core.config import MountedConsole
-from console.mount import Console
+from jobwarden.console.core.config import MountedConsole
+from jobwarden.console.mount import Console
 from tests.unit import import_rules
 from tests.unit.import_rules import circles
 
 #: The console's layers, lowest first: a module imports only modules of its own layer or
-#: of a lower one. The front door (`console`: create_app, Console) sits above the mount,
+#: of a lower one. The front door (`jobwarden.console`: create_app, Console) sits above the mount,
 #: and the commands above it (the server builds the standalone console through it).
 LAYERS = {
-    "console.core": 0,
-    "console.data": 1,
-    "console.web": 2,
-    "console.views": 3,
-    "console.mount": 4,
-    "console": 5,
-    "console.cli": 6,
+    "jobwarden.console.core": 0,
+    "jobwarden.console.data": 1,
+    "jobwarden.console.web": 2,
+    "jobwarden.console.views": 3,
+    "jobwarden.console.mount": 4,
+    "jobwarden.console": 5,
+    "jobwarden.console.cli": 6,
 }
-#: The only modules that may import console.mount: the package's front door (Console,
-#: create_app). Views and hooks read the mounted console through console.core.config.
-MOUNT_IMPORTERS = {"console"}
+#: The only modules that may import jobwarden.console.mount: the package's front door (Console,
+#: create_app). Views and hooks read the mounted console through jobwarden.console.core.config.
+MOUNT_IMPORTERS = {"jobwarden.console"}
 #: What the data layer must not read: the request and its session (a command or a
 #: benchmark uses the store and the models with no request at all).
 REQUEST_NAMES = {"request", "session", "g"}
@@ -48,8 +48,9 @@ def test_every_console_module_is_in_a_layer_of_its_own():
     door's layer unseen: it must be given a layer (LAYERS) or put in one."""
     modules = import_rules.known_modules("console")
     assert len(modules) > 30  # the scan really looked at the console
-    top = {name for name in modules if import_rules.layer_of(name, LAYERS) == "console"}
-    assert top == {"console"}
+    top = {name for name in modules
+           if import_rules.layer_of(name, LAYERS) == "jobwarden.console"}
+    assert top == {"jobwarden.console"}
 
 
 def test_each_layer_imports_only_the_layers_below_it():
@@ -57,17 +58,17 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_the_layer_check_sees_an_import_that_runs_upwards():
-    edges = {"console.core.config": {"console.mount"},
-             "console.data.queries": {"console.web.formatting", "console.data.database"},
-             "console.views.alerts": {"console.views.metrics", "console.web.formatting"},
-             "console.cli.server": {"console"}}
-    assert against_the_layers(edges) == ["console.core.config -> console.mount",
-                                         "console.data.queries -> console.web.formatting"]
+    edges = {"jobwarden.console.core.config": {"jobwarden.console.mount"},
+             "jobwarden.console.data.queries": {"jobwarden.console.web.formatting", "jobwarden.console.data.database"},
+             "jobwarden.console.views.alerts": {"jobwarden.console.views.metrics", "jobwarden.console.web.formatting"},
+             "jobwarden.console.cli.server": {"jobwarden.console"}}
+    assert against_the_layers(edges) == ["jobwarden.console.core.config -> jobwarden.console.mount",
+                                         "jobwarden.console.data.queries -> jobwarden.console.web.formatting"]
 
 
 def test_the_settings_layer_imports_nothing_of_the_console():
     edges = graph()
-    core = {name for name in edges if import_rules.layer_of(name, LAYERS) == "console.core"}
+    core = {name for name in edges if import_rules.layer_of(name, LAYERS) == "jobwarden.console.core"}
     assert len(core) >= 4
     assert {name: edges[name] for name in core if edges[name]} == {}
 
@@ -84,14 +85,14 @@ def test_the_mounted_console_is_read_through_the_settings_layer():
 
 
 def test_only_the_front_door_imports_the_mount():
-    importers = {name for name, targets in graph().items() if "console.mount" in targets}
+    importers = {name for name, targets in graph().items() if "jobwarden.console.mount" in targets}
     assert importers - MOUNT_IMPORTERS == set()
 
 
 def test_the_data_layer_never_reads_the_request():
     found = []
     for name, path in import_rules.known_modules("console").items():
-        if import_rules.layer_of(name, LAYERS) != "console.data":
+        if import_rules.layer_of(name, LAYERS) != "jobwarden.console.data":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "flask":
@@ -108,19 +109,19 @@ def test_there_is_no_import_circle_inside_the_console():
 
 def test_the_circle_search_finds_a_circle():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
-    known = {"console.web.auth", "console.mount"}
-    probe = "from console.web import auth\ndef f():\n    import console.mount\n"
+    known = {"jobwarden.console.web.auth", "jobwarden.console.mount"}
+    probe = "from jobwarden.console.web import auth\ndef f():\n    import jobwarden.console.mount\n"
     assert import_rules.imports(probe, known, "console") == [
-        (1, "console.web.auth", False), (3, "console.mount", True)]
+        (1, "jobwarden.console.web.auth", False), (3, "jobwarden.console.mount", True)]
 
 
 def test_an_annotation_only_import_counts_when_asked():
     probe = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-             "    from console.mount import Console\n")
-    known = {"console.mount"}
+             "    from jobwarden.console.mount import Console\n")
+    known = {"jobwarden.console.mount"}
     assert import_rules.imports(probe, known, "console") == []
     assert import_rules.imports(probe, known, "console", type_checking=True) == [
-        (3, "console.mount", False)]
+        (3, "jobwarden.console.mount", False)]
 
 
 def test_the_console_imports_itself_by_absolute_name():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.config import parse_duration, parse_sla_targets
-from console.data.queries import JobFilter, clamp_limit
-from console.web.formatting import age, progress_fraction
-from console.web.security import safe_next_url
+from jobwarden.console.core.config import parse_duration, parse_sla_targets
+from jobwarden.console.data.queries import JobFilter, clamp_limit
+from jobwarden.console.web.formatting import age, progress_fraction
+from jobwarden.console.web.security import safe_next_url
 
 
 @pytest.mark.parametrize("target", [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from console.data import database
-from console.data.database import CQ, Reader
-from worker.store.queries import load_queries
+from jobwarden.console.data import database
+from jobwarden.console.data.database import CQ, Reader
+from jobwarden.worker.store.queries import load_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "console"
@@ -27,7 +27,7 @@ EXEMPT = {
 #: Calls that run SQL on a connection, and names that build or open one.
 RUNS_SQL = frozenset({"execute", "exec_driver_sql", "executemany", "executescript", "cursor"})
 SQL_NAMES = {"sqlalchemy": {"text", "select", "insert", "update", "delete", "create_engine"},
-             "psycopg": {"connect"}, "worker.store.db": {"connect"}, "worker.store.queries": {"Q", "execute"}}
+             "psycopg": {"connect"}, "jobwarden.worker.store.db": {"connect"}, "jobwarden.worker.store.queries": {"Q", "execute"}}
 #: The store's methods (and helper) that take a query as their first argument.
 QUERY_TAKERS = frozenset({"all", "one", "run", "rows"})
 
@@ -90,9 +90,9 @@ def test_no_console_module_but_the_store_runs_sql():
 
 
 def test_the_sql_scan_sees_each_way_of_running_sql():
-    probe = ("from sqlalchemy import text\nfrom worker.store.db import connect\nimport psycopg\n"
+    probe = ("from sqlalchemy import text\nfrom jobwarden.worker.store.db import connect\nimport psycopg\n"
              "conn.execute('SELECT 1')\nconn.exec_driver_sql(sql)\n"
-             "from worker.store.queries import Q\n")
+             "from jobwarden.worker.store.queries import Q\n")
     assert len(sql_outside_the_store(probe, "probe")) == 6
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from worker.core.dberrors import DB_UNREACHABLE, Backoff
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
 
 
 def test_a_backoff_doubles_to_its_cap_and_starts_over_when_reset():

@@ -9,8 +9,8 @@ import inspect
 import uuid
 from pathlib import Path
 
-from worker.engine import context as context_module
-from worker.engine.context import HANDLER_API, AsyncJobContext, ExecutionControl
+from jobwarden.worker.engine import context as context_module
+from jobwarden.worker.engine.context import HANDLER_API, AsyncJobContext, ExecutionControl
 
 ROOT = Path(__file__).resolve().parents[2]
 

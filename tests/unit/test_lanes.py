@@ -2,7 +2,7 @@
 
 import pytest
 
-from worker.engine.lanes import Lane, parse_queues
+from jobwarden.worker.engine.lanes import Lane, parse_queues
 
 
 def test_no_queues_is_one_lane_for_every_queue_with_the_concurrency():

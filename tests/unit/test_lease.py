@@ -1,6 +1,6 @@
 """The worker's lease clock: a lease is vouched for only inside lease × (1 − MARGIN)."""
 
-from worker.core import lease
+from jobwarden.worker.core import lease
 
 
 def test_a_lease_is_vouched_for_until_two_thirds_of_it_have_passed():

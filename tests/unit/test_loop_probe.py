@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engine.loops import PROBE_INTERVAL, LaneLoop
+from jobwarden.worker.engine.loops import PROBE_INTERVAL, LaneLoop
 
 
 def lane_on(clock: list[float]) -> LaneLoop:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from console.web.security import _REQUEST_ID
-from worker.jobs.registry import check_name
+from jobwarden.console.web.security import _REQUEST_ID
+from jobwarden.worker.jobs.registry import check_name
 
 
 @pytest.mark.parametrize("name", ["emails", "a.b:c-d_1", "x" * 200])

@@ -16,18 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The runtime's layers, lowest first: a module imports only modules of its own layer or
 #: of a lower one. duties and ops share a rank and never import each other. The front
-#: door (`worker`, the public API) sits above the engine; demo_jobs is an application of it.
+#: door (`jobwarden.worker`, the public API) sits above the engine; demo_jobs is an application of it.
 LAYERS = {
-    "worker.core": 0,
-    "worker.store": 1,
-    "worker.jobs": 2,
-    "worker.engine": 3,
-    "worker.duties": 4,
-    "worker.ops": 4,
-    "worker": 5,
-    "worker.process": 5,
-    "worker.demo_jobs": 6,
-    "worker.cli": 6,
+    "jobwarden.worker.core": 0,
+    "jobwarden.worker.store": 1,
+    "jobwarden.worker.jobs": 2,
+    "jobwarden.worker.engine": 3,
+    "jobwarden.worker.duties": 4,
+    "jobwarden.worker.ops": 4,
+    "jobwarden.worker": 5,
+    "jobwarden.worker.process": 5,
+    "jobwarden.worker.demo_jobs": 6,
+    "jobwarden.worker.cli": 6,
 }
 
 
@@ -40,7 +40,8 @@ def against_the_layers(edges: dict[str, set[str]]) -> list[str]:
 
 
 def console_imports(path: Path) -> list[str]:
-    """Every import of `console` in one file, as 'file:line name'."""
+    """Every import of the console (`jobwarden.console`, or a bare `console`) in one file,
+    as 'file:line name'."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         names: list[str] = []
@@ -53,7 +54,8 @@ def console_imports(path: Path) -> list[str]:
               and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             names = [node.args[0].value]
         found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
-                  if n == "console" or n.startswith("console.")]
+                  if n.split(".")[0] == "console" or n == "jobwarden.console"
+                  or n.startswith("jobwarden.console.")]
     return found
 
 
@@ -66,9 +68,10 @@ def test_no_module_under_worker_imports_the_console():
 def test_the_scan_sees_every_form_of_import(tmp_path):
     sample = ROOT / "worker" / "_boundary_probe.py"
     try:
-        sample.write_text("import console\nfrom console.auth import x\n"
-                          "import importlib\nimportlib.import_module('console.views')\n")
-        assert len(console_imports(sample)) == 3
+        sample.write_text("import jobwarden.console\nfrom jobwarden.console.auth import x\n"
+                          "import importlib\nimportlib.import_module('jobwarden.console.views')\n"
+                          "from console import y\n")
+        assert len(console_imports(sample)) == 4
     finally:
         sample.unlink()
 
@@ -77,7 +80,8 @@ def test_importing_every_runtime_module_leaves_the_console_unloaded():
     names = sorted(name for name in import_rules.known_modules("worker")
                    if not name.endswith("__main__"))
     code = (f"import sys\nfor n in {names!r}: __import__(n)\n"
-            "print(sorted(m for m in sys.modules if m == 'console' or m.startswith('console.')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'console'\n"
+            "             or m == 'jobwarden.console' or m.startswith('jobwarden.console.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -85,10 +89,10 @@ def test_importing_every_runtime_module_leaves_the_console_unloaded():
 
 
 def _console_loaded_after_parsing(argv: list[str]) -> bool:
-    code = ("import sys\nfrom worker.cli import commands as cli\n"
+    code = ("import sys\nfrom jobwarden.worker.cli import commands as cli\n"
             f"argv = {argv!r}\n"
             "cli.build_parser(contributed=not cli._runtime_command(argv)).parse_args(argv)\n"
-            "print('console' in sys.modules)")
+            "print('jobwarden.console' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -117,11 +121,11 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_the_layer_check_sees_an_import_that_runs_upwards():
-    edges = {"worker.core.states": {"worker.engine.runner"},
-             "worker.duties.recovery": {"worker.ops.operations"},
-             "worker.engine.runner": {"worker.core.states", "worker.engine.context"}}
-    assert against_the_layers(edges) == ["worker.core.states -> worker.engine.runner",
-                                         "worker.duties.recovery -> worker.ops.operations"]
+    edges = {"jobwarden.worker.core.states": {"jobwarden.worker.engine.runner"},
+             "jobwarden.worker.duties.recovery": {"jobwarden.worker.ops.operations"},
+             "jobwarden.worker.engine.runner": {"jobwarden.worker.core.states", "jobwarden.worker.engine.context"}}
+    assert against_the_layers(edges) == ["jobwarden.worker.core.states -> jobwarden.worker.engine.runner",
+                                         "jobwarden.worker.duties.recovery -> jobwarden.worker.ops.operations"]
 
 
 def test_the_runtime_imports_itself_by_absolute_name():

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from worker.core.policy import RetryPolicy, parse_duration
+from jobwarden.worker.core.policy import RetryPolicy, parse_duration
 
 
 def test_backoff_doubles_per_attempt_up_to_the_cap():

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from worker.engine.loops import LaneLoop, PreciseSelector
+from jobwarden.worker.engine.loops import LaneLoop, PreciseSelector
 
 #: select()'s limit: a descriptor at or past it cannot be waited on with select().
 FD_SETSIZE = 1024

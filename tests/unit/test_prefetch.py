@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from worker.engine.listener import Wakeup
-from worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
-from worker.store.db import DedicatedConnection
+from jobwarden.worker.engine.listener import Wakeup
+from jobwarden.worker.engine.producer import ClaimSpec, JobBuffer, Producer, ProducerSettings
+from jobwarden.worker.store.db import DedicatedConnection
 
 
 def producer(*, seconds, running=0, waiting=0, concurrency=10, buffer_size=400):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from psycopg import _queries
 
-from worker.store.queries import Q, compact
+from jobwarden.worker.store.queries import Q, compact
 
 HOT = ["claim_jobs", "finish_executions", "heartbeat_executions", "enqueue_jobs",
        "enqueue_jobs_keyless", "save_progress"]

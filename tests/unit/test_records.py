@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.engine.completer import Completion
-from worker.engine.runner import Outcome
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.engine.completer import Completion
+from jobwarden.worker.engine.runner import Outcome
 
 
 def test_a_completion_cannot_be_built_by_position():

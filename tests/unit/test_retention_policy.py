@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.duties.retention import DAY, RetentionPolicy
+from jobwarden.worker.duties.retention import DAY, RetentionPolicy
 
 
 @pytest.mark.parametrize(("text", "history"), [

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q, Query
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q, Query
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "worker" / "store" / "jobstore.py"
@@ -101,6 +101,6 @@ def test_a_keyless_enqueue_runs_without_conflict_arbitration():
 
 
 def test_a_statement_without_the_clause_is_refused():
-    from worker.store.queries import without_conflict_clause
+    from jobwarden.worker.store.queries import without_conflict_clause
     with pytest.raises(RuntimeError):
         without_conflict_clause("x", "INSERT INTO t SELECT 1 RETURNING id")

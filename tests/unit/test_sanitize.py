@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from worker.core.sanitize import (
+from jobwarden.worker.core.sanitize import (
     MAX_ERROR_CODE_CHARS,
     REDACTED,
     RedactingFilter,

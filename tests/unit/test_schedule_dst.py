@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from worker.jobs.cron import latest_tick, next_tick
+from jobwarden.worker.jobs.cron import latest_tick, next_tick
 
 BERLIN = ZoneInfo("Europe/Berlin")
 # from local midnight to 05:00 on each transition day

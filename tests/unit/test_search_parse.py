@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.data.search import SearchError, parse
+from jobwarden.console.data.search import SearchError, parse
 
 
 @pytest.mark.parametrize("text, kind, field, value", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from worker.core.storable import storable_json, storable_text
+from jobwarden.worker.core.storable import storable_json, storable_text
 
 
 @pytest.mark.parametrize("given, stored", [

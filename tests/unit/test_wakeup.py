@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from worker.engine.listener import Wakeup
+from jobwarden.worker.engine.listener import Wakeup
 
 
 def test_a_set_from_another_thread_ends_a_wait_on_a_socket():

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from worker.engine.config import WorkerConfig
-from worker.engine.producer import ClaimSpec, ProducerSettings
-from worker.jobs.registry import Registry, job
-from worker.process import WorkerProcess
+from jobwarden.worker.engine.config import WorkerConfig
+from jobwarden.worker.engine.producer import ClaimSpec, ProducerSettings
+from jobwarden.worker.jobs.registry import Registry, job
+from jobwarden.worker.process import WorkerProcess
 
 URL = "postgresql://nobody@127.0.0.1:1/none"
 

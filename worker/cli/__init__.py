@@ -1,5 +1,5 @@
 """The `jobwarden` command line (docs/guide/cli.md): `main` is its entry point."""
 
-from worker.cli.commands import main
+from jobwarden.worker.cli.commands import main
 
 __all__ = ["main"]

@@ -1,7 +1,7 @@
-"""`python -m worker.cli`: the `jobwarden` command."""
+"""`python -m jobwarden.worker.cli`: the `jobwarden` command."""
 
 import sys
 
-from worker.cli.commands import main
+from jobwarden.worker.cli.commands import main
 
 sys.exit(main())

@@ -13,11 +13,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from worker.core.errors import EnqueueError
-from worker.core.policy import parse_duration
-from worker.engine.config import MAX_FLUSH_WRITERS
-from worker.engine.lanes import MAX_SLOTS, parse_queues
-from worker.jobs.job_spec import (
+from jobwarden.worker.core.errors import EnqueueError
+from jobwarden.worker.core.policy import parse_duration
+from jobwarden.worker.engine.config import MAX_FLUSH_WRITERS
+from jobwarden.worker.engine.lanes import MAX_SLOTS, parse_queues
+from jobwarden.worker.jobs.job_spec import (
     INT32,
     MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,

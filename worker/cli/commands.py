@@ -12,15 +12,15 @@ from importlib.metadata import entry_points
 
 import psycopg
 
-from worker.cli import args as A
-from worker.core.errors import EnqueueError
-from worker.core.logs import FORMATS, configure
-from worker.core.rates import describe_rate
-from worker.core.states import JobStatus
-from worker.core.terminal import printable
-from worker.duties.recovery import mark_gone_workers, recover_stale_running
-from worker.duties.retention import count_prunable, prune
-from worker.engine.config import (
+from jobwarden.worker.cli import args as A
+from jobwarden.worker.core.errors import EnqueueError
+from jobwarden.worker.core.logs import FORMATS, configure
+from jobwarden.worker.core.rates import describe_rate
+from jobwarden.worker.core.states import JobStatus
+from jobwarden.worker.core.terminal import printable
+from jobwarden.worker.duties.recovery import mark_gone_workers, recover_stale_running
+from jobwarden.worker.duties.retention import count_prunable, prune
+from jobwarden.worker.engine.config import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_CLAIM_BATCH,
     DEFAULT_CONCURRENCY,
@@ -29,9 +29,9 @@ from worker.engine.config import (
     DEFAULT_FLUSH_WRITERS,
     WorkerConfig,
 )
-from worker.jobs.enqueue import enqueue
-from worker.jobs.registry import registry
-from worker.ops.operations import (
+from jobwarden.worker.jobs.enqueue import enqueue
+from jobwarden.worker.jobs.registry import registry
+from jobwarden.worker.ops.operations import (
     JOB_ACTIONS,
     ActionResult,
     clear_limit,
@@ -42,18 +42,18 @@ from worker.ops.operations import (
     set_all_queues,
     set_limit,
 )
-from worker.ops.reconcile import reconcilable_types, reconcile
-from worker.process import WorkerProcess
-from worker.store.db import (
+from jobwarden.worker.ops.reconcile import reconcilable_types, reconcile
+from jobwarden.worker.process import WorkerProcess
+from jobwarden.worker.store.db import (
     DatabaseUrlError,
     SchemaOutOfDate,
     check_database_schema,
     connect,
     migrate,
 )
-from worker.store.embedded import stop_embedded
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.store.embedded import stop_embedded
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 
 def load_app(module: str) -> None:
@@ -357,7 +357,7 @@ def build_parser(contributed: bool = True) -> CommandParser:
 
     # A command with `checks_schema` is refused on a database behind the code, before it
     # runs (main); the worker checks when it reaches the database (WorkerProcess.run),
-    # the console when its app is made (console.create_app).
+    # the console when its app is made (jobwarden.console.create_app).
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
 
     w = sub.add_parser("worker", help="run a worker process")

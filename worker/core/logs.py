@@ -20,7 +20,7 @@ from uuid import UUID
 
 from pythonjsonlogger.json import JsonFormatter
 
-from worker.core.sanitize import redact_log_handlers
+from jobwarden.worker.core.sanitize import redact_log_handlers
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

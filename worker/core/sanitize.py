@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from worker.core.errors import JobError
+from jobwarden.worker.core.errors import JobError
 
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000

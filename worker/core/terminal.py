@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from worker.core.sanitize import redact
+from jobwarden.worker.core.sanitize import redact
 
 # The bidi embeddings, overrides and isolates, and the marks that steer neutral characters.
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"

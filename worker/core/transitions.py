@@ -5,7 +5,7 @@ that outcome says where the job goes next, whether the attempt it used stays spe
 which error code the runtime records (None: the handler's own), and how the rollups
 count the move. The runner (a handler's end), recovery (a lost worker) and the
 graceful hand-back read it, and all write through one statement (finish_executions, by
-`worker.engine.completer.write_batch`), each row carrying the table's facts;
+`jobwarden.worker.engine.completer.write_batch`), each row carrying the table's facts;
 `tests/integration/test_transitions.py` drives every row through the real statements
 and checks the job, the execution and the rollups against it, so the trigger of
 migration 0018 and the rebuild of 0019 cannot drift from it.
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.core import errors as E
-from worker.core.states import ExecutionOutcome as O
-from worker.core.states import JobStatus as S
+from jobwarden.worker.core import errors as E
+from jobwarden.worker.core.states import ExecutionOutcome as O
+from jobwarden.worker.core.states import JobStatus as S
 
 
 @dataclass(frozen=True)

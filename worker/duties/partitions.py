@@ -15,8 +15,8 @@ import logging
 
 import psycopg
 
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.partitions")
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from worker.duties import partitions, retention, scheduler
-from worker.engine.limits import REFRESH_SECONDS, LimitBook
-from worker.jobs import job_types
-from worker.jobs.registry import Registry
+from jobwarden.worker.duties import partitions, retention, scheduler
+from jobwarden.worker.engine.limits import REFRESH_SECONDS, LimitBook
+from jobwarden.worker.jobs import job_types
+from jobwarden.worker.jobs.registry import Registry
 
 log = logging.getLogger("jobwarden.duties")
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 
-from worker.core.errors import WORKER_LOST
-from worker.core.policy import DEFAULT_POLICY
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.core.transitions import lost
-from worker.engine.completer import Completion, write_batch
-from worker.jobs.registry import Registry
-from worker.store.event_totals import RECOVERED, count
-from worker.store.jobstore import JobStore
-from worker.store.queries import CallerConnection, Q
+from jobwarden.worker.core.errors import WORKER_LOST
+from jobwarden.worker.core.policy import DEFAULT_POLICY
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.core.transitions import lost
+from jobwarden.worker.engine.completer import Completion, write_batch
+from jobwarden.worker.jobs.registry import Registry
+from jobwarden.worker.store.event_totals import RECOVERED, count
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import CallerConnection, Q
 
 log = logging.getLogger("jobwarden.recovery")
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from worker.core.policy import parse_duration
-from worker.duties import partitions
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.core.policy import parse_duration
+from jobwarden.worker.duties import partitions
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.retention")
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import psycopg
 
-from worker.jobs.cron import latest_tick, next_tick, schedule_problem, tick_key
-from worker.jobs.enqueue import enqueue
-from worker.jobs.registry import Registry
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.jobs.cron import latest_tick, next_tick, schedule_problem, tick_key
+from jobwarden.worker.jobs.enqueue import enqueue
+from jobwarden.worker.jobs.registry import Registry
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.scheduler")
 

@@ -28,18 +28,18 @@ from uuid import UUID
 
 import psycopg
 
-from worker.core.dberrors import DB_UNREACHABLE, Backoff
-from worker.core.errors import OUTCOME_UNSTORABLE
-from worker.core.logs import execution_event
-from worker.core.sanitize import sanitize_error_code, sanitize_text
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.core.storable import storable_text
-from worker.core.transitions import TRANSITIONS
-from worker.engine.producer import ClaimedJob
-from worker.store.db import DedicatedConnection
-from worker.store.event_totals import ZOMBIE_OUTCOME, count
-from worker.store.jobstore import AsyncJobStore, JobStore
-from worker.store.queries import CallerConnection, Q
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
+from jobwarden.worker.core.errors import OUTCOME_UNSTORABLE
+from jobwarden.worker.core.logs import execution_event
+from jobwarden.worker.core.sanitize import sanitize_error_code, sanitize_text
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.core.storable import storable_text
+from jobwarden.worker.core.transitions import TRANSITIONS
+from jobwarden.worker.engine.producer import ClaimedJob
+from jobwarden.worker.store.db import DedicatedConnection
+from jobwarden.worker.store.event_totals import ZOMBIE_OUTCOME, count
+from jobwarden.worker.store.jobstore import AsyncJobStore, JobStore
+from jobwarden.worker.store.queries import CallerConnection, Q
 
 log = logging.getLogger("jobwarden.completer")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.engine.lanes import QueueSpec
+from jobwarden.worker.engine.lanes import QueueSpec
 
 #: Defaults that suit typical jobs as well as tiny ones (README "Running workers").
 DEFAULT_CONCURRENCY = 10

@@ -23,13 +23,13 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from worker.core.dberrors import DB_UNREACHABLE
-from worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
-from worker.core.sanitize import sanitize_payload
-from worker.core.storable import storable_json, storable_text
-from worker.store.event_totals import ZOMBIE_LEASE, count_on
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q, Query
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
+from jobwarden.worker.core.sanitize import sanitize_payload
+from jobwarden.worker.core.storable import storable_json, storable_text
+from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count_on
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q, Query
 
 log = logging.getLogger("jobwarden.job")
 

@@ -33,20 +33,20 @@ from uuid import UUID
 
 from psycopg_pool import ConnectionPool
 
-from worker.core import lease
-from worker.core.dberrors import DB_UNREACHABLE
-from worker.core.errors import CANCELLED
-from worker.core.logs import running_event, waiting_event
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.engine import runner
-from worker.engine.completer import Completer, Completion
-from worker.engine.context import ExecutionControl
-from worker.engine.loops import STALL_SECONDS, LaneLoop
-from worker.engine.producer import ClaimedJob, JobBuffer
-from worker.jobs.registry import JobType, Registry
-from worker.store.event_totals import ZOMBIE_LEASE, count_on
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.core import lease
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.core.errors import CANCELLED
+from jobwarden.worker.core.logs import running_event, waiting_event
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.engine import runner
+from jobwarden.worker.engine.completer import Completer, Completion
+from jobwarden.worker.engine.context import ExecutionControl
+from jobwarden.worker.engine.loops import STALL_SECONDS, LaneLoop
+from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer
+from jobwarden.worker.jobs.registry import JobType, Registry
+from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count_on
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.executor")
 

@@ -32,16 +32,16 @@ from uuid import UUID
 
 import psycopg
 
-from worker.core import lease
-from worker.core.dberrors import DB_UNREACHABLE, Backoff
-from worker.core.logs import running_event
-from worker.core.states import WorkerState
-from worker.engine.completer import Completer
-from worker.engine.executor import Execution, Executor
-from worker.store.db import DedicatedConnection
-from worker.store.event_totals import ZOMBIE_LEASE, count
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q, batch_params
+from jobwarden.worker.core import lease
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
+from jobwarden.worker.core.logs import running_event
+from jobwarden.worker.core.states import WorkerState
+from jobwarden.worker.engine.completer import Completer
+from jobwarden.worker.engine.executor import Execution, Executor
+from jobwarden.worker.store.db import DedicatedConnection
+from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q, batch_params
 
 log = logging.getLogger("jobwarden.heartbeat")
 

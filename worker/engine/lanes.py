@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worker.jobs.registry import check_name
+from jobwarden.worker.jobs.registry import check_name
 
 #: Most slots a lane (or a worker's --concurrency) may have.
 MAX_SLOTS = 1000

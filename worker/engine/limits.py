@@ -25,10 +25,10 @@ from typing import Any
 
 import psycopg
 
-from worker.core.rates import default_burst
-from worker.jobs.registry import JobType
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.core.rates import default_burst
+from jobwarden.worker.jobs.registry import JobType
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 #: How often a worker re-reads the live limits (seconds): the most a change waits.
 REFRESH_SECONDS = 2.0

@@ -25,10 +25,10 @@ from collections.abc import Callable
 
 import psycopg
 
-from worker.core.dberrors import DB_UNREACHABLE, Backoff
-from worker.store.db import listen_url, pooled
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
+from jobwarden.worker.store.db import listen_url, pooled
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.listener")
 

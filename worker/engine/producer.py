@@ -43,15 +43,15 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from worker.core import lease
-from worker.core.dberrors import DB_UNREACHABLE, Backoff
-from worker.core.logs import waiting_event
-from worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
-from worker.engine.listener import Wakeup, listen_on, read_notifies
-from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
-from worker.store.db import DedicatedConnection, pooled
-from worker.store.jobstore import JobStore, PreparedQuery
-from worker.store.queries import Q
+from jobwarden.worker.core import lease
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
+from jobwarden.worker.core.logs import waiting_event
+from jobwarden.worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
+from jobwarden.worker.engine.listener import Wakeup, listen_on, read_notifies
+from jobwarden.worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
+from jobwarden.worker.store.db import DedicatedConnection, pooled
+from jobwarden.worker.store.jobstore import JobStore, PreparedQuery
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.producer")
 

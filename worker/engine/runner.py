@@ -19,20 +19,20 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from worker.core import errors as E
-from worker.core.dberrors import DB_UNREACHABLE
-from worker.core.logs import ms_since
-from worker.core.policy import DEFAULT_POLICY
-from worker.core.sanitize import (
+from jobwarden.worker.core import errors as E
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.core.logs import ms_since
+from jobwarden.worker.core.policy import DEFAULT_POLICY
+from jobwarden.worker.core.sanitize import (
     describe_exception,
     describe_traceback,
     describe_validation,
     sanitize_text,
 )
-from worker.core.states import ExecutionOutcome, JobStatus
-from worker.core.storable import storable_text
-from worker.core.transitions import TRANSITIONS, next_status
-from worker.engine.completer import (
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from jobwarden.worker.core.storable import storable_text
+from jobwarden.worker.core.transitions import TRANSITIONS, next_status
+from jobwarden.worker.engine.completer import (
     STORE_REFUSED,
     Completion,
     count_refused,
@@ -41,8 +41,8 @@ from worker.engine.completer import (
     write_batch,
     write_batch_async,
 )
-from worker.engine.context import ExecutionControl, LeaseLost
-from worker.jobs.registry import JobType
+from jobwarden.worker.engine.context import ExecutionControl, LeaseLost
+from jobwarden.worker.jobs.registry import JobType
 
 log = logging.getLogger("jobwarden.runner")
 

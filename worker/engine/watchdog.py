@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from worker.engine.executor import Executor
-from worker.engine.loops import WATCH_SECONDS
+from jobwarden.worker.engine.executor import Executor
+from jobwarden.worker.engine.loops import WATCH_SECONDS
 
 log = logging.getLogger("jobwarden.watchdog")
 

@@ -16,13 +16,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worker.core.errors import EnqueueError
-from worker.core.sanitize import describe_validation
-from worker.jobs.job_spec import JobSpec, check_payload
-from worker.jobs.job_types import defaulted_fields, with_published_policies_steps
-from worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name, registry
-from worker.store.jobstore import AsyncJobStore, JobStore, Steps, run_steps, run_steps_async
-from worker.store.queries import Q
+from jobwarden.worker.core.errors import EnqueueError
+from jobwarden.worker.core.sanitize import describe_validation
+from jobwarden.worker.jobs.job_spec import JobSpec, check_payload
+from jobwarden.worker.jobs.job_types import defaulted_fields, with_published_policies_steps
+from jobwarden.worker.jobs.registry import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Registry,
+    check_name,
+    registry,
+)
+from jobwarden.worker.store.jobstore import (
+    AsyncJobStore,
+    JobStore,
+    Steps,
+    run_steps,
+    run_steps_async,
+)
+from jobwarden.worker.store.queries import Q
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.core.errors import EnqueueError
-from worker.jobs.registry import check_name
+from jobwarden.worker.core.errors import EnqueueError
+from jobwarden.worker.jobs.registry import check_name
 
 INT32 = 2**31 - 1
 #: Deepest nesting of objects and arrays a payload may have (the payload itself is 1).

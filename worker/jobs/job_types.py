@@ -27,10 +27,10 @@ from typing import Any
 
 import psycopg
 
-from worker.core.policy import RetryPolicy
-from worker.jobs.registry import JobType, Registry
-from worker.store.jobstore import JobStore, Steps, run_steps
-from worker.store.queries import Q
+from jobwarden.worker.core.policy import RetryPolicy
+from jobwarden.worker.jobs.registry import JobType, Registry
+from jobwarden.worker.store.jobstore import JobStore, Steps, run_steps
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.job_types")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.core.policy import RetryPolicy, parse_duration
-from worker.core.rates import default_burst, parse_rate
-from worker.jobs.cron import check_schedule
+from jobwarden.worker.core.policy import RetryPolicy, parse_duration
+from jobwarden.worker.core.rates import default_burst, parse_rate
+from jobwarden.worker.jobs.cron import check_schedule
 
 # \Z, not $: "$" also matches before a final newline.
 NAME_PATTERN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from worker.core.rates import MAX_RATE, describe_rate, parse_rate
-from worker.core.sanitize import redact
-from worker.core.states import JobStatus
-from worker.core.storable import storable_text
-from worker.jobs.cron import next_tick, schedule_problem
-from worker.jobs.enqueue import enqueue
-from worker.jobs.registry import check_name
-from worker.store.jobstore import JobStore
-from worker.store.queries import CallerConnection, Q, Query
+from jobwarden.worker.core.rates import MAX_RATE, describe_rate, parse_rate
+from jobwarden.worker.core.sanitize import redact
+from jobwarden.worker.core.states import JobStatus
+from jobwarden.worker.core.storable import storable_text
+from jobwarden.worker.jobs.cron import next_tick, schedule_problem
+from jobwarden.worker.jobs.enqueue import enqueue
+from jobwarden.worker.jobs.registry import check_name
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import CallerConnection, Q, Query
 
 #: Roles allowed to act (viewers only read).
 ACTING_ROLES = ("operator", "admin")

@@ -19,13 +19,13 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from worker.jobs.registry import JobType, Registry
-from worker.ops.operations import mark_completed, retry_job
-from worker.store.jobstore import JobStore
-from worker.store.queries import CallerConnection, Q
+from jobwarden.worker.jobs.registry import JobType, Registry
+from jobwarden.worker.ops.operations import mark_completed, retry_job
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import CallerConnection, Q
 
 if TYPE_CHECKING:
-    from worker.engine.context import JobContext
+    from jobwarden.worker.engine.context import JobContext
 
 log = logging.getLogger("jobwarden.reconcile")
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from worker.core.dberrors import DB_UNREACHABLE
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -181,8 +181,8 @@ def downgrade(url: str | None = None, revision: str = "base") -> None:
 def migrations_dir() -> Path:
     """The Alembic environment, installed or in the source tree.
 
-    A wheel carries it as worker/migrations (pyproject.toml's force-include); the
-    repository keeps it at its top level, where an editable install finds it.
+    A wheel carries it as jobwarden/worker/migrations (pyproject.toml's package-dir); the
+    repository keeps it at its top level, where an editable install and a checkout find it.
     """
     package = Path(__file__).resolve().parent.parent  # worker/, this module is worker/store/
     for candidate in (package / "migrations", package.parent / "migrations"):

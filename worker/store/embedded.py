@@ -12,7 +12,7 @@ import os
 import warnings
 from pathlib import Path
 
-from worker.store.db import jobwarden_home
+from jobwarden.worker.store.db import jobwarden_home
 
 
 def embedded_datadir(home: Path | None = None) -> Path:

@@ -22,9 +22,9 @@ import logging
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from worker.core.dberrors import DB_UNREACHABLE
-from worker.store.jobstore import JobStore
-from worker.store.queries import Q
+from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.event_totals")
 

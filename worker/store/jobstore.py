@@ -25,7 +25,7 @@ from psycopg.adapt import PyFormat, Transformer
 from psycopg.pq import ConnStatus, ExecStatus
 from psycopg.rows import args_row, tuple_row
 
-from worker.store.queries import CallerConnection, Query
+from jobwarden.worker.store.queries import CallerConnection, Query
 
 T = TypeVar("T")
 Params = Mapping[str, Any] | None

@@ -27,9 +27,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
-from worker.core.states import LIVE_STATUSES as _LIVE
-from worker.core.states import TERMINAL_STATUSES as _TERMINAL
-from worker.core.states import ExecutionOutcome, JobStatus, WorkerState
+from jobwarden.worker.core.states import LIVE_STATUSES as _LIVE
+from jobwarden.worker.core.states import TERMINAL_STATUSES as _TERMINAL
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus, WorkerState
 
 # Plain-text tuples of the enums in worker/core/states.py, for CHECK constraints and callers
 # that want strings (the console's forms and filters).

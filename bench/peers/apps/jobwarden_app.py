@@ -16,7 +16,7 @@ from bench.peers.apps.common import (
     driver,
     write_stamp,
 )
-from worker import JobSpec, enqueue_many, job
+from jobwarden import JobSpec, enqueue_many, job
 
 
 @job("bench_noop", lease=30)

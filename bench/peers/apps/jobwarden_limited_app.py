@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from bench.peers.apps.common import LIMIT_RATE, LIMIT_WORK_SECONDS, write_stamp
-from worker import job
+from jobwarden import job
 
 
 @job("bench_limited", rate_limit=LIMIT_RATE, lease=30)

@@ -12,10 +12,10 @@ import os
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
-from console import Console
+from jobwarden.console import Console
+from jobwarden.worker.store.db import database_url, sqlalchemy_url
 from shop import admin, providers, store
 from shop.models import db
-from worker.store.db import database_url, sqlalchemy_url
 
 csrf = CSRFProtect()
 

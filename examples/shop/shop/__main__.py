@@ -17,7 +17,7 @@ from pathlib import Path
 
 from werkzeug.serving import make_server
 
-from worker.store.db import database_url, migrate
+from jobwarden.worker.store.db import database_url, migrate
 
 STAFF_USER, STAFF_PASSWORD = "admin", "shop-admin"
 
@@ -40,8 +40,9 @@ def start_worker(url: str, providers_url: str) -> subprocess.Popen:
     here = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "DATABASE_URL": url, "SHOP_PROVIDERS_URL": providers_url,
            "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--app", "shop.jobs",
-                             "--concurrency", "4", "--grace", "10"], cwd=here, env=env)
+    return subprocess.Popen([sys.executable, "-m", "jobwarden.worker.cli", "worker",
+                             "--app", "shop.jobs", "--concurrency", "4", "--grace", "10"],
+                            cwd=here, env=env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from wtforms import PasswordField, StringField
 from wtforms.validators import DataRequired, Length
 
-from console import safe_next_url
+from jobwarden.console import safe_next_url
 from shop import providers
 from shop.models import Order, Staff, db
 

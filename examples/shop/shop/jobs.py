@@ -11,8 +11,7 @@ from decimal import Decimal
 
 from pydantic import BaseModel, Field
 
-from shop import providers
-from worker import (
+from jobwarden import (
     AmbiguousOutcome,
     PermanentError,
     RateLimited,
@@ -21,7 +20,8 @@ from worker import (
     SkipJob,
     job,
 )
-from worker.store.db import connect
+from jobwarden.worker.store.db import connect
+from shop import providers
 
 
 class OrderRef(BaseModel):

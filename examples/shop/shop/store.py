@@ -10,9 +10,9 @@ from sqlalchemy.exc import IntegrityError
 from wtforms import EmailField, HiddenField, SelectField
 from wtforms.validators import DataRequired, Length, Regexp
 
+from jobwarden import JobSpec, enqueue_many
 from shop.jobs import Charge, OrderRef
 from shop.models import FakeCrmContact, Order, OutboxEmail, db
-from worker import JobSpec, enqueue_many
 
 bp = Blueprint("store", __name__)
 
