@@ -8,11 +8,17 @@ worker that completes it, and the console serving its login page, a static file 
 signed-in page. The guide's getting-started and Flask pages run there too, with their own
 files: the Flask page's app signs a user in, commits an order with its job, a worker runs
 the job and the console mounted in that app shows it.
+
+The wheel is one top-level package, `jobwarden`, holding every module and data file of
+the repository's worker/, console/, templates/, static/ and migrations/ folders; the
+application folder has its own `worker.py` (its job types, the name Procfiles use) and
+its own `console/` package, and both kinds of module run there side by side.
 """
 
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import os
 import re
 import signal
@@ -21,6 +27,7 @@ import subprocess
 import sys
 import urllib.parse
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import psycopg
@@ -40,13 +47,75 @@ def readme_app_module() -> str:
     return match.group(1)
 
 
+#: The application's own `worker.py`, beside Jobwarden's runtime: its job types (the module
+#: a Procfile's `worker: jobwarden worker --app worker` line names) and, run as a script,
+#: an enqueue.
+APP_WORKER = '''"""The application's own worker module: its job types."""
+import sys
+
+import psycopg
+
+from jobwarden import enqueue, job
+from jobwarden.worker.store.db import database_url
+
+OWNER = "the app's own worker.py"
+
+
+@job("tidy_basket")
+def tidy_basket(ctx, payload):
+    print(f"basket {payload['basket']} tidied by {OWNER}", flush=True)
+
+
+if __name__ == "__main__":
+    with psycopg.connect(database_url()) as conn:
+        print(enqueue(conn, "tidy_basket", {"basket": int(sys.argv[1])}))
+'''
+
+#: The application's own `console` package (its admin shell, say), beside Jobwarden's.
+APP_CONSOLE = '''"""The application's own console package, not Jobwarden's."""
+OWNER = "the app's own console package"
+
+
+def create_app():
+    return OWNER
+'''
+
+#: Both applications' modules in one process: the app's `worker` and `console`, and
+#: Jobwarden's console serving its login page.
+SIDE_BY_SIDE = '''
+import json, os, sys
+import console, worker
+import jobwarden, jobwarden.worker
+from jobwarden.console import create_app
+
+app = create_app({"TESTING": True, "SECRET_KEY": "side-by-side",
+                  "DATABASE_URL": os.environ["DATABASE_URL"]})
+page = app.test_client().get("/login")
+print(json.dumps({
+    "worker": [worker.__file__, worker.OWNER], "console": [console.__file__, console.create_app()],
+    "jobwarden": [jobwarden.__file__, jobwarden.worker.__file__, jobwarden.enqueue.__module__],
+    "login": [page.status_code, "csrf_token" in page.get_data(as_text=True)],
+    "loaded": sorted({m.split(".")[0] for m in sys.modules} & {"worker", "console", "jobwarden"}),
+}))
+'''
+
+
+def built_without_warnings() -> dict:
+    """The environment `python -m build` runs in: without PYTHONDONTWRITEBYTECODE, under
+    which setuptools warns that it skips byte-compiling (a warning about this machine,
+    not the package)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory):
-    """A virtualenv outside the checkout with the freshly built wheel installed."""
+    """A virtualenv outside the checkout with the freshly built wheel installed, and an
+    application folder with its own `worker.py` and `console/` package."""
     base = tmp_path_factory.mktemp("installed")
     dist = base / "dist"
     build = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600,
+                           env=built_without_warnings())
     assert build.returncode == 0, build.stderr[-3000:]
     assert "warning" not in (build.stdout + build.stderr).lower(), build.stdout + build.stderr
     wheels = list(dist.glob("jobwarden-*.whl"))
@@ -59,6 +128,9 @@ def installed(tmp_path_factory):
     app_dir = base / "app"
     app_dir.mkdir()
     (app_dir / "shop_jobs.py").write_text(readme_app_module())
+    (app_dir / "worker.py").write_text(APP_WORKER)
+    (app_dir / "console").mkdir()
+    (app_dir / "console" / "__init__.py").write_text(APP_CONSOLE)
     return venv, app_dir
 
 
@@ -76,7 +148,8 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
                PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
 
     where = run(venv, app_dir, env, "python", "-c",
-                "import worker, console; print(worker.__file__); print(console.__file__)")
+                "import jobwarden.worker, jobwarden.console; "
+                "print(jobwarden.worker.__file__); print(jobwarden.console.__file__)")
     assert where.returncode == 0, where.stderr
     assert all(line.startswith(str(venv)) for line in where.stdout.split()), where.stdout
 
@@ -132,6 +205,68 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
     finally:
         _, err = stop_process(console, signal.SIGINT)  # Ctrl-C, as the README says
     assert console.returncode == 0, err[-3000:]
+
+
+def test_the_wheel_is_one_package_holding_every_module_and_data_file(installed):
+    wheel = next((installed[0].parent / "dist").glob("jobwarden-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        top_level = archive.read(next(n for n in names if n.endswith(".dist-info/top_level.txt")))
+    assert {name.split("/")[0] for name in names if ".dist-info/" not in name} == {"jobwarden"}
+    assert top_level.decode().split() == ["jobwarden"]
+    # package-dir lists each sub-package by hand: none (and no SQL or template) is missed
+    expected = {f"jobwarden/{path.relative_to(ROOT)}" for folder in ("worker", "console")
+                for path in (ROOT / folder).rglob("*")
+                if path.is_file() and path.suffix in (".py", ".sql")
+                and "__pycache__" not in path.parts}
+    expected |= {f"jobwarden/{inside}/{path.relative_to(ROOT / folder)}"
+                 for folder, inside in (("templates", "console/templates"),
+                                        ("static", "console/static"),
+                                        ("migrations", "worker/migrations"))
+                 for path in (ROOT / folder).rglob("*")
+                 if path.is_file() and "__pycache__" not in path.parts}
+    expected.add("jobwarden/__init__.py")
+    assert len(expected) > 150  # the scan really looked
+    assert sorted(expected - names) == []
+    assert sorted(n for n in names - expected if ".dist-info/" not in n) == []
+
+
+def test_an_apps_own_worker_and_console_run_beside_jobwardens(installed, empty_database):
+    """The application's `worker.py` holds its job types: `jobwarden worker --app worker`
+    runs them; its `console` package and Jobwarden's console load in one process."""
+    venv, app_dir = installed
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JOBWARDEN_APP")}
+    env.update(DATABASE_URL=empty_database, JOBWARDEN_HOME=str(app_dir / ".jobwarden"))
+    assert run(venv, app_dir, env, "jobwarden", "migrate").returncode == 0
+
+    together = run(venv, app_dir, env, "python", "-c", SIDE_BY_SIDE)
+    assert together.returncode == 0, together.stderr[-3000:]
+    seen = json.loads(together.stdout.strip().splitlines()[-1])
+    assert seen["worker"] == [str(app_dir / "worker.py"), "the app's own worker.py"]
+    assert seen["console"] == [str(app_dir / "console" / "__init__.py"),
+                               "the app's own console package"]
+    jobwarden_file, runtime_file, enqueue_module = seen["jobwarden"]
+    assert jobwarden_file.startswith(str(venv)) and runtime_file.startswith(str(venv))
+    assert Path(runtime_file).parent.parent.name == "jobwarden"
+    assert enqueue_module.startswith("jobwarden.worker.")
+    assert seen["login"] == [200, True]
+    assert seen["loaded"] == ["console", "jobwarden", "worker"]
+
+    placed = run(venv, app_dir, env, "python", "worker.py", "7")  # the app's own module
+    assert placed.returncode == 0, placed.stderr
+    job_id = int(placed.stdout)
+    worker = start_process([str(venv / "bin" / "jobwarden"), "worker", "--app", "worker",
+                            "--poll-interval", "0.2"],
+                           cwd=app_dir, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: _status(empty_database, job_id) == "completed", timeout=60,
+                 message="the app's job to complete")
+    finally:
+        out, _ = stop_process(worker, signal.SIGTERM)
+    assert worker.returncode == 0, out[-3000:]
+    assert "basket 7 tidied by the app's own worker.py" in out
 
 
 def guide_files() -> dict[str, str]:
