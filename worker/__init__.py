@@ -1,6 +1,7 @@
-"""Jobwarden's job runtime. The public API (docs/architecture.md §4):
+"""Jobwarden's job runtime, `jobwarden.worker`. The public API (docs/architecture.md §4),
+which the `jobwarden` package re-exports:
 
-    from jobwarden.worker import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
+    from jobwarden import job, enqueue, RetryableError, PermanentError, RateLimited, SkipJob
 """
 
 from jobwarden.worker.core.errors import (
