@@ -19,6 +19,8 @@ $(VENV)/.installed: pyproject.toml
 	rm -rf jobwarden.egg-info build
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+	@# setuptools' "Please be careful with folders ... with the same name as your package"
+	@# is information only: the checkout's jobwarden/ folder is that package
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
