@@ -162,3 +162,14 @@ def test_an_application_run_from_the_repository_loads_each_module_once(clean_db)
     assert seen["bare"] == []
     # and this test process, which has imported whatever the tests before it imported
     assert [m for m in sys.modules if m.split(".")[0] in BARE] == []
+
+
+def test_the_facade_exports_the_runtimes_public_api_itself():
+    """`from jobwarden import job` and `from jobwarden.worker import job` are one object:
+    the façade re-exports, it never wraps (a second registry would split the job types)."""
+    import jobwarden
+    import jobwarden.worker
+
+    assert jobwarden.__all__ == jobwarden.worker.__all__
+    assert [n for n in jobwarden.__all__
+            if getattr(jobwarden, n) is not getattr(jobwarden.worker, n)] == []
