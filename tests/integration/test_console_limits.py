@@ -59,6 +59,23 @@ def test_an_operator_sets_and_clears_a_queue_limit_from_the_queues_page(
     assert subjects == ["limit of queue email", "limit of queue email"]
 
 
+def test_a_limit_on_a_queue_nothing_names_is_refused_as_the_cli_refuses_it(
+        operator, post_form, clean_db, conn):
+    enqueue(conn, "mail", {}, queue="email")
+    conn.commit()
+    r = post_form(operator, "/limits/set", {
+        "scope": "queue", "name": "emial", "rate": "5/s", "reason": "typo",
+        "request_id": "t-1"}, token_from="/queues")
+    assert r.status_code == 303
+    assert "queue &#39;emial&#39; is unknown" in operator.get("/queues").get_data(as_text=True)
+    assert scalar(clean_db, "SELECT count(*) FROM job_limit_controls") == 0
+    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 0
+    # The queue a job names is known.
+    post_form(operator, "/limits/set", {"scope": "queue", "name": "email", "rate": "5/s",
+                                         "reason": "r", "request_id": "t-2"}, token_from="/queues")
+    assert scalar(clean_db, "SELECT count(*) FROM job_limit_controls") == 1
+
+
 def test_a_viewer_may_not_set_a_limit(viewer, post_form, clean_db):
     r = post_form(viewer, "/limits/set", {"scope": "queue", "name": "email", "rate": "5/s",
                                           "reason": "r", "request_id": "x"}, token_from="/queues")

@@ -34,6 +34,7 @@ from jobwarden.worker.jobs.registry import registry
 from jobwarden.worker.ops.operations import (
     JOB_ACTIONS,
     ActionResult,
+    UnknownQueue,
     clear_limit,
     live_limits,
     pause_queue,
@@ -225,28 +226,21 @@ def cmd_limits(args: argparse.Namespace) -> int:
                       f"{printable(r['reason'])}")
             return 0
         scope, name = ("queue", args.queue) if args.queue else ("type", args.type)
-        # Read before the limit is set (it would name the queue then), judged after: a
-        # bad value is named first, as for any queue.
-        known = (scope != "queue" or args.limits_command != "set" or args.new
-                 or JobStore(conn).one(Q.queue_known, {"queue": name})[0])
         try:
             if args.limits_command == "set":
                 result = set_limit(conn, scope, name, actor=_actor(args), role="admin",
                                    reason=args.reason, max_concurrency=args.max_concurrency,
-                                   rate=args.rate, burst=args.burst)
+                                   rate=args.rate, burst=args.burst, new=args.new)
             else:
                 result = clear_limit(conn, scope, name, actor=_actor(args), role="admin",
                                      reason=args.reason)
+        except UnknownQueue as exc:  # as `queue pause` refuses it
+            print(f"jobwarden limits: {printable(exc)}; nothing was changed (--new limits "
+                  "it before its first job)", file=sys.stderr)
+            return 1
         except ValueError as exc:
             print(f"jobwarden limits: {printable(exc)}", file=sys.stderr)
             return 2
-        if not known:
-            # As `queue pause` refuses it: a typo must not pass for a limited queue.
-            conn.rollback()
-            print(f"jobwarden limits: queue {printable(name)!r} is unknown: no job, published "
-                  "job type, worker, pause or live limit names it; nothing was changed "
-                  "(--new limits it before its first job)", file=sys.stderr)
-            return 1
     print(printable(result.message))
     return 0 if result.ok else 1
 

@@ -462,9 +462,14 @@ LIMIT_SCOPES = ("queue", "type")
 MAX_LIVE_CONCURRENCY = 100_000
 
 
+class UnknownQueue(ValueError):
+    """A live limit named a queue nothing names: a likely typo, refused (`new` allows it)."""
+
+
 def set_limit(conn: CallerConnection, scope: str, name: str, *, actor: str, role: str,
               reason: str, max_concurrency: int | None = None, rate: str | float | None = None,
-              burst: int | None = None, request_id: str | None = None) -> ActionResult:
+              burst: int | None = None, request_id: str | None = None,
+              new: bool = False) -> ActionResult:
     """Set a queue's or a type's live limit: at most `max_concurrency` of its jobs claimed
     or running at once, and/or `rate` ("100/s", "600/m", or jobs per second) with a bucket
     of `burst` jobs (one second's worth unless given). It replaces the previous live limit
@@ -490,6 +495,11 @@ def set_limit(conn: CallerConnection, scope: str, name: str, *, actor: str, role
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              limit_target=target)):
         return done
+    # As a pause refuses it (from the CLI and the console alike): a typo must not pass
+    # for a limited queue. `new` limits a queue before its first job.
+    if scope == "queue" and not new and not JobStore(conn).one(Q.queue_known, {"queue": name})[0]:
+        raise UnknownQueue(f"queue {name!r} is unknown: no job, published job type, worker, "
+                           "pause or live limit names it")
     _rows(conn, Q.operator_limit_set, {
         "scope": scope, "name": name, "max_concurrency": max_concurrency,
         "rate": per_second, "burst": None if burst is None else float(burst),

@@ -228,7 +228,7 @@ SELECT (SELECT count(*) FROM audit) AS changed, (SELECT count(*) FROM woken) AS 
 -- name: queue_known
 -- Whether a queue is one the database knows, as operator_queue_set_paused judges it (a
 -- job, a published job type, a worker's queues or a queue control names it), or one a
--- live limit names: `jobwarden limits set --queue` refuses any other name as a typo.
+-- live limit names: a live limit on any other queue is refused as a typo (set_limit).
 SELECT EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = %(queue)s::text
                GROUP BY status, type HAVING sum(jobs) <> 0)
     OR EXISTS (SELECT 1 FROM job_types WHERE queue = %(queue)s::text)
