@@ -252,7 +252,7 @@ def test_a_busy_port_says_so_names_the_option_and_enqueues_nothing(clean_db):
 
 def test_demo_refuses_a_database_it_was_not_told_to_use_and_writes_nothing(clean_db):
     """DATABASE_URL may be a real database: the demo would plant an admin login whose
-    password is in the README there, so it takes only the embedded server unasked."""
+    password is in docs/development.md there, so it takes only the embedded server unasked."""
     result = jobwarden("demo", "--exit-when-done", "--port", "0")
     assert result.returncode == 2, result.stdout[-3000:]
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

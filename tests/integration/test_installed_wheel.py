@@ -1,9 +1,10 @@
-"""The built distribution works outside the repository, as the README tells a newcomer.
+"""The built distribution works outside the repository, as the guide's *Installing* page
+(docs/guide/installing.md) tells a newcomer.
 
 `python -m build` makes an sdist and, from it, a wheel; the wheel goes into a throwaway
 virtualenv in a temporary folder (one per test session, pip's cache reused), and the
 installed `jobwarden` runs there against a fresh PostgreSQL database: migrate, a job
-enqueued inside the application's own transaction (the README's `shop_jobs.py`), a
+enqueued inside the application's own transaction (the Installing page's `shop_jobs.py`), a
 worker that completes it, and the console serving its login page, a static file and a
 signed-in page. The guide's getting-started and Flask pages run there too, with their own
 files: the Flask page's app signs a user in, commits an order with its job, a worker runs
@@ -36,14 +37,15 @@ import pytest
 from tests.helpers import first_line, start_process, stop_process, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+INSTALLING = ROOT / "docs" / "guide" / "installing.md"
 
 
 
 def readme_app_module() -> str:
-    """The application module the README's install section tells a newcomer to write."""
+    """The application module the Installing page tells a newcomer to write."""
     match = re.search(r"Save this as `shop_jobs\.py`:\n\n```python\n(.*?)```",
-                      (ROOT / "README.md").read_text(), re.DOTALL)
-    assert match, "README.md lost its shop_jobs.py example"
+                      INSTALLING.read_text(), re.DOTALL)
+    assert match, f"{INSTALLING.relative_to(ROOT)} lost its shop_jobs.py example"
     return match.group(1)
 
 
@@ -155,7 +157,7 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
 
     migrated = run(venv, app_dir, env, "jobwarden", "migrate")
     assert migrated.returncode == 0, migrated.stderr
-    placed = run(venv, app_dir, env, "python", "shop_jobs.py", "1842")  # as the README says
+    placed = run(venv, app_dir, env, "python", "shop_jobs.py", "1842")  # as the Installing page says
     assert placed.returncode == 0, placed.stderr
     job_id = int(placed.stdout)
 
@@ -203,7 +205,7 @@ def test_the_installed_wheel_migrates_runs_a_job_and_serves_the_console(installe
         assert jobs.status == 200
         assert "send_receipt" in jobs.read().decode()
     finally:
-        _, err = stop_process(console, signal.SIGINT)  # Ctrl-C, as the README says
+        _, err = stop_process(console, signal.SIGINT)  # Ctrl-C, as the Installing page says
     assert console.returncode == 0, err[-3000:]
 
 

@@ -1,5 +1,6 @@
 """A worker's settings are one frozen WorkerConfig; its constructor takes it, and the
-keyword form of the README (`WorkerProcess(queues=..., concurrency=8)`) builds one.
+keyword form in docs/guide/workers.md (`WorkerProcess(queues=..., concurrency=8)`) builds
+one.
 Nothing here opens a connection: pools and claim connections open in run()."""
 
 from __future__ import annotations
