@@ -206,7 +206,7 @@ def prepare(server_url: str, name: str, args) -> str:
         conn.execute(dict(indexes)[LAST_INDEX])
         step("rollups rebuilt")
         # A plain VACUUM (no ANALYZE) sets the visibility map, as any vacuum of a table
-        # this size would, so index-only scans read no heap (bench/README.md, "Console
+        # this size would, so index-only scans read no heap (bench/README.md@eb7c2f0, "Console
         # pages"); it gathers no column statistics.
         conn.execute("VACUUM")
     print(f"filled {args.jobs:,} jobs in {time.monotonic() - started:.0f}s", flush=True)

@@ -168,7 +168,7 @@ def _planned(conn) -> Reader:
     reads, and on tables without statistics (autovacuum off) their estimates reach the
     JIT threshold for a few hundred rows: compiling cost 15-35 ms a statement at
     10,000,000 jobs, /metrics 440 ms instead of 166 on a loaded machine
-    (bench/README.md, "Console pages"). Local to the transaction, so nothing is left in
+    (bench/README.md@eb7c2f0, "Console pages"). Local to the transaction, so nothing is left in
     a session a pooler (PgBouncer, transaction mode) hands to another client."""
     reader = Reader(conn)
     reader.one(CQ.console_transaction_settings)

@@ -62,7 +62,7 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
     # (sliding or whole) above the limit + its burst of one second's worth, and at least
     # one second while work waited (so the steady figures are the limit's, not empty).
     # Starts are the handlers' stamps, a few ms after their claims: a start or two may
-    # cross into the next second (bench/README.md), so 2 of slack; without the limit all
+    # cross into the next second (docs/benchmarks.md), so 2 of slack; without the limit all
     # 100 start in the first second.
     limited = jw["ratelimit"][0]
     assert (limited["jobs"], limited["workers"], limited["limit_plus_burst"]) == (100, 2, 40)

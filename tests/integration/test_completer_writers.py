@@ -1,7 +1,7 @@
 """A completer with two writers writes one batch while another waits on the server.
 
 In a drain one writer is busy all the time, about two thirds of it waiting for its
-statement (bench/README.md, "Two writers"). With two, the next batch is written beside
+statement (bench/README.md@eb7c2f0, "Two writers"). With two, the next batch is written beside
 the one the server is still working on. The scene: a test transaction holds one job's
 row lock, so the writer whose batch holds that job waits in its UPDATE; a second batch
 of other jobs must still be written meanwhile, and the waiting batch's outcomes must

@@ -3,7 +3,7 @@
 Each execution's control and the `ctx` it gives the handler used to hold each other
 (and a coroutine's cancel hook held the execution and its task), so every finished job
 stayed in memory until a full collection walked it: with 500 coroutine handlers in
-flight those collections stalled the lane's loop by 30-40 ms at p99 (bench/README.md,
+flight those collections stalled the lane's loop by 30-40 ms at p99 (bench/README.md@eb7c2f0,
 "Full collections"). Here the collector is off while a worker runs jobs of each handler
 kind; the contexts of the first jobs must be gone once later jobs have gone through the
 same slots (the last job of each slot may still be referenced by its thread's locals).

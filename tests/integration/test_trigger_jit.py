@@ -3,7 +3,7 @@
 A trigger statement's plan is made once per session from whatever statistics there are;
 without them its cost grew with the execution history until it passed jit_above_cost,
 and from then on every claim and outcome batch paid 25-27 ms of LLVM compilation
-(bench/README.md, "Triggers and JIT"). Here the session lowers every JIT threshold to
+(bench/README.md@eb7c2f0, "Triggers and JIT"). Here the session lowers every JIT threshold to
 0, so any statement it runs is compiled unless its function turns JIT off, and
 auto_explain reports each statement's plan, the trigger functions' statements too.
 """

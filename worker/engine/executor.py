@@ -440,7 +440,7 @@ class Executor:
         ended the last one, not in a step of a task of its own one loop iteration later,
         after every other job that ended in the same iteration has been handed over:
         with 500 handlers in flight that wait was most of a job's time outside its
-        handler (bench/README.md, "One task per slot")."""
+        handler (bench/README.md@eb7c2f0, "One task per slot")."""
         current = ex
         try:
             while True:
@@ -491,7 +491,7 @@ class Executor:
         when begin() needs no database for it (its lease vouched for by the clock);
         otherwise the slot is given back and the slot thread takes the next job. That
         saves, per job, the slot thread's wake-up and a hop back to the loop
-        (bench/README.md, "Full collections"). None: the task ends."""
+        (bench/README.md@eb7c2f0, "Full collections"). None: the task ends."""
         self._retire(ex)
         if not self._take_slot_back(ex):
             return None  # abandoned: the slot was given back then

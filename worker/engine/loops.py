@@ -70,7 +70,7 @@ class PreciseSelector(selectors.DefaultSelector):
     epoll_wait takes whole milliseconds, and Python rounds a timeout up to the next one
     so as never to wake early. asyncio waits until its next timer is due, so every wait
     of a busy loop overslept by half a millisecond on average, and each coroutine's wake
-    with it (bench/README.md, "A loop's timers to the microsecond"). Here a positive
+    with it (bench/README.md@eb7c2f0, "A loop's timers to the microsecond"). Here a positive
     timeout is waited with select() on the epoll descriptor itself, which takes
     microseconds and is readable when an event is; the events are then read without
     waiting. A descriptor select() cannot take (past FD_SETSIZE), or a selector without

@@ -23,7 +23,7 @@ for it. When a claim's first job is a thread handler's and a slot is free, the t
 that claimed it takes the slot, begins the job, passes the role to the waiting thread
 and runs the handler itself, as a slot thread would; the rest of the claim goes to the
 buffer. An idle lane's job so starts on the thread its notification woke, without the
-wake-up of a slot thread between the claim and the handler (bench/README.md,
+wake-up of a slot thread between the claim and the handler (bench/README.md@eb7c2f0,
 "Enqueue→start tail"). With the other thread busy running a job, or no slot free, the
 claim goes to the buffer whole, as without a runner. Neither thread is the main
 thread: `run()` waits for the claiming to end, so a signal's handler still runs there.
@@ -140,7 +140,7 @@ def prepare_claims(conn: psycopg.Connection) -> None:
     The claim is not run ahead of need to plan it sooner: a claim of no job fires the
     row-count triggers with empty transition tables, and PL/pgSQL keeps the plans it
     makes then for the session, estimated for no rows. Drains of 50,000 jobs ran 8-12%
-    slower with such a warm-up claim (bench/README.md, 2026-12-04)."""
+    slower with such a warm-up claim (bench/README.md@eb7c2f0, 2026-12-04)."""
     if not pooled():
         JobStore(conn).rows(Q.claim_plans_generic)
         JobStore(conn).rows(Q.claim_commits_async)
@@ -372,7 +372,7 @@ class Producer:
         # is no reason to claim again: new jobs notify, a freed slot still wakes the
         # producer (a concurrency key may have room again), and the poll finds the rest.
         # Without this, every job of an idle worker cost an empty claim that ran beside
-        # its handler's start (bench/README.md, "Enqueue→start tail").
+        # its handler's start (bench/README.md@eb7c2f0, "Enqueue→start tail").
         self.buffer.low_water = ahead // 2 if self._last_full else -1
         waiting = len(self.buffer)
         free = self.concurrency - self._running()
@@ -389,7 +389,7 @@ class Producer:
         After a short claim (it took every job that was runnable) a keyless job's end makes
         nothing claimable: new jobs notify, jobs whose time comes are found by the poll.
         Claiming then found nothing, once per job of an idle worker, and a notification
-        that came during that empty claim waited for it (bench/README.md, "Enqueue→start
+        that came during that empty claim waited for it (bench/README.md@eb7c2f0, "Enqueue→start
         tail")."""
         if self._last_full or self._limited or job is None or job.concurrency_key is not None:
             self.wake.set()

@@ -332,7 +332,7 @@ class DedicatedConnection:
         statistics that is their size on disk then. A worker that started idle made them
         on a near-empty queue, and when a backlog came its claims joined 200 ids to the
         whole table by hash (a sequential scan of 40,000 rows, 33 ms of a 40 ms claim):
-        it drained at 0.40x the rate of one started on the backlog (bench/README.md,
+        it drained at 0.40x the rate of one started on the backlog (bench/README.md@eb7c2f0,
         2026-12-04). The first large batch is the sign that the tables have grown; a
         worker whose batches stay small (slow jobs, a few slots) never gives it, and its
         plans are made again by their age."""
@@ -355,7 +355,7 @@ class DedicatedConnection:
         Called where nobody waits (a producer before it waits for work, a completer after
         its batch is written). A claim planned anew, its trigger's statements with it,
         took 1.96-2.02 ms against 0.86-0.92 for one on plans made again ahead (an idle
-        worker, one job a claim; bench/README.md, "Plans made again off the path of a
+        worker, one job a claim; bench/README.md@eb7c2f0, "Plans made again off the path of a
         job's start"): every REPLAN_SECONDS an idle worker's next job waited that much
         longer to start."""
         if not self._replan_due or self._conn is None or self._conn.closed:

@@ -115,7 +115,7 @@ class PreparedQuery:
     building and dumping claim_jobs' parameters took about 0.22 ms of a 1.24 ms one-job
     claim through a cursor (0.05 ms warm). Done once, ahead, that work leaves the path
     from a notification to the start of its job: 0.97-0.99 ms a claim
-    (bench/bench_idle_claim.py; bench/README.md, "Enqueue→start: the claim's parameters
+    (bench/bench_idle_claim.py; bench/README.md@eb7c2f0, "Enqueue→start: the claim's parameters
     dumped ahead").
 
     Not through a transaction pooler: a statement prepared by name lives in one server
