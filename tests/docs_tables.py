@@ -68,6 +68,28 @@ def statuses_table() -> str:
     return "\n".join(rows)
 
 
+def state_diagram() -> str:
+    """The moves out of `running`, one arrow per (outcome, next status), as Mermaid."""
+    from jobwarden.worker.core.states import ExecutionOutcome as O
+    from jobwarden.worker.core.states import JobStatus as S
+    from jobwarden.worker.core.transitions import TRANSITIONS, lost
+
+    edges: dict[S, list[str]] = {}
+    for outcome, t in TRANSITIONS.items():
+        for status in ([t.to] if t.to is not None else [S.PENDING, S.FAILED]):
+            edges.setdefault(status, []).append(outcome.value)
+    # recovery's own rule (transitions.lost): a lost job whose type is not repeat-safe
+    if lost(1, 2, repeat_safe=False) is not S.PENDING:
+        edges.setdefault(lost(1, 2, repeat_safe=False), []).append(
+            f"{O.WORKER_LOST.value} (not repeat-safe)")
+    lines = ["```mermaid", "stateDiagram-v2", "    [*] --> pending: enqueue",
+             "    pending --> running: claim"]
+    lines += [f"    running --> {status}: {', '.join(outcomes)}"
+              for status, outcomes in edges.items()]
+    lines += ["```"]
+    return "\n".join(lines)
+
+
 def worker_states_table() -> str:
     from jobwarden.worker.core.states import WorkerState
 
@@ -75,7 +97,8 @@ def worker_states_table() -> str:
 
 
 #: (marker name, renderer) of each generated table of OUTCOMES_PAGE, in page order.
-TABLES = (("outcomes", outcomes_table), ("statuses", statuses_table),
+TABLES = (("state-diagram", state_diagram), ("outcomes", outcomes_table),
+          ("statuses", statuses_table),
           ("worker-states", worker_states_table))
 
 
