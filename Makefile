@@ -86,11 +86,11 @@ bench: setup
 # their tests fail when a committed page differs.
 docs: $(VENV)/.docs-installed
 	$(VENV)/bin/python -m tests.docs_tables
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # Serves the site at http://127.0.0.1:8001 (the demo console has 8000), rebuilt on save.
 docs-serve: $(VENV)/.docs-installed
-	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(if $(filter command line,$(origin PORT)),$(PORT),8001)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(if $(filter command line,$(origin PORT)),$(PORT),8001)
 
 $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test,docs]'
