@@ -1,9 +1,11 @@
 """The docs' generated tables, rendered from the code that decides what they say.
 
-docs/reference/outcomes.md holds, between marker comments, the outcome table rendered from
-`jobwarden.worker.core.transitions.TRANSITIONS` and the status table rendered from the
-states enum. tests/unit/test_docs_tables.py fails when a committed page differs from what
-this renders; `make docs` (or this module) rewrites them, the CLI reference's too:
+docs/reference/outcomes.md holds, between marker comments, the state diagram and outcome
+table rendered from `jobwarden.worker.core.transitions.TRANSITIONS` and the status tables
+rendered from the states enum; docs/operations.md the metrics table, rendered from the
+console's one Prometheus collector. tests/unit/test_docs_tables.py fails when a committed
+page differs from what this renders; `make docs` (or this module) rewrites them, the CLI
+reference's too:
 
     .venv/bin/python -m tests.docs_tables
 """
@@ -96,10 +98,45 @@ def worker_states_table() -> str:
     return "\n".join(["| worker state |", "| --- |", *(f"| `{s}` |" for s in WorkerState)])
 
 
-#: (marker name, renderer) of each generated table of OUTCOMES_PAGE, in page order.
-TABLES = (("state-diagram", state_diagram), ("outcomes", outcomes_table),
-          ("statuses", statuses_table),
-          ("worker-states", worker_states_table))
+def metrics_table() -> str:
+    """Every family `GET /metrics` exposes, from the console's one collector
+    (jobwarden.console.views.metrics), as a scrape of an empty database would list it:
+    the name as exposed, its type, its label names and its HELP text."""
+    from prometheus_client import CollectorRegistry
+
+    from jobwarden.console.data.queries import CountTable, Overview
+    from jobwarden.console.views.metrics import Recent, _Snapshot
+
+    empty = Overview(totals=CountTable("all"), by_queue=[], by_type=[], runnable_pending=0,
+                     oldest_pending_s=None, finished_last_hour=0, completed_last_hour=0,
+                     completed_per_minute=0.0, retry_rate=None, failure_rate=None,
+                     recovered_last_hour=0)
+    recent = Recent(executions=[], durations=[], waits=[], runnable=[], stale=[], slas={},
+                    events=[], horizon=[], tables=[], schedules=[])
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(empty, [], recent, ("", "")))
+    rows: list[str] = ["| family | type | labels | what it is |", "| --- | --- | --- | --- |"]
+    for family in registry.collect():
+        exposed = family.name + ("_total" if family.type == "counter" else "")
+        labels = []
+        for label in getattr(family, "_labelnames", ()):
+            # the values a family always exposes (an empty database's scrape has them)
+            fixed = list(dict.fromkeys(sample.labels[label] for sample in family.samples
+                                       if sample.labels.get(label)))
+            labels.append(f"{label} ({', '.join(fixed)})" if fixed else label)
+        labels = ", ".join(labels)
+        help_text = family.documentation.replace("|", "\\|")
+        rows.append(f"| `{exposed}` | {family.type} | {labels} | {help_text} |")
+    return "\n".join(rows)
+
+
+OPERATIONS_PAGE = ROOT / "docs" / "operations.md"
+#: (page, marker name, renderer) of each generated section, in page order.
+TABLES = ((OUTCOMES_PAGE, "state-diagram", state_diagram),
+          (OUTCOMES_PAGE, "outcomes", outcomes_table),
+          (OUTCOMES_PAGE, "statuses", statuses_table),
+          (OUTCOMES_PAGE, "worker-states", worker_states_table),
+          (OPERATIONS_PAGE, "metrics", metrics_table))
 
 
 def section(name: str, text: str) -> str:
@@ -114,10 +151,11 @@ def rendered(name: str, render) -> str:
 
 
 def write() -> None:
-    text = OUTCOMES_PAGE.read_text()
-    for name, render in TABLES:
-        text = text.replace(section(name, text), rendered(name, render))
-    OUTCOMES_PAGE.write_text(text)
+    for page in dict.fromkeys(page for page, _, _ in TABLES):
+        text = page.read_text()
+        for _, name, render in (t for t in TABLES if t[0] == page):
+            text = text.replace(section(name, text), rendered(name, render))
+        page.write_text(text)
 
 
 if __name__ == "__main__":
@@ -125,5 +163,5 @@ if __name__ == "__main__":
 
     write()
     test_cli_reference.write()
-    print(f"wrote {OUTCOMES_PAGE.relative_to(ROOT)} and "
-          f"{test_cli_reference.REFERENCE.relative_to(ROOT)}")
+    pages = [*dict.fromkeys(page for page, _, _ in TABLES), test_cli_reference.REFERENCE]
+    print("wrote", ", ".join(str(page.relative_to(ROOT)) for page in pages))

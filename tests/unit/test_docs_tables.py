@@ -1,7 +1,9 @@
 """The outcome and status tables of the docs are the code's: rendered from the transitions
-table and the states enum (tests/docs_tables.py), and compared with the committed page.
+table and the states enum (tests/docs_tables.py), and compared with the committed page;
+so is the metrics table, rendered from the console's Prometheus collector.
 
-After changing worker/core/transitions.py or worker/core/states.py:
+After changing worker/core/transitions.py, worker/core/states.py or
+console/views/metrics.py:
 
     .venv/bin/python -m tests.docs_tables
 """
@@ -18,12 +20,11 @@ from tests import docs_tables
 from tests.unit.test_cli_reference import REFERENCE
 
 
-@pytest.mark.parametrize("name,render", docs_tables.TABLES, ids=[n for n, _ in docs_tables.TABLES])
-def test_the_pages_table_is_the_one_the_code_renders(name, render):
-    page = docs_tables.OUTCOMES_PAGE.read_text()
-    assert docs_tables.section(name, page) == docs_tables.rendered(name, render), (
-        f"{docs_tables.OUTCOMES_PAGE.name}'s {name} table differs from the code: "
-        "run python -m tests.docs_tables")
+@pytest.mark.parametrize("page,name,render", docs_tables.TABLES,
+                         ids=[name for _, name, _ in docs_tables.TABLES])
+def test_the_pages_table_is_the_one_the_code_renders(page, name, render):
+    assert docs_tables.section(name, page.read_text()) == docs_tables.rendered(name, render), (
+        f"{page.name}'s {name} section differs from the code: run python -m tests.docs_tables")
 
 
 def test_every_outcome_and_status_has_its_row():
@@ -40,3 +41,11 @@ def test_the_references_hand_written_status_table_names_every_status_once():
     table = text[text.index("## Job statuses"):text.index("## Schedules")]
     listed = re.findall(r"^\| `(\w+)` \|", table, re.M)
     assert sorted(listed) == sorted(s.value for s in JobStatus)
+
+
+def test_the_metrics_table_lists_every_family_the_console_exposes():
+    """Each family the collector yields has its row (with a counter's _total suffix)."""
+    table = docs_tables.section("metrics", docs_tables.OPERATIONS_PAGE.read_text())
+    listed = re.findall(r"^\| `(jobwarden_\w+)` \|", table, re.M)
+    assert len(listed) == len(set(listed)) >= 20
+    assert {"jobwarden_jobs", "jobwarden_recovered_total", "jobwarden_workers"} <= set(listed)
