@@ -49,3 +49,17 @@ def test_the_metrics_table_lists_every_family_the_console_exposes():
     listed = re.findall(r"^\| `(jobwarden_\w+)` \|", table, re.M)
     assert len(listed) == len(set(listed)) >= 20
     assert {"jobwarden_jobs", "jobwarden_recovered_total", "jobwarden_workers"} <= set(listed)
+
+
+def test_the_api_page_renders_every_name_of_the_public_api():
+    """docs/reference/api.md is mkdocstrings directives: one per public name, so a name
+    added to jobwarden.__all__ (or the console's) without its entry fails here."""
+    import jobwarden
+    import jobwarden.console
+
+    page = (docs_tables.ROOT / "docs" / "reference" / "api.md").read_text()
+    rendered = set(re.findall(r"^::: (jobwarden(?:\.console)?\.\w+)$", page, re.M))
+    public = {f"jobwarden.{name}" for name in jobwarden.__all__}
+    public |= {f"jobwarden.console.{name}" for name in jobwarden.console.__all__}
+    assert public - rendered == set(), "public names missing from the API page"
+    assert rendered - public == set(), "API page entries that are not public"
