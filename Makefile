@@ -4,7 +4,8 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo shop test typecheck lint chromium promtool pgbouncer postgresql bench
+.PHONY: setup demo shop test typecheck lint chromium promtool pgbouncer postgresql bench docs \
+	docs-serve
 
 # Debian packages some tests need; another apt-get holding the dpkg lock is waited for
 # (up to 10 minutes), not a failure.
@@ -78,3 +79,19 @@ lint: setup
 bench: setup
 	$(VENV)/bin/pip install --quiet -e '.[test,bench]'
 	$(VENV)/bin/python -m bench.peers $(ARGS)
+
+# The documentation site (mkdocs.yml) into ./site. --strict: a broken link, a missing nav
+# page or an API reference that no longer resolves fails the build. The generated tables
+# (outcomes and states, CLI) are rewritten first, so the site shows what the code says;
+# their tests fail when a committed page differs.
+docs: $(VENV)/.docs-installed
+	$(VENV)/bin/python -m tests.docs_tables
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# Serves the site at http://127.0.0.1:8001 (the demo console has 8000), rebuilt on save.
+docs-serve: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(if $(filter command line,$(origin PORT)),$(PORT),8001)
+
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(VENV)/bin/pip install --quiet -e '.[test,docs]'
+	touch $@

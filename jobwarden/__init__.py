@@ -35,6 +35,10 @@ from jobwarden.worker import (
     job,
     registry,
 )
+from jobwarden.worker.core.version import version as _version
+
+#: The installed distribution's version (its metadata, from pyproject.toml).
+__version__ = _version()
 
 __all__ = [
     "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "Effect", "EnqueueError",

@@ -32,6 +32,7 @@ from jobwarden.console.views import (
 )
 from jobwarden.console.web import auth
 from jobwarden.console.web.identity import current_user
+from jobwarden.worker.core.version import version
 
 
 @dataclass(frozen=True)
@@ -76,4 +77,5 @@ def navigation() -> list[Area]:
 def install(parent: Blueprint) -> None:
     """`navigation()` (base.html) and the jobs lists' bulk actions for the console's templates."""
     parent.context_processor(lambda: {"navigation": navigation,
-                                      "list_actions": bulk.LIST_ACTIONS})
+                                      "list_actions": bulk.LIST_ACTIONS,
+                                      "jobwarden_version": version()})

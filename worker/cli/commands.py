@@ -18,6 +18,7 @@ from jobwarden.worker.core.logs import FORMATS, configure
 from jobwarden.worker.core.rates import describe_rate
 from jobwarden.worker.core.states import JobStatus
 from jobwarden.worker.core.terminal import printable
+from jobwarden.worker.core.version import version
 from jobwarden.worker.duties.recovery import mark_gone_workers, recover_stale_running
 from jobwarden.worker.duties.retention import count_prunable, prune
 from jobwarden.worker.engine.config import (
@@ -339,6 +340,7 @@ def build_parser(contributed: bool = True) -> CommandParser:
         description="Jobwarden: PostgreSQL background jobs with an operations console. "
                     "DATABASE_URL selects the database; without it, an embedded PostgreSQL "
                     "under JOBWARDEN_HOME (default ./.jobwarden) is used.")
+    p.add_argument("--version", action="version", version=f"jobwarden {version()}")
     p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
                    help="DEBUG, INFO, WARNING… (default INFO; WARNING for the demo)")
     p.add_argument("--log-format", choices=FORMATS,
