@@ -220,6 +220,22 @@ def test_reconcile_lists_unknown_jobs_and_settles_one_with_an_audit_row(conn, cl
                             "FROM job_audit")[0] == "ann:mark_completed"
 
 
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_reader_that_went_away_ends_a_command_quietly(clean_db, unbuffered):
+    # `jobwarden stats | head -1`: the pipe's reader is gone before the command writes.
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "--log-level",
+                               "WARNING", "stats"], cwd=ROOT, stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == ""
+
+
 def test_stats_with_nothing_pending_says_so_without_a_placeholder_row(clean_db):
     result = jobwarden("stats")
     assert result.returncode == 0, result.stderr

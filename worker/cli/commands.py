@@ -549,9 +549,16 @@ def main(argv: list[str] | None = None) -> int:
             if newer:
                 print(f"jobwarden: {newer}", file=sys.stderr)
         code: int = args.fn(args)  # the sub-command's exit status
+        sys.stdout.flush()  # here, where a reader gone is caught below, not at exit
         return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`jobwarden stats | head`): stop quietly, as `cat` does.
+        # stdout is pointed at /dev/null so the interpreter's own flush at exit cannot
+        # raise the same error again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer the pipe ended
     except DatabaseUrlError as exc:  # raised before anything connected
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2
