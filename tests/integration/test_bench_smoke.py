@@ -5,6 +5,7 @@ reported in its cell while the run goes on. Needs no peer installed."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -54,7 +55,14 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
         run = jw[scenario][0]
         assert "failed" not in run, (scenario, run)
         for figure in figures:
-            assert run[figure] > 0, (scenario, figure, run)
+            if scenario == "latency":
+                # Stamped after the enqueue's COMMIT returns, a handler woken by that
+                # commit may start first: a few jobs' latency is below zero, and so may
+                # the median of the smoke run's five be (seen under load). The figure
+                # must be there, a number.
+                assert math.isfinite(run[figure]), (scenario, figure, run)
+            else:
+                assert run[figure] > 0, (scenario, figure, run)
     for scenario in ("drain1", "drain2", "sleep10ms", "io50ms", "backlog"):
         assert jw[scenario][0]["done"] == jw[scenario][0]["jobs"]
         assert not jw[scenario][0]["timed_out"]
