@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,6 +17,7 @@ from argon2 import PasswordHasher
 from werkzeug.serving import make_server
 
 from tests.console_support import PASSWORD, csrf_token
+from tests.helpers import wait_for
 
 ATTACKER = {"REMOTE_ADDR": "198.51.100.66"}
 ELSEWHERE = {"REMOTE_ADDR": "203.0.113.9"}
@@ -166,13 +166,6 @@ class HeldChecks:
         return self.check(password_hash, password)
 
 
-def wait_for(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_the_lock_holds_while_the_free_attempts_are_still_being_checked(app, clean_db,
                                                                          monkeypatch):
     """40 wrong passwords at once; their checks are held past the first lock's delay (1 s)
@@ -186,14 +179,15 @@ def test_the_lock_holds_while_the_free_attempts_are_still_being_checked(app, cle
     with serving(app) as base, ThreadPoolExecutor(max_workers=1) as background:
         first = background.submit(parallel_attempts, base, "otto", "guess", 40)
         try:
-            wait_for(lambda: held.started == allowed, "the free attempts' checks")
+            wait_for(lambda: held.started == allowed, timeout=60, interval=0.01,
+                     message="the free attempts' checks")
             # The delay the fifth failure earns (1 s) passes by the database's clock while
             # the five are still being checked.
             with psycopg.connect(clean_db, autocommit=True) as conn:
                 wait_for(lambda: conn.execute(
                     "SELECT now() > last_failure_at + interval '1.5 s' "
                     "FROM console_login_throttle WHERE subject = 'account:otto'").fetchone()[0],
-                    "the first delay to pass")
+                    timeout=60, interval=0.01, message="the first delay to pass")
             second = parallel_attempts(base, "otto", "guess", 40)
             assert second == [429] * 40, second
             assert held.started == allowed
@@ -272,9 +266,11 @@ def test_a_sign_in_that_succeeds_during_the_locking_check_leaves_the_lock_its_de
     with serving(app) as base, ThreadPoolExecutor(max_workers=2) as background:
         try:
             right = background.submit(sign_in, base, "vera", PASSWORD)
-            wait_for(lambda: PASSWORD in gated.started, "the right password's check")
+            wait_for(lambda: PASSWORD in gated.started, timeout=60, interval=0.01,
+                     message="the right password's check")
             wrong = background.submit(sign_in, base, "otto", "guess")
-            wait_for(lambda: "guess" in gated.started, "the wrong password's check")
+            wait_for(lambda: "guess" in gated.started, timeout=60, interval=0.01,
+                     message="the wrong password's check")
             # Locked while the answer is unknown.
             assert address_lock_left(clean_db) > 60
             gated.gates[PASSWORD].set()
