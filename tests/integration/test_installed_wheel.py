@@ -38,12 +38,14 @@ from tests.helpers import first_line, start_process, stop_process, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLING = ROOT / "docs" / "guide" / "installing.md"
+#: How a page introduces a file to save (tests/docs_samples.py: the `file` marker).
+SAVED = r":\n\n<!-- sample: file -->\n```python\n(.*?)```"
 
 
 
 def readme_app_module() -> str:
     """The application module the Installing page tells a newcomer to write."""
-    match = re.search(r"Save this as `shop_jobs\.py`:\n\n```python\n(.*?)```",
+    match = re.search(r"Save this as `shop_jobs\.py`" + SAVED,
                       INSTALLING.read_text(), re.DOTALL)
     assert match, f"{INSTALLING.relative_to(ROOT)} lost its shop_jobs.py example"
     return match.group(1)
@@ -274,7 +276,7 @@ def test_an_apps_own_worker_and_console_run_beside_jobwardens(installed, empty_d
 def guide_files() -> dict[str, str]:
     """The files docs/guide/getting-started.md tells a newcomer to save, by name."""
     text = (ROOT / "docs" / "guide" / "getting-started.md").read_text()
-    files = dict(re.findall(r"Save this as `([\w.]+)`:\n\n```python\n(.*?)```", text, re.DOTALL))
+    files = dict(re.findall(r"Save this as `([\w.]+)`" + SAVED, text, re.DOTALL))
     assert set(files) == {"jobs.py", "signup.py"}, "the getting-started page lost an example"
     return files
 
@@ -320,7 +322,7 @@ FLASK_PAGE = ROOT / "docs" / "guide" / "flask.md"
 def flask_guide_files() -> dict[str, str]:
     """The files docs/guide/flask.md tells a reader to save, by path."""
     text = FLASK_PAGE.read_text()
-    files = dict(re.findall(r"Save this as `([\w./]+)`:\n\n```python\n(.*?)```", text, re.DOTALL))
+    files = dict(re.findall(r"Save this as `([\w./]+)`" + SAVED, text, re.DOTALL))
     assert set(files) == {"myapp/__init__.py", "myapp/models.py", "myapp/auth.py",
                           "myapp/orders.py", "myapp/jobs.py"}, "the Flask page lost a file"
     return files

@@ -76,7 +76,7 @@ def charge_card(ctx, charge: Charge):
             "UPDATE shop_orders SET status = 'paid', charge_id = %s "
             "WHERE id = %s AND status = 'placed' RETURNING id",
             [resp.body["id"], charge.order_id]).fetchone()
-        if paid is None:
+        if paid is None:  # already paid: by this charge (a repeat), or by another (a bug)
             row = tx.execute("SELECT charge_id FROM shop_orders WHERE id = %s",
                              [charge.order_id]).fetchone()
             if row is None:
