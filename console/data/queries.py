@@ -246,7 +246,7 @@ def _float(value) -> float | None:
     return None if value is None else float(value)
 
 
-SPARK_W, SPARK_H, SPARK_MINUTES = 120, 24, 60
+SPARK_MINUTES = 60
 #: A group whose code occurred this recently (failed, retried or ended unknown) is
 #: marked "active now" on /failed.
 ACTIVE_SECONDS = 15 * 60
@@ -260,8 +260,8 @@ def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None)
     only when given), each with the times of the code's occurrences, failures and retries
     alike (so that a row never mixes the two): `first_seen`, its current streak's start (a
     retry does not reset it), `last_seen`, its latest occurrence, `active` when that was
-    within ACTIVE_SECONDS, and `spark` (SVG points of its occurrences per minute over the
-    last hour) with `spark_total`. Occurrences come from the per-minute rollup; a failure
+    within ACTIVE_SECONDS, and `spark` (its occurrences per minute over the last hour,
+    oldest first) with `spark_total`. Occurrences come from the per-minute rollup; a failure
     older than the rollup's 8 days counts by its failed_at. The latest activity first: a
     live incident's group on top, however few jobs it has failed so far."""
     groups = reader.all(CQ.console_failed_groups, limit=limit, type=job_type)
@@ -278,7 +278,7 @@ def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None)
             g["last_seen"] = max(g["last_seen"], streak["last_minute"])
         g["active"] = (g["last_seen"] is not None
                        and (g["db_now"] - g["last_seen"]).total_seconds() <= ACTIVE_SECONDS)
-        _draw(g, spark.get(g["error_code"]) if g["error_code"] else None)
+        _spark(g, spark.get(g["error_code"]) if g["error_code"] else None)
     # A failure imported without failed_at has no time: such a group goes last.
     groups.sort(key=lambda g: (g["last_seen"] or _NEVER, g["jobs"]), reverse=True)
     return groups
@@ -296,7 +296,7 @@ def retrying_groups(reader: Reader, limit: int = 200, job_type: str | None = Non
                         lambda r: (r["error_code"], r["type"]), outcomes=("retried",))
     for g in groups:
         g["capped"] = g["jobs"] >= RETRYING_CAP
-        _draw(g, spark.get((g["error_code"], g["type"])))
+        _spark(g, spark.get((g["error_code"], g["type"])))
     return groups
 
 
@@ -311,11 +311,7 @@ def _sparklines(reader: Reader, codes: list[str], job_type: str | None, key,
     return spark
 
 
-def _draw(group: dict, values: list[int] | None) -> None:
-    """A group's sparkline: `spark_total` and `spark`, SVG points of its values."""
-    values = values or [0] * SPARK_MINUTES
-    top = max(values) or 1
-    group["spark_total"] = sum(values)
-    group["spark"] = " ".join(
-        f"{i * SPARK_W / (SPARK_MINUTES - 1):.1f},{SPARK_H - 2 - (SPARK_H - 4) * v / top:.1f}"
-        for i, v in enumerate(values))
+def _spark(group: dict, values: list[int] | None) -> None:
+    """A group's last hour: `spark`, its values per minute, and `spark_total`."""
+    group["spark"] = values or [0] * SPARK_MINUTES
+    group["spark_total"] = sum(group["spark"])

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from jobwarden.console.data.database import CQ, Reader
 
 BUCKETS = 12  # 5-minute buckets over the last hour
-CHART_W, CHART_H = 240, 60
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One 5-minute bucket of the last hour: its worst time to start (None when no job
+    started and none waits), how many jobs started, and whether it breached the target.
+    console/web/charts.py draws them."""
+
+    value: float | None
+    minutes_ago: int  # the bucket's start: 5 for the newest, 60 for the oldest
+    started: int
+    breach: bool
 
 
 @dataclass
@@ -33,7 +44,7 @@ class SlaRow:
     final: int = 0  # jobs that reached completed, failed, cancelled or skipped
     failed: int = 0  # ... of which failed (unknown is not a failure: it awaits review)
     unknown: int = 0
-    buckets: list[dict] = field(default_factory=list)
+    buckets: list[Interval] = field(default_factory=list)
 
     @property
     def failure_rate(self) -> float | None:
@@ -61,7 +72,7 @@ class SlaRow:
 
     @property
     def breached_buckets(self) -> int:
-        return sum(1 for b in self.buckets if b["breach"])
+        return sum(1 for b in self.buckets if b.breach)
 
     @property
     def breached(self) -> bool:
@@ -116,44 +127,24 @@ def sla_rows(reader: Reader, configured: dict[str, float], default: float | None
             row.final, row.failed, row.unknown = o["final"], o["failed"], o["unknown"]
         # The newest interval also counts the jobs still waiting: a job pending past its
         # target is a breach now, so the intervals agree with the BREACHED badge.
-        row.buckets = chart_bars(buckets.get(name, []), target, row.oldest_pending_s)
+        row.buckets = intervals(buckets.get(name, []), target, row.oldest_pending_s)
         result.append(row)
     return result
 
 
-def chart_bars(rows: list[dict], target: float | None,
-               oldest_pending_s: float | None = None) -> list[dict]:
-    """SVG geometry for the worst time-to-start per 5 minutes, oldest bucket on the left;
-    the newest bucket includes the oldest job still waiting."""
+def intervals(rows: list[dict], target: float | None,
+              oldest_pending_s: float | None = None) -> list[Interval]:
+    """The worst time to start per 5 minutes, oldest bucket first; the newest bucket
+    includes the oldest job still waiting."""
     by_bucket = {r["bucket"]: r for r in rows if 0 <= r["bucket"] < BUCKETS}
     worst = [float(by_bucket[b]["worst_wait_s"]) if b in by_bucket else None
              for b in range(BUCKETS)]
     if oldest_pending_s is not None:
         worst[0] = max(worst[0] or 0.0, float(oldest_pending_s))
-    scale = max([w for w in worst if w is not None] + [target or 0, 1e-9])
-    scale *= 1.1
-    bar_w = CHART_W / BUCKETS
-    bars = []
-    for i, bucket in enumerate(reversed(range(BUCKETS))):  # bucket 11 = 55-60 min ago
-        value = worst[bucket]
-        height = 0.0 if value is None else max(1.0, CHART_H * value / scale)
-        bars.append({
-            "x": round(i * bar_w + 1, 1), "w": round(bar_w - 2, 1),
-            "y": round(CHART_H - height, 1), "h": round(height, 1),
-            "value": value, "minutes_ago": (bucket + 1) * 5,
-            "started": by_bucket[bucket]["started"] if bucket in by_bucket else 0,
-            "breach": _over(value, target),
-        })
-    return bars
-
-
-def target_line_y(target: float | None, bars: list[dict]) -> float | None:
-    """Where the target line sits on the chart (None when there is no target)."""
-    if target is None:
-        return None
-    values = [b["value"] for b in bars if b["value"] is not None]
-    scale = max(values + [target, 1e-9]) * 1.1
-    return round(CHART_H - CHART_H * target / scale, 1)
+    return [Interval(worst[bucket], (bucket + 1) * 5,  # bucket 11 = 55-60 min ago
+                     by_bucket[bucket]["started"] if bucket in by_bucket else 0,
+                     _over(worst[bucket], target))
+            for bucket in reversed(range(BUCKETS))]
 
 
 def _f(value) -> float | None:

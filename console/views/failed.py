@@ -19,6 +19,7 @@ from jobwarden.console.data.queries import (
     retrying_groups,
     text_filter,
 )
+from jobwarden.console.web import charts
 from jobwarden.console.web.errors import page as error_page
 from jobwarden.console.web.security import is_htmx
 from jobwarden.worker.ops import operations
@@ -34,6 +35,10 @@ def index():
     with get_db().reading() as reader:
         retrying = retrying_groups(reader, job_type=job_type)
         groups = failed_groups(reader, limit=500, job_type=job_type)
+    for g in retrying:
+        g["spark_chart"] = charts.retry_sparkline(g)
+    for g in groups:
+        g["spark_chart"] = charts.failed_sparkline(g)
     template = "jobwarden/_failed_groups.html" if is_htmx() else "jobwarden/failed.html"
     return render_template(template, groups=groups, retrying=retrying, job_type=job_type)
 

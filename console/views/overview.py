@@ -11,6 +11,7 @@ from jobwarden.console.core.config import settings
 from jobwarden.console.data import queries, trends
 from jobwarden.console.data import sla as sla_model
 from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.web import charts
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
 
@@ -33,11 +34,11 @@ def _panel_context(panel: str) -> dict:
             queue = queries.text_filter(request.args.get("queue"))
             job_type = queries.text_filter(request.args.get("type"))
             counted = reader.all(CQ.console_counts_by_queue_type)
-            return {"trend": trends.trend(reader, request.args.get("range", "1h"), queue,
-                                          job_type),
+            trend = trends.trend(reader, request.args.get("range", "1h"), queue, job_type)
+            return {"trend": trend, "trend_chart": charts.trend_chart(trend),
+                    "outcomes": trends.OUTCOMES, "recent_minutes": trends.RECENT_MINUTES,
                     "queues": sorted({r["queue"] for r in counted}),
-                    "types": sorted({r["type"] for r in counted}),
-                    "chart": trends}
+                    "types": sorted({r["type"] for r in counted})}
         workers = queries.workers_with_jobs(reader, cfg["WORKER_GONE_SECONDS"])
         return {
             "stale": reader.all(CQ.console_stale_running,

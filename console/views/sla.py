@@ -7,6 +7,7 @@ from flask import Blueprint, render_template
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import sla as sla_model
 from jobwarden.console.data.database import get_db
+from jobwarden.console.web import charts
 from jobwarden.console.web.security import is_htmx
 
 bp = Blueprint("sla", __name__)
@@ -19,5 +20,5 @@ def index():
     with get_db().reading() as reader:
         rows = sla_model.sla_rows(reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])
     template = "jobwarden/_sla_panels.html" if is_htmx() else "jobwarden/sla.html"
-    return render_template(template, rows=rows, chart_w=sla_model.CHART_W,
-                           chart_h=sla_model.CHART_H, target_line_y=sla_model.target_line_y)
+    return render_template(template, rows=rows,
+                           sla_charts={r.type: charts.sla_chart(r) for r in rows})
