@@ -47,10 +47,10 @@ def browser():
 
 
 @contextmanager
-def checked_page(browser, base_url: str):
-    """A fresh browser context (no cookies) whose CSP violations and script errors fail
-    the test when it closes."""
-    context = browser.new_context(base_url=base_url)
+def checked_page(browser, base_url: str, **options):
+    """A fresh browser context (no cookies; `options` for Playwright's new_context) whose
+    CSP violations and script errors fail the test when it closes."""
+    context = browser.new_context(base_url=base_url, **options)
     context.set_default_timeout(10_000)
     page = context.new_page()
     problems: list[str] = []
