@@ -1,0 +1,206 @@
+-- The rollups (job_count_deltas, job_minute_counts), kept by statement-level triggers on
+-- background_jobs (docs/architecture.md, "Rollups").
+-- The hot path's trigger functions turn JIT off (migration 0067): they plan a few rows'
+-- work, which compiling never pays for.
+
+-- Fold the count deltas into one row per key and drop old minutes.
+CREATE OR REPLACE FUNCTION jobwarden_rollup_fold() RETURNS void LANGUAGE plpgsql
+SET jit = off AS $$
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('jobwarden_rollup_fold')) THEN
+        RETURN;
+    END IF;
+    WITH gone AS (
+        DELETE FROM job_count_deltas RETURNING status, queue, type, jobs
+    )
+    INSERT INTO job_count_deltas (status, queue, type, jobs)
+    SELECT status, queue, type, sum(jobs) FROM gone
+    GROUP BY status, queue, type HAVING sum(jobs) <> 0;
+    DELETE FROM job_minute_counts WHERE minute < now() - interval '8 days';
+END $$;
+
+-- Count deltas of a statement's inserted/deleted rows (sign +1 / -1).
+CREATE OR REPLACE FUNCTION jobwarden_rollup_rows() RETURNS trigger LANGUAGE plpgsql
+SET jit = off AS $$
+DECLARE
+    first_id bigint;
+    last_id bigint;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        WITH ins AS (
+            INSERT INTO job_count_deltas (status, queue, type, jobs)
+            SELECT status, queue, type, count(*) FROM new_rows
+            GROUP BY status, queue, type
+            RETURNING id
+        ) SELECT min(id), max(id) INTO first_id, last_id FROM ins;
+    ELSE
+        WITH ins AS (
+            INSERT INTO job_count_deltas (status, queue, type, jobs)
+            SELECT status, queue, type, -count(*) FROM old_rows
+            GROUP BY status, queue, type
+            RETURNING id
+        ) SELECT min(id), max(id) INTO first_id, last_id FROM ins;
+    END IF;
+    -- Fold when this statement's ids crossed a multiple of 2000.
+    IF last_id / 2000 > (first_id - 1) / 2000 THEN
+        PERFORM jobwarden_rollup_fold();
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- An UPDATE: moved counts, and outcomes reached, of the rows whose status changed. A
+-- statement that leaves every row running (a claim, a renewal) only moves counts: each new
+-- row +1 and each old row -1, by group, with no join (migrations 0068, 0070). Any other
+-- joins old and new rows by hash whatever their number (enable_nestloop = off, migration
+-- 0069) and counts a move to an outcome as it happens; a move back to pending is counted as
+-- its execution's outcome says, as the outcome table's `counted_as` column does
+-- (worker/core/transitions.py; tests/integration/test_transitions.py fails if they differ).
+CREATE OR REPLACE FUNCTION jobwarden_rollup_update() RETURNS trigger LANGUAGE plpgsql
+SET jit = off SET enable_nestloop = off AS $$
+DECLARE
+    first_id bigint;
+    last_id bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'running') THEN
+        -- A claim or a renewal: no execution ended here, only the counts move.
+        WITH ins AS (
+            INSERT INTO job_count_deltas (status, queue, type, jobs)
+            SELECT status, queue, type, sum(d)
+            FROM (SELECT status, queue, type, 1 FROM new_rows
+                  UNION ALL
+                  SELECT status, queue, type, -1 FROM old_rows)
+                 AS deltas (status, queue, type, d)
+            GROUP BY status, queue, type HAVING sum(d) <> 0
+            RETURNING id
+        )
+        SELECT min(id), max(id) INTO first_id, last_id FROM ins;
+    ELSE
+        WITH moved AS (
+            SELECT o.status AS old_status, n.status AS new_status,
+                   o.queue AS old_queue, n.queue AS new_queue,
+                   o.type AS old_type, n.type AS new_type,
+                   n.last_error_code AS error_code,
+                   -- How the execution that left `running` for `pending` ended, as
+                   -- the same statement recorded it (NULL: no execution row).
+                   CASE WHEN o.status = 'running' AND n.status = 'pending' THEN
+                       (SELECT e.outcome FROM job_executions e
+                        WHERE e.execution_id = o.execution_id) END AS execution_outcome
+            FROM old_rows o JOIN new_rows n USING (id)
+            WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
+        ), deltas AS (
+            SELECT new_status AS status, new_queue AS queue, new_type AS type, 1 AS d
+            FROM moved
+            UNION ALL
+            SELECT old_status, old_queue, old_type, -1 FROM moved
+        ), ins AS (
+            INSERT INTO job_count_deltas (status, queue, type, jobs)
+            SELECT status, queue, type, sum(d) FROM deltas
+            GROUP BY status, queue, type HAVING sum(d) <> 0
+            RETURNING id
+        ), outcomes AS (
+            INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, error_code, jobs)
+            SELECT date_trunc('minute', now()), new_queue, new_type,
+                   CASE WHEN new_status <> 'pending' THEN new_status
+                        WHEN execution_outcome = 'snoozed' THEN 'snoozed'
+                        ELSE 'retried' END,
+                   CASE WHEN new_status IN ('failed', 'unknown')
+                          OR (new_status = 'pending'
+                              AND execution_outcome IS DISTINCT FROM 'snoozed')
+                        THEN coalesce(error_code, '') ELSE '' END,
+                   count(*)
+            FROM moved
+            WHERE old_status <> new_status
+              AND (new_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
+                   OR (old_status = 'running' AND new_status = 'pending'
+                       AND execution_outcome IS DISTINCT FROM 'handed_back'))
+            GROUP BY 2, 3, 4, 5
+            ORDER BY 2, 3, 4, 5
+            ON CONFLICT (minute, queue, type, outcome, error_code)
+            DO UPDATE SET jobs = m.jobs + EXCLUDED.jobs
+        )
+        SELECT min(id), max(id) INTO first_id, last_id FROM ins;
+    END IF;
+    -- Fold when this statement's ids crossed a multiple of 2000.
+    IF last_id / 2000 > (first_id - 1) / 2000 THEN
+        PERFORM jobwarden_rollup_fold();
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- TRUNCATE empties both rollups: the jobs they summarised are gone.
+CREATE OR REPLACE FUNCTION jobwarden_rollup_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE job_count_deltas, job_minute_counts;
+    RETURN NULL;
+END $$;
+
+-- Recount everything from the records of how work ended (demo data, repair after a
+-- restore; migration 0019): every finished execution but a hand-back, by its recorded
+-- outcome; every operator move to an outcome; jobs in an outcome with neither record.
+CREATE OR REPLACE FUNCTION jobwarden_rollup_rebuild() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    LOCK TABLE background_jobs IN SHARE MODE;
+    DELETE FROM job_count_deltas;
+    DELETE FROM job_minute_counts;
+    INSERT INTO job_count_deltas (status, queue, type, jobs)
+    SELECT status, queue, type, count(*) FROM background_jobs
+    GROUP BY status, queue, type;
+    INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
+    SELECT date_trunc('minute', at), queue, type, outcome,
+           CASE WHEN outcome IN ('failed', 'unknown', 'retried')
+                THEN coalesce(error_code, '') ELSE '' END,
+           count(*)
+    FROM (
+        SELECT e.finished_at AS at, e.queue, e.type, e.error_code,
+               CASE WHEN e.outcome = 'retry' THEN 'retried'
+                    WHEN e.outcome NOT IN ('worker_lost', 'timeout') THEN e.outcome
+                    WHEN coalesce(op.from_status,
+                                  CASE WHEN nxt.started_at IS NOT NULL
+                                       THEN 'pending' END,
+                                  j.status) IN ('pending', 'running') THEN 'retried'
+                    ELSE coalesce(op.from_status, j.status) END AS outcome
+        FROM job_executions e
+        JOIN background_jobs j ON j.id = e.job_id
+        LEFT JOIN LATERAL (
+            SELECT min(n.started_at) AS started_at FROM job_executions n
+            WHERE n.job_id = e.job_id AND n.started_at > e.started_at
+        ) nxt ON e.outcome IN ('worker_lost', 'timeout')
+        LEFT JOIN LATERAL (
+            SELECT a.from_status FROM job_audit a
+            WHERE a.job_id = e.job_id AND a.at >= e.finished_at
+              AND (nxt.started_at IS NULL OR a.at < nxt.started_at)
+            ORDER BY a.at, a.id LIMIT 1
+        ) op ON e.outcome IN ('worker_lost', 'timeout')
+        WHERE e.finished_at > now() - interval '8 days'
+          AND e.outcome <> 'handed_back'
+        UNION ALL
+        SELECT a.at, j.queue, j.type, j.last_error_code, a.to_status
+        FROM job_audit a JOIN background_jobs j ON j.id = a.job_id
+        WHERE a.at > now() - interval '8 days'
+          AND a.from_status IS DISTINCT FROM a.to_status
+          AND a.to_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
+        UNION ALL
+        SELECT jobwarden_finished_at(j.status, j.completed_at, j.failed_at,
+                                     j.cancelled_at, j.skipped_at, j.created_at),
+               j.queue, j.type, j.last_error_code, j.status
+        FROM background_jobs j
+        WHERE j.status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
+          AND NOT EXISTS (SELECT 1 FROM job_executions e WHERE e.job_id = j.id)
+          AND NOT EXISTS (SELECT 1 FROM job_audit a WHERE a.job_id = j.id)
+    ) o
+    WHERE at > now() - interval '8 days'
+    GROUP BY 1, 2, 3, 4, 5;
+END $$;
+
+-- Statement-level: each reads the statement's transition tables once.
+CREATE TRIGGER background_jobs_rollup_insert AFTER INSERT ON background_jobs
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_rows();
+CREATE TRIGGER background_jobs_rollup_delete AFTER DELETE ON background_jobs
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_rows();
+CREATE TRIGGER background_jobs_rollup_update AFTER UPDATE ON background_jobs
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_update();
+CREATE TRIGGER background_jobs_rollup_truncate AFTER TRUNCATE ON background_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_truncate();
