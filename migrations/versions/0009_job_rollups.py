@@ -39,10 +39,16 @@ high figure beside a 10M-row load: rerun bench_rollup.py before relying on a fig
 
 from alembic import op
 
+from jobwarden.worker.store.schema_sql import load_sql
+
 revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
+
+#: The functions this revision's SQL files define (worker/store/sql/schema/revisions/0009).
+FUNCTIONS = ("jobwarden_rollup_fold", "jobwarden_rollup_rows", "jobwarden_rollup_update",
+             "jobwarden_rollup_truncate", "jobwarden_rollup_rebuild")
 
 
 def upgrade() -> None:
@@ -66,148 +72,11 @@ def upgrade() -> None:
         -- Failed groups: each code's streak and its last hour, without reading jobs.
         CREATE INDEX job_minute_counts_error_idx ON job_minute_counts (error_code, minute)
             WHERE error_code <> '';
-
-        -- Fold the count deltas into one row per key and drop old minutes.
-        CREATE FUNCTION jobwarden_rollup_fold() RETURNS void LANGUAGE plpgsql AS $$
-        BEGIN
-            IF NOT pg_try_advisory_xact_lock(hashtext('jobwarden_rollup_fold')) THEN
-                RETURN;
-            END IF;
-            WITH gone AS (
-                DELETE FROM job_count_deltas RETURNING status, queue, type, jobs
-            )
-            INSERT INTO job_count_deltas (status, queue, type, jobs)
-            SELECT status, queue, type, sum(jobs) FROM gone
-            GROUP BY status, queue, type HAVING sum(jobs) <> 0;
-            DELETE FROM job_minute_counts WHERE minute < now() - interval '8 days';
-        END $$;
-
-        -- Count deltas of a statement's inserted/deleted rows (sign +1 / -1).
-        CREATE FUNCTION jobwarden_rollup_rows() RETURNS trigger LANGUAGE plpgsql AS $$
-        DECLARE
-            first_id bigint;
-            last_id bigint;
-        BEGIN
-            IF TG_OP = 'INSERT' THEN
-                WITH ins AS (
-                    INSERT INTO job_count_deltas (status, queue, type, jobs)
-                    SELECT status, queue, type, count(*) FROM new_rows
-                    GROUP BY status, queue, type
-                    RETURNING id
-                ) SELECT min(id), max(id) INTO first_id, last_id FROM ins;
-            ELSE
-                WITH ins AS (
-                    INSERT INTO job_count_deltas (status, queue, type, jobs)
-                    SELECT status, queue, type, -count(*) FROM old_rows
-                    GROUP BY status, queue, type
-                    RETURNING id
-                ) SELECT min(id), max(id) INTO first_id, last_id FROM ins;
-            END IF;
-            -- Fold when this statement's ids crossed a multiple of 2000.
-            IF last_id / 2000 > (first_id - 1) / 2000 THEN
-                PERFORM jobwarden_rollup_fold();
-            END IF;
-            RETURN NULL;
-        END $$;
-
-        -- An UPDATE: moved counts, and outcomes reached, of the rows whose status changed.
-        CREATE FUNCTION jobwarden_rollup_update() RETURNS trigger LANGUAGE plpgsql AS $$
-        DECLARE
-            first_id bigint;
-            last_id bigint;
-        BEGIN
-            WITH moved AS (
-                SELECT o.status AS old_status, n.status AS new_status,
-                       o.queue AS old_queue, n.queue AS new_queue,
-                       o.type AS old_type, n.type AS new_type,
-                       n.last_error_code AS error_code
-                FROM old_rows o JOIN new_rows n USING (id)
-                WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
-            ), deltas AS (
-                SELECT new_status AS status, new_queue AS queue, new_type AS type, 1 AS d
-                FROM moved
-                UNION ALL
-                SELECT old_status, old_queue, old_type, -1 FROM moved
-            ), ins AS (
-                INSERT INTO job_count_deltas (status, queue, type, jobs)
-                SELECT status, queue, type, sum(d) FROM deltas
-                GROUP BY status, queue, type HAVING sum(d) <> 0
-                RETURNING id
-            ), outcomes AS (
-                INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, error_code, jobs)
-                SELECT date_trunc('minute', now()), new_queue, new_type,
-                       CASE WHEN new_status = 'pending' THEN 'retried' ELSE new_status END,
-                       CASE WHEN new_status IN ('failed', 'unknown', 'pending')
-                            THEN coalesce(error_code, '') ELSE '' END,
-                       count(*)
-                FROM moved
-                WHERE old_status <> new_status
-                  AND (new_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
-                       OR (old_status = 'running' AND new_status = 'pending'))
-                GROUP BY 2, 3, 4, 5
-                ORDER BY 2, 3, 4, 5
-                ON CONFLICT (minute, queue, type, outcome, error_code)
-                DO UPDATE SET jobs = m.jobs + EXCLUDED.jobs
-            )
-            SELECT min(id), max(id) INTO first_id, last_id FROM ins;
-            -- Fold when this statement's ids crossed a multiple of 2000.
-            IF last_id / 2000 > (first_id - 1) / 2000 THEN
-                PERFORM jobwarden_rollup_fold();
-            END IF;
-            RETURN NULL;
-        END $$;
-
-        -- TRUNCATE empties both rollups: the jobs they summarised are gone.
-        CREATE FUNCTION jobwarden_rollup_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            TRUNCATE job_count_deltas, job_minute_counts;
-            RETURN NULL;
-        END $$;
-
-        -- Recount everything from the jobs themselves (migration, benchmarks, repair).
-        -- Outcomes before now are taken from each job's terminal timestamp and, for
-        -- retries, from executions that ended in a retry.
-        CREATE FUNCTION jobwarden_rollup_rebuild() RETURNS void LANGUAGE plpgsql AS $$
-        BEGIN
-            LOCK TABLE background_jobs IN SHARE MODE;
-            DELETE FROM job_count_deltas;
-            DELETE FROM job_minute_counts;
-            INSERT INTO job_count_deltas (status, queue, type, jobs)
-            SELECT status, queue, type, count(*) FROM background_jobs
-            GROUP BY status, queue, type;
-            INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
-            SELECT date_trunc('minute', at), queue, type, outcome, error_code, count(*)
-            FROM (
-                SELECT queue, type, status AS outcome,
-                       CASE WHEN status = 'failed' THEN coalesce(last_error_code, '')
-                            ELSE '' END AS error_code,
-                       CASE status WHEN 'completed' THEN completed_at
-                                   WHEN 'failed' THEN failed_at
-                                   WHEN 'cancelled' THEN cancelled_at
-                                   WHEN 'skipped' THEN skipped_at END AS at
-                FROM background_jobs
-                WHERE status IN ('completed', 'failed', 'cancelled', 'skipped')
-                UNION ALL
-                SELECT queue, type, 'retried', coalesce(error_code, ''), finished_at
-                FROM job_executions
-                WHERE outcome = 'retry' AND finished_at > now() - interval '8 days'
-            ) o
-            WHERE at > now() - interval '8 days'
-            GROUP BY 1, 2, 3, 4, 5;
-        END $$;
-
-        CREATE TRIGGER background_jobs_rollup_insert AFTER INSERT ON background_jobs
-            REFERENCING NEW TABLE AS new_rows
-            FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_rows();
-        CREATE TRIGGER background_jobs_rollup_delete AFTER DELETE ON background_jobs
-            REFERENCING OLD TABLE AS old_rows
-            FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_rows();
-        CREATE TRIGGER background_jobs_rollup_update AFTER UPDATE ON background_jobs
-            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-            FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_update();
-        CREATE TRIGGER background_jobs_rollup_truncate AFTER TRUNCATE ON background_jobs
-            FOR EACH STATEMENT EXECUTE FUNCTION jobwarden_rollup_truncate();
-
+    """)
+    for function in FUNCTIONS:
+        op.execute(load_sql(function, revision))
+    op.execute(load_sql("rollup_triggers", revision))
+    op.execute("""
         -- The overview's "recovered in the last hour" without reading the hour's executions.
         CREATE INDEX job_executions_lost_idx ON job_executions (finished_at)
             WHERE outcome = 'worker_lost';

@@ -45,23 +45,16 @@ migrating a large table does not block enqueues while the table is scanned.
 
 from alembic import op
 
+from jobwarden.worker.store.schema_sql import load_sql
+
 revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
 
-RANK_FUNCTION = """
--- Immutable for real: the UTC wall clock of a timestamptz is the same instant whatever
--- the session's TimeZone, and a seconds-only interval moves a timestamp by the same
--- amount on every date. Each priority level is worth 10 seconds of waiting.
-CREATE OR REPLACE FUNCTION jobwarden_claim_rank(available_at timestamptz, priority integer)
-RETURNS timestamp LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT timezone('UTC', available_at) - priority * interval '10 seconds' $$;
-"""
-
 
 def upgrade() -> None:
-    op.execute(RANK_FUNCTION)
+    op.execute(load_sql("jobwarden_claim_rank", revision))
     with op.get_context().autocommit_block():
         # A build that failed half-way leaves an invalid index of this name behind.
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS background_jobs_claim_rank_idx")

@@ -21,25 +21,16 @@ dropped CONCURRENTLY outside the migration's transaction so a large table is not
 
 from alembic import op
 
+from jobwarden.worker.store.schema_sql import load_sql
+
 revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
 
-FINISHED_AT_FUNCTION = """
-CREATE OR REPLACE FUNCTION jobwarden_finished_at(
-    status text, completed_at timestamptz, failed_at timestamptz,
-    cancelled_at timestamptz, skipped_at timestamptz, created_at timestamptz)
-RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT coalesce(CASE status WHEN 'completed' THEN completed_at
-                                  WHEN 'failed' THEN failed_at
-                                  WHEN 'cancelled' THEN cancelled_at
-                                  WHEN 'skipped' THEN skipped_at END, created_at) $$;
-"""
-
 
 def upgrade() -> None:
-    op.execute(FINISHED_AT_FUNCTION)
+    op.execute(load_sql("jobwarden_finished_at", revision))
     with op.get_context().autocommit_block():
         # A build that failed half-way leaves an invalid index of this name behind.
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS background_jobs_retention_idx")

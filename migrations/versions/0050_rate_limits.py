@@ -20,6 +20,8 @@ Create Date: 2026-12-01
 
 from alembic import op
 
+from jobwarden.worker.store.schema_sql import load_sql
+
 revision = "0050"
 down_revision = "0040"
 branch_labels = None
@@ -56,27 +58,9 @@ def upgrade() -> None:
         );
         ALTER TABLE job_types ADD COLUMN rate_limit float8,
             ADD COLUMN rate_burst float8, ADD COLUMN rate_limit_key text;
-
-        -- A bucket's tokens at `at`: refilled at `rate` per second since it was last
-        -- spent from, never above `burst`; a bucket with no row is full.
-        CREATE FUNCTION jobwarden_tokens(bucket text, rate float8, burst float8,
-                                         at timestamptz) RETURNS float8
-        LANGUAGE sql STABLE AS $$
-            SELECT least(burst, coalesce(
-                (SELECT b.tokens + rate * greatest(0, extract(epoch FROM at - b.updated_at))
-                 FROM job_rate_buckets b WHERE b.bucket = jobwarden_tokens.bucket),
-                burst))
-        $$;
-        -- The bucket a job of `type` draws from: the type's, or with a key path
-        -- ('account.id'), the type's bucket of that payload value (a job without it:
-        -- the bucket of the empty key).
-        CREATE FUNCTION jobwarden_rate_bucket(type text, path text, payload jsonb)
-            RETURNS text
-        LANGUAGE sql IMMUTABLE AS $$
-            SELECT 'type:' || type || CASE WHEN path IS NULL THEN ''
-                ELSE '#' || coalesce(payload #>> string_to_array(path, '.'), '') END
-        $$;
     """)
+    op.execute(load_sql("jobwarden_tokens", revision))
+    op.execute(load_sql("jobwarden_rate_bucket", revision))
 
 
 def downgrade() -> None:

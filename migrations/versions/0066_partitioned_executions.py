@@ -41,6 +41,8 @@ from datetime import UTC
 
 from alembic import op
 
+from jobwarden.worker.store.schema_sql import load_sql
+
 revision = "0066"
 down_revision = "0065"
 branch_labels = None
@@ -51,83 +53,9 @@ depends_on = None
 #: this many ahead (worker/duties/partitions.py) and the migration starts them off.
 WEEKS_AHEAD = 4
 
-FUNCTIONS = """
--- The partitions of job_executions, each with the week it holds (the default has none).
-CREATE OR REPLACE FUNCTION jobwarden_execution_partitions()
-RETURNS TABLE (name text, week_start timestamptz, week_end timestamptz, is_default bool)
-LANGUAGE sql STABLE AS $$
-    SELECT c.relname::text,
-           CASE WHEN c.relname ~ '^job_executions_w[0-9]{8}$'
-                THEN to_timestamp(substr(c.relname, 17), 'YYYYMMDD') END,
-           CASE WHEN c.relname ~ '^job_executions_w[0-9]{8}$'
-                THEN to_timestamp(substr(c.relname, 17), 'YYYYMMDD') + interval '7 days' END,
-           pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT'
-    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-    WHERE i.inhparent = 'job_executions'::regclass
-    ORDER BY 2 NULLS FIRST
-$$;
-
--- Create the weekly partitions from this week (or the first week after the default's
--- rows, if later) until `ahead` from now; returns the partitions it created. Weeks are
--- UTC weeks, Monday to Monday; the names say their Monday (job_executions_w20261207).
-CREATE OR REPLACE FUNCTION jobwarden_ensure_execution_partitions(ahead interval)
-RETURNS SETOF text LANGUAGE plpgsql AS $$
-DECLARE
-    week timestamptz := date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
-    first_week timestamptz;
-    part text;
-BEGIN
-    -- CREATE ... PARTITION OF locks job_executions: never queue long before its writes.
-    PERFORM set_config('lock_timeout', '2s', true);
-    -- Workers all try: one at a time, the others then find the weeks made.
-    PERFORM pg_advisory_xact_lock(hashtext('jobwarden.partitions'));
-    -- A week before the first partition ever made is the default's: making a partition
-    -- for it would have to scan the default (and could meet its rows).
-    SELECT min(week_start) INTO first_week FROM jobwarden_execution_partitions();
-    IF first_week IS NOT NULL AND first_week > week THEN
-        week := first_week;
-    END IF;
-    WHILE week < now() + ahead LOOP
-        part := 'job_executions_w' || to_char(week AT TIME ZONE 'UTC', 'YYYYMMDD');
-        IF to_regclass(part) IS NULL THEN
-            EXECUTE format('CREATE TABLE %I PARTITION OF job_executions '
-                           'FOR VALUES FROM (%L) TO (%L)', part, week,
-                           week + interval '7 days');
-            RETURN NEXT part;
-        END IF;
-        week := week + interval '7 days';
-    END LOOP;
-END $$;
-
--- Drop every week whose rows all finished more than `keep` ago, unless it holds history
--- of a job that is not finished (pending, running, unknown: retention never deletes those
--- jobs, and an unknown job's attempts are the evidence its reconciliation needs; such a
--- week waits until they have finished). Returns the names dropped. The default
--- partition is never dropped: it is the table from before the partitioning, whose rows
--- retention still deletes with their jobs, and the place for rows no week holds.
--- A DROP takes a short ACCESS EXCLUSIVE lock on job_executions: a lock_timeout keeps it
--- from queueing long in front of the history's writes (the caller tries again next pass).
-CREATE OR REPLACE FUNCTION jobwarden_drop_execution_partitions(keep interval)
-RETURNS SETOF text LANGUAGE plpgsql AS $$
-DECLARE
-    p record;
-    kept bool;
-BEGIN
-    PERFORM set_config('lock_timeout', '2s', true);
-    PERFORM pg_advisory_xact_lock(hashtext('jobwarden.partitions'));
-    FOR p IN SELECT * FROM jobwarden_execution_partitions()
-             WHERE NOT is_default AND week_end <= now() - keep LOOP
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I e JOIN background_jobs j '
-                       'ON j.id = e.job_id '
-                       'WHERE j.status IN (''pending'', ''running'', ''unknown''))',
-                       p.name) INTO kept;
-        IF NOT kept THEN
-            EXECUTE format('DROP TABLE IF EXISTS %I', p.name);
-            RETURN NEXT p.name;
-        END IF;
-    END LOOP;
-END $$;
-"""
+#: The functions that list, make and drop the weeks (this revision's SQL files).
+FUNCTIONS = ("jobwarden_execution_partitions", "jobwarden_ensure_execution_partitions",
+             "jobwarden_drop_execution_partitions")
 
 
 def _views_over_executions(conn) -> list[tuple[str, str]]:
@@ -209,7 +137,8 @@ def upgrade() -> None:
     for _, definition in indexes:
         op.execute(definition)
     op.execute("ALTER TABLE job_executions ATTACH PARTITION job_executions_before DEFAULT")
-    op.execute(FUNCTIONS)
+    for function in FUNCTIONS:
+        op.execute(load_sql(function, revision))
     # The cutover's week first: the weeks before it are the default's.
     first = f"job_executions_w{cutover:%Y%m%d}"
     op.execute(f"CREATE TABLE {first} PARTITION OF job_executions FOR VALUES "

@@ -20,10 +20,9 @@ joins the two, so the function keeps `enable_nestloop = off` (migration 0069) as
 otherwise drop them (tests/integration/test_trigger_plans.py).
 """
 
-import importlib.util
-from pathlib import Path
-
 from alembic import op
+
+from jobwarden.worker.store.schema_sql import load_sql
 
 revision = "0070"
 down_revision = "0069"
@@ -31,61 +30,11 @@ branch_labels = None
 depends_on = None
 
 
-def _migration(name: str):
-    path = Path(__file__).with_name(name)
-    spec = importlib.util.spec_from_file_location(f"jobwarden_migration_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-#: Migration 0068's function (its claim branch and 0021's statement for the rest).
-PREVIOUS = _migration("0068_rollup_claims_in_one_insert.py").ROLLUP_UPDATE
-
-#: 0068's claim branch, as it stands in PREVIOUS.
-CLAIM_BRANCH = """
-            WITH moved AS (
-                SELECT o.status AS old_status, n.status AS new_status,
-                       o.queue AS old_queue, n.queue AS new_queue,
-                       o.type AS old_type, n.type AS new_type
-                FROM old_rows o JOIN new_rows n USING (id)
-                WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
-            ), ins AS (
-                INSERT INTO job_count_deltas (status, queue, type, jobs)
-                SELECT status, queue, type, sum(d)
-                FROM (SELECT new_status, new_queue, new_type, 1 FROM moved
-                      UNION ALL
-                      SELECT old_status, old_queue, old_type, -1 FROM moved)
-                     AS deltas (status, queue, type, d)
-                GROUP BY status, queue, type HAVING sum(d) <> 0
-                RETURNING id
-            )"""
-
-#: The same deltas without the join: every new row +1, every old row -1, by group.
-CLAIM_BRANCH_UNJOINED = """
-            WITH ins AS (
-                INSERT INTO job_count_deltas (status, queue, type, jobs)
-                SELECT status, queue, type, sum(d)
-                FROM (SELECT status, queue, type, 1 FROM new_rows
-                      UNION ALL
-                      SELECT status, queue, type, -1 FROM old_rows)
-                     AS deltas (status, queue, type, d)
-                GROUP BY status, queue, type HAVING sum(d) <> 0
-                RETURNING id
-            )"""
-
-assert PREVIOUS.count(CLAIM_BRANCH) == 1, "migration 0068's claim branch has changed"
-ROLLUP_UPDATE = PREVIOUS.replace(CLAIM_BRANCH, CLAIM_BRANCH_UNJOINED).replace(
-    "SET jit = off AS $$", "SET jit = off SET enable_nestloop = off AS $$")
-assert "SET enable_nestloop = off AS $$" in ROLLUP_UPDATE
-
-
 def upgrade() -> None:
-    op.execute(ROLLUP_UPDATE)
+    op.execute(load_sql("jobwarden_rollup_update", revision))
 
 
 def downgrade() -> None:
-    # Migration 0068's function with the settings of 0067 and 0069.
-    op.execute(PREVIOUS.replace("SET jit = off AS $$",
-                                "SET jit = off SET enable_nestloop = off AS $$"))
+    # Migration 0068's function with the settings of 0067 (in its text) and 0069.
+    op.execute(load_sql("jobwarden_rollup_update", "0068"))
+    op.execute("ALTER FUNCTION jobwarden_rollup_update() SET enable_nestloop = off")

@@ -23,6 +23,8 @@ left and the last claim's instant; `jobwarden_tokens` stays for the code before 
 
 from alembic import op
 
+from jobwarden.worker.store.schema_sql import load_sql
+
 revision = "0072"
 down_revision = "0071"
 branch_labels = None
@@ -34,50 +36,9 @@ def upgrade() -> None:
         ALTER TABLE job_rate_buckets
             ADD COLUMN window_starts timestamptz[] NOT NULL DEFAULT '{}',
             ADD COLUMN window_counts integer[]     NOT NULL DEFAULT '{}';
-
-        -- A bucket's tokens at `at`: its burst less the jobs started in the window of
-        -- burst / rate seconds that ends at `at`; a bucket with no row is full. While
-        -- its oldest start is still in the window, every one is: the jobs its last claim
-        -- left counted (burst - tokens, as that claim wrote them) are the answer without
-        -- reading the starts. That is the case of an empty bucket, the one a claim's walk
-        -- past a long backlog asks about row after row.
-        CREATE FUNCTION jobwarden_window_tokens(bucket text, rate float8, burst float8,
-                                                at timestamptz) RETURNS float8
-        LANGUAGE sql STABLE AS $$
-            SELECT coalesce(
-                (SELECT CASE WHEN b.window_starts[1] > jobwarden_window_tokens.at
-                                  - make_interval(secs => burst / rate)
-                             THEN burst - (b.burst - b.tokens)
-                             ELSE burst - coalesce(
-                                 (SELECT sum(w.n)
-                                  FROM unnest(b.window_starts, b.window_counts) AS w(at, n)
-                                  WHERE w.at > jobwarden_window_tokens.at
-                                               - make_interval(secs => burst / rate)), 0)
-                        END
-                 FROM job_rate_buckets b WHERE b.bucket = jobwarden_window_tokens.bucket),
-                burst)
-        $$;
-
-        -- A window's starts with `n` more at `at`: those still in the window of `secs`
-        -- seconds, each at its instant rounded up to a grid of secs / 64 (pairs on one
-        -- point of the grid add up), so at most 65 pairs.
-        CREATE FUNCTION jobwarden_window_add(starts timestamptz[], counts integer[],
-                                             at timestamptz, n integer, secs float8,
-                                             OUT window_starts timestamptz[],
-                                             OUT window_counts integer[])
-        LANGUAGE sql IMMUTABLE AS $$
-            SELECT coalesce(array_agg(g.at ORDER BY g.at), '{}'),
-                   coalesce(array_agg(g.n ORDER BY g.at), '{}')
-            FROM (SELECT e.at, sum(e.n)::int AS n
-                  FROM (SELECT w.at, w.n FROM unnest(starts, counts) AS w(at, n)
-                        WHERE w.at > jobwarden_window_add.at - make_interval(secs => secs)
-                        UNION ALL
-                        SELECT to_timestamp(ceil(extract(epoch FROM jobwarden_window_add.at)
-                                                 / (secs / 64)) * (secs / 64)),
-                               jobwarden_window_add.n) AS e
-                  GROUP BY e.at) AS g
-        $$;
     """)
+    op.execute(load_sql("jobwarden_window_tokens", revision))
+    op.execute(load_sql("jobwarden_window_add", revision))
 
 
 def downgrade() -> None:
