@@ -8,9 +8,11 @@ tables that earlier tests made for themselves (race_log, invoices, ...).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -104,15 +106,30 @@ def database_url(server_url):
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def empty_database(server_url):
-    """URL of a new database with no tables at all (not migrated), dropped afterwards."""
+@contextlib.contextmanager
+def _new_empty_database(server_url: str) -> Iterator[str]:
     name = f"jobwarden_empty_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    yield _with_dbname(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield _with_dbname(server_url, name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_database(server_url):
+    """URL of a new database with no tables at all (not migrated), dropped afterwards."""
+    with _new_empty_database(server_url) as url:
+        yield url
+
+
+@pytest.fixture
+def second_empty_database(server_url):
+    """Another, for a test that compares two databases built two ways."""
+    with _new_empty_database(server_url) as url:
+        yield url
 
 
 def _emptied(database_url: str) -> str:
