@@ -212,3 +212,42 @@ def test_a_rebuild_counts_every_transition_as_the_trigger_did(conn, clean_db):
     conn.execute("SELECT jobwarden_rollup_rebuild()")
     conn.commit()
     assert minute_counts(conn) == live
+
+
+#: Every (status, recorded outcome) an execution's end can leave: each row of the table on
+#: a first and a last attempt, and a lost worker's job that is not safe to repeat.
+ENDS = sorted({next_status(o, attempt, 2) for o in TRANSITIONS for attempt in (1, 2)}
+              | {(lost(1, 2, repeat_safe=False), O.WORKER_LOST)})
+
+
+@pytest.mark.parametrize("status, recorded", ENDS)
+def test_the_rollups_count_each_end_by_the_tables_rollup_column(conn, clean_db, status,
+                                                                 recorded):
+    """The trigger and the rebuild (worker/store/sql/schema/rollups.sql) spell out how a
+    move back to pending counts (`snoozed`, no outcome for a hand-back, else `retried`):
+    here a running job is moved by hand with its execution recorded as each row says, and
+    the count must be the table's `counted_as` — edit either side alone and this fails."""
+    conn.execute("""
+        WITH j AS (
+            INSERT INTO background_jobs (type, queue, payload, status, attempts, execution_id,
+                                         worker_id, started_at, lease_expires_at,
+                                         last_error_code)
+            VALUES ('t', 'q', '{}', 'running', 1, gen_random_uuid(), 'w', now(),
+                    now() + interval '30 seconds', 'E_CODE')
+            RETURNING id, execution_id)
+        INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                                    scheduled_at, started_at, finished_at, outcome,
+                                    error_code)
+        SELECT id, execution_id, 1, 'q', 't', 'w', now(), now(), now(), %s, 'E_CODE'
+        FROM j""",
+                 [recorded.value])
+    conn.execute("UPDATE background_jobs SET status = %s, lease_expires_at = NULL",
+                 [status.value])
+    conn.commit()
+    category = rollup_outcome(recorded, status)
+    code = "E_CODE" if category in ("failed", "unknown", "retried") else ""
+    expected = {} if category is None else {(category, code): 1}
+    assert minute_counts(conn) == expected
+    conn.execute("SELECT jobwarden_rollup_rebuild()")
+    conn.commit()
+    assert minute_counts(conn) == expected

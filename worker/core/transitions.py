@@ -7,8 +7,9 @@ count the move. The runner (a handler's end), recovery (a lost worker) and the
 graceful hand-back read it, and all write through one statement (finish_executions, by
 `jobwarden.worker.engine.completer.write_batch`), each row carrying the table's facts;
 `tests/integration/test_transitions.py` drives every row through the real statements
-and checks the job, the execution and the rollups against it, so the trigger of
-migration 0018 and the rebuild of 0019 cannot drift from it.
+and checks the job, the execution and the rollups against it, so the rollups' trigger and
+rebuild (worker/store/sql/schema/rollups.sql), which spell out `counted_as` in SQL, cannot
+drift from it.
 
 One rule is applied by the statements themselves, under the row lock: a job whose
 cancellation was requested never goes back to `pending` — it ends `cancelled`, with the
