@@ -13,7 +13,9 @@ the repository's worker/ and console/ folders under it), so an application's own
 from jobwarden.worker import (
     AmbiguousOutcome,
     AsyncEffect,
+    At,
     AsyncJobContext,
+    Dep,
     Effect,
     EnqueueError,
     JobCancelled,
@@ -41,7 +43,7 @@ from jobwarden.worker.core.version import version as _version
 __version__ = _version()
 
 __all__ = [
-    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "Effect", "EnqueueError",
+    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "Dep", "Effect", "EnqueueError",
     "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost", "PermanentError",
     "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob", "Snooze",
     "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "job", "registry",

@@ -65,7 +65,9 @@ def statuses_table() -> str:
     for status in JobStatus:
         terminal = "yes" if status in TERMINAL_STATUSES else "no"
         live = "yes" if status in LIVE_STATUSES else "no"
-        leads = ", ".join(reached[status]) or "— (a claim)"
+        leads = ", ".join(reached[status]) or (
+            "— (enqueued after parents not all completed)" if status is JobStatus.WAITING
+            else "— (a claim)")
         rows.append(f"| `{status}` | {terminal} | {live} | {leads} |")
     return "\n".join(rows)
 
@@ -85,6 +87,8 @@ def state_diagram() -> str:
         edges.setdefault(lost(1, 2, repeat_safe=False), []).append(
             f"{O.WORKER_LOST.value} (not repeat-safe)")
     lines = ["```mermaid", "stateDiagram-v2", "    [*] --> pending: enqueue",
+             f"    [*] --> {S.WAITING.value}: enqueue after parents",
+             f"    {S.WAITING.value} --> pending: every parent completed",
              "    pending --> running: claim"]
     lines += [f"    running --> {status}: {', '.join(outcomes)}"
               for status, outcomes in edges.items()]

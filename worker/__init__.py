@@ -22,12 +22,13 @@ from jobwarden.worker.engine.context import (
     JobContext,
     LeaseLost,
 )
+from jobwarden.worker.jobs.flows import At, Dep
 from jobwarden.worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from jobwarden.worker.jobs.job_spec import JobSpec
 from jobwarden.worker.jobs.registry import JobType, Registry, job, registry
 
 __all__ = [
-    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "Effect", "EnqueueError",
+    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "Dep", "Effect", "EnqueueError",
     "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost", "PermanentError",
     "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob", "Snooze",
     "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "job", "registry",

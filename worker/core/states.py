@@ -14,6 +14,9 @@ class JobStatus(StrEnum):
     """Every value `background_jobs.status` may take."""
 
     PENDING = "pending"
+    #: Enqueued after parents not all completed yet: never claimed until they are
+    #: (docs/guide/flows.md).
+    WAITING = "waiting"
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"

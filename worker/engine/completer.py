@@ -74,6 +74,8 @@ class Completion:
     #: The job's concurrency key (None: none, or not known): once this is written, the
     #: key's next job may start (Completer's `on_keys_freed`).
     concurrency_key: str | None = None
+    #: What the handler returned, as JSON text (a completion only; None: nothing).
+    result: str | None = None
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
@@ -88,7 +90,7 @@ class Completion:
                 "error_code": self.error_code, "error": self.error,
                 "delay": self.delay, "progress": self.progress,
                 "checkpoint": self.checkpoint, "traceback": self.traceback,
-                "lapsed_only": self.lapsed_only}
+                "lapsed_only": self.lapsed_only, "result": self.result}
 
     def event(self, action: str) -> dict[str, Any]:
         """The `extra` of a log line about this outcome (worker/core/logs.py)."""
@@ -115,6 +117,9 @@ def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
             "tracebacks": [r.get("traceback") for r in rows],
             "attempts_spent": [spent[ExecutionOutcome(r["outcome"])] for r in rows],
             "lapsed_only": [r.get("lapsed_only", False) for r in rows],
+            # Most jobs return nothing: one NULL then, which unnest pads to every row.
+            "results": ([r.get("result") for r in rows]
+                        if any(r.get("result") is not None for r in rows) else None),
             "pending_ids": [r["job_id"] for r in rows if r["status"] == JobStatus.PENDING]}
 
 
@@ -123,17 +128,32 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
     for the executions that still owned their jobs (the others were refused). The one
     store path out of `running`: the completer, a completion in the handler's
     transaction, the hand-back at shutdown and recovery all write through it."""
-    rows = JobStore(conn).rows(Q.finish_executions, finish_params([c.row() for c in batch]))
-    return {execution_id: status for _job_id, execution_id, status in rows}
+    store = JobStore(conn)
+    rows = store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
+    if parents := _parents(rows):
+        store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
+    return {execution_id: status for _job_id, execution_id, status, _ in rows}
 
 
 async def write_batch_async(conn: psycopg.AsyncConnection,
                             batch: list[Completion]) -> dict[UUID, str]:
     """write_batch on a coroutine handler's AsyncConnection (its business transaction):
     the same statement and parameters."""
-    rows = await AsyncJobStore(conn).rows(Q.finish_executions,
-                                          finish_params([c.row() for c in batch]))
-    return {execution_id: status for _job_id, execution_id, status in rows}
+    store = AsyncJobStore(conn)
+    rows = await store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
+    if parents := _parents(rows):
+        await store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
+    return {execution_id: status for _job_id, execution_id, status, _ in rows}
+
+
+def _parents(rows: list[tuple[Any, ...]]) -> list[int]:
+    """The jobs of a finish that have dependents. finish_executions released the edges its
+    snapshot saw; release_dependents, a statement of its own (so in a newer snapshot, in
+    the same transaction unless the connection commits each statement), releases those an
+    enqueue committed while the finish waited for the parent's row lock. Idempotent: an
+    edge is released once. Ordinary jobs never get here."""
+    return [job_id for job_id, _execution_id, _status, has_dependents in rows
+            if has_dependents]
 
 
 def hand_back(conn: CallerConnection,

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from jobwarden.worker.core.errors import EnqueueError
 from jobwarden.worker.core.sanitize import describe_validation
+from jobwarden.worker.jobs.flows import Parent, resolve
 from jobwarden.worker.jobs.job_spec import JobSpec, check_payload
 from jobwarden.worker.jobs.job_types import defaulted_fields, with_published_policies_steps
 from jobwarden.worker.jobs.registry import (
@@ -160,7 +161,30 @@ def _specs(jobs: Iterable[JobSpec | Mapping[str, Any]]) -> list[JobSpec]:
 
 def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]:
     """enqueue_many's statements and what it makes of their answers, for either kind of
-    connection (worker/store/jobstore.py, Steps). `specs` are validated."""
+    connection (worker/store/jobstore.py, Steps). `specs` are validated. A call with
+    `after` locks its existing parents first (refusing a missing one before anything is
+    written), inserts its jobs, then writes their edges (worker/jobs/flows.py)."""
+    edges = resolve([s.after for s in specs], [s.key for s in specs])
+    if not edges:
+        return (yield from _insert_steps(specs, registry))
+    outer = sorted({parent for _, parent, _ in edges.outer})
+    if outer:
+        _, found = yield Q.flow_lock_parents, {"ids": outer}
+        missing = sorted(set(outer) - {row[0] for row in found})
+        if missing:
+            raise EnqueueError(f"after: no job {', '.join(f'#{m}' for m in missing[:10])} "
+                               "exists: nothing was enqueued", "after")
+    ids = yield from _insert_steps(specs, registry)
+    rows = ([(ids[c], ids[p], a) for c, p, a in edges.inner]
+            + [(ids[c], p, a) for c, p, a in edges.outer])
+    yield Q.flow_add_edges, {"job_ids": [r[0] for r in rows],
+                             "parent_ids": [r[1] for r in rows],
+                             "run_anyway": [r[2] for r in rows]}
+    return ids
+
+
+def _insert_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]:
+    """The jobs' insert (pending), and the ids of live jobs holding their idempotency keys."""
     if not specs:
         return []
     # Each type's policy from this process's registry, else from the policies its workers
@@ -183,7 +207,7 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]
         lost = [k for k in missing if k not in by_key]
         if lost:  # the holder finished between the two statements: insert afresh
             retry = [s for s in specs if s.idempotency_key in lost]
-            again = yield from _enqueue_steps(retry, registry)
+            again = yield from _insert_steps(retry, registry)
             for spec, id_ in zip(retry, again, strict=True):
                 by_key[spec.idempotency_key] = id_
     # Identity values are drawn in insertion order, which follows ORDER BY ord.
@@ -194,17 +218,18 @@ def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | No
             priority: int = 0, run_at: datetime | None = None, delay: float | None = None,
             max_attempts: int | None = None, idempotency_key: str | None = None,
             version: int | None = None, concurrency_key: str | None = None,
-            registry: Registry = registry) -> int:
-    """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4)."""
+            after: list[Parent] | None = None, registry: Registry = registry) -> int:
+    """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4).
+    `after`: job ids (or Dep(id, run_anyway=True)) it waits for (docs/guide/flows.md)."""
     spec = JobSpec(type=type, payload=payload, queue=queue, priority=priority, run_at=run_at,
                    delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
-                   version=version, concurrency_key=concurrency_key)
+                   version=version, concurrency_key=concurrency_key, after=after)
     return enqueue_many(conn, [spec], registry=registry)[0]
 
 
 async def enqueue_async(conn: Any, type: str, payload: Mapping[str, Any], *,
                         registry: Registry = registry, **options: Any) -> int:
     """enqueue for async code (see enqueue_many_async), with enqueue's keywords (queue,
-    priority, run_at, delay, max_attempts, idempotency_key, version, concurrency_key)."""
+    priority, run_at, delay, max_attempts, idempotency_key, version, concurrency_key, after)."""
     spec = JobSpec(type=type, payload=payload, **options)  # a wrong keyword: TypeError
     return (await enqueue_many_async(conn, [spec], registry=registry))[0]

@@ -10,12 +10,13 @@ defaults afterwards), so it is tested as a unit.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from jobwarden.worker.core.errors import EnqueueError
+from jobwarden.worker.jobs.flows import Parent, check_after
 from jobwarden.worker.jobs.registry import check_name
 
 INT32 = 2**31 - 1
@@ -42,6 +43,12 @@ class JobSpec:
     idempotency_key: str | None = None
     version: int | None = None
     concurrency_key: str | None = None
+    #: Parents this job waits for (worker/jobs/flows.py): job ids, keys or positions of
+    #: the same enqueue_many call, At(n), Dep(parent, run_anyway=True).
+    after: Sequence[Parent] | None = None
+    #: A name for this job within one enqueue_many call, for its other jobs' `after`
+    #: (not stored).
+    key: str | None = None
 
     def validate(self) -> None:
         """Raise EnqueueError naming the first field that cannot be enqueued as given."""
@@ -60,7 +67,12 @@ class JobSpec:
             raise EnqueueError("run_at must be a timezone-aware datetime", "run_at")
         if self.delay is not None:
             _delay(self.delay)
-        for field in ("idempotency_key", "concurrency_key"):
+        if self.after is not None:
+            check_after(self.after)
+            if self.after and self.idempotency_key is not None:
+                raise EnqueueError("idempotency_key and after: a job that waits for parents "
+                                   "cannot take an idempotency key", "idempotency_key")
+        for field in ("idempotency_key", "concurrency_key", "key"):
             value = getattr(self, field)
             if value is not None:
                 _key(field, value)

@@ -97,6 +97,12 @@ background_jobs = Table(
     # known at enqueue; a worker's claim applies its own, its duty the published one in
     # small batches (migration 0004, docs/architecture.md §5).
     Column("policy_defaults", ARRAY(Text)),
+    # Flows (migration 0074, docs/guide/flows.md): a waiting job's edges not yet released,
+    # a parent's edges (0: no dependents, the finish statement's release skips it), and
+    # what the completing execution's handler returned.
+    Column("waiting_on", Integer, nullable=False, server_default="0"),
+    Column("dependents", Integer, nullable=False, server_default="0"),
+    Column("result", JSONB),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
@@ -158,6 +164,12 @@ Index(
     postgresql_where=text("status IN ('failed', 'cancelled', 'skipped', 'unknown') "
                           "OR last_error_code IS NOT NULL"),
 )
+# The waiting jobs (migration 0074): the repair duty's and the jobs list's.
+Index(
+    "background_jobs_waiting_idx",
+    background_jobs.c.id,
+    postgresql_where=text("status = 'waiting'"),
+)
 Index(
     "background_jobs_idempotency_live_idx",
     background_jobs.c.idempotency_key,
@@ -166,6 +178,22 @@ Index(
         "idempotency_key IS NOT NULL AND status IN ('pending', 'running')"
     ),
 )
+
+# One row per edge of a flow: the dependent `job_id` waits for `parent_id` (migration
+# 0074). Released once, when the parent completes (or reaches any final state, for a
+# `run_anyway` edge), or by an operator's decision.
+job_dependencies = Table(
+    "job_dependencies",
+    metadata,
+    Column("job_id", BigInteger, ForeignKey("background_jobs.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("parent_id", BigInteger, ForeignKey("background_jobs.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("run_anyway", Boolean, nullable=False, server_default=text("false")),
+    Column("released_at", TS),
+    CheckConstraint("job_id <> parent_id", name="job_dependencies_not_self_check"),
+)
+Index("job_dependencies_parent_idx", job_dependencies.c.parent_id)
 
 #: The partitions of job_executions (its weeks, and the default that holds the history
 #: from before migration 0066): made and dropped by the runtime, not declared here.

@@ -434,6 +434,16 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- each batch. The heartbeat's explicit lock step would cost this statement, the hot
 -- path, about a tenth of the drain rate. (Arrays cost about a third less database time
 -- per row than the same rows as JSON.)
+-- A completed job stores what its handler returned (`results`, JSON; NULL: nothing).
+-- A job with dependents (`dependents` > 0: none in a batch of ordinary jobs, so the
+-- release below reads nothing for them) releases them in this statement: its edges
+-- that its new status satisfies (completed; any final state for a `run_anyway` edge)
+-- are marked, and each dependent's count of edges left is decremented under its row
+-- lock, so two parents finishing at once in two transactions cannot both leave it
+-- waiting (docs/guide/flows.md). The last column says the job has dependents: the
+-- caller then runs release_dependents in the same transaction, in a snapshot of its own,
+-- for the edges this statement's cannot see (an enqueue that held the job's row lock
+-- committed them while this statement waited for it).
 WITH job AS (
     UPDATE background_jobs j
     SET status = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
@@ -456,13 +466,15 @@ WITH job AS (
         last_error = COALESCE(x.error, j.last_error),
         checkpoint = COALESCE(x.checkpoint, j.checkpoint),
         progress = COALESCE(x.progress, j.progress),
+        result = COALESCE(x.result, j.result),
         lease_expires_at = NULL
     FROM unnest(%(job_ids)s::bigint[], %(execution_ids)s::uuid[], %(statuses)s::text[],
                 %(outcomes)s::text[], %(error_codes)s::text[], %(errors)s::text[],
                 %(delays)s::float8[], %(progress)s::jsonb[], %(checkpoints)s::jsonb[],
-                %(tracebacks)s::text[], %(attempts_spent)s::bool[], %(lapsed_only)s::bool[])
+                %(tracebacks)s::text[], %(attempts_spent)s::bool[], %(lapsed_only)s::bool[],
+                %(results)s::jsonb[])
          AS x(job_id, execution_id, status, outcome, error_code, error, delay, progress,
-              checkpoint, traceback, attempt_spent, lapsed_only)
+              checkpoint, traceback, attempt_spent, lapsed_only, result)
     WHERE j.id = ANY(ARRAY[x.job_id])
       AND (SELECT j.status = 'running' AND j.execution_id = x.execution_id
                   AND (NOT x.lapsed_only OR j.lease_expires_at < now()))
@@ -470,7 +482,23 @@ WITH job AS (
               j.queue, j.type, j.worker_id, j.started_at, j.heartbeat_at,
               -- The attempt's number: what the claim left, less what was given back.
               j.attempts + CASE WHEN x.attempt_spent THEN 0 ELSE 1 END AS attempt,
-              j.available_at
+              j.available_at, j.dependents
+), released AS (
+    UPDATE job_dependencies e SET released_at = now()
+    FROM job p
+    WHERE p.dependents > 0 AND e.parent_id = p.id AND e.released_at IS NULL
+      -- (a finish leaves no job running or waiting: not pending or unknown is final)
+      AND (p.status = 'completed' OR e.run_anyway AND p.status NOT IN ('pending', 'unknown'))
+    RETURNING e.job_id
+), freed AS (
+    UPDATE background_jobs d
+    SET waiting_on = d.waiting_on - r.n,
+        status = CASE WHEN d.waiting_on <= r.n THEN 'pending' ELSE 'waiting' END,
+        available_at = greatest(d.available_at, now())
+    FROM (SELECT job_id, count(*) AS n FROM released GROUP BY job_id) r
+    WHERE d.id = r.job_id AND d.status = 'waiting'
+    -- Wake the workers of the queue (a transaction sends one notification per queue).
+    RETURNING pg_notify('jobwarden_jobs', d.queue)
 ), prior AS MATERIALIZED (
     -- When the job had become available, for the rows the UPDATE above may move back to
     -- pending (`pending_ids`): it rewrites their available_at, so it is read here, in
@@ -513,7 +541,7 @@ WITH job AS (
     ORDER BY x.id
 )
 -- The jobs moved, whether or not an execution row was there to close.
-SELECT id, execution_id, status FROM job
+SELECT id, execution_id, status, dependents > 0 FROM job
 
 -- name: heartbeat_executions
 -- Renew the leases of this worker's running executions in one statement; returns the

@@ -1,0 +1,130 @@
+-- Flows: jobs that wait for their parents (worker/jobs/flows.py, docs/guide/flows.md).
+-- A waiting job counts its edges not yet released (`waiting_on`); an edge is released
+-- once (`released_at`), by the statement that gives its parent a status that satisfies
+-- it (finish_executions, or the statements here), and the count is decremented under
+-- the dependent's row lock: never recounted from a snapshot, which two parents
+-- finishing at once would each read with the other unfinished.
+
+-- name: flow_lock_parents
+-- The existing parents of jobs being enqueued, locked in id order until the caller's
+-- transaction ends: a finish of one of them waits for the enqueue (and then releases
+-- the new edges), or the enqueue waits for the finish (and reads its status here).
+SELECT id, status FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id
+FOR NO KEY UPDATE
+
+-- name: flow_add_edges
+-- Write the edges of jobs just inserted (parallel arrays, one element per edge), count
+-- them on their parents, and move each dependent to `waiting` with the number of its
+-- edges its parent does not satisfy yet (a dependent whose parents all completed stays
+-- pending). Parents are locked (flow_lock_parents, or inserted by this transaction).
+WITH edge AS (
+    SELECT * FROM unnest(%(job_ids)s::bigint[], %(parent_ids)s::bigint[],
+                         %(run_anyway)s::bool[]) AS e(job_id, parent_id, run_anyway)
+), parent AS (
+    UPDATE background_jobs p SET dependents = p.dependents + n.edges
+    FROM (SELECT parent_id, count(*) AS edges FROM edge GROUP BY parent_id) n
+    WHERE p.id = n.parent_id
+    RETURNING p.id, p.status
+), added AS (
+    INSERT INTO job_dependencies (job_id, parent_id, run_anyway, released_at)
+    SELECT e.job_id, e.parent_id, e.run_anyway,
+           CASE WHEN p.status = 'completed' OR (e.run_anyway AND p.status IN
+                     ('failed', 'cancelled', 'skipped')) THEN now() END
+    FROM edge e JOIN parent p ON p.id = e.parent_id
+    RETURNING job_id, released_at
+), held AS (
+    UPDATE background_jobs j SET status = 'waiting', waiting_on = w.n
+    FROM (SELECT job_id, count(*) FILTER (WHERE released_at IS NULL) AS n
+          FROM added GROUP BY job_id) w
+    WHERE j.id = w.job_id AND w.n > 0
+    RETURNING j.id
+)
+SELECT (SELECT count(*) FROM added) AS edges, (SELECT count(*) FROM held) AS waiting
+
+-- name: release_dependents
+-- Release the dependents of `parent_ids` whose edges their parents' statuses satisfy now
+-- (as finish_executions does: a finish that could not see an enqueue's edges, an
+-- operator's completion, the repair duty), or every edge of theirs with `as_completed`
+-- (an operator who cancels or skips a parent and releases its dependents). Returns the
+-- jobs moved to pending.
+WITH released AS (
+    UPDATE job_dependencies e SET released_at = now()
+    FROM background_jobs p
+    WHERE p.id = ANY(%(parent_ids)s::bigint[]) AND e.parent_id = p.id
+      AND e.released_at IS NULL
+      AND (%(as_completed)s::bool OR p.status = 'completed'
+           OR (e.run_anyway AND p.status IN ('failed', 'cancelled', 'skipped')))
+    RETURNING e.job_id
+), freed AS (
+    UPDATE background_jobs d
+    SET waiting_on = d.waiting_on - r.n,
+        status = CASE WHEN d.waiting_on <= r.n THEN 'pending' ELSE 'waiting' END,
+        available_at = greatest(d.available_at, now())
+    FROM (SELECT job_id, count(*) AS n FROM released GROUP BY job_id) r
+    WHERE d.id = r.job_id AND d.status = 'waiting'
+    RETURNING d.id, d.queue, d.status
+)
+SELECT id, pg_notify('jobwarden_jobs', queue) FROM freed WHERE status = 'pending'
+ORDER BY id
+
+-- name: cancel_dependents
+-- Cancel, with the operator's audit, the waiting jobs that can no longer run because
+-- the cancelled or skipped `parent_ids` will never complete: their dependents through
+-- edges that are not `run_anyway`, and theirs in turn. Returns the jobs cancelled (the
+-- caller then releases the `run_anyway` edges of all of them: release_dependents).
+WITH RECURSIVE below(id) AS (
+    SELECT e.job_id FROM job_dependencies e
+    WHERE e.parent_id = ANY(%(parent_ids)s::bigint[]) AND NOT e.run_anyway
+      AND e.released_at IS NULL
+    UNION
+    SELECT e.job_id FROM job_dependencies e JOIN below b ON e.parent_id = b.id
+    WHERE NOT e.run_anyway AND e.released_at IS NULL
+), target AS (
+    SELECT j.id FROM background_jobs j JOIN below b ON b.id = j.id
+    WHERE j.status = 'waiting'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), updated AS (
+    UPDATE background_jobs j
+    SET status = 'cancelled', cancelled_at = now(), last_error_code = 'CANCELLED',
+        last_error = 'cancelled with its parent by an operator'
+    FROM target t WHERE j.id = t.id AND j.status = 'waiting'
+    RETURNING j.id
+), audit AS (
+    INSERT INTO job_audit
+        (job_id, bulk_id, actor, role, action, reason, from_status, to_status, request_id,
+         details)
+    SELECT id, %(bulk_id)s::uuid, %(actor)s::text, %(role)s::text, 'cancel',
+           %(reason)s::text, 'waiting', 'cancelled', %(request_id)s::text,
+           jsonb_build_object('with_parents', %(parent_ids)s::bigint[])
+    FROM updated
+)
+SELECT id FROM updated ORDER BY id
+
+-- name: flow_unreleased_parents
+-- Parents whose edges their status satisfies but were never released (a parent
+-- finished by a runtime from before flows, a release lost between two statements), for
+-- the repair duty (worker/duties/flows.py); at most `limit`.
+SELECT DISTINCT e.parent_id
+FROM job_dependencies e JOIN background_jobs p ON p.id = e.parent_id
+WHERE e.released_at IS NULL
+  AND (p.status = 'completed'
+       OR (e.run_anyway AND p.status IN ('failed', 'cancelled', 'skipped')))
+LIMIT %(limit)s
+
+-- name: flow_release_stray
+-- Waiting jobs with no edge left to wait for (waiting_on at zero: written so by hand or
+-- by a bug): pending now. The repair duty's second step.
+UPDATE background_jobs SET status = 'pending', waiting_on = 0,
+       available_at = greatest(available_at, now())
+WHERE status = 'waiting' AND waiting_on <= 0
+RETURNING id, pg_notify('jobwarden_jobs', queue)
+
+-- name: flow_parent_results
+-- What the parents of a job returned: (parent id, type, status, result), by parent id.
+SELECT p.id, p.type, p.status, p.result
+FROM job_dependencies e JOIN background_jobs p ON p.id = e.parent_id
+WHERE e.job_id = %(job_id)s
+ORDER BY p.id
