@@ -29,6 +29,10 @@ SNOOZE_LIMIT = "SNOOZE_LIMIT"
 #: GeneratorExit, a BaseException of its own) or tried to stop its lane's event loop:
 #: its job fails (retried within max_attempts), the worker runs on.
 HANDLER_ABORTED = "HANDLER_ABORTED"
+#: The handler returned a value that is not JSON (docs/guide/flows.md, results), or one
+#: over the size a result may take: its job fails, at once (a retry returns the same).
+RESULT_UNSTORABLE = "RESULT_UNSTORABLE"
+RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
 
 
 class JobError(Exception):

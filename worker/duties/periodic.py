@@ -19,7 +19,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from jobwarden.worker.duties import partitions, retention, scheduler
+from jobwarden.worker.duties import flows, partitions, retention, scheduler
 from jobwarden.worker.engine.limits import REFRESH_SECONDS, LimitBook
 from jobwarden.worker.jobs import job_types
 from jobwarden.worker.jobs.registry import Registry
@@ -51,6 +51,8 @@ class Duties:
             # Live limits an operator set reach this worker's claims within this interval.
             self._duties.append(("limits", min(base or REFRESH_SECONDS, REFRESH_SECONDS),
                                  limits.refresh))
+        # Dependents no finish released (docs/guide/flows.md): a backstop, not the path.
+        self._duties.append(("flows", base or 30.0, flows.repair))
         # The history's weeks ahead, whatever the retention: a finish needs its week.
         self._duties.append(("partitions", base or 3600.0, partitions.ensure))
         policy = retention.RetentionPolicy.from_env()

@@ -56,6 +56,8 @@ HANDLER_API = frozenset({
     "cancel_requested", "raise_if_cancelled", "wait_cancelled", "time_left", "snooze",
     # effects exactly once
     "idempotency_key", "effect", "transaction",
+    # flows: what the parents returned
+    "parent_results",
 })
 
 
@@ -191,6 +193,12 @@ class ExecutionControl:
         return first
 
     # -- progress and checkpoints ------------------------------------------------------
+    def parent_results(self) -> dict[int, Any]:
+        """What each parent of this job returned, by parent id (docs/guide/flows.md)."""
+        with self.pool.connection() as conn:
+            rows = JobStore(conn).rows(Q.flow_parent_results, {"job_id": self.job_id})
+        return {parent_id: result for parent_id, _type, _status, result in rows}
+
     def stage_progress(self, value: dict[str, Any]) -> None:
         with self._lock:
             self._pending_progress = value
@@ -420,6 +428,11 @@ class JobContext(HandlerContext):
         """The ledger entry for a business effect: see Effect."""
         return Effect(self._control, key, provider_idempotent)
 
+    def parent_results(self) -> dict[int, Any]:
+        """What this job's parents (`after=`) returned, by parent id; None for a parent
+        that returned nothing (or did not complete: a run_anyway edge's)."""
+        return self._control.parent_results()
+
     # -- business transaction ---------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
@@ -547,6 +560,10 @@ class AsyncJobContext(HandlerContext):
         ctx.effect(key)`, then `await eff.complete(result)` once it happened."""
         return AsyncEffect(await asyncio.to_thread(
             Effect, self._control, key, provider_idempotent))
+
+    async def parent_results(self) -> dict[int, Any]:
+        """What this job's parents returned (see JobContext.parent_results)."""
+        return await asyncio.to_thread(self._control.parent_results)
 
     # -- business transaction ---------------------------------------------------------
     @asynccontextmanager

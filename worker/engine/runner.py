@@ -12,7 +12,9 @@ rolls back.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from uuid import UUID
@@ -30,7 +32,7 @@ from jobwarden.worker.core.sanitize import (
     sanitize_text,
 )
 from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
-from jobwarden.worker.core.storable import storable_text
+from jobwarden.worker.core.storable import storable_json, storable_text
 from jobwarden.worker.core.transitions import TRANSITIONS, next_status
 from jobwarden.worker.engine.completer import (
     STORE_REFUSED,
@@ -61,6 +63,8 @@ class Outcome:
     delay: float = 0.0  # seconds until the next attempt when status == 'pending'
     #: The handler's traceback, sanitized and size-capped, when it raised (not for skip/cancel)
     traceback: str | None = None
+    #: What a completing handler returned, as JSON text (None: it returned None).
+    result: str | None = None
 
     def __post_init__(self) -> None:
         # Built from whatever the handler raised: make it storable here, once, so every
@@ -181,13 +185,41 @@ def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[s
             f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
 
 
+DEFAULT_MAX_RESULT_BYTES = 64 * 1024
+
+
+def max_result_bytes() -> int:
+    return int(os.environ.get("JOBWARDEN_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES))
+
+
+def with_result(outcome: Outcome, value: Any) -> Outcome:
+    """A completion carrying what the handler returned, as stored JSON; a value that is
+    not JSON, or over JOBWARDEN_MAX_RESULT_BYTES encoded, fails the job instead (the same
+    code would return the same value on a retry)."""
+    if value is None or outcome.status is not JobStatus.COMPLETED:
+        return outcome
+    try:
+        text = json.dumps(storable_json(value), allow_nan=False, separators=(",", ":"),
+                          ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return ended(ExecutionOutcome.FAILED, E.RESULT_UNSTORABLE,
+                     f"the handler returned a value that is not JSON: {exc}")
+    if (size := len(text.encode())) > (limit := max_result_bytes()):
+        return ended(ExecutionOutcome.FAILED, E.RESULT_TOO_LARGE,
+                     f"the handler returned {size} bytes of JSON, over the {limit}-byte "
+                     "limit for a result: store the data elsewhere and return its id")
+    outcome.result = text
+    return outcome
+
+
 def run_handler(job_type: JobType, run: ExecutionControl,
                 payload: dict[str, Any]) -> Outcome | None:
     """Run the handler (given `run.ctx`, its view); returns its Outcome, or None when the
     execution lost its lease."""
     exc: BaseException | None = None
+    value: Any = None
     try:
-        job_type(run.ctx, prepare_payload(job_type, payload, run.version))
+        value = job_type(run.ctx, prepare_payload(job_type, payload, run.version))
     except LeaseLost:
         run.close_transaction(commit=False)
         return None
@@ -196,7 +228,7 @@ def run_handler(job_type: JobType, run: ExecutionControl,
     if run.lease_lost:
         run.close_transaction(commit=False)
         return None
-    return classify(exc, run, job_type)
+    return with_result(classify(exc, run, job_type), value)
 
 
 async def run_handler_async(job_type: JobType, run: ExecutionControl,
@@ -206,8 +238,9 @@ async def run_handler_async(job_type: JobType, run: ExecutionControl,
     CancelledError ends the handler here and is classified like any other ending
     (classify reads why: timeout, operator cancel)."""
     exc: BaseException | None = None
+    value: Any = None
     try:
-        await job_type(run.ctx, prepare_payload(job_type, payload, run.version))
+        value = await job_type(run.ctx, prepare_payload(job_type, payload, run.version))
     except LeaseLost:
         await run.close_async_transaction(commit=False)
         return None
@@ -221,7 +254,7 @@ async def run_handler_async(job_type: JobType, run: ExecutionControl,
     if run.lease_lost:
         await run.close_async_transaction(commit=False)
         return None
-    return classify(exc, run, job_type)
+    return with_result(classify(exc, run, job_type), value)
 
 
 class CommitUncertain(Exception):
@@ -236,7 +269,8 @@ def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Complet
                       outcome=outcome.outcome, error_code=outcome.error_code,
                       error=outcome.error, delay=outcome.delay, progress=progress,
                       checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
-                      duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key)
+                      duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key,
+                      result=outcome.result)
 
 
 def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:

@@ -177,6 +177,11 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]
     ids = yield from _insert_steps(specs, registry)
     rows = ([(ids[c], ids[p], a) for c, p, a in edges.inner]
             + [(ids[c], p, a) for c, p, a in edges.outer])
+    # The call's own parents too: a job whose idempotency key a live job held is that
+    # job, which a finish elsewhere may be moving right now.
+    inner = sorted({ids[p] for _, p, _ in edges.inner} - set(outer))
+    if inner:
+        yield Q.flow_lock_parents, {"ids": inner}
     yield Q.flow_add_edges, {"job_ids": [r[0] for r in rows],
                              "parent_ids": [r[1] for r in rows],
                              "run_anyway": [r[2] for r in rows]}

@@ -40,8 +40,8 @@ REASON_MAX = 500
 #: Which statuses each action may start from (GoodJob-style whitelist per state).
 ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
     "retry": (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.UNKNOWN),
-    "cancel": (JobStatus.PENDING, JobStatus.RUNNING),
-    "skip": (JobStatus.PENDING, JobStatus.FAILED, JobStatus.UNKNOWN),
+    "cancel": (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING),
+    "skip": (JobStatus.PENDING, JobStatus.WAITING, JobStatus.FAILED, JobStatus.UNKNOWN),
     "mark_completed": (JobStatus.UNKNOWN,),
     "mark_failed": (JobStatus.UNKNOWN,),
 }
@@ -56,6 +56,13 @@ AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed"
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}
+
+
+#: What an operator's cancel or skip of a parent does to the jobs waiting for it
+#: (docs/guide/flows.md): hold them (they stay waiting, shown as held by it: a retry of
+#: the parent resumes the flow), cancel them (and theirs in turn, through every edge that
+#: is not run_anyway), or release them as if the parent had completed.
+DEPENDENTS_CHOICES = ("hold", "cancel", "release")
 
 
 @dataclass(frozen=True)
@@ -91,15 +98,22 @@ def retry_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, rea
 
 
 def cancel_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
-               request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
-    """Cancel a pending job, or ask the worker running it to stop (cooperative)."""
-    return _act_on_job(conn, "cancel", job_id, actor, role, reason, request_id, expected_status)
+               request_id: str | None = None, expected_status: str | None = None,
+               dependents: str = "hold") -> ActionResult:
+    """Cancel a pending or waiting job, or ask the worker running it to stop
+    (cooperative). `dependents`: what becomes of the jobs waiting for it
+    (DEPENDENTS_CHOICES), decided in the same transaction and audited with it."""
+    return _act_on_job(conn, "cancel", job_id, actor, role, reason, request_id, expected_status,
+                       dependents)
 
 
 def skip_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
-             request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
-    """Mark a pending, failed or unknown job as skipped (no longer relevant)."""
-    return _act_on_job(conn, "skip", job_id, actor, role, reason, request_id, expected_status)
+             request_id: str | None = None, expected_status: str | None = None,
+             dependents: str = "hold") -> ActionResult:
+    """Mark a pending, waiting, failed or unknown job as skipped (no longer relevant).
+    `dependents` as for cancel_job."""
+    return _act_on_job(conn, "skip", job_id, actor, role, reason, request_id, expected_status,
+                       dependents)
 
 
 def mark_completed(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
@@ -195,7 +209,8 @@ GROUP_ACTIONS = {"retry": retry_group, "skip": skip_group}
 #: Which statuses a bulk action on a reviewed selection may start from: cancelling a
 #: selection cancels its pending jobs (a running job is asked to stop one at a time).
 SELECTION_FROM: dict[str, tuple[str, ...]] = {
-    "retry": ALLOWED_FROM["retry"], "cancel": ("pending",), "skip": ALLOWED_FROM["skip"],
+    "retry": ALLOWED_FROM["retry"], "cancel": ("pending", "waiting"),
+    "skip": ALLOWED_FROM["skip"],
     "mark_completed": ALLOWED_FROM["mark_completed"], "mark_failed": ALLOWED_FROM["mark_failed"],
 }
 
@@ -204,9 +219,11 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
                      role: str, reason: str, bulk_id: str,
                      request_id: str | None = None,
                      selected_statuses: list[str | None] | None = None,
-                     selected_at: datetime | None = None) -> ActionResult:
+                     selected_at: datetime | None = None,
+                     dependents: str = "hold") -> ActionResult:
     """Retry, cancel, skip or reconcile exactly `job_ids` (those still in a state the
-    action allows).
+    action allows). `dependents`: what a cancel or skip does to the jobs waiting for
+    them (DEPENDENTS_CHOICES).
 
     A reviewed selection passes how each job stood when it was selected: its status
     (`selected_statuses`, in the order of `job_ids`; None when not known) and the
@@ -225,13 +242,15 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
     if selected_statuses is not None and None in selected_statuses:
         selected_statuses = None  # stored before migration 0071: any allowed status
     reason = _check(actor, role, reason)
+    _check_dependents(dependents)
     if request_id and (done := _already_done(conn, action, request_id, actor, bulk_id=bulk_id)):
         return done
     params = _params(action, actor, role, reason, request_id,
                      job_ids=[int(i) for i in job_ids], bulk_id=bulk_id,
                      from_statuses=list(SELECTION_FROM[action]),
                      selected_statuses=selected_statuses, selected_at=selected_at,
-                     details=json.dumps({"bulk": True, "selected": len(job_ids)}))
+                     details=json.dumps({"bulk": True, "selected": len(job_ids),
+                                         "dependents": dependents}))
     if action == "retry":
         row = _rows(conn, Q.operator_jobs_retry, params)[0]
     else:
@@ -243,9 +262,10 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
                             f"can be {_PAST[action]} now: nothing was changed.")
     left = len(job_ids) - jobs
     note = f"; {left} had moved on and were left alone" if left else ""
+    flow = _decide_dependents(conn, action, params["job_ids"], dependents, params)
     return ActionResult(True, action, jobs,
                         f"{_PAST[action].capitalize()} {jobs} of {len(job_ids)} selected "
-                        f"job(s){note}.")
+                        f"job(s){note}.{flow}")
 
 
 def already_done(conn: CallerConnection, action: str, request_id: str, actor: str,
@@ -338,16 +358,19 @@ def queue_controls(conn: CallerConnection) -> dict[str, dict[str, Any]]:
 
 def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, role: str,
                 reason: str, request_id: str | None,
-                expected_status: str | None) -> ActionResult:
+                expected_status: str | None, dependents: str = "hold") -> ActionResult:
     reason = _check(actor, role, reason)
+    _check_dependents(dependents)
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              job_id=int(job_id))):
         return done
     params = _params(action, actor, role, reason, request_id, job_id=int(job_id),
                      expected_status=expected_status or None)
+    if action in ("cancel", "skip"):
+        params["details"] = json.dumps({"dependents": dependents})
     if action == "cancel":
         row = _rows(conn, Q.operator_jobs_transition, {
-            **params, "from_statuses": ["pending"], "to_status": "cancelled"})[0]
+            **params, "from_statuses": ["pending", "waiting"], "to_status": "cancelled"})[0]
         if row["jobs"] == 0 and expected_status in (None, "running"):
             row = _rows(conn, Q.operator_job_request_cancel, params)[0]
             if row["jobs"]:
@@ -360,7 +383,8 @@ def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, ro
         row = _rows(conn, Q.operator_jobs_transition,
                     {**params, "to_status": TARGET_STATUS[action]})[0]
     if row["jobs"]:
-        return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id))
+        note = _decide_dependents(conn, action, [int(job_id)], dependents, params)
+        return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id) + note)
     # A concurrent submission of the same form may have won the race just now.
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              job_id=int(job_id))):
@@ -558,6 +582,37 @@ def _check(actor: str, role: str, reason: str) -> str:
     # Redacted before it is stored (a pasted ticket may carry a password), then capped:
     # cutting first could leave half a secret the redactor no longer recognises.
     return redact(reason)[:REASON_MAX]
+
+
+def _check_dependents(dependents: str) -> None:
+    if dependents not in DEPENDENTS_CHOICES:
+        raise ValueError(f"dependents must be one of {', '.join(DEPENDENTS_CHOICES)}, "
+                         f"not {dependents!r}")
+
+
+def _decide_dependents(conn: CallerConnection, action: str, job_ids: list[int],
+                       dependents: str, params: dict[str, Any]) -> str:
+    """After `action` moved `job_ids` (in the caller's transaction): release the jobs
+    waiting for those now completed, and apply the operator's `dependents` choice to those
+    now cancelled or skipped; jobs it cancels get audit rows of their own. The statements
+    act only on parents in the status that calls for it, so ids the action left alone
+    change nothing. Returns a note for the result's message ('' when nothing moved)."""
+    if action not in ("cancel", "skip", "mark_completed", "mark_failed"):
+        return ""
+    cancelled: list[int] = []
+    if action in ("cancel", "skip") and dependents == "cancel":
+        cancelled = [r["id"] for r in _rows(conn, Q.cancel_dependents, {
+            **params, "parent_ids": job_ids})]
+    # A cancelled dependent's own run_anyway dependents run now, like its parent's.
+    released = _rows(conn, Q.release_dependents, {
+        "parent_ids": job_ids + cancelled,
+        "as_completed": action in ("cancel", "skip") and dependents == "release"})
+    parts = []
+    if cancelled:
+        parts.append(f"{len(cancelled)} waiting dependent(s) cancelled with it")
+    if released:
+        parts.append(f"{len(released)} dependent(s) released to run")
+    return f" {'; '.join(parts).capitalize()}." if parts else ""
 
 
 def _params(action: str, actor: str, role: str, reason: str, request_id: str | None,

@@ -18,44 +18,48 @@ FOR NO KEY UPDATE
 -- Write the edges of jobs just inserted (parallel arrays, one element per edge), count
 -- them on their parents, and move each dependent to `waiting` with the number of its
 -- edges its parent does not satisfy yet (a dependent whose parents all completed stays
--- pending). Parents are locked (flow_lock_parents, or inserted by this transaction).
+-- pending). Every parent is locked (flow_lock_parents) or was inserted by this
+-- transaction, so the statuses read here hold until it commits. One UPDATE for parents
+-- and dependents alike: a job of the call may be both, and a statement updates a row once.
 WITH edge AS (
-    SELECT * FROM unnest(%(job_ids)s::bigint[], %(parent_ids)s::bigint[],
-                         %(run_anyway)s::bool[]) AS e(job_id, parent_id, run_anyway)
-), parent AS (
-    UPDATE background_jobs p SET dependents = p.dependents + n.edges
-    FROM (SELECT parent_id, count(*) AS edges FROM edge GROUP BY parent_id) n
-    WHERE p.id = n.parent_id
-    RETURNING p.id, p.status
+    SELECT e.*, (p.status = 'completed' OR (e.run_anyway AND p.status IN
+                 ('failed', 'cancelled', 'skipped'))) AS satisfied
+    FROM unnest(%(job_ids)s::bigint[], %(parent_ids)s::bigint[], %(run_anyway)s::bool[])
+         AS e(job_id, parent_id, run_anyway)
+    JOIN background_jobs p ON p.id = e.parent_id
 ), added AS (
     INSERT INTO job_dependencies (job_id, parent_id, run_anyway, released_at)
-    SELECT e.job_id, e.parent_id, e.run_anyway,
-           CASE WHEN p.status = 'completed' OR (e.run_anyway AND p.status IN
-                     ('failed', 'cancelled', 'skipped')) THEN now() END
-    FROM edge e JOIN parent p ON p.id = e.parent_id
-    RETURNING job_id, released_at
-), held AS (
-    UPDATE background_jobs j SET status = 'waiting', waiting_on = w.n
-    FROM (SELECT job_id, count(*) FILTER (WHERE released_at IS NULL) AS n
-          FROM added GROUP BY job_id) w
-    WHERE j.id = w.job_id AND w.n > 0
-    RETURNING j.id
+    SELECT job_id, parent_id, run_anyway, CASE WHEN satisfied THEN now() END FROM edge
+), counted AS (
+    SELECT id, sum(edges) AS edges, sum(held) AS held
+    FROM (SELECT parent_id, 1, 0 FROM edge
+          UNION ALL
+          SELECT job_id, 0, CASE WHEN satisfied THEN 0 ELSE 1 END FROM edge)
+         AS c(id, edges, held)
+    GROUP BY id
+), moved AS (
+    UPDATE background_jobs j
+    SET dependents = j.dependents + c.edges, waiting_on = j.waiting_on + c.held,
+        status = CASE WHEN c.held > 0 THEN 'waiting' ELSE j.status END
+    FROM counted c WHERE j.id = c.id
+    RETURNING c.held
 )
-SELECT (SELECT count(*) FROM added) AS edges, (SELECT count(*) FROM held) AS waiting
+SELECT count(*) FILTER (WHERE held > 0) AS waiting FROM moved
 
 -- name: release_dependents
 -- Release the dependents of `parent_ids` whose edges their parents' statuses satisfy now
 -- (as finish_executions does: a finish that could not see an enqueue's edges, an
--- operator's completion, the repair duty), or every edge of theirs with `as_completed`
--- (an operator who cancels or skips a parent and releases its dependents). Returns the
--- jobs moved to pending.
+-- operator's completion, the repair duty), and with `as_completed` every edge of those
+-- that are cancelled or skipped (an operator who cancels or skips a parent and
+-- releases its dependents). Returns the jobs moved to pending.
 WITH released AS (
     UPDATE job_dependencies e SET released_at = now()
     FROM background_jobs p
     WHERE p.id = ANY(%(parent_ids)s::bigint[]) AND e.parent_id = p.id
       AND e.released_at IS NULL
-      AND (%(as_completed)s::bool OR p.status = 'completed'
-           OR (e.run_anyway AND p.status IN ('failed', 'cancelled', 'skipped')))
+      AND (p.status = 'completed'
+           OR (e.run_anyway AND p.status IN ('failed', 'cancelled', 'skipped'))
+           OR (%(as_completed)s::bool AND p.status IN ('cancelled', 'skipped')))
     RETURNING e.job_id
 ), freed AS (
     UPDATE background_jobs d
@@ -75,9 +79,9 @@ ORDER BY id
 -- edges that are not `run_anyway`, and theirs in turn. Returns the jobs cancelled (the
 -- caller then releases the `run_anyway` edges of all of them: release_dependents).
 WITH RECURSIVE below(id) AS (
-    SELECT e.job_id FROM job_dependencies e
-    WHERE e.parent_id = ANY(%(parent_ids)s::bigint[]) AND NOT e.run_anyway
-      AND e.released_at IS NULL
+    SELECT e.job_id FROM job_dependencies e JOIN background_jobs p ON p.id = e.parent_id
+    WHERE p.id = ANY(%(parent_ids)s::bigint[]) AND p.status IN ('cancelled', 'skipped')
+      AND NOT e.run_anyway AND e.released_at IS NULL
     UNION
     SELECT e.job_id FROM job_dependencies e JOIN below b ON e.parent_id = b.id
     WHERE NOT e.run_anyway AND e.released_at IS NULL
