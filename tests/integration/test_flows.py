@@ -7,6 +7,7 @@ The races run on real connections in threads, their order forced by row locks.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import uuid
@@ -21,7 +22,7 @@ from jobwarden.worker.duties import flows as flow_duty
 from jobwarden.worker.engine.completer import Completion, write_batch
 from jobwarden.worker.engine.producer import claim
 from jobwarden.worker.ops import operations as ops
-from tests.helpers import wait_for
+from tests.helpers import job_row, running_worker, wait_for
 
 REG = Registry()
 job("step", queue="q", lease=30, max_attempts=1, registry=REG)(lambda ctx, payload: None)
@@ -350,3 +351,37 @@ def test_retention_removes_edges_with_their_jobs(conn):
     conn.execute("DELETE FROM background_jobs WHERE id = %s", [child])
     conn.commit()
     assert conn.execute("SELECT count(*) FROM job_dependencies").fetchone()[0] == 0
+
+
+# -- results through a real worker, thread and coroutine handlers ------------------------
+
+def test_a_dependent_reads_what_its_parents_returned(clean_db, handler_kind, monkeypatch):
+    monkeypatch.setenv("JOBWARDEN_MAX_RESULT_BYTES", "1000")
+    reg = Registry()
+    seen: dict = {}
+    job("make", registry=reg)(handler_kind(
+        lambda ctx, payload: {"made": payload["n"], "token": "secret-value"}))
+    job("big", registry=reg)(handler_kind(lambda ctx, payload: "x" * 2000))
+    job("odd", registry=reg)(handler_kind(lambda ctx, payload: {1, 2}))
+    if not inspect.iscoroutinefunction(handler_kind(lambda ctx, payload: None)):
+        def use(ctx, payload):
+            seen.update(ctx.parent_results())
+    else:
+        async def use(ctx, payload):
+            seen.update(await ctx.parent_results())
+    job("use", registry=reg)(use)
+    with psycopg.connect(clean_db) as conn:
+        ids = enqueue_many(conn, [JobSpec("make", {"n": 1}), JobSpec("make", {"n": 2}),
+                                  JobSpec("use", {}, after=[At(0), At(1)]),
+                                  JobSpec("big", {}), JobSpec("odd", {})], registry=reg)
+        conn.commit()
+    with running_worker(reg, clean_db):
+        wait_for(lambda: all(job_row(clean_db, i)["status"] in ("completed", "failed")
+                             for i in ids), message="the flow to end")
+    assert seen == {ids[0]: {"made": 1, "token": "secret-value"},
+                    ids[1]: {"made": 2, "token": "secret-value"}}
+    big, odd = job_row(clean_db, ids[3]), job_row(clean_db, ids[4])
+    assert (big["status"], big["last_error_code"]) == ("failed", "RESULT_TOO_LARGE")
+    assert "over the 1000-byte limit" in big["last_error"]
+    assert (odd["status"], odd["last_error_code"]) == ("failed", "RESULT_UNSTORABLE")
+    assert big["result"] is None and odd["result"] is None
