@@ -100,7 +100,7 @@ class Completion:
                                error_code=self.error_code)
 
 
-def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
     """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
     concurrent batches lock rows in one order). progress and checkpoint are JSON text.
     Whether each attempt stays spent is the transitions table's word on its outcome;
