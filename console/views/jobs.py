@@ -42,9 +42,12 @@ def job_context(job_id: int) -> dict:
             abort(404)
         executions = reader.all(CQ.console_job_executions, job_id=job_id)
         audit = reader.all(CQ.console_job_audit, job_id=job_id)
+        flow = reader.all(CQ.console_job_flow, job_id=job_id)
     terminal = job["status"] in TERMINAL_STATUSES
     return {
         "job": job, "executions": executions, "audit": audit,
+        "parents": [r for r in flow if r["role"] == "parent"],
+        "dependents": [r for r in flow if r["role"] == "dependent"],
         # unknown waits for an operator: still worth watching, but nothing moves by itself
         "live": not terminal and job["status"] != "unknown",
         "poll_seconds": settings()["JOB_POLL_SECONDS"],

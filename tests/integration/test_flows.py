@@ -385,3 +385,25 @@ def test_a_dependent_reads_what_its_parents_returned(clean_db, handler_kind, mon
     assert "over the 1000-byte limit" in big["last_error"]
     assert (odd["status"], odd["last_error_code"]) == ("failed", "RESULT_UNSTORABLE")
     assert big["result"] is None and odd["result"] is None
+
+
+# -- the console's job page --------------------------------------------------------------
+
+def test_the_job_page_shows_parents_dependents_what_holds_and_the_redacted_result(
+        viewer, clean_db):
+    with psycopg.connect(clean_db) as conn:
+        done, held_by = add(conn), add(conn)
+        child = add(conn, after=[done, Dep(held_by, run_anyway=True)])
+        conn.commit()
+        run(conn, done, result='{"api_key": "sk_live_abcdefgh12345", "rows": 3}')
+    page = viewer.get(f"/jobs/{child}").get_data(as_text=True)
+    parents = page[page.index('data-testid="job-parents"'):page.index("Dependents")]
+    assert f'href="/jobs/{done}"' in parents and f'href="/jobs/{held_by}"' in parents
+    assert parents.count("holds this job") == 1 and "runs anyway" in parents
+    assert parents.index("holds this job") > parents.index(f'href="/jobs/{held_by}"')
+    page = viewer.get(f"/jobs/{done}").get_data(as_text=True)
+    dependents = page[page.index('data-testid="job-dependents"'):]
+    assert f'href="/jobs/{child}"' in dependents and 'data-status="waiting"' in dependents
+    result = page[page.index('data-testid="result"'):]
+    assert "sk_live_abcdefgh12345" not in page
+    assert "[REDACTED]" in result[:300] and "rows&#34;: 3" in result[:300]

@@ -591,3 +591,17 @@ GROUP BY worker_id;
 -- Whether this database has Jobwarden's tables at all: after a statement named a missing
 -- table, the error page tells "never migrated" from "migrated by an older version".
 SELECT to_regclass('background_jobs') IS NOT NULL AS present;
+
+-- name: console_job_flow
+-- A job's parents and dependents with their states (docs/guide/flows.md): `role` says
+-- which; `holding`: a parent whose edge is not released yet (what the job waits for).
+SELECT 'parent' AS role, p.id, p.type, p.status, e.run_anyway,
+       e.released_at IS NULL AS holding
+FROM job_dependencies e JOIN background_jobs p ON p.id = e.parent_id
+WHERE e.job_id = %(job_id)s::bigint
+UNION ALL
+(SELECT 'dependent', d.id, d.type, d.status, e.run_anyway, e.released_at IS NULL
+ FROM job_dependencies e JOIN background_jobs d ON d.id = e.job_id
+ WHERE e.parent_id = %(job_id)s::bigint
+ ORDER BY d.id LIMIT 200)
+ORDER BY 1 DESC, 2;
