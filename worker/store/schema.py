@@ -97,7 +97,7 @@ background_jobs = Table(
     # known at enqueue; a worker's claim applies its own, its duty the published one in
     # small batches (migration 0004, docs/architecture.md §5).
     Column("policy_defaults", ARRAY(Text)),
-    # Flows (migration 0074, docs/guide/flows.md): a waiting job's edges not yet released,
+    # Flows (migration 0073, docs/guide/flows.md): a waiting job's edges not yet released,
     # a parent's edges (0: no dependents, the finish statement's release skips it), and
     # what the completing execution's handler returned.
     Column("waiting_on", Integer, nullable=False, server_default="0"),
@@ -164,7 +164,7 @@ Index(
     postgresql_where=text("status IN ('failed', 'cancelled', 'skipped', 'unknown') "
                           "OR last_error_code IS NOT NULL"),
 )
-# The waiting jobs (migration 0074): the repair duty's and the jobs list's.
+# The waiting jobs (migration 0073): the repair duty's and the jobs list's.
 Index(
     "background_jobs_waiting_idx",
     background_jobs.c.id,
@@ -180,7 +180,7 @@ Index(
 )
 
 # One row per edge of a flow: the dependent `job_id` waits for `parent_id` (migration
-# 0074). Released once, when the parent completes (or reaches any final state, for a
+# 0073). Released once, when the parent completes (or reaches any final state, for a
 # `run_anyway` edge), or by an operator's decision.
 job_dependencies = Table(
     "job_dependencies",

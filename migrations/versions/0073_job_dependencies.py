@@ -1,6 +1,6 @@
 """Jobs that wait for their parents, and the result a job hands on.
 
-Revision ID: 0074
+Revision ID: 0073
 Revises: 0072
 Create Date: 2026-12-08
 
@@ -25,7 +25,7 @@ status whatever the status, so `waiting` needs nothing of theirs.
 
 from alembic import op
 
-revision = "0074"
+revision = "0073"
 down_revision = "0072"
 branch_labels = None
 depends_on = None
