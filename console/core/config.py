@@ -109,7 +109,7 @@ def secret_key() -> str:
     return key
 
 
-def load_settings() -> dict:
+def load_settings() -> dict[str, Any]:
     """The console's own settings, from the environment (Console(settings=...) and
     create_app(config) override them). They live on the Console, not in app.config, so a
     host application's configuration keeps its own meaning."""
@@ -149,7 +149,7 @@ def load_settings() -> dict:
     }
 
 
-def standalone_config() -> dict:
+def standalone_config() -> dict[str, Any]:
     """Flask settings of the standalone console's own app (create_app): a host that mounts
     the console keeps its own cookies, proxy handling and limits."""
     return {
@@ -165,7 +165,7 @@ def standalone_config() -> dict:
     }
 
 
-def login_throttle_settings() -> dict:
+def login_throttle_settings() -> dict[str, int]:
     """JOBWARDEN_LOGIN_* overrides of the sign-in throttle's defaults."""
     found = {}
     for name, default in LOGIN_THROTTLE_DEFAULTS.items():
@@ -199,7 +199,8 @@ class MountedConsole(Protocol):
 
 def mounted() -> MountedConsole:
     """The Console mounted in the current app (jobwarden.console.mount)."""
-    return current_app.extensions[EXTENSION]
+    console: MountedConsole = current_app.extensions[EXTENSION]
+    return console
 
 
 def settings() -> dict[str, Any]:

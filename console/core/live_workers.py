@@ -10,21 +10,26 @@ with a `*` lane (`--queues email=4,*`), publishes `*` and serves every queue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 ALL_QUEUES = "*"
+#: A row of the workers query (console/data/sql): state, queues, heartbeat...
+Worker = Mapping[str, Any]
 
 
-def is_live(worker: dict) -> bool:
-    return worker["state"] == "running"
+def is_live(worker: Worker) -> bool:
+    return bool(worker["state"] == "running")
 
 
-def live(workers: list[dict]) -> list[dict]:
+def live(workers: list[Worker]) -> list[Worker]:
     return [w for w in workers if is_live(w)]
 
 
-def serves(worker: dict, queue: str) -> bool:
+def serves(worker: Worker, queue: str) -> bool:
     return ALL_QUEUES in worker["queues"] or queue in worker["queues"]
 
 
-def live_count(workers: list[dict], queue: str) -> int:
+def live_count(workers: list[Worker], queue: str) -> int:
     """Live workers that claim from `queue`."""
     return sum(1 for w in workers if is_live(w) and serves(w, queue))

@@ -168,7 +168,7 @@ def run_chunk(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
         if sel is None:
             return None
         lo, hi = sel["next_ord"], sel["last_ord"]
-        held = tx.one(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
+        held = tx.row(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
                       page=SELECTION_PAGE)
         ids = held["job_ids"]
         # Each chunk's audit rows carry the start form's request id with the chunk's
@@ -178,7 +178,7 @@ def run_chunk(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
             tx.conn, sel["action"], ids, actor=actor, role=role, reason=sel["reason"],
             bulk_id=selection_id, request_id=f"{sel['request_id']}:{lo}",
             selected_statuses=held["statuses"], selected_at=sel["created_at"])
-        left = tx.one(CQ.console_bulk_left_alone, bulk_id=selection_id,
+        left = tx.row(CQ.console_bulk_left_alone, bulk_id=selection_id,
                       job_ids=ids)["job_ids"]
         done = tx.one(CQ.console_bulk_step_record, id=selection_id, lo=lo, hi=hi,
                       changed=result.jobs, left_alone=left)
@@ -190,7 +190,7 @@ def run_chunk(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
 def range_statuses(reader: Reader, selection_id: str, lo: int, hi: int) -> dict[str, int]:
     """How the selection's jobs at ordinals lo <= n < hi stand now (a canary's outcome),
     per status."""
-    ids = reader.one(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
+    ids = reader.row(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
                      page=SELECTION_PAGE)["job_ids"]
     if not ids:
         return {}

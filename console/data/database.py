@@ -18,11 +18,15 @@ from typing import Any
 
 from flask import current_app
 from psycopg.conninfo import conninfo_to_dict
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
 from jobwarden.worker.store.db import database_url, sqlalchemy_url
 from jobwarden.worker.store.queries import Q as RUNTIME_QUERIES
 from jobwarden.worker.store.queries import describe_db_error, load_queries
+
+#: One row as the database returned it: column name -> value. Its shape is the SQL file's,
+#: which the type checker cannot read; the templates and views name the columns.
+Row = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -84,22 +88,27 @@ class Reader:
     (jobwarden.worker.ops.operations), which run their own audited statements inside the
     same transaction."""
 
-    def __init__(self, conn) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def all(self, query: Query, **params: Any) -> list[dict[str, Any]]:
+    def all(self, query: Query, **params: Any) -> list[Row]:
         """Every row of `query`, as dicts."""
         return _rows(self.conn, query, params)
 
-    def one(self, query: Query, **params: Any) -> dict[str, Any] | None:
+    def one(self, query: Query, **params: Any) -> Row | None:
         """The first row of `query`, or None."""
         found = _rows(self.conn, query, params)
         return found[0] if found else None
 
+    def row(self, query: Query, **params: Any) -> Row:
+        """The row of a query that always returns one (an aggregate, an EXISTS)."""
+        return _always(query, self.one(query, **params))
+
     def run(self, query: Query, **params: Any) -> int:
         """Run a statement that returns no rows; the number of rows it changed."""
         sql = _checked(query).sql
-        return self.conn.exec_driver_sql(sql, params).rowcount
+        changed: int = self.conn.exec_driver_sql(sql, params).rowcount
+        return changed
 
 
 class ConsoleDatabase:
@@ -127,15 +136,19 @@ class ConsoleDatabase:
         port = f":{info['port']}" if info.get("port") else ""
         return f"{host}{port}/{info.get('dbname') or info.get('user') or '?'}"
 
-    def all(self, query: Query, **params: Any) -> list[dict[str, Any]]:
+    def all(self, query: Query, **params: Any) -> list[Row]:
         """Every row of `query` as dicts (a short read-only transaction)."""
         with self.reading() as reader:
             return reader.all(query, **params)
 
-    def one(self, query: Query, **params: Any) -> dict[str, Any] | None:
+    def one(self, query: Query, **params: Any) -> Row | None:
         """The first row of `query`, or None."""
         with self.reading() as reader:
             return reader.one(query, **params)
+
+    def row(self, query: Query, **params: Any) -> Row:
+        """The row of a query that always returns one (an aggregate, an EXISTS)."""
+        return _always(query, self.one(query, **params))
 
     @contextmanager
     def reading(self) -> Iterator[Reader]:
@@ -163,7 +176,13 @@ def connected(url: str | None = None) -> Iterator[ConsoleDatabase]:
         db.dispose()
 
 
-def _planned(conn) -> Reader:
+def _always(query: Query, row: Row | None) -> Row:
+    if row is None:
+        raise LookupError(f"query {query.name} returned no row, and always returns one")
+    return row
+
+
+def _planned(conn: Connection) -> Reader:
     """A reader whose transaction plans without JIT. The console's statements are short
     reads, and on tables without statistics (autovacuum off) their estimates reach the
     JIT threshold for a few hundred rows: compiling cost 15-35 ms a statement at
@@ -175,11 +194,12 @@ def _planned(conn) -> Reader:
     return reader
 
 
-def _rows(conn, query: Query, params: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(conn: Connection, query: Query, params: dict[str, Any]) -> list[Row]:
     sql = _checked(query).sql
     return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
 
 
 def get_db() -> ConsoleDatabase:
     """The store of the console mounted in the current app."""
-    return current_app.extensions["jobwarden_db"]
+    db: ConsoleDatabase = current_app.extensions["jobwarden_db"]
+    return db

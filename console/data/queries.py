@@ -7,28 +7,32 @@ Every limit is clamped and every filter validated here before any SQL runs.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlencode
 
 from jobwarden.console.core.live_workers import ALL_QUEUES
-from jobwarden.console.data.database import CQ, Reader
+from jobwarden.console.data.database import CQ, Reader, Row
 from jobwarden.worker.core.sanitize import REDACTED, redact
 from jobwarden.worker.store.schema import JOB_STATUSES
 
 TEXT_FILTER_MAX = 200
 
 
-def clamp_limit(value, default: int, maximum: int) -> int:
+def clamp_limit(value: str | int | None, default: int, maximum: int) -> int:
     """A page size within 1..maximum (default when missing or not a number)."""
+    if value is None:
+        return default
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return default
     return max(1, min(number, maximum))
 
 
-def positive_int(value) -> int | None:
+def positive_int(value: object) -> int | None:
     try:
         number = int(str(value).strip())
     except (TypeError, ValueError):
@@ -36,7 +40,7 @@ def positive_int(value) -> int | None:
     return number if 0 < number < 2**63 else None
 
 
-def text_filter(value) -> str | None:
+def text_filter(value: str | None) -> str | None:
     value = (value or "").strip()
     return value[:TEXT_FILTER_MAX] or None
 
@@ -56,7 +60,8 @@ class JobFilter:
     limit: int = 50
 
     @classmethod
-    def from_args(cls, args, default_limit: int = 50, max_limit: int = 200) -> JobFilter:
+    def from_args(cls, args: Mapping[str, str], default_limit: int = 50,
+                  max_limit: int = 200) -> JobFilter:
         status = args.get("status") or None
         return cls(
             status=status if status in JOB_STATUSES else None,
@@ -82,7 +87,7 @@ class JobFilter:
                         "by it: filter by what the pages show.")
         return None
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         # A value the console does not show is matched as the pages show it (redacted):
         # no stored value hidden from them is equal to that, so a right guess and a wrong
         # one select the same jobs (the jobs list refuses it outright, see `hidden`).
@@ -96,9 +101,9 @@ class JobFilter:
             "before_id": self.before, "after_id": self.after, "limit": self.limit + 1,
         }
 
-    def query_string(self, **changes) -> str:
+    def query_string(self, **changes: object) -> str:
         """These filters (with `changes`) as a query string, for links that keep them."""
-        values = {"status": self.status, "queue": self.queue, "type": self.type,
+        values: dict[str, object] = {"status": self.status, "queue": self.queue, "type": self.type,
                   "error_code": self.error_code, "q": self.q, "before": self.before,
                   "after": self.after,
                   "limit": self.limit if self.limit != 50 else None}
@@ -112,7 +117,7 @@ class JobFilter:
 
 @dataclass
 class Page:
-    rows: list[dict]
+    rows: list[Row]
     next_before: int | None  # the "Older" link's position, if older rows exist
     prev_after: int | None = None  # the "Newer" link's position, if newer rows exist
 
@@ -163,7 +168,7 @@ class Overview:
     #: Executions that snoozed their job in the last hour (no outcome: not in finished).
     snoozed_last_hour: int = 0
     #: The raw (status, queue, type, jobs) rows the tables above were summed from.
-    count_rows: list[dict] = field(default_factory=list)
+    count_rows: list[Row] = field(default_factory=list)
 
 
 def overview(reader: Reader) -> Overview:
@@ -198,13 +203,13 @@ def overview(reader: Reader) -> Overview:
 
 
 def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
-                      rates: bool = False) -> list[dict]:
+                      rates: bool = False) -> list[Row]:
     """Workers (newest first) each with `jobs`: what it is running now, and `lane_slots`:
     its lanes (worker/engine/lanes.py), each with (queue, running) per queue, its slots and how
     many run. With `rates`, also `per_minute`: executions it finished per minute over the
     last 5 minutes."""
     workers = reader.all(CQ.console_workers_list, gone_s=gone_s, limit=limit)
-    running: dict[str, list[dict]] = defaultdict(list)
+    running: dict[str, list[Row]] = defaultdict(list)
     ids = [w["worker_id"] for w in workers if w["running_jobs"]]
     if ids:
         for job in reader.all(CQ.console_running_jobs_of_workers, worker_ids=ids):
@@ -215,7 +220,7 @@ def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
             CQ.console_worker_rates, worker_ids=[w["worker_id"] for w in workers])}
     for worker in workers:
         worker["jobs"] = running.get(worker["worker_id"], [])
-        per_queue = defaultdict(int)
+        per_queue: dict[str, int] = defaultdict(int)
         for job in worker["jobs"]:
             per_queue[job["queue"]] += 1
         worker["lane_slots"] = _lane_slots(worker, per_queue)
@@ -223,7 +228,7 @@ def workers_with_jobs(reader: Reader, gone_s: float, limit: int = 200,
     return workers
 
 
-def _lane_slots(worker: dict, per_queue: dict[str, int]) -> list[dict]:
+def _lane_slots(worker: Row, per_queue: dict[str, int]) -> list[dict[str, Any]]:
     """A worker's lanes as its row records them; one lane of its queues and concurrency
     for a worker that registered before lanes were recorded. `every_other`: a `*` lane
     (every queue no other lane names; "all" when no lane names any)."""
@@ -242,7 +247,7 @@ def _lane_slots(worker: dict, per_queue: dict[str, int]) -> list[dict]:
     return shown
 
 
-def _float(value) -> float | None:
+def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
@@ -255,7 +260,7 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 RETRYING_CAP = 10_000
 
 
-def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None) -> list[dict]:
+def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None) -> list[Row]:
     """Failed jobs by error code (`jobs` and `types`: the failed jobs now; of `job_type`
     only when given), each with the times of the code's occurrences, failures and retries
     alike (so that a row never mixes the two): `first_seen`, its current streak's start (a
@@ -284,7 +289,7 @@ def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None)
     return groups
 
 
-def retrying_groups(reader: Reader, limit: int = 200, job_type: str | None = None) -> list[dict]:
+def retrying_groups(reader: Reader, limit: int = 200, job_type: str | None = None) -> list[Row]:
     """Retrying now: per (error code, type), the executions that failed with the code and
     went back to pending in the last hour (`retries`, from the rollup, with their first
     and last minute and `spark`), and the jobs still waiting for or running their next
@@ -300,10 +305,12 @@ def retrying_groups(reader: Reader, limit: int = 200, job_type: str | None = Non
     return groups
 
 
-def _sparklines(reader: Reader, codes: list[str], job_type: str | None, key,
-                outcomes: tuple[str, ...] = ("failed", "retried", "unknown")) -> dict:
+def _sparklines(reader: Reader, codes: list[str], job_type: str | None,
+                key: Callable[[Row], Hashable],
+                outcomes: tuple[str, ...] = ("failed", "retried", "unknown"),
+                ) -> dict[Hashable, list[int]]:
     """Occurrences per minute of the last hour, oldest first, per `key(row)`."""
-    spark: dict = defaultdict(lambda: [0] * SPARK_MINUTES)
+    spark: dict[Hashable, list[int]] = defaultdict(lambda: [0] * SPARK_MINUTES)
     if codes:
         for r in reader.all(CQ.console_failed_group_sparklines, codes=codes, type=job_type):
             if r["outcome"] in outcomes and 0 <= r["bucket"] < SPARK_MINUTES:
@@ -311,7 +318,7 @@ def _sparklines(reader: Reader, codes: list[str], job_type: str | None, key,
     return spark
 
 
-def _spark(group: dict, values: list[int] | None) -> None:
+def _spark(group: Row, values: list[int] | None) -> None:
     """A group's last hour: `spark`, its values per minute, and `spark_total`."""
     group["spark"] = values or [0] * SPARK_MINUTES
     group["spark_total"] = sum(group["spark"])

@@ -11,13 +11,13 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import Connection, func, insert, select, text
 
 from jobwarden.worker.store.schema import background_jobs, job_executions, job_workers
 
 
-def insert_job(conn, type: str = "send_email", status: str = "pending", *,
-               payload: dict | None = None, ago: float = 0.0, **fields: Any) -> int:
+def insert_job(conn: Connection, type: str = "send_email", status: str = "pending", *,
+               payload: dict[str, Any] | None = None, ago: float = 0.0, **fields: Any) -> int:
     """One job in `status`, created `ago` seconds before the database's now()."""
     now = conn.execute(select(func.now())).scalar_one()
     created = now - timedelta(seconds=ago)
@@ -43,12 +43,14 @@ def insert_job(conn, type: str = "send_email", status: str = "pending", *,
     elif status == "skipped":
         values.update(skipped_at=now)
     values.update(fields)
-    return conn.execute(
+    job_id: int = conn.execute(
         insert(background_jobs).values(**values).returning(background_jobs.c.id)).scalar_one()
+    return job_id
 
 
-def insert_execution(conn, job_id: int, *, attempt: int = 1, outcome: str | None = "completed",
-                     started_ago: float = 60.0, wait_s: float = 1.0, duration_ms: float = 250.0,
+def insert_execution(conn: Connection, job_id: int, *, attempt: int = 1,
+                     outcome: str | None = "completed", started_ago: float = 60.0,
+                     wait_s: float = 1.0, duration_ms: float = 250.0,
                      worker_id: str = "w-test", error_code: str | None = None,
                      error: str | None = None) -> uuid.UUID:
     """One execution of a job, started `started_ago` seconds ago after waiting `wait_s`."""
@@ -66,10 +68,10 @@ def insert_execution(conn, job_id: int, *, attempt: int = 1, outcome: str | None
     return execution_id
 
 
-def insert_worker(conn, worker_id: str, *, host: str = "app-1", pid: int = 4242,
+def insert_worker(conn: Connection, worker_id: str, *, host: str = "app-1", pid: int = 4242,
                   queues: tuple[str, ...] = ("default",), concurrency: int = 4,
                   heartbeat_ago: float = 1.0, state: str = "running",
-                  version: str = "0.1.0", lanes: list[dict] | None = None) -> None:
+                  version: str = "0.1.0", lanes: list[dict[str, Any]] | None = None) -> None:
     now = conn.execute(select(func.now())).scalar_one()
     conn.execute(insert(job_workers).values(
         worker_id=worker_id, host=host, pid=pid, queues=list(queues), job_types=[],
@@ -78,7 +80,7 @@ def insert_worker(conn, worker_id: str, *, host: str = "app-1", pid: int = 4242,
         heartbeat_at=now - timedelta(seconds=heartbeat_ago)))
 
 
-def seed_console_scenario(conn) -> dict[str, Any]:
+def seed_console_scenario(conn: Connection) -> dict[str, Any]:
     """A small incident: every page has something on it. Returns the notable job ids."""
     insert_worker(conn, "w-app1-1", host="app-1", pid=1201, queues=("default", "email"))
     insert_worker(conn, "w-app2-7", host="app-2", pid=877, queues=("reports",), concurrency=2,
@@ -143,7 +145,7 @@ def seed_console_scenario(conn) -> dict[str, Any]:
     return ids
 
 
-def seed_retry_storm(conn, job_type: str = "sync_crm", *, queue: str = "crm",
+def seed_retry_storm(conn: Connection, job_type: str = "sync_crm", *, queue: str = "crm",
                      code: str = "CRM_UNAVAILABLE", jobs: int = 40,
                      error: str = "CRM answered 503 Service Unavailable", since: float = 240.0,
                      rebuild: bool = True) -> list[int]:

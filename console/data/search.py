@@ -217,7 +217,7 @@ def _run(reader: Reader, search: Search, *, window: int, limit: int,
                               "pattern": search.pattern, "limit": limit + 1,
                               "top": None, "floor": None}
     if search.bounded:
-        top = before or reader.one(CQ.console_search_newest)["newest"] + 1
+        top = before or reader.row(CQ.console_search_newest)["newest"] + 1
         bottom = max(top - window, 1)
         if floor is not None:
             bottom = min(max(floor, bottom), top)

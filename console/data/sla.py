@@ -9,8 +9,9 @@ time-to-start: from the moment a job may run until a worker starts it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from jobwarden.console.data.database import CQ, Reader
+from jobwarden.console.data.database import CQ, Reader, Row
 
 BUCKETS = 12  # 5-minute buckets over the last hour
 
@@ -105,7 +106,7 @@ def sla_rows(reader: Reader, configured: dict[str, float], default: float | None
     stats = {r["type"]: r for r in reader.all(CQ.console_sla_by_type)}
     pending = {r["type"]: r for r in reader.all(CQ.console_sla_pending_by_type)}
     outcomes = {r["type"]: r for r in reader.all(CQ.console_sla_outcomes_by_type)}
-    buckets: dict[str, list[dict]] = {}
+    buckets: dict[str, list[Row]] = {}
     for b in reader.all(CQ.console_sla_wait_buckets):
         buckets.setdefault(b["type"], []).append(b)
     names = sorted(set(stats) | set(pending) | set(configured) | set(declared))
@@ -132,7 +133,7 @@ def sla_rows(reader: Reader, configured: dict[str, float], default: float | None
     return result
 
 
-def intervals(rows: list[dict], target: float | None,
+def intervals(rows: list[Row], target: float | None,
               oldest_pending_s: float | None = None) -> list[Interval]:
     """The worst time to start per 5 minutes, oldest bucket first; the newest bucket
     includes the oldest job still waiting."""
@@ -147,7 +148,7 @@ def intervals(rows: list[dict], target: float | None,
             for bucket in reversed(range(BUCKETS))]
 
 
-def _f(value) -> float | None:
+def _f(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
