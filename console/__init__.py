@@ -14,6 +14,7 @@ login, every POST a CSRF token, every action the operator role and a reason.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from flask import Flask
 from psycopg import OperationalError
@@ -31,7 +32,7 @@ __all__ = ["Console", "create_app", "resource_dir", "safe_next_url"]
 log = logging.getLogger("jobwarden.console")
 
 
-def create_app(config: dict | None = None) -> Flask:
+def create_app(config: dict[str, Any] | None = None) -> Flask:
     """The standalone console. `config` overrides settings read from the environment:
     Flask's (SECRET_KEY, TESTING, WTF_CSRF_ENABLED…) and the console's (console/core/config.py).
 

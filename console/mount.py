@@ -104,7 +104,7 @@ class _ConsoleBlueprint(Blueprint):
     the host's templates (or be shadowed by them, unless the host means to)."""
 
     @property
-    def jinja_loader(self):
+    def jinja_loader(self) -> PrefixLoader:
         return PrefixLoader({NAME: FileSystemLoader(str(resource_dir("templates")))})
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.exc import DBAPIError
 
 from jobwarden.console.core.account_policy import check_password, normalize_username
-from jobwarden.console.data.database import CQ, Query, connected
+from jobwarden.console.data.database import CQ, Query, Row, connected
 from jobwarden.console.data.schema import ROLES
 from jobwarden.console.web.auth import hash_password
 
@@ -26,14 +28,17 @@ def user_reset(username: str, password: str, role: str | None = None,
     """Set an existing user's password, and `role` when given; enables the account and
     ends its sessions. Returns the role it now has."""
     username = _checked(username, role, password)
-    found, new_role = _save(CQ.console_user_reset, username, database_url, {
+    row = _save(CQ.console_user_reset, username, database_url, {
         "username": username, "password_hash": hash_password(password), "role": role})
+    if row is None:  # never: the statement ends in a SELECT of two subqueries
+        raise RuntimeError("resetting the user returned no row")
+    found, new_role = row["found"], row["role"]
     if not found:
         raise ValueError(f"no user {username!r}: `jobwarden user add {username} --role ROLE` "
                          "creates one")
     if new_role is None:
         raise ValueError(f"{username!r} is the last admin: add another admin first")
-    return new_role
+    return str(new_role)
 
 
 def _checked(username: str, role: str | None, password: str) -> str:
@@ -45,12 +50,13 @@ def _checked(username: str, role: str | None, password: str) -> str:
     return username
 
 
-def _save(query: Query, username: str, database_url: str | None, params: dict):
-    """The one row `query` returns (None when it returns none), as a tuple."""
+def _save(query: Query, username: str, database_url: str | None,
+          params: dict[str, Any]) -> Row | None:
+    """The one row `query` returns (None when it returns none)."""
     with connected(database_url) as db:
         try:
             with db.transaction() as tx:
                 row = tx.one(query, **params)
         except DBAPIError as exc:
             raise RuntimeError(f"could not save user {username!r}: {exc.orig}") from exc
-    return None if row is None else tuple(row.values())
+    return row

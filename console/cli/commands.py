@@ -6,8 +6,11 @@ worker/cli/commands.py knows nothing of the console: it finds `register` through
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import sys
+from argparse import Namespace
+from typing import TextIO
 
 from jobwarden.console.cli.accounts import user_add, user_reset
 from jobwarden.console.cli.demo import run_demo
@@ -19,7 +22,7 @@ from jobwarden.worker.cli.args import port
 __all__ = ["make_server", "read_password", "register", "serve", "user_add", "user_reset"]
 
 
-def read_password(prompt: str = "Password: ", stdin=None) -> str:
+def read_password(prompt: str = "Password: ", stdin: TextIO | None = None) -> str:
     """Prompt twice on a terminal; otherwise read one line from standard input."""
     stream = stdin or sys.stdin
     if stream.isatty():
@@ -30,11 +33,11 @@ def read_password(prompt: str = "Password: ", stdin=None) -> str:
     return stream.readline().rstrip("\r\n")
 
 
-def cmd_console(args) -> int:
+def cmd_console(args: Namespace) -> int:
     return serve(args.host, args.port)
 
 
-def cmd_user_add(args) -> int:
+def cmd_user_add(args: Namespace) -> int:
     try:
         user_add(args.name, args.role, read_password())
     except ValueError as exc:
@@ -44,7 +47,7 @@ def cmd_user_add(args) -> int:
     return 0
 
 
-def cmd_user_reset(args) -> int:
+def cmd_user_reset(args: Namespace) -> int:
     try:
         role = user_reset(args.name, read_password("New password: "), role=args.role)
     except ValueError as exc:
@@ -55,12 +58,12 @@ def cmd_user_reset(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: Namespace) -> int:
     return run_demo(port=args.port, exit_when_done=args.exit_when_done,
                     use_database_url=args.yes_use_this_database)
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the console's sub-commands to `jobwarden`'s argparse sub-parsers."""
     c = sub.add_parser("console", help="serve the operations console (development server)")
     c.add_argument("--host", default="127.0.0.1")

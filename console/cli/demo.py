@@ -9,11 +9,16 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from types import FrameType
+
+from werkzeug.serving import BaseWSGIServer
 
 from jobwarden.console.cli.accounts import user_add
 from jobwarden.console.cli.server import make_server
 from jobwarden.console.data.database import CQ, ConsoleDatabase, connected
-from jobwarden.worker.jobs.enqueue import JobSpec, enqueue_many
+from jobwarden.worker.jobs.enqueue import enqueue_many
+from jobwarden.worker.jobs.job_spec import JobSpec
 from jobwarden.worker.ops.operations import cancel_job, retry_job
 from jobwarden.worker.store.db import database_url, migrate
 
@@ -43,7 +48,8 @@ def demo_batch() -> list[JobSpec]:
     return jobs
 
 
-def _operator_actions(batch: list[JobSpec], ids: list[int], settle) -> None:
+def _operator_actions(batch: list[JobSpec], ids: list[int],
+                      settle: Callable[[], None]) -> None:
     """What an operator would do, so the audit log and the cancelled state have content."""
     types = [spec.type for spec in batch]
     digest, provider_call = ids[-1], ids[types.index("provider_call")]
@@ -66,7 +72,7 @@ def _ensure_demo_user() -> None:
         user_add(DEMO_USER, "admin", DEMO_PASSWORD)
 
 
-def _serve_in_thread(server) -> None:
+def _serve_in_thread(server: BaseWSGIServer) -> None:
     threading.Thread(target=server.serve_forever, name="console", daemon=True).start()
 
 
@@ -135,7 +141,7 @@ def run_demo(port: int = 8000, exit_when_done: bool = False, settle_timeout: flo
     def settle() -> None:
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
-            if db.one(CQ.demo_batch_unsettled, ids=ids)["count"] == 0:
+            if db.row(CQ.demo_batch_unsettled, ids=ids)["count"] == 0:
                 return
             stop.sleep(0.5)
 
@@ -178,7 +184,7 @@ class _StopRequest:
     def __init__(self) -> None:
         self.requested = False
 
-    def request(self, signum, frame) -> None:
+    def request(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
 
     def check(self) -> None:

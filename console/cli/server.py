@@ -6,15 +6,17 @@ import logging
 import signal
 import socket
 import sys
+from types import FrameType
+from typing import Any
 
+from werkzeug.serving import BaseWSGIServer, select_address_family
 from werkzeug.serving import make_server as werkzeug_server
-from werkzeug.serving import select_address_family
 
 from jobwarden.console import create_app
 
 
-def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict | None = None,
-                access_log: bool = True):
+def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict[str, Any] | None = None,
+                access_log: bool = True) -> BaseWSGIServer:
     """A threaded werkzeug server for the console (serve_forever() / shutdown()).
 
     `port=0` picks a free port; read it back from `server.server_port`. A busy port
@@ -58,9 +60,5 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> int:
     return 0
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
