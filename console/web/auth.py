@@ -12,7 +12,9 @@ its own. Its part here is small — one session key, one user lookup per request
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import wraps
+from typing import Any, ParamSpec, TypeVar
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -28,20 +30,26 @@ from flask import (
     session,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.account_policy import normalize_username
 from jobwarden.console.core.config import mounted, settings
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ, Row, get_db
 from jobwarden.console.web import login_throttle
 from jobwarden.console.web.forms import LoginForm, LogoutForm
 from jobwarden.console.web.identity import (
     ANONYMOUS,
+    AnonymousUser,
     ConsoleUser,
     HostIdentityError,
     current_user,
     host_user,
+    request_user,
 )
 from jobwarden.console.web.security import forget_csrf_secret, is_htmx, safe_next_url, this_page
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 bp = Blueprint("auth", __name__)
 log = logging.getLogger("jobwarden.console")
@@ -68,21 +76,21 @@ def install(parent: Blueprint) -> None:
     parent.before_request(require_login)
 
     @parent.context_processor
-    def console_user_context():
+    def console_user_context() -> dict[str, Any]:
         return {"current_user": current_user, "logout_form": LogoutForm(),
                 "own_login": mounted().own_login, "host_links": host_links,
                 "config_poll": settings()["OVERVIEW_POLL_SECONDS"],
                 "console_settings": settings()}
 
 
-def host_links() -> dict:
+def host_links() -> dict[str, Any]:
     """The host's pages the top bar links to: `home_url` (the mounted console's
     home_view, else the site's root when mounted under a prefix) with its label, and
     `logout_url` (a host login's logout_view; `logout_post` when it takes a POST form)."""
     mount = mounted()
     home = url_for(mount.home_view) if mount.home_view else (
         request.script_root + "/" if mount.url_prefix else None)
-    links = {"home_url": home, "home_label": mount.home_label, "logout_url": None,
+    links: dict[str, Any] = {"home_url": home, "home_label": mount.home_label, "logout_url": None,
              "logout_post": False}
     if mount.logout_view and not mount.own_login:
         links["logout_url"] = url_for(mount.logout_view)
@@ -109,7 +117,7 @@ def identify() -> None:
         g.jobwarden_user = _session_user()
 
 
-def _session_user() -> ConsoleUser | None:
+def _session_user() -> ConsoleUser | AnonymousUser:
     user_id = session.get(SESSION_USER)
     if not isinstance(user_id, int):
         return ANONYMOUS
@@ -123,18 +131,18 @@ def _session_user() -> ConsoleUser | None:
     return _user(row)
 
 
-def _user(row: dict) -> ConsoleUser:
+def _user(row: Row) -> ConsoleUser:
     return ConsoleUser(username=row["username"], role=row["role"], id=str(row["id"]))
 
 
-def require_login():
+def require_login() -> ResponseReturnValue | None:
     """Every console endpoint but the login page, static files and /metrics needs a user."""
     if request.endpoint in PUBLIC_ENDPOINTS or current_user.is_authenticated:
         return None
     return unauthorized()
 
 
-def unauthorized():
+def unauthorized() -> ResponseReturnValue:
     """Pages redirect to the login form; htmx fragments ask the browser to go there.
 
     With a host user_loader that is the host's `login_view`, or a 403 without one.
@@ -153,12 +161,12 @@ def unauthorized():
     return redirect(login_url)
 
 
-def role_required(role: str):
+def role_required(role: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorator: 403 unless the signed-in user has `role` or a higher one."""
 
-    def decorate(view):
+    def decorate(view: Callable[P, R]) -> Callable[P, R]:
         @wraps(view)
-        def wrapped(*args, **kwargs):
+        def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
             if not current_user.is_authenticated or not current_user.has_role(role):
                 abort(403)
             return view(*args, **kwargs)
@@ -168,7 +176,7 @@ def role_required(role: str):
     return decorate
 
 
-def verify_login(username: str, password: str) -> dict | None:
+def verify_login(username: str, password: str) -> Row | None:
     """The user row if the password matches an enabled account, else None."""
     row = get_db().one(CQ.console_user_by_name, username=username)
     if row is None or row["disabled"]:
@@ -202,7 +210,7 @@ def _end_console_session() -> None:
 
 
 @bp.route("/login", methods=["GET", "POST"])
-def login():
+def login() -> ResponseReturnValue:
     """The sign-in form (only when the console has its own login)."""
     if not mounted().own_login:
         abort(404)
@@ -224,7 +232,7 @@ def login():
                 "Retry-After": str(locked.seconds)}
         row = None
         try:
-            row = verify_login(username, form.password.data)
+            row = verify_login(username, form.password.data or "")
         finally:
             if row is None:  # wrong, or the check itself failed: the lock's delay starts
                 login_throttle.record_failure(attempt)
@@ -243,14 +251,15 @@ def login():
 
 
 @bp.route("/logout", methods=["POST"])
-def logout():
+def logout() -> ResponseReturnValue:
     """Sign out (POST with CSRF, so a link on another site cannot sign you out)."""
     if not mounted().own_login:
         abort(404)
     LogoutForm()  # CSRF was already checked by the console's before_request
-    if current_user.is_authenticated:
+    user = request_user()
+    if isinstance(user, ConsoleUser) and user.id is not None:  # the console's own user
         # Every copy of this user's cookies stops working, not only this browser's.
         with get_db().transaction() as tx:
-            tx.run(CQ.console_user_end_sessions, user_id=int(current_user.id))
+            tx.run(CQ.console_user_end_sessions, user_id=int(user.id))
     _end_console_session()
     return redirect(url_for("jobwarden.auth.login"), code=303)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, render_template
+from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -17,7 +18,7 @@ if not any(isinstance(f, RedactingFilter) for f in log.filters):
     log.addFilter(RedactingFilter())
 
 
-def page(code: int, title: str, message: str, plain: bool = False):
+def page(code: int, title: str, message: str, plain: bool = False) -> ResponseReturnValue:
     """The console's error page; `plain` renders it without the signed-in header, for
     when the database (which the header's user came from) is what failed."""
     try:
@@ -35,7 +36,7 @@ def page(code: int, title: str, message: str, plain: bool = False):
 UNDEFINED_TABLE = "42P01"
 
 
-def database_page(error: DBAPIError):
+def database_page(error: DBAPIError) -> ResponseReturnValue:
     """The plain page for a database error: unreachable, missing tables, or refused."""
     if isinstance(error, OperationalError):
         # During an incident the database may be the thing that is down: say so plainly.
@@ -57,12 +58,12 @@ def database_page(error: DBAPIError):
                 plain=True)
 
 
-def _missing_tables_page():
+def _missing_tables_page() -> ResponseReturnValue:
     """A console pointed at a database nobody migrated (or at another database than the
     app's): name the database and the command, since the SQLSTATE alone tells nobody."""
     db = get_db()
     try:
-        migrated = bool(db.one(CQ.console_schema_present)["present"])
+        migrated = bool(db.row(CQ.console_schema_present)["present"])
     except DBAPIError:
         migrated = False
     where = db.where()
@@ -80,28 +81,28 @@ def install(bp: Blueprint) -> None:
     """Blueprint-scoped handlers: they answer errors raised while serving the console."""
 
     @bp.errorhandler(CSRFError)
-    def csrf_failed(error):
+    def csrf_failed(error: Exception) -> ResponseReturnValue:
         return page(400, "Form expired or not from this console",
                     "The request had no valid CSRF token, so nothing was changed. "
                     "Reload the page and try again.")
 
     @bp.errorhandler(400)
-    def bad_request(error):
+    def bad_request(error: Exception) -> ResponseReturnValue:
         return page(400, "Bad request", "The request was malformed (for instance, it held a "
                                         "NUL character), so nothing was read or changed.")
 
     @bp.errorhandler(403)
-    def forbidden(error):
+    def forbidden(error: Exception) -> ResponseReturnValue:
         return page(403, "Not allowed", "Your role does not allow this. Nothing was changed.")
 
     @bp.errorhandler(404)
-    def not_found(error):
+    def not_found(error: Exception) -> ResponseReturnValue:
         return page(404, "Not found", "There is nothing at this address.")
 
     @bp.errorhandler(401)
-    def unauthorized(error):
+    def unauthorized(error: Exception) -> ResponseReturnValue:
         return page(401, "Sign in required", "Sign in to use the console.")
 
     @bp.errorhandler(DBAPIError)
-    def database_error(error):
+    def database_error(error: DBAPIError) -> ResponseReturnValue:
         return database_page(error)

@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from flask import Blueprint, has_request_context, request
+from flask.blueprints import BlueprintSetupState
 from markupsafe import Markup
 
 from jobwarden.worker.core.sanitize import redact, sanitize_payload, sanitize_text
@@ -127,7 +128,7 @@ def install(bp: Blueprint) -> None:
     """The console's Jinja filters. Jinja has no per-blueprint filters: they join the
     host's, and a host filter of the same name is an error rather than silently replaced."""
 
-    def register(state) -> None:
+    def register(state: BlueprintSetupState) -> None:
         filters = state.app.jinja_env.filters
         taken = sorted(name for name, fn in FILTERS.items() if filters.get(name, fn) is not fn)
         if taken:

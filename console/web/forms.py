@@ -30,7 +30,7 @@ class ConsoleForm(FlaskForm):
 
         @property
         def csrf(self) -> bool:
-            return settings()["CSRF_ENABLED"]
+            return bool(settings()["CSRF_ENABLED"])
 
 
 class LoginForm(ConsoleForm):
@@ -72,15 +72,23 @@ class LimitForm(ActionForm):
     burst = IntegerField(validators=[Optional(), NumberRange(min=1, max=100_000)])
 
 
+# The select fields' choices are bare values, labelled by themselves: WTForms deprecates
+# (value, label) tuples from 3.3 on, and types-WTForms 3.2 knows only those ("bare values").
 class UserForm(ConsoleForm):
     """Add or reset a user; names and passwords are checked by
     jobwarden.console.core.account_policy, the same functions `jobwarden user add` calls."""
 
     username = StringField("User name", validators=[DataRequired(), Length(max=400)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])
-    role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
+    role = SelectField("Role", choices=list(ROLES),  # type: ignore[arg-type]  # bare values
+                       validators=[AnyOf(ROLES)])
+
+
+#: An account's access, as the users page offers it.
+ACCESS = ("enabled", "disabled")
 
 
 class UserAccessForm(ConsoleForm):
-    role = SelectField("Role", choices=list(ROLES), validators=[AnyOf(ROLES)])
-    access = SelectField("Access", choices=["enabled", "disabled"])
+    role = SelectField("Role", choices=list(ROLES),  # type: ignore[arg-type]  # bare values
+                       validators=[AnyOf(ROLES)])
+    access = SelectField("Access", choices=list(ACCESS))  # type: ignore[arg-type]  # bare values

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from typing import Any, cast
 
-from flask import g
+from flask import abort, g
 from werkzeug.local import LocalProxy
 
 from jobwarden.console.core.account_policy import REFUSED_CATEGORIES, USERNAME_MAX
@@ -66,13 +67,31 @@ class AnonymousUser:
 
 ANONYMOUS = AnonymousUser()
 
-#: The console's user for this request (set by the console's before_request hook).
-current_user: ConsoleUser | AnonymousUser = LocalProxy(  # type: ignore[assignment]
-    lambda: g.get("jobwarden_user", ANONYMOUS))
+def request_user() -> ConsoleUser | AnonymousUser:
+    """The console's user for this request (set by the console's before_request hook)."""
+    user: ConsoleUser | AnonymousUser = g.get("jobwarden_user", ANONYMOUS)
+    return user
 
 
-def host_user(identity) -> ConsoleUser | AnonymousUser:
+def signed_in() -> ConsoleUser:
+    """The signed-in user, for a view that acts in their name. Such views are behind
+    require_login (and role_required), so there is one; were one reached without them,
+    nobody would be refused (403) rather than recorded as the actor."""
+    user = request_user()
+    if not isinstance(user, ConsoleUser):
+        abort(403)
+    return user
+
+
+#: The console's user for this request, for templates and for reading rights
+#: (`current_user.can_act`); a view that records who acted asks signed_in().
+#: A proxy that stands for whichever of the two request_user() returns: typed as that.
+current_user = cast("ConsoleUser | AnonymousUser", LocalProxy(request_user))
+
+
+def host_user(identity: Any) -> ConsoleUser | AnonymousUser:
     """The console user for what a host's user_loader returned: (name, role) or None.
+    (`Any`: it is the host's value, of whatever type, and checked here.)
 
     HostIdentityError when the role is none of ROLES, or the name is empty, longer than
     USERNAME_MAX, has spaces around it, or holds characters that would make it look like

@@ -50,7 +50,8 @@ def seconds_locked(subjects: Subjects) -> int:
     locks = get_db().all(CQ.console_login_locks, subjects=subjects.both())
     if not locks:
         return 0
-    return max(1, math.ceil(max(row["seconds_left"] for row in locks)))
+    left: float = max(row["seconds_left"] for row in locks)
+    return max(1, math.ceil(left))
 
 
 @dataclass(frozen=True)

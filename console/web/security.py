@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from flask import Blueprint, Flask, abort, current_app, g, request, session
+from flask import Blueprint, Flask, Response, abort, current_app, g, request, session
 from flask.sessions import SecureCookieSessionInterface
 from flask_htmx import HTMX
 from flask_wtf.csrf import CSRFError, generate_csrf, same_origin, validate_csrf
@@ -41,7 +42,7 @@ _REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 BIGINT_MAX = 2**63 - 1
 
 
-def refuse_out_of_range_ids(endpoint, values) -> None:
+def refuse_out_of_range_ids(endpoint: str | None, values: dict[str, Any] | None) -> None:
     """url_value_preprocessor: a route's integer beyond bigint names nothing (404). Done
     for the console's routes only, not by replacing the app's `int` converter, which a
     host application's routes use too."""
@@ -74,7 +75,8 @@ def install_standalone(app: Flask) -> None:
     when told to trust them. A host that mounts the console keeps its own."""
     app.session_interface = SessionInterface()
     if app.config.get("TRUST_PROXY"):
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]  # Flask's documented wrapping
+            app.wsgi_app, x_for=1, x_proto=1, x_host=1)
 
 
 def install(bp: Blueprint) -> None:
@@ -132,7 +134,7 @@ def forget_csrf_secret() -> None:
     g.pop(CSRF_FIELD, None)
 
 
-def security_headers(response):
+def security_headers(response: Response) -> Response:
     headers = response.headers
     headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     headers.setdefault("X-Content-Type-Options", "nosniff")
