@@ -10,7 +10,7 @@ with a `*` lane (`--queues email=4,*`), publishes `*` and serves every queue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 ALL_QUEUES = "*"
@@ -22,7 +22,7 @@ def is_live(worker: Worker) -> bool:
     return bool(worker["state"] == "running")
 
 
-def live(workers: list[Worker]) -> list[Worker]:
+def live(workers: Iterable[Worker]) -> list[Worker]:
     return [w for w in workers if is_live(w)]
 
 
@@ -30,6 +30,6 @@ def serves(worker: Worker, queue: str) -> bool:
     return ALL_QUEUES in worker["queues"] or queue in worker["queues"]
 
 
-def live_count(workers: list[Worker], queue: str) -> int:
+def live_count(workers: Iterable[Worker], queue: str) -> int:
     """Live workers that claim from `queue`."""
     return sum(1 for w in workers if is_live(w) and serves(w, queue))

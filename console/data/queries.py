@@ -60,7 +60,7 @@ class JobFilter:
     limit: int = 50
 
     @classmethod
-    def from_args(cls, args: Mapping[str, str], default_limit: int = 50,
+    def from_args(cls, args: Mapping[str, str | None], default_limit: int = 50,
                   max_limit: int = 200) -> JobFilter:
         status = args.get("status") or None
         return cls(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data.database import get_db
 from jobwarden.console.web.auth import role_required
-from jobwarden.console.web.forms import ActionForm
-from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.forms import ActionForm, given
+from jobwarden.console.web.identity import signed_in
 from jobwarden.console.web.security import safe_next_url
 from jobwarden.worker.ops import operations
 
@@ -21,7 +23,7 @@ EXPECTS_STATUS = frozenset(a for a, froms in operations.ALLOWED_FROM.items() if 
 
 @bp.post("/jobs/<int:job_id>/<action>")
 @role_required("operator")
-def job_action(job_id: int, action: str):
+def job_action(job_id: int, action: str) -> ResponseReturnValue:
     """Apply `action` to a job with the operator's reason; answer with a 303 and a message."""
     act = operations.JOB_ACTIONS.get(action)
     if act is None:
@@ -31,8 +33,10 @@ def job_action(job_id: int, action: str):
     if not form.validate():
         flash(_form_problem(form), "error")
         return redirect(back, code=303)
-    kwargs = {"actor": current_user.actor, "role": current_user.role,
-              "reason": form.reason.data, "request_id": form.request_id.data}
+    user = signed_in()
+    # Any: the actions differ in their keywords (only some take expected_status).
+    kwargs: dict[str, Any] = {"actor": user.actor, "role": user.role,
+                              "reason": given(form.reason), "request_id": form.request_id.data}
     if action in EXPECTS_STATUS:
         kwargs["expected_status"] = form.expected_status.data or None
     with get_db().transaction() as tx:
@@ -44,7 +48,7 @@ def job_action(job_id: int, action: str):
 
 @bp.post("/jobs/<int:job_id>/schedule")
 @role_required("operator")
-def schedule(job_id: int):
+def schedule(job_id: int) -> ResponseReturnValue:
     """Run a pending job now, or move it to the operator's time (its offset if it gives
     one, else UTC: the zone the console shows times in); audited."""
     back = url_for("jobwarden.jobs.detail", job_id=job_id)
@@ -62,15 +66,16 @@ def schedule(job_id: int):
             return redirect(back, code=303)
         if run_at.utcoffset() is None:
             run_at = run_at.replace(tzinfo=UTC)
+    user = signed_in()
     with get_db().transaction() as tx:
         result = operations.reschedule_job(
-            tx.conn, job_id, actor=current_user.actor, role=current_user.role,
-            reason=form.reason.data, run_at=run_at, request_id=form.request_id.data)
+            tx.conn, job_id, actor=user.actor, role=user.role,
+            reason=given(form.reason), run_at=run_at, request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(back, code=303)
 
 
-def _form_problem(form) -> str:
+def _form_problem(form: ActionForm) -> str:
     if form.reason.errors:
         return "A reason is required (up to 500 characters). Nothing was changed."
     return "The form was incomplete. Reload the page and try again. Nothing was changed."

@@ -14,10 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from flask import Blueprint, render_template
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core import live_workers
 from jobwarden.console.core.config import settings
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ, Row, get_db
 from jobwarden.console.views.metrics import Recent
 from jobwarden.console.web.formatting import age
 
@@ -50,7 +51,7 @@ def read_alerts() -> list[Alert]:
 
 
 @bp.get("/_overview/alerts")
-def panel():
+def panel() -> ResponseReturnValue:
     """The Alerts panel alone, for its own polling."""
     return render_template("jobwarden/_alerts.html", alerts=read_alerts())
 
@@ -78,7 +79,8 @@ class Alert:
     links: tuple[Link, ...] = ()
 
 
-def evaluate(recent, workers: list[dict], flow: list[dict], completions: dict) -> list[Alert]:
+def evaluate(recent: Recent, workers: list[Row], flow: list[Row],
+             completions: Row) -> list[Alert]:
     """Every alert with firing / ok and a line saying why; `recent` is metrics.Recent."""
     return [_failed_rate(recent), _retry_storm(recent), _pending_over_sla(recent),
             _stale(recent), _no_live_worker(recent, workers), _growing(recent, flow),
@@ -91,11 +93,12 @@ def group_link(job_type: str, code: str) -> Link:
     return Link(f"{code or '(no code)'} · {job_type}", "jobwarden.failed.group", args)
 
 
-def _by_type(recent, outcomes: tuple[str, ...]) -> tuple[dict[str, int], dict[tuple, int]]:
+def _by_type(recent: Recent, outcomes: tuple[str, ...],
+             ) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
     """Executions of the last 5 minutes per type, and those with `outcomes` per (type,
     error code)."""
     totals: dict[str, int] = defaultdict(int)
-    matching: dict[tuple, int] = defaultdict(int)
+    matching: dict[tuple[str, str], int] = defaultdict(int)
     for row in recent.executions:
         totals[row["type"]] += row["executions"]
         if row["outcome"] in outcomes:
@@ -103,7 +106,7 @@ def _by_type(recent, outcomes: tuple[str, ...]) -> tuple[dict[str, int], dict[tu
     return totals, matching
 
 
-def _failed_rate(recent) -> Alert:
+def _failed_rate(recent: Recent) -> Alert:
     totals, by_code = _by_type(recent, FAILED_OUTCOMES)
     failed: dict[str, int] = defaultdict(int)
     for (t, _code), n in by_code.items():
@@ -135,7 +138,7 @@ def _failed_rate(recent) -> Alert:
                  links or (Link("Failed", "jobwarden.failed.index"),))
 
 
-def _retry_storm(recent) -> Alert:
+def _retry_storm(recent: Recent) -> Alert:
     totals, retried = _by_type(recent, ("retry",))
     storms = sorted(((t, c, n) for (t, c), n in retried.items()
                      if n >= STORM_MIN_RETRIES and n / totals[t] > STORM_SHARE),
@@ -151,7 +154,7 @@ def _retry_storm(recent) -> Alert:
                  or (Link("Retrying now", "jobwarden.failed.index", anchor="retrying-now"),))
 
 
-def _pending_over_sla(recent) -> Alert:
+def _pending_over_sla(recent: Recent) -> Alert:
     over = sorted((r["type"], float(r["oldest_pending_s"]))
                   for r in recent.runnable
                   if r["type"] in recent.slas
@@ -164,7 +167,7 @@ def _pending_over_sla(recent) -> Alert:
                  or (Link("SLA", "jobwarden.sla.index"),))
 
 
-def _stale(recent) -> Alert:
+def _stale(recent: Recent) -> Alert:
     stale = sum(r["stale"] for r in recent.stale)
     return Alert("JobwardenStaleHeartbeats", "Stale heartbeats", stale > 0,
                  f"{stale} running job(s) without a fresh heartbeat" if stale
@@ -174,7 +177,7 @@ def _stale(recent) -> Alert:
                        anchor="overview-health"),))
 
 
-def _runnable_by_queue(recent) -> dict[str, int]:
+def _runnable_by_queue(recent: Recent) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in recent.runnable:
         if not r["paused"]:
@@ -187,7 +190,7 @@ def _queue_links(queues: list[str]) -> tuple[Link, ...]:
             or (Link("Queues", "jobwarden.queues.index"),))
 
 
-def _no_live_worker(recent, workers: list[dict]) -> Alert:
+def _no_live_worker(recent: Recent, workers: list[Row]) -> Alert:
     orphaned = sorted(q for q, n in _runnable_by_queue(recent).items()
                       if n and not live_workers.live_count(workers, q))
     return Alert("JobwardenNoLiveWorker", "Queue without a live worker", bool(orphaned),
@@ -197,7 +200,7 @@ def _no_live_worker(recent, workers: list[dict]) -> Alert:
                  _queue_links(orphaned))
 
 
-def _growing(recent, flow: list[dict]) -> Alert:
+def _growing(recent: Recent, flow: list[Row]) -> Alert:
     depth = _runnable_by_queue(recent)
     growing = sorted((r["queue"], r["arrived"] - r["started"]) for r in flow
                      if r["arrived"] > r["started"]
@@ -210,7 +213,7 @@ def _growing(recent, flow: list[dict]) -> Alert:
                  _queue_links([q for q, _n in growing]))
 
 
-def _completions_dropped(c: dict) -> Alert:
+def _completions_dropped(c: Row) -> Alert:
     condition = ("completions of the last hour are under half the same hour's usual "
                  f"figure (a day and a week ago), when that is {USUAL_MIN_COMPLETIONS} or more")
     links = (Link("Trends", "jobwarden.overview.index", anchor="overview-trends"),)
@@ -223,7 +226,7 @@ def _completions_dropped(c: dict) -> Alert:
                  f"{c['last_hour']} in the last hour, usually {usual:.0f}", condition, links)
 
 
-def _horizon_held(recent) -> Alert:
+def _horizon_held(recent: Recent) -> Alert:
     held = sorted((float(r["age_s"]), r["holder"]) for r in recent.horizon
                   if float(r["age_s"] or 0) > XMIN_HELD_S)
     hidden = sum(r["hidden"] for r in recent.horizon)
@@ -236,7 +239,7 @@ def _horizon_held(recent) -> Alert:
                  f"over {age(XMIN_HELD_S)}")
 
 
-def _dead_tuples(recent) -> Alert:
+def _dead_tuples(recent: Recent) -> Alert:
     piling = [f"{r['table_name']} {r['dead']} dead, {r['live']} live" for r in recent.tables
               if r["dead"] > r["live"] and r["dead"] >= DEAD_TUPLES_MIN]
     return Alert("JobwardenDeadTuplesPiling", "Dead tuples piling", bool(piling),

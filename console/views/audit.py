@@ -6,6 +6,7 @@ import uuid
 from urllib.parse import urlencode
 
 from flask import Blueprint, render_template, request
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import CQ, get_db
@@ -16,7 +17,7 @@ bp = Blueprint("audit", __name__)
 
 
 @bp.get("/audit")
-def index():
+def index() -> ResponseReturnValue:
     """Audit entries, newest first, with keyset paging that keeps the filters."""
     cfg = settings()
     filters = {
@@ -42,7 +43,7 @@ def index():
                            bulk=bulk, actions=AUDITED_ACTIONS, unfinished=unfinished)
 
 
-def uuid_filter(value) -> str | None:
+def uuid_filter(value: str | None) -> str | None:
     """A bulk action's id, or None for anything that is not a UUID."""
     try:
         return str(uuid.UUID(str(value or "")))

@@ -23,19 +23,22 @@ away from simply waits, listed on the audit log, until reopened or stopped.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import bulk
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ, Query, Reader, Row, get_db
 from jobwarden.console.data.queries import JobFilter, positive_int, text_filter
-from jobwarden.console.data.schema import SELECTION_ACTIONS
+from jobwarden.console.data.schema import SELECTION_ACTIONS, SELECTION_PAGE
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.errors import page
-from jobwarden.console.web.forms import ActionForm
-from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.forms import ActionForm, given
+from jobwarden.console.web.identity import signed_in
 from jobwarden.console.web.security import is_htmx, safe_next_url
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
@@ -54,8 +57,9 @@ SAMPLE = 50
 
 @bp.post("/bulk/select")
 @role_required("operator")
-def select():
+def select() -> ResponseReturnValue:
     """Turn ticked ids, or every job matching the filter, into a stored selection."""
+    user = signed_in()
     action = request.form.get("action", "")
     back = safe_next_url(request.form.get("next"), url_for("jobwarden.jobs.index"))
     if action not in SELECTION_ACTIONS:
@@ -91,7 +95,7 @@ def select():
         with get_db().transaction() as tx:
             tx.run(CQ.console_selection_prune)
             jobs = bulk.create_selection(
-                tx, selection_id=selection_id, actor=current_user.actor, action=action,
+                tx, selection_id=selection_id, actor=user.actor, action=action,
                 description=description, job_ids=job_ids, filters=filters,
                 failed_from=failed_from, failed_to=failed_to,
                 time_limit=settings()["BULK_SELECT_SECONDS"])
@@ -114,8 +118,9 @@ def _selection_id(value: str) -> str:
         abort(404)
 
 
-def _selection(reader, selection_id: str) -> dict:
-    sel = reader.one(CQ.console_selection_get, id=selection_id, actor=current_user.actor)
+def _selection(reader: Reader, selection_id: str) -> Row:
+    user = signed_in()
+    sel = reader.one(CQ.console_selection_get, id=selection_id, actor=user.actor)
     if sel is None:
         abort(404)
     return sel
@@ -123,7 +128,7 @@ def _selection(reader, selection_id: str) -> dict:
 
 @bp.get("/bulk/<selection_id>")
 @role_required("operator")
-def review(selection_id):
+def review(selection_id: str) -> ResponseReturnValue:
     """Before the action: the stored set, broken down, with the reason box, the canary
     and the narrowing filters. Once started: its progress."""
     selection_id = _selection_id(selection_id)
@@ -133,8 +138,8 @@ def review(selection_id):
         if sel["state"] != "reviewed":
             return render_template("jobwarden/bulk_progress.html", **_progress(reader, sel))
         found = bulk.breakdown(sel)
-        sample = reader.one(CQ.console_selection_range, id=selection_id, lo=0, hi=SAMPLE,
-                            page=bulk.SELECTION_PAGE)["job_ids"]
+        sample = reader.row(CQ.console_selection_range, id=selection_id, lo=0, hi=SAMPLE,
+                            page=SELECTION_PAGE)["job_ids"]
     return render_template(
         "jobwarden/bulk.html", sel=sel, past=operations.SELECTION_PAST, found=found,
         ages=bulk.AGE_BUCKETS, form=ActionForm.fresh(), sample=sample, next=back,
@@ -144,9 +149,10 @@ def review(selection_id):
 
 @bp.post("/bulk/<selection_id>/narrow")
 @role_required("operator")
-def narrow(selection_id):
+def narrow(selection_id: str) -> ResponseReturnValue:
     """A new selection holding only those of this one's jobs of a type, or failed in a
     range of time: its review replaces this one's."""
+    user = signed_in()
     selection_id = _selection_id(selection_id)
     back = url_for("jobwarden.bulk.review", selection_id=selection_id)
     with get_db().reading() as reader:
@@ -165,7 +171,7 @@ def narrow(selection_id):
     try:
         with get_db().transaction() as tx:
             jobs = bulk.create_selection(
-                tx, selection_id=narrowed, actor=current_user.actor, action=sel["action"],
+                tx, selection_id=narrowed, actor=user.actor, action=sel["action"],
                 description=description, within=selection_id, filters={"type": job_type},
                 failed_from=failed_from, failed_to=failed_to,
                 time_limit=settings()["BULK_SELECT_SECONDS"])
@@ -182,10 +188,11 @@ def narrow(selection_id):
 
 @bp.post("/bulk/<selection_id>")
 @role_required("operator")
-def apply(selection_id):
+def apply(selection_id: str) -> ResponseReturnValue:
     """Start the action on exactly the stored set, once, with the operator's reason: all
     of it, or a canary first. Its first chunk runs in this request; a set of one chunk is
     done when the page comes back."""
+    user = signed_in()
     selection_id = _selection_id(selection_id)
     form = ActionForm()
     back = url_for("jobwarden.bulk.review", selection_id=selection_id)
@@ -194,7 +201,7 @@ def apply(selection_id):
         return redirect(back, code=303)
     db = get_db()
     with db.reading() as reader:
-        sel = reader.one(CQ.console_selection_get, id=selection_id, actor=current_user.actor)
+        sel = reader.one(CQ.console_selection_get, id=selection_id, actor=user.actor)
     canary = None
     if sel is not None and sel["usable"] and request.form.get("mode") == "canary":
         try:
@@ -204,17 +211,17 @@ def apply(selection_id):
             return redirect(back, code=303)
     with db.transaction() as tx:
         started = tx.one(CQ.console_selection_start, id=selection_id,
-                         actor=current_user.actor, reason=bulk.stored_reason(form.reason.data),
+                         actor=user.actor, reason=bulk.stored_reason(given(form.reason)),
                          request_id=form.request_id.data, canary=canary)
     if started is None:
         # Someone else's selection reads as expired (it reveals nothing); this one's own
         # resubmission says what the first submission did.
         with db.reading() as reader:
             sel = reader.one(CQ.console_selection_get, id=selection_id,
-                             actor=current_user.actor)
+                             actor=user.actor)
         if sel is not None and sel["request_id"] == form.request_id.data:
             flash(f"Already done: this {sel['action'].replace('_', ' ')} was started at "
-                  f"{sel['used_at']:%H:%M:%S} by {current_user.actor}; it was not repeated.",
+                  f"{sel['used_at']:%H:%M:%S} by {user.actor}; it was not repeated.",
                   "ok")
             return redirect(back, code=303)
         flash("This selection was already used or has expired: select again. "
@@ -233,7 +240,7 @@ def apply(selection_id):
 
 @bp.post("/bulk/<selection_id>/step")
 @role_required("operator")
-def step(selection_id):
+def step(selection_id: str) -> ResponseReturnValue:
     """Do the action's next chunk (the page's htmx asks for one after another)."""
     selection_id = _selection_id(selection_id)
     done = _run_chunk(selection_id)
@@ -247,14 +254,14 @@ def step(selection_id):
 
 @bp.get("/bulk/<selection_id>/_progress")
 @role_required("operator")
-def progress(selection_id):
+def progress(selection_id: str) -> ResponseReturnValue:
     """The progress panel (polled while a canary's jobs run and the operator decides)."""
     return _progress_fragment(_selection_id(selection_id))
 
 
 @bp.post("/bulk/<selection_id>/continue")
 @role_required("operator")
-def resume(selection_id):
+def resume(selection_id: str) -> ResponseReturnValue:
     """After the canary: act on the rest of the set."""
     return _decide(selection_id, CQ.console_bulk_continue,
                    "The canary is not done yet, or the action was stopped: nothing was "
@@ -263,9 +270,10 @@ def resume(selection_id):
 
 @bp.post("/bulk/<selection_id>/stop")
 @role_required("operator")
-def stop(selection_id):
+def stop(selection_id: str) -> ResponseReturnValue:
     """Stop the action where it is, with the operator's reason (audited): the chunks done
     stay done, none other starts."""
+    user = signed_in()
     selection_id = _selection_id(selection_id)
     back = url_for("jobwarden.bulk.review", selection_id=selection_id)
     form = ActionForm()
@@ -276,19 +284,20 @@ def stop(selection_id):
               "error")
         return redirect(back, code=303)
     with get_db().transaction() as tx:
-        stopped = tx.one(CQ.console_bulk_stop, id=selection_id, actor=current_user.actor,
-                         role=current_user.role, reason=bulk.stored_reason(form.reason.data),
+        stopped = tx.one(CQ.console_bulk_stop, id=selection_id, actor=user.actor,
+                         role=user.role, reason=bulk.stored_reason(given(form.reason)),
                          request_id=form.request_id.data)
     if stopped is None:
         flash("This bulk action had already ended: nothing was changed.", "error")
     return redirect(back, code=303)
 
 
-def _decide(selection_id: str, query, refused: str):
+def _decide(selection_id: str, query: Query, refused: str) -> ResponseReturnValue:
+    user = signed_in()
     selection_id = _selection_id(selection_id)
     with get_db().transaction() as tx:
         _selection(tx, selection_id)
-        changed = tx.one(query, id=selection_id, actor=current_user.actor)
+        changed = tx.one(query, id=selection_id, actor=user.actor)
     if changed is None:
         flash(refused, "error")
     elif query is CQ.console_bulk_continue:
@@ -297,23 +306,24 @@ def _decide(selection_id: str, query, refused: str):
 
 
 def _run_chunk(selection_id: str) -> bulk.Chunk | None:
-    return bulk.run_chunk(get_db(), selection_id, actor=current_user.actor,
-                          role=current_user.role, chunk=settings()["BULK_CHUNK_SIZE"])
+    user = signed_in()
+    return bulk.run_chunk(get_db(), selection_id, actor=user.actor,
+                          role=user.role, chunk=settings()["BULK_CHUNK_SIZE"])
 
 
-def _progress_fragment(selection_id: str, busy: bool = False):
+def _progress_fragment(selection_id: str, busy: bool = False) -> str:
     with get_db().reading() as reader:
         context = _progress(reader, _selection(reader, selection_id), busy)
     return render_template("jobwarden/_bulk_progress.html", **context)
 
 
-def _progress(reader, sel: dict, busy: bool = False) -> dict:
+def _progress(reader: Reader, sel: Row, busy: bool = False) -> dict[str, Any]:
     """What the progress page shows: the totals, the canary's outcome counted from the
     tables, the jobs left alone, and whether the page should ask for the next chunk."""
     canary = None
     if sel["canary"] and sel["held"]:
         canary = bulk.range_statuses(reader, sel["id"], 0, sel["canary"])
-    left_alone = (reader.one(CQ.console_bulk_left_alone_sample, id=sel["id"],
+    left_alone = (reader.row(CQ.console_bulk_left_alone_sample, id=sel["id"],
                              limit=SAMPLE)["job_ids"] if sel["left_alone"] else [])
     limit = sel["canary"] if sel["state"] == "canary" else sel["jobs"]
     return {
@@ -334,7 +344,7 @@ def _too_slow() -> str:
             "Nothing was selected.")
 
 
-def _summary(sel: dict) -> tuple[bool, str]:
+def _summary(sel: Row) -> tuple[bool, str]:
     past = operations.SELECTION_PAST[sel["action"]]
     if not sel["changed"]:
         return False, (f"None of the {sel['jobs']} selected job(s) could be {past}: they had "
@@ -348,10 +358,10 @@ class BadTime(ValueError):
     """A "failed between" time the console cannot take: answered with a 400."""
 
 
-def _failed_between(form) -> tuple[datetime | None, datetime | None]:
+def _failed_between(form: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
     """The "failed between" range of a form (`failed_from`, `failed_to`): times given
     as YYYY-MM-DDTHH:MM[:SS] in UTC (the zone the console shows), or with an offset."""
-    bounds = []
+    bounds: list[datetime | None] = []
     for name in ("failed_from", "failed_to"):
         text = (form.get(name) or "").strip()
         if not text:

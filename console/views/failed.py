@@ -8,7 +8,11 @@ action touches exactly those (never jobs failing after the review).
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import TypedDict
+
 from flask import Blueprint, abort, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import CQ, get_db
@@ -27,8 +31,15 @@ from jobwarden.worker.ops import operations
 bp = Blueprint("failed", __name__)
 
 
+class TypePreview(TypedDict):
+    """A type's failed jobs of every code: what the page reads of a GroupPreview."""
+
+    jobs: int
+    seen_until: datetime | None
+
+
 @bp.get("/failed")
-def index():
+def index() -> ResponseReturnValue:
     """What is retrying now, then one row per error code among failed jobs (of one type
     with `?type=`), the latest activity first."""
     job_type = text_filter(request.args.get("type"))
@@ -44,7 +55,7 @@ def index():
 
 
 @bp.get("/failed/group")
-def group():
+def group() -> ResponseReturnValue:
     """One error code's failed jobs (of one type with `type`; or a type's, any code), its
     types or codes, what of it is retrying now, and the bulk actions with their preview."""
     code = text_filter(request.args.get("code"))
@@ -57,6 +68,7 @@ def group():
         cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
     if flt.hidden:  # a guess at a code shown as [REDACTED]: the same answer, right or wrong
         return error_page(400, "Not shown", f"{flt.hidden} Nothing was searched.")
+    preview: operations.GroupPreview | TypePreview
     with get_db().reading() as reader:
         if code:
             types = reader.all(CQ.console_failed_group_types, error_code=code)
@@ -73,7 +85,7 @@ def group():
                     if code is None or g["error_code"] == code]
         page = jobs_page(reader, flt)
 
-    def page_link(before, after=None):
+    def page_link(before: int | None, after: int | None = None) -> str:
         """The group's page at a keyset position (the same signature as the jobs list's)."""
         return url_for("jobwarden.failed.group", code=code, type=job_type, before=before,
                        after=after, limit=flt.limit if flt.limit != cfg["PAGE_SIZE"] else None)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, abort, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import CQ, get_db
@@ -16,7 +19,7 @@ bp = Blueprint("jobs", __name__)
 
 
 @bp.get("/jobs")
-def index():
+def index() -> ResponseReturnValue:
     """Jobs matching the filters, newest first."""
     cfg = settings()
     flt = JobFilter.from_args(request.args, cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
@@ -35,7 +38,7 @@ def index():
         400 if problem else 200
 
 
-def job_context(job_id: int) -> dict:
+def job_context(job_id: int) -> dict[str, Any]:
     with get_db().reading() as reader:
         job = reader.one(CQ.console_job_get, job_id=job_id)
         if job is None:
@@ -56,7 +59,7 @@ def job_context(job_id: int) -> dict:
 
 
 @bp.get("/jobs/<int:job_id>")
-def detail(job_id: int):
+def detail(job_id: int) -> ResponseReturnValue:
     """Everything about one job: state, payload, attempts timeline, audit trail."""
     context = job_context(job_id)
     forms = {a: ActionForm.fresh(context["job"]["status"]) for a in context["actions"]}
@@ -67,7 +70,7 @@ def detail(job_id: int):
 
 
 @bp.get("/jobs/<int:job_id>/_live")
-def live(job_id: int):
+def live(job_id: int) -> ResponseReturnValue:
     """The job's changing part; it stops polling once the job is terminal."""
     context = job_context(job_id)
     return render_template("jobwarden/_job_live.html", **context)

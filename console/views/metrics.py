@@ -18,19 +18,24 @@ happen (worker/store/event_totals.py), and retention leaves that table alone.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from flask import Blueprint, Response, abort, request, url_for
+from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeHistogramMetricFamily,
     GaugeMetricFamily,
+    Metric,
 )
 
 from jobwarden.console.core import live_workers
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import queries, sla
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ, Reader, Row, get_db
 from jobwarden.console.web.identity import current_user
 from jobwarden.worker.core.sanitize import redact
 from jobwarden.worker.jobs import cron
@@ -53,14 +58,14 @@ def _authorized() -> bool:
 class _Snapshot:
     """A prometheus-client collector over one read of the database."""
 
-    def __init__(self, overview: queries.Overview, workers: list[dict], recent: Recent,
-                 links: tuple[str, str]):
+    def __init__(self, overview: queries.Overview, workers: list[Row], recent: Recent,
+                 links: tuple[str, str]) -> None:
         self.overview = overview
         self.workers = workers
         self.recent = recent
         self.links = links
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         info = GaugeMetricFamily(
             "jobwarden_console_info",
             "Where the console and the alerts' runbooks are: the rules' console_url and "
@@ -106,16 +111,16 @@ class _Snapshot:
         yield from self.recent.families(self.workers)
 
 
-def _labels(*values) -> list[str]:
+def _labels(*values: object) -> list[str]:
     """Label values as exposed: redacted like every other label (a queue, type or error
     code may carry a secret an application put there)."""
     return [redact(str(v)) for v in values]
 
 
-def _histogram(name: str, documentation: str, rows: list[dict]) -> GaugeHistogramMetricFamily:
+def _histogram(name: str, documentation: str, rows: list[Row]) -> GaugeHistogramMetricFamily:
     """A per-type gauge histogram from rows of (type, above, executions, seconds)."""
     family = GaugeHistogramMetricFamily(name, documentation, labels=["type"])
-    per_type: dict[str, list] = {}
+    per_type: dict[str, list[Any]] = {}  # type -> [counts per bucket, sum of seconds]
     for row in rows:
         counts, total = per_type.setdefault(row["type"], [[0] * (len(BUCKETS) + 1), 0.0])
         # `above` bounds are >= the value: the smallest of them is BUCKETS[n - above]
@@ -131,15 +136,25 @@ def _histogram(name: str, documentation: str, rows: list[dict]) -> GaugeHistogra
     return family
 
 
+@dataclass
 class Recent:
     """The alerting rules' inputs: trailing-window executions, runnable work per queue,
-    stale heartbeats and SLA targets (one read each)."""
+    stale heartbeats and SLA targets (one read each). What is not given was read empty."""
 
-    def __init__(self, **rows):
-        self.__dict__.update(rows)
+    executions: list[Row] = field(default_factory=list)
+    durations: list[Row] = field(default_factory=list)
+    waits: list[Row] = field(default_factory=list)
+    runnable: list[Row] = field(default_factory=list)
+    stale: list[Row] = field(default_factory=list)
+    #: Each type's time-to-start target: configured, else declared by its handler.
+    slas: dict[str, float] = field(default_factory=dict)
+    events: list[Row] = field(default_factory=list)
+    horizon: list[Row] = field(default_factory=list)
+    tables: list[Row] = field(default_factory=list)
+    schedules: list[Row] = field(default_factory=list)
 
     @classmethod
-    def read(cls, reader, *, stale_s: float, sla_configured: dict[str, float]) -> Recent:
+    def read(cls, reader: Reader, *, stale_s: float, sla_configured: dict[str, float]) -> Recent:
         return cls(
             executions=reader.all(CQ.metrics_executions_recent),
             durations=reader.all(CQ.metrics_duration_histogram, negated_bounds=_NEGATED),
@@ -153,7 +168,7 @@ class Recent:
             schedules=reader.all(CQ.schedules_list),
         )
 
-    def families(self, workers: list[dict]):
+    def families(self, workers: list[Row]) -> Iterator[Metric]:
         executions = GaugeMetricFamily(
             "jobwarden_executions_last_5m",
             "Executions finished in the last 5 minutes by queue, type, outcome and error code.",
@@ -217,7 +232,7 @@ class Recent:
         yield from self.database_health()
         yield from self.broken_schedules()
 
-    def broken_schedules(self):
+    def broken_schedules(self) -> Iterator[Metric]:
         """Schedules whose zone or cron this console cannot read: workers with the same
         tzdata skip them (docs/operations.md, "A broken schedule"). Every schedule gets a
         series, at 0 while readable, so an alert's series exists before it breaks."""
@@ -235,7 +250,7 @@ class Recent:
                                 "Schedules whose time zone or cron cannot be read here.",
                                 value=broken)
 
-    def event_counters(self):
+    def event_counters(self) -> Iterator[Metric]:
         recovered = CounterMetricFamily(
             "jobwarden_recovered",
             "Executions recovery moved on because their lease ran out (worker lost).",
@@ -255,7 +270,7 @@ class Recent:
         yield recovered
         yield zombies
 
-    def database_health(self):
+    def database_health(self) -> Iterator[Metric]:
         """The xmin horizon and the job tables' dead tuples: a transaction left open for
         minutes slows the claim many times over (its dead tuples stay in the indexes the
         claim scans) and shows nowhere else. Every holder kind is exposed, at 0 when it
@@ -314,7 +329,7 @@ def console_links() -> tuple[str, str]:
 
 
 @bp.get("/metrics")
-def metrics():
+def metrics() -> ResponseReturnValue:
     """Prometheus text exposition of queue health."""
     if not _authorized():
         abort(401)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from flask import Blueprint, abort, current_app, render_template, request
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core import live_workers
 from jobwarden.console.core.config import settings
@@ -19,7 +22,7 @@ bp = Blueprint("overview", __name__)
 PANELS = ("counts", "trends", "health")
 
 
-def _panel_context(panel: str) -> dict:
+def _panel_context(panel: str) -> dict[str, Any]:
     cfg = settings()
     with get_db().reading() as reader:
         if panel == "counts":
@@ -51,14 +54,14 @@ def _panel_context(panel: str) -> dict:
 
 
 @bp.get("/")
-def index():
+def index() -> ResponseReturnValue:
     """The overview page: every panel, each refreshing itself."""
     context = {f"{p}_ctx": _panel_context(p) for p in PANELS}
     return render_template("jobwarden/overview.html", **context)
 
 
 @bp.get("/_overview/<panel>")
-def panel(panel: str):
+def panel(panel: str) -> ResponseReturnValue:
     """One overview panel (htmx polls it)."""
     if panel not in PANELS:
         abort(404)
@@ -77,14 +80,14 @@ def install(parent: Blueprint) -> None:
     parent.context_processor(nav_badges)
 
 
-def nav_badges() -> dict:
+def nav_badges() -> dict[str, Callable[[], dict[str, int]]]:
     """Counts for the navigation (Failed, Needs review, SLA) on every signed-in page.
 
     Read lazily: only a template that renders the navigation calls it. Failed and Needs
     review come from the rollup (a few hundred rows); the SLA breach count is reused for
     SLA_BADGE_SECONDS per app (the SLA page and the overview always compute it afresh).
     """
-    def badges() -> dict:
+    def badges() -> dict[str, int]:
         cfg = settings()
         cache = current_app.extensions.setdefault("jobwarden_sla_badge", {})
         with get_db().reading() as reader:

@@ -5,13 +5,14 @@ page with its policy, its limit and the figures that go with it."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data import queries
 from jobwarden.console.data.database import get_db
 from jobwarden.console.data.limits import RATE_WINDOW, job_type_policy, limits
 from jobwarden.console.web.auth import role_required
-from jobwarden.console.web.forms import ActionForm, LimitForm
-from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.forms import ActionForm, LimitForm, given
+from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.worker.jobs.registry import NAME_PATTERN
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
@@ -20,7 +21,7 @@ bp = Blueprint("queues", __name__)
 
 
 @bp.get("/queues")
-def index():
+def index() -> ResponseReturnValue:
     """Every queue with its counts and whether workers may claim from it, and every
     limited queue and type with its limit, current rate and waiting jobs."""
     with get_db().reading() as reader:
@@ -44,7 +45,7 @@ def index():
 
 
 @bp.get("/types/<job_type>")
-def job_type(job_type: str):
+def job_type(job_type: str) -> ResponseReturnValue:
     """One job type: its published policy, its limit (declared and live) with who set it,
     its current rate, running and waiting jobs."""
     if not NAME_PATTERN.match(job_type):
@@ -60,8 +61,9 @@ def job_type(job_type: str):
 
 @bp.post("/queues/<queue>/<action>")
 @role_required("operator")
-def queue_action(queue: str, action: str):
+def queue_action(queue: str, action: str) -> ResponseReturnValue:
     """Pause or resume a queue with the operator's reason; answer with a 303 and a message."""
+    user = signed_in()
     act = operations.QUEUE_ACTIONS.get(action)
     if act is None or not NAME_PATTERN.match(queue):
         abort(404)
@@ -70,17 +72,18 @@ def queue_action(queue: str, action: str):
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.queues.index"), code=303)
     with get_db().transaction() as tx:
-        result = act(tx.conn, queue, actor=current_user.actor, role=current_user.role,
-                     reason=form.reason.data, request_id=form.request_id.data)
+        result = act(tx.conn, queue, actor=user.actor, role=user.role,
+                     reason=given(form.reason), request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.queues.index"), code=303)
 
 
 @bp.post("/limits/<action>")
 @role_required("operator")
-def limit_action(action: str):
+def limit_action(action: str) -> ResponseReturnValue:
     """Set or clear a queue's or a type's live limit (`scope` and `name` in the form),
     with the operator's reason; answer with a 303 back to the page it came from."""
+    user = signed_in()
     if action not in ("set", "clear"):
         abort(404)
     scope = request.form.get("scope", "")
@@ -102,14 +105,14 @@ def limit_action(action: str):
         with get_db().transaction() as tx:
             if action == "set":
                 result = operations.set_limit(
-                    tx.conn, scope, name, actor=current_user.actor, role=current_user.role,
-                    reason=form.reason.data, max_concurrency=form.max_concurrency.data,
+                    tx.conn, scope, name, actor=user.actor, role=user.role,
+                    reason=given(form.reason), max_concurrency=form.max_concurrency.data,
                     rate=(form.rate.data or "").strip() or None, burst=form.burst.data,
                     request_id=form.request_id.data)
             else:
                 result = operations.clear_limit(
-                    tx.conn, scope, name, actor=current_user.actor, role=current_user.role,
-                    reason=form.reason.data, request_id=form.request_id.data)
+                    tx.conn, scope, name, actor=user.actor, role=user.role,
+                    reason=given(form.reason), request_id=form.request_id.data)
     except ValueError as exc:
         flash(f"Nothing was changed: {exc}.", "error")
         return redirect(back, code=303)

@@ -8,13 +8,14 @@ its four decisions; ticked cards can be decided together through the bulk review
 from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.data.queries import clamp_limit, positive_int
 from jobwarden.console.web.auth import role_required
-from jobwarden.console.web.forms import ActionForm
-from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.forms import ActionForm, given
+from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.worker.jobs.enqueue import enqueue
 from jobwarden.worker.ops.operations import ALLOWED_FROM
 from jobwarden.worker.ops.reconcile import RECONCILE_TYPE
@@ -27,7 +28,7 @@ RECONCILE = tuple(sorted((a for a, froms in ALLOWED_FROM.items() if "unknown" in
 
 
 @bp.get("/review")
-def index():
+def index() -> ResponseReturnValue:
     """Unknown-outcome jobs, newest first, each with its reconcile forms."""
     cfg = settings()
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
@@ -48,17 +49,18 @@ def index():
 
 @bp.post("/review/reconcile")
 @role_required("operator")
-def run_reconcilers():
+def run_reconcilers() -> ResponseReturnValue:
     """Ask a worker to run the job types' reconcilers: the console imports no application
     code, so it enqueues a `jobwarden.reconcile` job; each decision is audited as yours."""
+    user = signed_in()
     form = ActionForm()
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.review.index"), code=303)
     with get_db().transaction() as tx:
         job_id = enqueue(tx.conn, RECONCILE_TYPE,
-                         {"actor": current_user.actor, "role": current_user.role,
-                          "reason": form.reason.data},
+                         {"actor": user.actor, "role": user.role,
+                          "reason": given(form.reason)},
                          idempotency_key="reconcile:console")
     flash(f"Reconcilers requested (job #{job_id}): a worker with the handlers runs them; "
           "settled jobs leave this page.", "ok")

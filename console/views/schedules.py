@@ -4,11 +4,12 @@ pause, resume and run now (audited)."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.web.auth import role_required
-from jobwarden.console.web.forms import ActionForm
-from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.forms import ActionForm, given
+from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.worker.jobs import cron
 from jobwarden.worker.jobs.registry import NAME_PATTERN
 from jobwarden.worker.ops import operations
@@ -17,7 +18,7 @@ bp = Blueprint("schedules", __name__)
 
 
 @bp.get("/schedules")
-def index():
+def index() -> ResponseReturnValue:
     """Every published schedule with its next tick and its last job's status; one this
     console cannot read is shown broken, with why."""
     with get_db().reading() as reader:
@@ -34,8 +35,9 @@ def index():
 
 @bp.post("/schedules/<job_type>/<action>")
 @role_required("operator")
-def schedule_action(job_type: str, action: str):
+def schedule_action(job_type: str, action: str) -> ResponseReturnValue:
     """Pause, resume or run now a schedule with the operator's reason (audited); 303 back."""
+    user = signed_in()
     act = operations.SCHEDULE_ACTIONS.get(action)
     if act is None or not NAME_PATTERN.match(job_type):
         abort(404)
@@ -44,7 +46,7 @@ def schedule_action(job_type: str, action: str):
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.schedules.index"), code=303)
     with get_db().transaction() as tx:
-        result = act(tx.conn, job_type, actor=current_user.actor, role=current_user.role,
-                     reason=form.reason.data, request_id=form.request_id.data)
+        result = act(tx.conn, job_type, actor=user.actor, role=user.role,
+                     reason=given(form.reason), request_id=form.request_id.data)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(url_for("jobwarden.schedules.index"), code=303)

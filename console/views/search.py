@@ -8,6 +8,7 @@ stays the same however many jobs the table holds.
 from __future__ import annotations
 
 from flask import Blueprint, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import search
@@ -18,7 +19,7 @@ bp = Blueprint("search", __name__)
 
 
 @bp.get("/search")
-def index():
+def index() -> ResponseReturnValue:
     """The search box, and what it found (a 400 naming the problem for unreadable input)."""
     cfg = settings()
     text = request.args.get("q")

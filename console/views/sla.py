@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, render_template
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import sla as sla_model
@@ -14,7 +15,7 @@ bp = Blueprint("sla", __name__)
 
 
 @bp.get("/sla")
-def index():
+def index() -> ResponseReturnValue:
     """The SLA panel of every job type over the last hour."""
     cfg = settings()
     with get_db().reading() as reader:

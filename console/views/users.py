@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import IntegrityError
 
 from jobwarden.console.core.account_policy import MIN_PASSWORD, check_password, normalize_username
 from jobwarden.console.core.config import mounted
 from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.web.auth import hash_password, role_required
-from jobwarden.console.web.forms import UserAccessForm, UserForm
+from jobwarden.console.web.forms import UserAccessForm, UserForm, given
 from jobwarden.console.web.identity import current_user
 
 bp = Blueprint("users", __name__)
 
 
 @bp.before_request
-def only_with_the_consoles_own_login():
+def only_with_the_consoles_own_login() -> None:
     """Under a host's user_loader the host manages who may do what: console users made
     here would sign in to a standalone console on the same database, past the host."""
     if not mounted().own_login:
@@ -25,7 +26,7 @@ def only_with_the_consoles_own_login():
 
 @bp.get("/users")
 @role_required("admin")
-def index():
+def index() -> ResponseReturnValue:
     """Every console user and their role."""
     users = get_db().all(CQ.console_users_list)
     return render_template("jobwarden/users.html", users=users, form=UserForm(formdata=None),
@@ -38,7 +39,7 @@ def index():
 
 @bp.post("/users")
 @role_required("admin")
-def add():
+def add() -> ResponseReturnValue:
     """Create a user or reset an existing user's password and role."""
     form = UserForm()
     if not form.validate():
@@ -47,7 +48,7 @@ def add():
     try:
         username = normalize_username(form.username.data)
         check_password(form.password.data, username)
-        _not_a_look_alike(form.username.data, username)
+        _not_a_look_alike(given(form.username), username)
     except ValueError as exc:
         flash(f"Not saved: {exc}.", "error")
         return redirect(url_for("jobwarden.users.index"), code=303)
@@ -59,7 +60,7 @@ def add():
     try:
         with get_db().transaction() as tx:
             saved = tx.all(CQ.console_user_upsert, username=username,
-                           password_hash=hash_password(form.password.data), role=form.role.data)
+                           password_hash=hash_password(given(form.password)), role=form.role.data)
     except IntegrityError:
         flash("That user could not be saved.", "error")
         return redirect(url_for("jobwarden.users.index"), code=303)
@@ -81,7 +82,7 @@ def _not_a_look_alike(typed: str, username: str) -> None:
 
 @bp.post("/users/<int:user_id>/access")
 @role_required("admin")
-def access(user_id: int):
+def access(user_id: int) -> ResponseReturnValue:
     """Change a user's role or disable them (not yourself: no locking out the last admin)."""
     form = UserAccessForm()
     if not form.validate():

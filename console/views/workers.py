@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, render_template
+from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import queries
@@ -14,7 +15,7 @@ bp = Blueprint("workers", __name__)
 
 
 @bp.get("/workers")
-def index():
+def index() -> ResponseReturnValue:
     """Every recent worker process and what it is running."""
     with get_db().reading() as reader:
         workers = queries.workers_with_jobs(reader, settings()["WORKER_GONE_SECONDS"],

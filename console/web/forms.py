@@ -6,6 +6,7 @@ import uuid
 
 from flask_wtf import FlaskForm
 from wtforms import (
+    Field,
     HiddenField,
     IntegerField,
     PasswordField,
@@ -19,6 +20,14 @@ from jobwarden.console.core.config import settings
 from jobwarden.console.data.schema import ROLES
 from jobwarden.worker.ops.operations import REASON_MAX
 from jobwarden.worker.store.schema import JOB_STATUSES
+
+
+def given(field: Field) -> str:
+    """The text of a required field (DataRequired) of a form that validated: there is one
+    then, so its absence is a mistake in the view, never the user's input."""
+    if not isinstance(field.data, str):
+        raise RuntimeError(f"form field {field.name!r} read before the form validated")
+    return field.data
 
 
 class ConsoleForm(FlaskForm):
