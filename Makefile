@@ -67,8 +67,8 @@ shop: setup
 test: setup typecheck chromium promtool pgbouncer postgresql
 	$(VENV)/bin/pytest
 
-# mypy, strict on the runtime (pyproject.toml [tool.mypy]); its cache in .mypy_cache
-# makes a run after a small change take seconds.
+# mypy, strict on the runtime and the console (pyproject.toml [tool.mypy]); its cache in
+# .mypy_cache makes a run after a small change take seconds.
 typecheck: setup
 	$(VENV)/bin/mypy
 

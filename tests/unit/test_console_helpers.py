@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import wtforms
+from flask import Flask, g
+from werkzeug.exceptions import Forbidden
 
 from jobwarden.console.core.config import parse_duration, parse_sla_targets
 from jobwarden.console.data.queries import JobFilter, clamp_limit
 from jobwarden.console.web.formatting import age, progress_fraction
+from jobwarden.console.web.forms import given
+from jobwarden.console.web.identity import ConsoleUser, current_user, request_user, signed_in
 from jobwarden.console.web.security import safe_next_url
 
 
@@ -65,3 +70,24 @@ def test_progress_is_read_from_the_shapes_handlers_report(progress, expected):
 def test_ages_are_compact():
     assert [age(0.25), age(5), age(42), age(192), age(7500), age(200000)] == [
         "250ms", "5.0s", "42s", "3m 12s", "2h 05m", "2d 7h"]
+
+
+def test_signed_in_is_the_request_user_and_refuses_nobody():
+    """Views record signed_in().actor: nobody is refused (403), never made an actor."""
+    app = Flask(__name__)
+    operator = ConsoleUser(username="sop", role="operator", id="7")
+    with app.test_request_context():
+        with pytest.raises(Forbidden):
+            signed_in()
+        g.jobwarden_user = operator
+        assert signed_in() is operator and request_user() is operator
+        assert current_user.actor == "sop"
+
+
+def test_a_required_field_read_before_its_form_validated_is_a_mistake():
+    class Form(wtforms.Form):
+        reason = wtforms.StringField()
+
+    assert given(Form(data={"reason": "outage"}).reason) == "outage"
+    with pytest.raises(RuntimeError, match="'reason' read before the form validated"):
+        given(Form().reason)
