@@ -3,9 +3,10 @@
 docs/reference/outcomes.md holds, between marker comments, the state diagram and outcome
 table rendered from `jobwarden.worker.core.transitions.TRANSITIONS` and the status tables
 rendered from the states enum; docs/operations.md the metrics table, rendered from the
-console's one Prometheus collector. tests/unit/test_docs_tables.py fails when a committed
-page differs from what this renders; `make docs` (or this module) rewrites them, the CLI
-reference's too:
+console's one Prometheus collector; docs/reference/configuration.md the JOBWARDEN_*
+variables, rendered from the settings classes. tests/unit/test_docs_tables.py fails when
+a committed page differs from what this renders; `make docs` (or this module) rewrites
+them, the CLI reference's too:
 
     .venv/bin/python -m tests.docs_tables
 """
@@ -134,13 +135,88 @@ def metrics_table() -> str:
     return "\n".join(rows)
 
 
+def _kind(field) -> str:
+    """What a setting's value is, in words, from its declared type."""
+    from typing import Literal, get_args, get_origin
+
+    from pydantic import SecretStr
+
+    from jobwarden.worker.core.durations import DurationRule
+
+    if field.json_schema_extra and "kind" in field.json_schema_extra:
+        return field.json_schema_extra["kind"]
+    parts, todo = list(field.metadata), [field.annotation]
+    while todo:  # the type's parts: Optional[...], Annotated[...] and Literal[...]
+        part = todo.pop()
+        parts.append(part)
+        todo += get_args(part)
+    rules = [p for p in parts if isinstance(p, DurationRule)]
+    if rules:
+        return "duration, more than 0" if rules[0].positive else "duration"
+    literals = [p for p in parts if get_origin(p) is Literal]
+    if literals:
+        return ", ".join(f"`{value}`" for value in get_args(literals[0]))
+    if bool in parts:
+        return "flag: `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`"
+    if int in parts:
+        low = next(m.ge for m in field.metadata if hasattr(m, "ge"))
+        high = next(m.le for m in field.metadata if hasattr(m, "le"))
+        return f"whole number, {low} to {high}"
+    return "secret text" if SecretStr in parts else "path" if Path in parts else "text"
+
+
+def _default(field) -> str:
+    """A setting's default as its variable would be written, or what unset means."""
+    from jobwarden.worker.core.durations import DurationRule, written
+
+    value = field.get_default(call_default_factory=True)
+    if value is None or value == {}:
+        return "unset"
+    if isinstance(value, bool):
+        return "`1`" if value else "`0`"
+    if isinstance(value, float) and any(isinstance(m, DurationRule) for m in field.metadata):
+        return f"`{written(value)}`"
+    return f"`{value}`"
+
+
+def settings_table(model, below=None) -> str:
+    """One row per variable of a settings class (the fields `below`, its base, has are
+    left out): its name, what it takes, its default and its help text."""
+    from jobwarden.worker.core.settings import env_name
+
+    rows = ["| variable | takes | default | what it does |", "| --- | --- | --- | --- |"]
+    for name, field in model.model_fields.items():
+        if below is not None and name in below.model_fields:
+            continue
+        help_text = " ".join(field.description.split()).replace("|", "\\|")
+        rows.append(f"| `{env_name(name)}` | {_kind(field)} | {_default(field)} | "
+                    f"{help_text} |")
+    return "\n".join(rows)
+
+
+def runtime_settings_table() -> str:
+    from jobwarden.worker.core.settings import WorkerSettings
+
+    return settings_table(WorkerSettings)
+
+
+def console_settings_table() -> str:
+    from jobwarden.console.core.config import ConsoleSettings
+    from jobwarden.worker.core.settings import WorkerSettings
+
+    return settings_table(ConsoleSettings, below=WorkerSettings)
+
+
+CONFIGURATION_PAGE = ROOT / "docs" / "reference" / "configuration.md"
 OPERATIONS_PAGE = ROOT / "docs" / "operations.md"
 #: (page, marker name, renderer) of each generated section, in page order.
 TABLES = ((OUTCOMES_PAGE, "state-diagram", state_diagram),
           (OUTCOMES_PAGE, "outcomes", outcomes_table),
           (OUTCOMES_PAGE, "statuses", statuses_table),
           (OUTCOMES_PAGE, "worker-states", worker_states_table),
-          (OPERATIONS_PAGE, "metrics", metrics_table))
+          (OPERATIONS_PAGE, "metrics", metrics_table),
+          (CONFIGURATION_PAGE, "runtime-settings", runtime_settings_table),
+          (CONFIGURATION_PAGE, "console-settings", console_settings_table))
 
 
 def section(name: str, text: str) -> str:

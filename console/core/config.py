@@ -1,9 +1,10 @@
 """The console's configuration, read from the environment in one place, and read back
 during a request (`settings()`, `mounted()`).
 
-Every setting can also be passed to `create_app(config)` (tests do) or to
-`Console(settings=...)`. Durations are in
-seconds; SLA targets use the registry's notation (`30s`, `5m`, `1h`).
+The JOBWARDEN_* variables are declared in `ConsoleSettings`, which extends the runtime's
+(worker/core/settings.py): a value that does not read is a SettingsError naming the
+variable, at start-up. Every setting can also be passed to `create_app(config)` (tests do)
+or to `Console(settings=...)`; durations there are in seconds.
 
 The bottom layer of the console: it imports nothing of the console, so that every other
 module may import it (docs/architecture.md, "Console layers").
@@ -16,52 +17,41 @@ import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from flask import current_app
+from pydantic import AfterValidator, Field, PlainValidator, SecretStr
 
-from jobwarden.worker.store.db import jobwarden_home
+from jobwarden.worker.core.durations import POSITIVE, PositiveDuration, shown
+from jobwarden.worker.core.settings import WorkerSettings
 
 #: Where jobwarden.console.mount keeps the mounted Console in `app.extensions`.
 EXTENSION = "jobwarden_console"
-#: Defaults of the sign-in throttle's settings (console/web/login_throttle.py), each
-#: overridable by JOBWARDEN_<name> in the environment.
-LOGIN_THROTTLE_DEFAULTS = {
-    "LOGIN_ACCOUNT_FREE_FAILURES": 5,
-    "LOGIN_ACCOUNT_LOCK_MAX_SECONDS": 60,
-    "LOGIN_ADDRESS_FREE_FAILURES": 20,
-    "LOGIN_ADDRESS_LOCK_MAX_SECONDS": 900,
-    "LOGIN_FAILURE_WINDOW_SECONDS": 900,
-}
 
 #: Where the alerts' runbooks are when JOBWARDEN_RUNBOOK_URL does not say: the operating
 #: guide's page, as a path into the repository or the installed docs.
 RUNBOOKS = "docs/guide/operating.md"
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
-
-def parse_duration(text: str | float | int | None) -> float | None:
-    """Seconds from '30s', '5m', '1h', '250ms' or a bare number; None if empty/invalid."""
-    if text is None or text == "":
-        return None
-    if isinstance(text, int | float):
-        return float(text)
-    match = _DURATION.match(str(text))
-    if not match:
-        return None
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def parse_sla_targets(text: str | None) -> dict[str, float]:
-    """`send_email=30s,resize_image=2m` -> {"send_email": 30.0, "resize_image": 120.0}."""
+def parse_sla_targets(text: object) -> dict[str, float]:
+    """`send_email=30s,resize_image=2m` -> {"send_email": 30.0, "resize_image": 120.0};
+    ValueError naming the entry that does not read."""
+    if isinstance(text, dict):
+        return {str(name): POSITIVE.parse(value) for name, value in text.items()}
+    if not isinstance(text, str):
+        raise ValueError(f"{shown(text)} is not a list of targets like send_email=30s")
     targets: dict[str, float] = {}
-    for item in (text or "").split(","):
-        name, _, value = item.partition("=")
-        seconds = parse_duration(value)
-        if name.strip() and seconds is not None:
-            targets[name.strip()] = seconds
+    for item in text.split(","):
+        if not item.strip():
+            continue  # a trailing comma
+        name, equals, value = (part.strip() for part in item.partition("="))
+        if not name or not equals:
+            raise ValueError(f"{shown(item.strip())} is not a job type's target like "
+                             "send_email=30s")
+        try:
+            targets[name] = POSITIVE.parse(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
     return targets
 
 
@@ -77,11 +67,69 @@ def external_url(value: str | None) -> str | None:
     return value.rstrip("/")
 
 
-def _env_flag(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
+def _runbooks(value: str) -> str:
+    return value.strip() or RUNBOOKS
+
+
+class ConsoleSettings(WorkerSettings):
+    """The console's settings: the runtime's, and its own."""
+
+    secret_key: SecretStr | None = Field(
+        None, description="Signs the standalone console's sessions and CSRF tokens; unset, "
+                          "a key is generated once under `JOBWARDEN_HOME` (a mounted "
+                          "console uses its host's `SECRET_KEY`).")
+    metrics_token: SecretStr | None = Field(
+        None, description="The bearer token a Prometheus scraper sends to `/metrics`.")
+    console_url: Annotated[str | None, PlainValidator(external_url)] = Field(
+        None, json_schema_extra={"kind": "absolute http(s) URL"},
+        description="The address people open the console at, mount path included "
+                          "(`https://shop.example.com/ops/jobs`; `Console(app, "
+                          "external_url=...)` when mounted): the alerts' `console_url` "
+                          "links start with it. Unset: the console's path alone, so the "
+                          "links are relative (a request's Host is never used).")
+    runbook_url: Annotated[str, AfterValidator(_runbooks)] = Field(
+        RUNBOOKS, json_schema_extra={"kind": "URL or path"},
+        description="Where the alerts' `runbook_url` links point: the operating "
+                              "guide's alert runbooks, as your team reads them.")
+    sla: Annotated[dict[str, float], PlainValidator(parse_sla_targets)] = Field(
+        default_factory=dict, json_schema_extra={"kind": "`type=duration`, comma-separated"},
+        description="Per-type SLA targets, `send_email=30s,export_report=5m`; each wins "
+                    "over the handler's `@job(sla=...)`.")
+    sla_default: PositiveDuration | None = Field(
+        None, description="The SLA target of the types that declare none.")
+    stale_after: PositiveDuration = Field(
+        30.0, description="A running job whose heartbeat is older than this is shown as "
+                          "stale.")
+    worker_gone_after: PositiveDuration = Field(
+        60.0, description="A worker silent for this long is shown as gone.")
+    trust_proxy: bool = Field(
+        False, description="Behind a TLS-terminating proxy: trust its `X-Forwarded-*` "
+                           "headers (standalone console).")
+    cookie_secure: bool = Field(
+        False, description="Session cookies are always `Secure` (standalone console; "
+                           "they are over HTTPS anyway).")
+    login_account_free_failures: int = Field(
+        5, ge=0, le=1000,
+        description="Failed sign-ins to one account before it is throttled.")
+    login_account_lock_max_seconds: int = Field(
+        60, ge=1, le=86_400,
+        description="Longest lock of a throttled account, in seconds; locks double from "
+                    "1 s.")
+    login_address_free_failures: int = Field(
+        20, ge=0, le=100_000,
+        description="Failed sign-ins from one address before it is throttled.")
+    login_address_lock_max_seconds: int = Field(
+        900, ge=1, le=86_400,
+        description="Longest lock of a throttled address, in seconds.")
+    login_failure_window_seconds: int = Field(
+        900, ge=1, le=30 * 86_400,
+        description="Failed sign-ins older than this many seconds are forgotten.")
+
+
+#: The sign-in throttle's settings (console/web/login_throttle.py) and their defaults.
+LOGIN_THROTTLE_DEFAULTS: dict[str, int] = {
+    name.upper(): field.default for name, field in ConsoleSettings.model_fields.items()
+    if name.startswith("login_")}
 
 
 def secret_key() -> str:
@@ -89,10 +137,10 @@ def secret_key() -> str:
 
     A persisted key lets every gunicorn worker (and a restart) read the same sessions.
     """
-    key = os.environ.get("JOBWARDEN_SECRET_KEY")
-    if key:
-        return key
-    path = jobwarden_home() / "console_secret_key"
+    env = ConsoleSettings.load()
+    if env.secret_key is not None:
+        return env.secret_key.get_secret_value()
+    path = env.home.resolve() / "console_secret_key"
     try:
         return path.read_text().strip()
     except FileNotFoundError:
@@ -111,21 +159,23 @@ def secret_key() -> str:
 
 def load_settings() -> dict[str, Any]:
     """The console's own settings, from the environment (Console(settings=...) and
-    create_app(config) override them). They live on the Console, not in app.config, so a
-    host application's configuration keeps its own meaning."""
+    create_app(config) override them); SettingsError names a variable that does not
+    read. They live on the Console, not in app.config, so a host application's
+    configuration keeps its own meaning."""
+    env = ConsoleSettings.load()
     return {
         "DATABASE_URL": os.environ.get("DATABASE_URL"),
-        "SLA_TARGETS": parse_sla_targets(os.environ.get("JOBWARDEN_SLA")),
-        "SLA_DEFAULT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_SLA_DEFAULT")),
-        "STALE_HEARTBEAT_SECONDS": parse_duration(os.environ.get("JOBWARDEN_STALE_AFTER")) or 30,
-        "WORKER_GONE_SECONDS": parse_duration(os.environ.get("JOBWARDEN_WORKER_GONE_AFTER")) or 60,
-        "METRICS_TOKEN": os.environ.get("JOBWARDEN_METRICS_TOKEN") or None,
+        "SLA_TARGETS": env.sla,
+        "SLA_DEFAULT_SECONDS": env.sla_default,
+        "STALE_HEARTBEAT_SECONDS": env.stale_after,
+        "WORKER_GONE_SECONDS": env.worker_gone_after,
+        "METRICS_TOKEN": env.metrics_token.get_secret_value() if env.metrics_token else None,
         # The address people open the console at (scheme, host and mount path), for the
         # links alerts carry (jobwarden.console.views.metrics, jobwarden_console_info); unset, the
         # console's path alone (relative links: never a request's Host). And where the
         # alerts' runbooks are read.
-        "EXTERNAL_URL": external_url(os.environ.get("JOBWARDEN_CONSOLE_URL")),
-        "RUNBOOK_URL": (os.environ.get("JOBWARDEN_RUNBOOK_URL") or "").strip() or RUNBOOKS,
+        "EXTERNAL_URL": env.console_url,
+        "RUNBOOK_URL": env.runbook_url,
         "PAGE_SIZE": 50,
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,
@@ -145,16 +195,17 @@ def load_settings() -> dict[str, Any]:
         # The CSRF check on the console's POSTs (jobwarden.console.web.security): off only
         # for tests; a host's WTF_CSRF_* settings never change it.
         "CSRF_ENABLED": True,
-        **login_throttle_settings(),
+        **{name: getattr(env, name.lower()) for name in LOGIN_THROTTLE_DEFAULTS},
     }
 
 
 def standalone_config() -> dict[str, Any]:
     """Flask settings of the standalone console's own app (create_app): a host that mounts
     the console keeps its own cookies, proxy handling and limits."""
+    env = ConsoleSettings.load()
     return {
-        "TRUST_PROXY": _env_flag("JOBWARDEN_TRUST_PROXY"),
-        "SESSION_COOKIE_SECURE": _env_flag("JOBWARDEN_COOKIE_SECURE"),
+        "TRUST_PROXY": env.trust_proxy,
+        "SESSION_COOKIE_SECURE": env.cookie_secure,
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_NAME": "jobwarden_session",
@@ -163,15 +214,6 @@ def standalone_config() -> dict[str, Any]:
         "WTF_CSRF_SSL_STRICT": True,
         "MAX_CONTENT_LENGTH": 64 * 1024,
     }
-
-
-def login_throttle_settings() -> dict[str, int]:
-    """JOBWARDEN_LOGIN_* overrides of the sign-in throttle's defaults."""
-    found = {}
-    for name, default in LOGIN_THROTTLE_DEFAULTS.items():
-        value = os.environ.get("JOBWARDEN_" + name)
-        found[name] = int(value) if value and value.isdigit() else default
-    return found
 
 
 #: A host's `user_loader`: the signed-in user as (name, role), or None.

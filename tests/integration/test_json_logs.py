@@ -93,7 +93,8 @@ def test_an_unknown_log_format_is_refused_by_name(clean_db):
     result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "stats"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
-    assert "unknown log format 'xml'" in result.stderr
+    assert result.stderr == ("jobwarden: JOBWARDEN_LOG_FORMAT: input should be 'text' or "
+                             "'json' (got 'xml')\n")
 
 
 def database_text(url: str) -> str:

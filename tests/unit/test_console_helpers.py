@@ -7,7 +7,7 @@ import wtforms
 from flask import Flask, g
 from werkzeug.exceptions import Forbidden
 
-from jobwarden.console.core.config import parse_duration, parse_sla_targets
+from jobwarden.console.core.config import parse_sla_targets
 from jobwarden.console.data.queries import JobFilter, clamp_limit
 from jobwarden.console.web.formatting import age, progress_fraction
 from jobwarden.console.web.forms import given
@@ -38,11 +38,11 @@ def test_redirects_keep_local_paths_with_their_query(target):
     assert safe_next_url(target) == target
 
 
-def test_durations_and_sla_targets_parse_the_registry_notation():
-    assert parse_duration("30s") == 30 and parse_duration("5m") == 300
-    assert parse_duration("250ms") == 0.25 and parse_duration("bogus") is None
-    assert parse_sla_targets("send_email=30s, export=2m,bad=x") == {"send_email": 30.0,
-                                                                   "export": 120.0}
+def test_sla_targets_parse_the_registry_notation_and_refuse_the_rest():
+    assert parse_sla_targets("send_email=30s, export=2m,nightly=1d") == {
+        "send_email": 30.0, "export": 120.0, "nightly": 86_400.0}
+    with pytest.raises(ValueError, match="^bad: 'x' is not a duration"):
+        parse_sla_targets("send_email=30s,bad=x")
 
 
 def test_limits_are_clamped():

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from jobwarden.worker.core.policy import RetryPolicy, parse_duration
+from jobwarden.worker.core.policy import RetryPolicy
 
 
 def test_backoff_doubles_per_attempt_up_to_the_cap():
@@ -37,17 +37,3 @@ def test_zero_jitter_is_exact():
 def test_invalid_policies_are_refused(bad):
     with pytest.raises(ValueError):
         RetryPolicy(**bad)
-
-
-@pytest.mark.parametrize("text, seconds", [
-    (30, 30.0), (2.5, 2.5), ("30s", 30.0), ("5m", 300.0), ("1h", 3600.0), ("250ms", 0.25),
-    ("7d", 604800.0), (None, None),
-])
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("bad", ["soon", "-5s", "5 parsecs", True])
-def test_parse_duration_rejects_nonsense(bad):
-    with pytest.raises(ValueError):
-        parse_duration(bad)

@@ -13,14 +13,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from jobwarden.worker.core.durations import DurationRule
+from jobwarden.worker.core.durations import shown as _shown
 from jobwarden.worker.core.errors import EnqueueError
-from jobwarden.worker.core.policy import parse_duration
 from jobwarden.worker.engine.config import MAX_FLUSH_WRITERS
 from jobwarden.worker.engine.lanes import MAX_SLOTS, parse_queues
 from jobwarden.worker.jobs.job_spec import (
     INT32,
     MAX_ATTEMPTS,
-    MAX_DELAY_SECONDS,
     MAX_KEY_CHARS,
     check_payload,
 )
@@ -45,19 +45,17 @@ def integer(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:
-    """A finite number from `low` (excluded when `above_low`) to `high`. float() alone
-    would take "-5", "nan" and "inf", which no interval or wait can mean."""
-    within = (f"more than {low:g} and at most {high:g}" if above_low
-              else f"between {low:g} and {high:g}")
+def number(low: float, high: float) -> Callable[[str], float]:
+    """A finite number from `low` to `high`. float() alone would take "-5", "nan" and
+    "inf", which no count or wait can mean."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise Bad(f"{_shown(text)} is not a number") from None
-        if not (math.isfinite(value) and low <= value <= high) or (above_low and value == low):
-            raise Bad(f"{_shown(text)} is not {within}")
+        if not (math.isfinite(value) and low <= value <= high):
+            raise Bad(f"{_shown(text)} is not between {low:g} and {high:g}")
         return value
 
     parse.__name__ = "number"
@@ -77,56 +75,37 @@ batch = integer(1, 10_000)
 writers = integer(1, MAX_FLUSH_WRITERS)
 buffer = integer(0, 100_000)
 abandoned = integer(0, 10_000)
-#: Seconds a worker waits (grace periods: 0 is allowed, meaning no wait).
-wait_seconds = number(0, 86_400)
-#: Seconds between polls: more than zero, or the worker would spin.
-poll_seconds = number(0, 3_600, above_low=True)
 #: Milliseconds an outcome may wait for its batch (0: flush at once; at most an hour, so
 #: a test or a drill may hold outcomes back for minutes).
 flush_ms = number(0, 3_600_000)
 list_limit = integer(1, 10_000)
 
 
-def duration(minimum: float = 0.0, maximum: float = MAX_DELAY_SECONDS,
-             allow_zero: bool = True) -> Callable[[str], float]:
-    """Seconds from `30`, `30s`, `5m`, `2h` or `7d`, within bounds."""
+def duration(rule: DurationRule) -> Callable[[str], float]:
+    """Seconds from `30`, `30s`, `5m`, `2h` or `7d`, as `rule` takes them: the notation
+    of @job and of the JOBWARDEN_* settings (worker/core/durations.py)."""
 
     def parse(text: str) -> float:
-        seconds = parse_duration(text)
-        if seconds is None:
-            raise Bad(f"{_shown(text)} is not a duration: use e.g. 30, 30s, 5m, 2h or 7d")
-        if seconds < minimum or seconds > maximum or (seconds == 0 and not allow_zero):
-            raise Bad(f"{_shown(text)} is out of range (at most {maximum:g} seconds"
-                      f"{'' if allow_zero else ', more than 0'})")
-        return seconds
+        try:
+            return rule.parse(text)
+        except ValueError as exc:
+            raise Bad(str(exc)) from None
 
     parse.__name__ = "duration"
     return parse
 
 
 #: A delay before a job may run (0 to ten years).
-delay = duration()
+delay = duration(DurationRule())
 #: An age or staleness threshold: more than zero.
-age = duration(allow_zero=False)
-
-
-def with_unit(parse: Callable[[str], float]) -> Callable[[str], float]:
-    """`parse`, refusing a bare number: where a mistake deletes data, `3` must not quietly
-    mean 3 seconds to someone who meant 3 days."""
-
-    def checked(text: str) -> float:
-        try:
-            float(text)
-        except ValueError:
-            return parse(text)
-        raise Bad(f"{_shown(text)} needs a unit: e.g. 7d, 12h, 30m or 90s")
-
-    checked.__name__ = "duration"
-    return checked
-
-
-#: The age past which `prune` deletes finished jobs: with a unit.
-prune_age = with_unit(age)
+age = duration(DurationRule(positive=True))
+#: The age past which `prune` deletes finished jobs: with a unit, since a mistake there
+#: deletes data.
+prune_age = duration(DurationRule(positive=True, unit=True))
+#: Seconds a worker waits (grace periods: 0 is allowed, meaning no wait; at most a day).
+wait_seconds = duration(DurationRule(maximum=86_400))
+#: Seconds between polls: more than zero, or the worker would spin; at most an hour.
+poll_seconds = duration(DurationRule(positive=True, maximum=3_600))
 
 
 def json_object(text: str) -> dict[str, Any]:
@@ -162,9 +141,3 @@ def key(text: str) -> str:
     if not 0 < len(text) <= MAX_KEY_CHARS:
         raise Bad(f"needs 1-{MAX_KEY_CHARS} characters, not {len(text)}")
     return text
-
-
-def _shown(text: str) -> str:
-    """The argument as given, escaped and cut short, for an error message."""
-    shown = text.encode("unicode_escape", "backslashreplace").decode("ascii")
-    return repr(shown if len(shown) <= 40 else shown[:37] + "...")

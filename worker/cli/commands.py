@@ -16,6 +16,7 @@ from jobwarden.worker.cli import args as A
 from jobwarden.worker.core.errors import EnqueueError
 from jobwarden.worker.core.logs import FORMATS, configure
 from jobwarden.worker.core.rates import describe_rate
+from jobwarden.worker.core.settings import LEVELS, SettingsError, WorkerSettings
 from jobwarden.worker.core.states import JobStatus
 from jobwarden.worker.core.terminal import printable
 from jobwarden.worker.core.version import version
@@ -86,7 +87,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                               flush_writers=args.flush_writers,
                               flush_interval=args.flush_interval / 1000)
         worker = WorkerProcess(registry, config)
-    except DatabaseUrlError:
+    except (DatabaseUrlError, SettingsError):
         raise  # main says it as every command does
     except ValueError as exc:
         raise SystemExit(f"jobwarden worker: {exc}") from None
@@ -341,12 +342,12 @@ def build_parser(contributed: bool = True) -> CommandParser:
                     "DATABASE_URL selects the database; without it, an embedded PostgreSQL "
                     "under JOBWARDEN_HOME (default ./.jobwarden) is used.")
     p.add_argument("--version", action="version", version=f"jobwarden {version()}")
-    p.add_argument("--log-level", default=os.environ.get("JOBWARDEN_LOG_LEVEL"),
-                   help="DEBUG, INFO, WARNING… (default INFO; WARNING for the demo)")
+    p.add_argument("--log-level", type=str.upper, choices=LEVELS, metavar="LEVEL",
+                   help=f"{', '.join(LEVELS)} (default JOBWARDEN_LOG_LEVEL, else INFO; "
+                        "WARNING for the demo)")
     p.add_argument("--log-format", choices=FORMATS,
-                   default=os.environ.get("JOBWARDEN_LOG_FORMAT") or "text",
-                   help="text (default) or json: one JSON object per line with a stable "
-                        "`action` per lifecycle event")
+                   help="text or json: one JSON object per line with a stable `action` "
+                        "per lifecycle event (default JOBWARDEN_LOG_FORMAT, else text)")
     # The sub-commands' parsers stay plain ArgumentParsers (only the top one knows them).
     sub = p.add_subparsers(dest="command", required=True,
                            parser_class=argparse.ArgumentParser)
@@ -367,12 +368,13 @@ def build_parser(contributed: bool = True) -> CommandParser:
                    help="handler threads shared by every queue, or by the plain --queues "
                         f"names (default {DEFAULT_CONCURRENCY})")
     w.add_argument("--grace", type=A.wait_seconds, default=30.0,
-                   help="seconds running jobs get to finish after SIGTERM")
+                   help="how long running jobs get to finish after SIGTERM (a duration: 30, "
+                        "30s, 2m; default 30s)")
     w.add_argument("--poll-interval", type=A.poll_seconds, default=2.0,
-                   help="seconds between polls when no notification arrives")
+                   help="how long between polls when no notification arrives (default 2s)")
     w.add_argument("--timeout-grace", type=A.wait_seconds, default=5.0,
-                   help="seconds a timed-out handler gets to stop before it is abandoned "
-                        "(at most its own timeout; default 5)")
+                   help="how long a timed-out handler gets to stop before it is abandoned "
+                        "(at most its own timeout; default 5s)")
     w.add_argument("--max-abandoned", type=A.abandoned, default=None,
                    help="abandoned handler threads tolerated before the worker restarts "
                         "itself (default: the slots of all lanes together)")
@@ -536,12 +538,16 @@ def _runtime_command(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(contributed=not _runtime_command(argv)).parse_args(argv)
-    # A command may choose a quieter default (the demo prints its own story).
     try:
-        configure(args.log_level or getattr(args, "default_log_level", "INFO"), args.log_format)
-    except ValueError as exc:  # JOBWARDEN_LOG_FORMAT is not checked by argparse
+        # Every JOBWARDEN_* variable, checked before the command does anything.
+        settings = WorkerSettings.load()
+    except SettingsError as exc:
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2
+    # A command may choose a quieter default (the demo prints its own story).
+    level: str = (args.log_level or settings.log_level
+                  or str(getattr(args, "default_log_level", "INFO")))
+    configure(level, args.log_format or settings.log_format)
     try:
         if getattr(args, "checks_schema", False):
             # Once, at the command's start: behind the code, SchemaOutOfDate refuses it.
@@ -559,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         # raise the same error again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a writer the pipe ended
-    except DatabaseUrlError as exc:  # raised before anything connected
+    except (DatabaseUrlError, SettingsError) as exc:  # raised before anything connected
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2
     except SchemaOutOfDate as exc:  # raised before anything was written

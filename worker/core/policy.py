@@ -1,31 +1,11 @@
-"""Retry timing: exponential backoff with a cap and jitter, and duration parsing."""
+"""Retry timing: exponential backoff with a cap and jitter."""
 
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
-
-def parse_duration(value: float | int | str | None) -> float | None:
-    """Seconds from 30, 2.5, "30s", "5m", "1h", "250ms"; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(value)
-        if not match:
-            raise ValueError(f"not a duration: {value!r} (try 30, '30s', '5m', '1h')")
-        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if seconds < 0:
-        raise ValueError(f"duration must not be negative: {value!r}")
-    return seconds
+from jobwarden.worker.core.durations import parse_duration
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,12 @@ policy was known over to it. Each duty runs at its own interval on the worker's 
 connections; duties that must run on one worker at a time guard themselves in the
 database (an advisory lock, a unique key, SKIP LOCKED), so every worker may try.
 
-`JOBWARDEN_DUTY_INTERVAL` (seconds) shortens the intervals, for tests and demos.
+`JOBWARDEN_DUTY_INTERVAL` (a duration) shortens the intervals, for tests and demos.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from jobwarden.worker.core.settings import WorkerSettings
 from jobwarden.worker.duties import flows, partitions, retention, scheduler
 from jobwarden.worker.engine.limits import REFRESH_SECONDS, LimitBook
 from jobwarden.worker.jobs import job_types
@@ -36,7 +36,8 @@ class Duties:
 
     def __init__(self, registry: Registry, *, worker_id: str, interval: float | None = None,
                  limits: LimitBook | None = None):
-        base = interval or float(os.environ.get("JOBWARDEN_DUTY_INTERVAL") or 0) or None
+        settings = WorkerSettings.current()
+        base = interval or settings.duty_interval
         self.registry = registry
         self.worker_id = worker_id
         self._published = False
@@ -55,7 +56,7 @@ class Duties:
         self._duties.append(("flows", base or 30.0, flows.repair))
         # The history's weeks ahead, whatever the retention: a finish needs its week.
         self._duties.append(("partitions", base or 3600.0, partitions.ensure))
-        policy = retention.RetentionPolicy.from_env()
+        policy = settings.retention
         if policy is not None:
             self._duties.append(("retention", base or 60.0,
                                  lambda conn: retention.run_once(conn, policy)))

@@ -20,83 +20,18 @@ its week goes (migration 0066).
 from __future__ import annotations
 
 import logging
-import os
 import time
-from dataclasses import dataclass, field
 
 import psycopg
 
-from jobwarden.worker.core.policy import parse_duration
+from jobwarden.worker.core.retention_policy import DAY as DAY
+from jobwarden.worker.core.retention_policy import DEFAULT_AGES as DEFAULT_AGES
+from jobwarden.worker.core.retention_policy import RetentionPolicy
 from jobwarden.worker.duties import partitions
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import Q
 
 log = logging.getLogger("jobwarden.retention")
-
-DAY = 86400.0
-DEFAULT_AGES = {"completed": 14 * DAY, "skipped": 30 * DAY, "cancelled": 30 * DAY,
-                "failed": 90 * DAY}
-
-
-@dataclass(frozen=True)
-class RetentionPolicy:
-    """How old a finished job of each status gets before retention deletes it."""
-
-    ages: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AGES))
-    history: float | None = None  # seconds the execution history is kept; None: max(ages)
-    batch: int = 500  # jobs per transaction: short enough never to hold locks for long
-    max_batches: int = 20  # per pass, so a huge backlog of old jobs is spread over passes
-
-    @classmethod
-    def parse(cls, text: str | None) -> RetentionPolicy | None:
-        """`completed=14d,failed=90d` over the defaults; `off` (or `none`) disables.
-
-        Raises ValueError naming the part it cannot read, or an `executions=` shorter
-        than a job age (a job still kept keeps all its attempts).
-        """
-        if text is None or not text.strip():
-            return cls()
-        if text.strip().lower() in ("off", "none"):
-            return None
-        ages = dict(DEFAULT_AGES)
-        history = None
-        written: dict[str, str] = {}  # each part as given, for the messages
-        for item in text.split(","):
-            status, _, value = item.partition("=")
-            status = status.strip()
-            if status not in (*DEFAULT_AGES, "executions"):
-                raise ValueError(f"retention: unknown status {status!r} "
-                                 f"(use {', '.join(DEFAULT_AGES)} or executions)")
-            try:
-                seconds = parse_duration(value.strip())
-            except ValueError:
-                seconds = None
-            if not seconds or seconds <= 0:
-                raise ValueError(f"retention: {item.strip()!r} needs a positive age like 14d")
-            written[status] = value.strip()
-            if status == "executions":
-                history = seconds
-            else:
-                ages[status] = seconds
-        longest = max(ages, key=lambda status: ages[status])
-        if history is not None and history < ages[longest]:
-            # A week of history goes once it is older than `executions`, and with it the
-            # attempts of jobs still kept (an operator retries a failed job weeks later
-            # and finds its first attempt gone).
-            age = written.get(longest) or f"{ages[longest] / DAY:g}d"
-            raise ValueError(f"retention: executions={written['executions']} is shorter "
-                             f"than {longest}={age}: the history of jobs still kept "
-                             f"would go; give executions at least {age}, or leave it out")
-        return cls(ages=ages, history=history)
-
-    @property
-    def history_age(self) -> float:
-        """Seconds a finished execution's history row is kept."""
-        return self.history if self.history is not None else max(self.ages.values())
-
-    @classmethod
-    def from_env(cls) -> RetentionPolicy | None:
-        return cls.parse(os.environ.get("JOBWARDEN_RETENTION"))
 
 
 def run_once(conn: psycopg.Connection, policy: RetentionPolicy,

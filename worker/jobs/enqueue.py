@@ -9,7 +9,6 @@ SQLAlchemy Connection or Session) and lets the caller's COMMIT decide.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -18,6 +17,7 @@ from pydantic import ValidationError
 
 from jobwarden.worker.core.errors import EnqueueError
 from jobwarden.worker.core.sanitize import describe_validation
+from jobwarden.worker.core.settings import WorkerSettings
 from jobwarden.worker.jobs.flows import Parent, resolve
 from jobwarden.worker.jobs.job_spec import JobSpec, check_payload
 from jobwarden.worker.jobs.job_types import defaulted_fields, with_published_policies_steps
@@ -37,11 +37,10 @@ from jobwarden.worker.store.jobstore import (
 )
 from jobwarden.worker.store.queries import Q
 
-DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
-
 
 def max_payload_bytes() -> int:
-    return int(os.environ.get("JOBWARDEN_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES))
+    limit: int = WorkerSettings.one("max_payload_bytes")
+    return limit
 
 
 #: One encoder for every payload: json.dumps with options builds a new one per call.

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobwarden.worker.core.policy import RetryPolicy, parse_duration
+from jobwarden.worker.core.durations import parse_duration
+from jobwarden.worker.core.policy import RetryPolicy
 from jobwarden.worker.core.rates import default_burst, parse_rate
 from jobwarden.worker.jobs.cron import check_schedule
 
@@ -222,7 +223,8 @@ def job(
         raise ValueError(f"{name}: max_snoozes must be an integer >= 0")
     if payload is not None and not hasattr(payload, "model_validate"):
         raise ValueError(f"{name}: payload must be a pydantic model class")
-    lease_s = parse_duration(lease)
+    timeout_s, lease_s, sla_s = (_seconds(name, "timeout", timeout),
+                                 _seconds(name, "lease", lease), _seconds(name, "sla", sla))
     if not lease_s or lease_s <= 0:
         raise ValueError(f"{name}: lease must be positive")
     if schedule is not None:
@@ -232,8 +234,8 @@ def job(
     def decorate(fn: Handler) -> JobType:
         return registry.register(JobType(
             name=name, handler=fn, queue=queue, max_attempts=max_attempts,
-            timeout=parse_duration(timeout), lease=lease_s,
-            backoff=RetryPolicy.coerce(backoff), sla=parse_duration(sla),
+            timeout=timeout_s, lease=lease_s,
+            backoff=RetryPolicy.coerce(backoff), sla=sla_s,
             version=version, repeat_safe=repeat_safe, payload_model=payload,
             schedule=schedule, schedule_tz=schedule_tz,
             schedule_payload=dict(schedule_payload or {}), catch_up=catch_up,
@@ -245,6 +247,14 @@ def job(
         ))
 
     return decorate
+
+
+def _seconds(name: str, argument: str, value: float | int | str | None) -> float | None:
+    """A duration argument of @job in seconds, or ValueError naming the type and argument."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {argument}={exc}") from None
 
 
 #: A rate_limit_key: a dotted path of payload keys ("account.id").

@@ -20,6 +20,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.core.settings import WorkerSettings
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import Q
 
@@ -32,7 +33,7 @@ _embedded_url: str | None = None
 
 
 def jobwarden_home() -> Path:
-    return Path(os.environ.get("JOBWARDEN_HOME", ".jobwarden")).resolve()
+    return WorkerSettings.current().home.resolve()
 
 
 def embedded_url() -> str:
@@ -132,10 +133,7 @@ def sqlalchemy_url(url: str) -> str:
 def pooled() -> bool:
     """True when DATABASE_URL reaches PostgreSQL through a transaction-pooling pooler
     (`JOBWARDEN_POOLER=transaction`, e.g. PgBouncer's pool_mode = transaction)."""
-    value = (os.environ.get("JOBWARDEN_POOLER") or "").strip().lower()
-    if value not in ("", "none", "transaction"):
-        raise ValueError(f"JOBWARDEN_POOLER={value!r}: use 'transaction' or leave it unset")
-    return value == "transaction"
+    return WorkerSettings.current().pooler == "transaction"
 
 
 def connect_kwargs() -> dict[str, Any]:
@@ -153,7 +151,7 @@ def listen_url(url: str) -> str | None:
     """Where LISTEN connects: JOBWARDEN_LISTEN_URL (a direct connection, past the pooler),
     else `url` itself; None through a transaction pooler without one (a LISTEN there
     would be lost between transactions), and the workers wake by polling alone."""
-    direct = os.environ.get("JOBWARDEN_LISTEN_URL")
+    direct = WorkerSettings.current().listen_url
     if direct:
         return parse_url(direct, "JOBWARDEN_LISTEN_URL")
     return None if pooled() else url
