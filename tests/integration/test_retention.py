@@ -187,8 +187,9 @@ def test_a_worker_with_an_unreadable_retention_setting_refuses_to_start(clean_db
     result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "worker", "--app",
                              "tests.apps.race_app"], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode != 0
-    assert "retention: 'completed=soon' needs a positive age" in result.stderr
+    assert result.returncode == 2
+    assert result.stderr == ("jobwarden: JOBWARDEN_RETENTION: 'completed=soon' needs a "
+                             "positive age like 14d\n")
 
 
 def _job_ids(conn, status: str) -> list[int]:

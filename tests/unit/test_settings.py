@@ -96,7 +96,7 @@ def test_the_console_reads_the_registrys_notation_and_its_defaults(monkeypatch):
 def test_set_but_empty_is_unset(monkeypatch):
     for name in variables(ConsoleSettings):
         monkeypatch.setenv(name, "")
-    assert ConsoleSettings.load() == ConsoleSettings.model_validate({})
+    assert ConsoleSettings.load() == ConsoleSettings.model_construct()  # the defaults
 
 
 def test_a_lower_case_variable_is_another_variable(monkeypatch):

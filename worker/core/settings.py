@@ -84,8 +84,8 @@ class Settings(BaseSettings):
 
     @classmethod
     def current(cls) -> Self:
-        """`load()`, read again only when one of the class's variables changed: enqueue
-        asks on every call, and a test or a host may change the environment between."""
+        """`load()`, read again only when one of the class's variables changed (a test or
+        a host may change the environment between two calls)."""
         key = tuple(map(os.environ.get, variables(cls)))
         last = cls._last.get(cls)
         if last is None or last[0] != key:
@@ -96,21 +96,16 @@ class Settings(BaseSettings):
 
     @classmethod
     def one(cls, name: str) -> Any:
-        """The setting `name` as `current()` gives it, looking up its own variable only
-        (enqueue asks on every call: each lookup of an unset variable costs microseconds)."""
-        variable = cls.model_fields[name].alias or name
-        raw = os.environ.get(variable) or None  # set but empty: unset
-        key = (cls, name, raw)
+        """The setting `name` of `load()`, read again only when its own variable changed:
+        enqueue asks on every call, and each lookup of an unset variable costs
+        microseconds (`current()` looks up all of them)."""
+        key = (cls, name, os.environ.get(cls.model_fields[name].alias or name))
         if key not in _ONE:
-            try:
-                _ONE[key] = getattr(cls.model_validate({} if raw is None else {variable: raw}),
-                                    name)
-            except ValidationError as exc:
-                raise SettingsError(one_line(exc, cls)) from None
+            _ONE[key] = getattr(cls.load(), name)
         return _ONE[key]
 
 
-#: Settings read one at a time (Settings.one), by class, name and raw value.
+#: Settings read one at a time (Settings.one), by class, name and their variable's value.
 _ONE: dict[tuple[type, str, str | None], Any] = {}
 
 
