@@ -23,6 +23,10 @@ CASES = [
      "JOBWARDEN_DUTY_INTERVAL: 'abc' is not a duration: use e.g. 30, 30s, 5m, 2h or 7d"),
     ("worker", "JOBWARDEN_POOLER", "session",
      "JOBWARDEN_POOLER: input should be 'transaction' (got 'session')"),
+    # read by enqueue alone, which a worker may never call: refused at start all the same
+    ("worker", "JOBWARDEN_MAX_PAYLOAD_BYTES", "64k",
+     "JOBWARDEN_MAX_PAYLOAD_BYTES: input should be a valid integer, unable to parse string "
+     "as an integer (got '64k')"),
     ("console", "JOBWARDEN_STALE_AFTER", "abc",
      "JOBWARDEN_STALE_AFTER: 'abc' is not a duration: use e.g. 30, 30s, 5m, 2h or 7d"),
     ("console", "JOBWARDEN_SLA", "send_email",
