@@ -24,6 +24,8 @@ BAD = [
     ("JOBWARDEN_POOLER", "session", "input should be 'transaction' (got 'session')"),
     ("JOBWARDEN_MAX_PAYLOAD_BYTES", "64k", "valid integer"),
     ("JOBWARDEN_MAX_PAYLOAD_BYTES", "0", "greater than or equal to 1 (got '0')"),
+    ("JOBWARDEN_MAX_RESULT_BYTES", "1e3", "valid integer"),
+    ("JOBWARDEN_MAX_RESULT_BYTES", "-5", "greater than or equal to 1 (got '-5')"),
     ("JOBWARDEN_CONSOLE_URL", "ops.example.com/jobs", "absolute http(s) address"),
     ("JOBWARDEN_SLA", "send_email", "'send_email' is not a job type's target"),
     ("JOBWARDEN_SLA", "send_email=soon", "send_email: 'soon' is not a duration"),

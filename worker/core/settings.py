@@ -168,3 +168,7 @@ class WorkerSettings(Settings):
     max_payload_bytes: int = Field(
         64 * 1024, ge=1, le=2**30,
         description="The largest payload `enqueue` accepts, as JSON bytes.")
+    max_result_bytes: int = Field(
+        64 * 1024, ge=1, le=2**30,
+        description="The largest result a handler may return, as JSON bytes; over it the "
+                    "job fails with `RESULT_TOO_LARGE`.")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from uuid import UUID
@@ -31,6 +30,7 @@ from jobwarden.worker.core.sanitize import (
     describe_validation,
     sanitize_text,
 )
+from jobwarden.worker.core.settings import WorkerSettings
 from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
 from jobwarden.worker.core.storable import storable_json, storable_text
 from jobwarden.worker.core.transitions import TRANSITIONS, next_status
@@ -185,11 +185,9 @@ def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[s
             f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
 
 
-DEFAULT_MAX_RESULT_BYTES = 64 * 1024
-
-
 def max_result_bytes() -> int:
-    return int(os.environ.get("JOBWARDEN_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES))
+    limit: int = WorkerSettings.one("max_result_bytes")
+    return limit
 
 
 def with_result(outcome: Outcome, value: Any) -> Outcome:
