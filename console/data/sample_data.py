@@ -169,3 +169,19 @@ def seed_retry_storm(conn: Connection, job_type: str = "sync_crm", *, queue: str
     if rebuild:
         conn.execute(text("SELECT jobwarden_rollup_rebuild()"))
     return ids
+
+
+def insert_edge(conn: Connection, job_id: int, parent_id: int, *, run_anyway: bool = False,
+                released: bool = False) -> None:
+    """A dependency edge: `job_id` waits for `parent_id` (docs/guide/flows.md), counted on
+    both as the runtime counts it (the parent's `dependents`, the dependent's
+    `waiting_on` while the edge is not released). Statuses are the caller's to set."""
+    conn.execute(text(
+        "INSERT INTO job_dependencies (job_id, parent_id, run_anyway, released_at) "
+        "VALUES (:job, :parent, :anyway, CASE WHEN :released THEN now() END)"),
+        {"job": job_id, "parent": parent_id, "anyway": run_anyway, "released": released})
+    conn.execute(text("UPDATE background_jobs SET dependents = dependents + 1 WHERE id = :p"),
+                 {"p": parent_id})
+    if not released:
+        conn.execute(text("UPDATE background_jobs SET waiting_on = waiting_on + 1 "
+                          "WHERE id = :j"), {"j": job_id})

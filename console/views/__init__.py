@@ -19,6 +19,7 @@ from jobwarden.console.views import (
     audit,
     bulk,
     failed,
+    flows,
     jobs,
     metrics,
     overview,
@@ -62,8 +63,10 @@ AREAS = (
     Area(sla.bp, "jobwarden.sla.index", "SLA", badge="sla"),
     Area(audit.bp, "jobwarden.audit.index", "Audit log"),
     Area(users.bp, "jobwarden.users.index", "Users", role="admin", own_login_only=True),
-    # No link of their own: sign-in, actions posted from other pages, fragments, /metrics.
+    # No link of their own: sign-in, actions posted from other pages, fragments, /metrics,
+    # a flow (reached from its jobs' pages).
     Area(auth.bp), Area(alerts.bp), Area(actions.bp), Area(metrics.bp), Area(bulk.bp),
+    Area(flows.bp),
 )
 
 

@@ -44,7 +44,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Bar:
-    """A rectangle: a bar, or a transparent target that carries a tooltip."""
+    """A rectangle: a bar, or a transparent target that carries a tooltip; with `href`, a
+    link (a flow's box leads to its job)."""
 
     tag: ClassVar[str] = "rect"
     x: float
@@ -53,6 +54,7 @@ class Bar:
     height: float
     css: str
     title: str = ""
+    href: str = ""
 
 
 @dataclass(frozen=True)
