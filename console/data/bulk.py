@@ -177,7 +177,8 @@ def run_chunk(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
         result = operations.act_on_selection(
             tx.conn, sel["action"], ids, actor=actor, role=role, reason=sel["reason"],
             bulk_id=selection_id, request_id=f"{sel['request_id']}:{lo}",
-            selected_statuses=held["statuses"], selected_at=sel["created_at"])
+            selected_statuses=held["statuses"], selected_at=sel["created_at"],
+            dependents=sel["dependents"])
         left = tx.row(CQ.console_bulk_left_alone, bulk_id=selection_id,
                       job_ids=ids)["job_ids"]
         done = tx.one(CQ.console_bulk_step_record, id=selection_id, lo=lo, hi=hi,

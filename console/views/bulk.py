@@ -31,13 +31,18 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
-from jobwarden.console.data import bulk
+from jobwarden.console.data import bulk, flows
 from jobwarden.console.data.database import CQ, Query, Reader, Row, get_db
 from jobwarden.console.data.queries import JobFilter, positive_int, text_filter
 from jobwarden.console.data.schema import SELECTION_ACTIONS, SELECTION_PAGE
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.errors import page
-from jobwarden.console.web.forms import ActionForm, given
+from jobwarden.console.web.forms import (
+    DEPENDENTS_PROBLEM,
+    ActionForm,
+    dependents_choice,
+    given,
+)
 from jobwarden.console.web.identity import signed_in
 from jobwarden.console.web.security import is_htmx, safe_next_url
 from jobwarden.worker.ops import operations
@@ -140,8 +145,12 @@ def review(selection_id: str) -> ResponseReturnValue:
         found = bulk.breakdown(sel)
         sample = reader.row(CQ.console_selection_range, id=selection_id, lo=0, hi=SAMPLE,
                             page=SELECTION_PAGE)["job_ids"]
+        preview = flows.dependents_preview(
+            reader, sel["action"], list(operations.SELECTION_FROM[sel["action"]]),
+            selection_id=selection_id)
     return render_template(
         "jobwarden/bulk.html", sel=sel, past=operations.SELECTION_PAST, found=found,
+        preview=preview,
         ages=bulk.AGE_BUCKETS, form=ActionForm.fresh(), sample=sample, next=back,
         canary_default=min(CANARY_DEFAULT, max(sel["jobs"] // 10, 1)),
         chunk=settings()["BULK_CHUNK_SIZE"])
@@ -199,6 +208,10 @@ def apply(selection_id: str) -> ResponseReturnValue:
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(back, code=303)
+    dependents = dependents_choice(request.form)
+    if dependents is None:
+        flash(DEPENDENTS_PROBLEM, "error")
+        return redirect(back, code=303)
     db = get_db()
     with db.reading() as reader:
         sel = reader.one(CQ.console_selection_get, id=selection_id, actor=user.actor)
@@ -213,6 +226,10 @@ def apply(selection_id: str) -> ResponseReturnValue:
         started = tx.one(CQ.console_selection_start, id=selection_id,
                          actor=user.actor, reason=bulk.stored_reason(given(form.reason)),
                          request_id=form.request_id.data, canary=canary)
+        if started is not None and "dependents" in request.form:
+            # The choice the review offered, kept for every chunk and audited once.
+            tx.run(CQ.console_bulk_dependents_record, id=selection_id, actor=user.actor,
+                   role=user.role, dependents=dependents)
     if started is None:
         # Someone else's selection reads as expired (it reveals nothing); this one's own
         # resubmission says what the first submission did.

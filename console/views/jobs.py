@@ -8,14 +8,18 @@ from flask import Blueprint, abort, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
+from jobwarden.console.data import flows
 from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.data.queries import JobFilter, Page, jobs_page
 from jobwarden.console.web.forms import ActionForm
 from jobwarden.console.web.security import is_htmx
-from jobwarden.worker.ops.operations import allowed_actions
+from jobwarden.worker.ops.operations import ALLOWED_FROM, allowed_actions
 from jobwarden.worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
 
 bp = Blueprint("jobs", __name__)
+#: The statuses a cancel or skip of one job moves to cancelled or skipped (a running job's
+#: cancel is a request: it ends cancelled later, its dependents held).
+PREVIEW_FROM = {"cancel": ("pending", "waiting"), "skip": ALLOWED_FROM["skip"]}
 
 
 @bp.get("/jobs")
@@ -63,10 +67,18 @@ def detail(job_id: int) -> ResponseReturnValue:
     """Everything about one job: state, payload, attempts timeline, audit trail."""
     context = job_context(job_id)
     forms = {a: ActionForm.fresh(context["job"]["status"]) for a in context["actions"]}
+    # A cancel or skip decides what becomes of the jobs waiting for this one: the form
+    # offers the choice, with what each would touch, when some wait.
+    previews = {}
+    if context["job"]["dependents"]:
+        with get_db().reading() as reader:
+            previews = {a: p for a in ("cancel", "skip") if a in forms and (
+                p := flows.dependents_preview(reader, a, list(PREVIEW_FROM[a]),
+                                              job_ids=[job_id]))}
     # A pending job waiting for a later time can be run now or moved (audited).
     schedule_form = ActionForm.fresh("pending") if context["job"]["status"] == "pending" else None
     return render_template("jobwarden/job.html", forms=forms, schedule_form=schedule_form,
-                           **context)
+                           previews=previews, **context)
 
 
 @bp.get("/jobs/<int:job_id>/_live")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 from flask_wtf import FlaskForm
 from wtforms import (
@@ -18,7 +19,7 @@ from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optiona
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.schema import ROLES
-from jobwarden.worker.ops.operations import REASON_MAX
+from jobwarden.worker.ops.operations import DEPENDENTS_CHOICES, REASON_MAX
 from jobwarden.worker.store.schema import JOB_STATUSES
 
 
@@ -69,6 +70,17 @@ class ActionForm(ConsoleForm):
         form.request_id.data = uuid.uuid4().hex
         form.expected_status.data = expected_status or ""
         return form
+
+
+DEPENDENTS_PROBLEM = (f"Choose what becomes of its dependents: {', '.join(DEPENDENTS_CHOICES)}. "
+                      "Nothing was changed.")
+
+
+def dependents_choice(form: Mapping[str, str]) -> str | None:
+    """The operator's `dependents` choice on a cancel or skip form: "hold" when the form
+    offered none (no job waited when it was drawn), None when it names no choice."""
+    choice = form.get("dependents") or "hold"
+    return choice if choice in DEPENDENTS_CHOICES else None
 
 
 class LimitForm(ActionForm):

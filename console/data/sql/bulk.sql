@@ -104,14 +104,29 @@ WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND used_at IS NULL
   AND created_at > now() - interval '1 hour'
 RETURNING id, state;
 
+-- name: console_bulk_dependents_record
+-- A started cancel or skip's choice of what becomes of its jobs' dependents (the review
+-- offered it: some waited), audited once for the bulk action as a row of no job, with its
+-- reason and form; each chunk reads it back (console_bulk_step_claim).
+INSERT INTO job_audit (bulk_id, actor, role, action, reason, request_id, details)
+SELECT id, %(actor)s::text, %(role)s::text, 'start_bulk', reason, request_id,
+       jsonb_build_object('bulk_action', action, 'dependents', %(dependents)s::text,
+                          'jobs', jobs, 'canary', canary)
+FROM console_selections
+WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND action IN ('cancel', 'skip');
+
 -- name: console_bulk_step_claim
 -- The next chunk of a started action, under the selection row's lock: ordinals next_ord
--- up to last_ord (at most `chunk` jobs, and never past the canary while it is one). No
+-- up to last_ord (at most `chunk` jobs, and never past the canary while it is one), and
+-- the dependents choice recorded when it started ("hold" when none was offered). No
 -- row: nothing left to do now, or another request is doing a chunk (SKIP LOCKED).
 SELECT id, action, reason, request_id, state, jobs, canary, next_ord, created_at,
        least(next_ord + %(chunk)s::int,
-             CASE WHEN state = 'canary' THEN canary ELSE jobs END) AS last_ord
-FROM console_selections
+             CASE WHEN state = 'canary' THEN canary ELSE jobs END) AS last_ord,
+       coalesce((SELECT a.details->>'dependents' FROM job_audit a
+                 WHERE a.bulk_id = s.id AND a.action = 'start_bulk'
+                 ORDER BY a.id LIMIT 1), 'hold') AS dependents
+FROM console_selections s
 WHERE id = %(id)s::uuid AND actor = %(actor)s::text
   AND state IN ('canary', 'running')
   AND next_ord < CASE WHEN state = 'canary' THEN canary ELSE jobs END

@@ -291,11 +291,11 @@ ORDER BY a.id DESC
 LIMIT %(limit)s::int;
 
 -- name: console_audit_bulk_summary
--- One bulk action at a glance: who, what, why, how many jobs it changed (its stop, a row
--- of no job, is listed with the rest of the log, not counted here).
+-- One bulk action at a glance: who, what, why, how many jobs it changed (its start and
+-- stop, rows of no job, are listed with the rest of the log, not counted here).
 SELECT actor, role, action, reason, count(*) AS jobs, min(at) AS at
 FROM job_audit
-WHERE bulk_id = %(bulk_id)s::uuid AND action <> 'stop_bulk'
+WHERE bulk_id = %(bulk_id)s::uuid AND action NOT IN ('start_bulk', 'stop_bulk')
 GROUP BY actor, role, action, reason;
 
 -- name: console_sla_by_type
