@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobwarden.console.data.database import CQ, Reader, Row
+from jobwarden.worker.ops.operations import TAKES_DEPENDENTS
 from jobwarden.worker.store.schema import JOB_STATUSES
 
 #: The most jobs a flow page (or a flow filter) walks: the page says when a flow is cut.
@@ -191,7 +192,7 @@ def dependents_preview(reader: Reader, action: str, from_statuses: list[str], *,
     touch (console_dependents_preview), for `job_ids` or a stored selection; None when
     the action is no cancel or skip, or no waiting job depends on what it acts on (the
     form then offers no choice)."""
-    if action not in ("cancel", "skip"):
+    if action not in TAKES_DEPENDENTS:
         return None
     row = reader.row(CQ.console_dependents_preview, job_ids=job_ids or [],
                      selection_id=selection_id, from_statuses=from_statuses)

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from jobwarden.console.core.live_workers import ALL_QUEUES
 from jobwarden.console.data.database import CQ, Reader, Row
+from jobwarden.console.data.flows import member_ids
 from jobwarden.worker.core.sanitize import REDACTED, redact
 from jobwarden.worker.store.schema import JOB_STATUSES
 
@@ -55,20 +56,28 @@ class JobFilter:
     type: str | None = None
     error_code: str | None = None
     q: str | None = None
+    #: Jobs of the flow of this job (console/data/flows.py): the ids its walk reaches.
+    flow: int | None = None
     before: int | None = None
     after: int | None = None
     limit: int = 50
+    #: A `flow` value that names no job id, as given (the list answers it with a 400).
+    bad_flow: str | None = None
 
     @classmethod
     def from_args(cls, args: Mapping[str, str | None], default_limit: int = 50,
                   max_limit: int = 200) -> JobFilter:
         status = args.get("status") or None
+        flow_text = (args.get("flow") or "").strip()
+        flow = positive_int(flow_text) if flow_text.isascii() and flow_text.isdigit() else None
         return cls(
             status=status if status in JOB_STATUSES else None,
             queue=text_filter(args.get("queue")),
             type=text_filter(args.get("type")),
             error_code=text_filter(args.get("error_code")),
             q=text_filter(args.get("q")),
+            flow=flow,
+            bad_flow=flow_text[:30] if flow_text and flow is None else None,
             before=positive_int(args.get("before")),
             after=None if args.get("before") else positive_int(args.get("after")),
             limit=clamp_limit(args.get("limit"), default_limit, max_limit),
@@ -76,9 +85,12 @@ class JobFilter:
 
     @property
     def hidden(self) -> str | None:
-        """Why these filters cannot be answered, if one of them is a value the console
-        shows as [REDACTED] (every page redacts what it shows, for every role): matching
-        it would tell whether a guess at a secret is right."""
+        """Why these filters cannot be answered: a flow that is no job id, or a value the
+        console shows as [REDACTED] (every page redacts what it shows, for every role):
+        matching it would tell whether a guess at a secret is right."""
+        if self.bad_flow is not None:
+            return (f"A flow is named by the id of one of its jobs (a whole number from 1 "
+                    f"to {2**63 - 1}), not {self.bad_flow!r}.")
         for label, value in (("queue", self.queue), ("type", self.type),
                              ("error code", self.error_code),
                              ("id or idempotency key", self.q)):
@@ -98,13 +110,15 @@ class JobFilter:
         return {
             "status": self.status, "queue": queue, "type": job_type,
             "error_code": error_code, "search_key": q, "search_id": search_id,
+            "flow": self.flow, "flow_ids": None,
             "before_id": self.before, "after_id": self.after, "limit": self.limit + 1,
         }
 
     def query_string(self, **changes: object) -> str:
         """These filters (with `changes`) as a query string, for links that keep them."""
         values: dict[str, object] = {"status": self.status, "queue": self.queue, "type": self.type,
-                  "error_code": self.error_code, "q": self.q, "before": self.before,
+                  "error_code": self.error_code, "q": self.q, "flow": self.flow,
+                  "before": self.before,
                   "after": self.after,
                   "limit": self.limit if self.limit != 50 else None}
         values.update(changes)
@@ -112,7 +126,7 @@ class JobFilter:
 
     @property
     def active(self) -> bool:
-        return any((self.status, self.queue, self.type, self.error_code, self.q))
+        return any((self.status, self.queue, self.type, self.error_code, self.q, self.flow))
 
 
 @dataclass
@@ -122,17 +136,25 @@ class Page:
     prev_after: int | None = None  # the "Newer" link's position, if newer rows exist
 
 
+def flow_params(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
+    """`params` (JobFilter.params()) with the ids of its flow's jobs, when it names a flow:
+    the first flows.MAX_NODES its walk reaches (none for a job that does not exist)."""
+    flow = params.get("flow")
+    return {**params, "flow_ids": None if flow is None else member_ids(reader, flow)}
+
+
 def jobs_page(reader: Reader, flt: JobFilter) -> Page:
     """One keyset page of jobs: fetch one extra row to know whether another page exists."""
+    params = flow_params(reader, flt.params())
     if flt.after is not None:
-        rows = reader.all(CQ.console_jobs_page_newer, **flt.params())
+        rows = reader.all(CQ.console_jobs_page_newer, **params)
         more_newer = len(rows) > flt.limit
         rows = list(reversed(rows[: flt.limit]))
         if not rows:
             return Page([], None)
         # We came from the older page, so it exists.
         return Page(rows, rows[-1]["id"], rows[0]["id"] if more_newer else None)
-    rows = reader.all(CQ.console_jobs_page, **flt.params())
+    rows = reader.all(CQ.console_jobs_page, **params)
     more = len(rows) > flt.limit
     rows = rows[: flt.limit]
     return Page(rows, rows[-1]["id"] if more and rows else None,

@@ -5,8 +5,10 @@ of its last error.
     key:welcome:user:52   jobs with that idempotency key
     customer.id=42        jobs whose payload holds 42 (or "42") at customer → id
     error:timed out       jobs whose last error (message or code) contains the text
+    flow:12345            the jobs connected to job 12345 by their dependencies
 
-An id and a key are looked up by index over every job (the primary key;
+An id and a key are looked up by index over every job, a flow by its bounded walk
+(console/data/flows.py) (the primary key;
 background_jobs_idempotency_key_idx, migration 0002). A payload value or an error text
 has no index (each would cost every enqueue a write, docs/guide/operating.md): it is a
 bounded scan of one window of `window` consecutive ids, the newest first, and the page
@@ -35,6 +37,7 @@ from psycopg.errors import QueryCanceled
 from sqlalchemy.exc import DBAPIError
 
 from jobwarden.console.data.database import CQ, Reader
+from jobwarden.console.data.flows import member_ids
 from jobwarden.worker.core.sanitize import REDACTED, is_secret_key, redact
 
 #: The longest search text (the box's maxlength).
@@ -67,9 +70,10 @@ class SearchTooSlow(Exception):
 class Search:
     """What to look for: exactly one of job_id, key, path (with values) or pattern."""
 
-    kind: str  # "id", "key", "payload" or "error"
+    kind: str  # "id", "key", "payload", "error" or "flow"
     text: str
     job_id: int | None = None
+    flow: int | None = None
     key: str | None = None
     path: list[str] | None = None
     #: JSON texts the value at `path` may equal (42 matches the number and the string).
@@ -86,6 +90,8 @@ class Search:
             return f"job #{self.job_id}"
         if self.kind == "key":
             return f"idempotency key {self.key!r}"
+        if self.kind == "flow":
+            return f"the flow of job #{self.flow}"
         if self.kind == "payload":
             return f"payload {'.'.join(self.path or [])} = {' or '.join(self.values)}"
         return f"last error containing {self.text.partition(':')[2].strip()!r}"
@@ -113,6 +119,14 @@ def parse(text: str | None) -> Search:
         if not key:
             raise SearchError("Give the idempotency key after key:")
         return Search("key", text, key=_shown(key, "idempotency key"))
+    if colon and prefix.strip().lower() == "flow":
+        wanted = rest.strip().removeprefix("#")
+        flow = int(wanted) if wanted.isascii() and wanted.isdigit() else 0
+        if not 0 < flow <= BIGINT_MAX:
+            # Said the same whatever was typed: a secret typed here is never compared.
+            raise SearchError(f"Give a job id after flow: (a whole number from 1 to "
+                              f"{BIGINT_MAX}).")
+        return Search("flow", text, flow=flow)
     if colon and prefix.strip().lower() == "error":
         needle = rest.strip()
         if not needle:
@@ -215,7 +229,9 @@ def _run(reader: Reader, search: Search, *, window: int, limit: int,
     params: dict[str, Any] = {"job_id": search.job_id, "key": search.key,
                               "path": search.path, "values": search.values or None,
                               "pattern": search.pattern, "limit": limit + 1,
-                              "top": None, "floor": None}
+                              "top": None, "floor": None, "flow_ids": None}
+    if search.flow is not None:
+        params["flow_ids"] = member_ids(reader, search.flow)
     if search.bounded:
         top = before or reader.row(CQ.console_search_newest)["newest"] + 1
         bottom = max(top - window, 1)

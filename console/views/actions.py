@@ -21,8 +21,6 @@ from jobwarden.console.web.security import safe_next_url
 from jobwarden.worker.ops import operations
 
 bp = Blueprint("actions", __name__)
-#: The actions that decide what becomes of the jobs waiting for the one they act on.
-TAKES_DEPENDENTS = frozenset(("cancel", "skip"))
 #: Actions that may start from more than one status are told which one the operator saw,
 #: so that a job that moved on meanwhile is refused rather than acted on.
 EXPECTS_STATUS = frozenset(a for a, froms in operations.ALLOWED_FROM.items() if len(froms) > 1)
@@ -46,7 +44,7 @@ def job_action(job_id: int, action: str) -> ResponseReturnValue:
                               "reason": given(form.reason), "request_id": form.request_id.data}
     if action in EXPECTS_STATUS:
         kwargs["expected_status"] = form.expected_status.data or None
-    if action in TAKES_DEPENDENTS:
+    if action in operations.TAKES_DEPENDENTS:
         choice = dependents_choice(request.form)
         if choice is None:
             flash(DEPENDENTS_PROBLEM, "error")

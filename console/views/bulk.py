@@ -85,6 +85,10 @@ def select() -> ResponseReturnValue:
             return page(400, "Unknown status", f"Unknown status {status!r}: choose one of "
                         f"{', '.join(JOB_STATUSES)}. Nothing was selected.")
         flt = JobFilter.from_args({**request.form.to_dict(), "before": None, "after": None})
+        if flt.bad_flow is not None:
+            # JobFilter drops it for a list page's 400; selecting without it would widen
+            # the selection to every job.
+            return page(400, "Not a job id", f"{flt.hidden} Nothing was selected.")
         filters = flt.params()
         description = "all jobs matching " + (_describe(flt) or "no filter")
     else:
@@ -413,5 +417,5 @@ def _between_note(failed_from: datetime | None, failed_to: datetime | None) -> s
 def _describe(flt: JobFilter) -> str:
     parts = [f"{k}={v}" for k, v in (("status", flt.status), ("queue", flt.queue),
                                      ("type", flt.type), ("error code", flt.error_code),
-                                     ("search", flt.q)) if v]
+                                     ("search", flt.q), ("flow of job", flt.flow)) if v]
     return ", ".join(parts)

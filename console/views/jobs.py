@@ -13,13 +13,14 @@ from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.data.queries import JobFilter, Page, jobs_page
 from jobwarden.console.web.forms import ActionForm
 from jobwarden.console.web.security import is_htmx
-from jobwarden.worker.ops.operations import ALLOWED_FROM, allowed_actions
+from jobwarden.worker.ops.operations import (
+    SELECTION_FROM,
+    TAKES_DEPENDENTS,
+    allowed_actions,
+)
 from jobwarden.worker.store.schema import JOB_STATUSES, TERMINAL_STATUSES
 
 bp = Blueprint("jobs", __name__)
-#: The statuses a cancel or skip of one job moves to cancelled or skipped (a running job's
-#: cancel is a request: it ends cancelled later, its dependents held).
-PREVIEW_FROM = {"cancel": ("pending", "waiting"), "skip": ALLOWED_FROM["skip"]}
 
 
 @bp.get("/jobs")
@@ -35,7 +36,7 @@ def index() -> ResponseReturnValue:
             page = jobs_page(reader, flt)
     template = "jobwarden/_job_rows.html" if is_htmx() else "jobwarden/jobs.html"
     return render_template(template, page=page, flt=flt, statuses=JOB_STATUSES,
-                           problem=problem,
+                           problem=problem, max_nodes=flows.MAX_NODES,
                            page_link=lambda before, after=None: url_for(
                                "jobwarden.jobs.index") + "?"
                            + flt.query_string(before=before, after=after)), \
@@ -72,8 +73,10 @@ def detail(job_id: int) -> ResponseReturnValue:
     previews = {}
     if context["job"]["dependents"]:
         with get_db().reading() as reader:
-            previews = {a: p for a in ("cancel", "skip") if a in forms and (
-                p := flows.dependents_preview(reader, a, list(PREVIEW_FROM[a]),
+            # The statuses a cancel moves to cancelled are a selection's: a running
+            # job's cancel is a request, and its dependents stay held when it ends.
+            previews = {a: p for a in TAKES_DEPENDENTS if a in forms and (
+                p := flows.dependents_preview(reader, a, list(SELECTION_FROM[a]),
                                               job_ids=[job_id]))}
     # A pending job waiting for a later time can be run now or moved (audited).
     schedule_form = ActionForm.fresh("pending") if context["job"]["status"] == "pending" else None

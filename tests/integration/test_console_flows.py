@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import psycopg
 import pytest
 
 from jobwarden.console.data import flows, sample_data
@@ -110,3 +111,69 @@ def test_a_flow_of_10000_jobs_is_cut_at_the_bound_and_drawn_in_few_boxes(viewer,
     assert cell(html, "total") == str(flows.MAX_NODES)
     boxes = len(re.findall(r'class="flow-box', html))
     assert 1 < boxes <= flows.MAX_LAYERS * flows.MAX_ROW
+
+
+# -- the flow filter: jobs list, search, select all matching ----------------------------
+
+def listed(html: str) -> set[int]:
+    return {int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)}
+
+
+def test_the_jobs_list_filters_by_flow_and_keeps_the_other_filters(viewer, import_flow):
+    ids = import_flow
+    flow = {ids[n] for n in ("split", "row0", "row1", "row2", "row3", "mail")}
+    html = viewer.get(f"/jobs?flow={ids['row3']}").get_data(as_text=True)
+    assert listed(html) == flow and 'data-testid="flow-filter"' in html
+    assert listed(viewer.get(f"/jobs?flow={ids['mail']}&status=failed").get_data(
+        as_text=True)) == {ids["row2"]}
+    assert listed(viewer.get(f"/jobs?flow={ids['other']}").get_data(as_text=True)) == \
+        {ids["other"]}
+    # A job that does not exist is a flow of none.
+    assert listed(viewer.get(f"/jobs?flow={2**63 - 1}").get_data(as_text=True)) == set()
+    # Paging keeps the filter.
+    page = viewer.get(f"/jobs?flow={ids['mail']}&limit=2").get_data(as_text=True)
+    older = re.search(r'<a href="([^"]+)" rel="next" data-testid="older">', page).group(1)
+    assert f"flow={ids['mail']}" in older
+
+
+@pytest.mark.parametrize("value", ["abc", "-3", "0", str(2**63), "1.5", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"])
+def test_a_flow_filter_that_is_no_job_id_is_a_one_line_400(viewer, import_flow, value):
+    response = viewer.get("/jobs", query_string={"flow": value})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert re.search(r'data-testid="filter-problem">A flow is named by the id of one of its '
+                     r'jobs [^<\n]*Nothing was searched.</p>', html)
+    assert listed(html) == set()
+
+
+def test_search_finds_a_flow_and_refuses_what_is_no_job_id(viewer, import_flow):
+    ids = import_flow
+    html = viewer.get("/search", query_string={"q": f"flow:{ids['split']}"}).get_data(
+        as_text=True)
+    found = {int(i) for i in re.findall(r'href="/jobs/(\d+)"', html.split("<main", 1)[1])}
+    assert found == {ids[n] for n in ("split", "row0", "row1", "row2", "row3", "mail")}
+    assert "the flow of job #" in html
+    for bad in ("flow:", "flow:abc", "flow:-1", f"flow:{2**63}",
+                "flow:sk_live_4eC39HqLyjWDarjtT1zdp7dc", "flow:password=hunter2"):
+        response = viewer.get("/search", query_string={"q": bad})
+        text = response.get_data(as_text=True)
+        assert response.status_code == 400, bad
+        assert "Give a job id after flow:" in text, bad
+        assert "hunter2" not in text.split('data-testid="search-problem"', 1)[1], bad
+
+
+def test_selecting_all_matching_a_flow_selects_that_flow_only(operator, post_form,
+                                                               import_flow, clean_db):
+    ids = import_flow
+    response = post_form(operator, "/bulk/select", {
+        "action": "skip", "all_matching": "1", "flow": str(ids["mail"]), "status": "failed"})
+    assert response.status_code == 303
+    review = operator.get(response.headers["Location"]).get_data(as_text=True)
+    assert 'data-testid="selected-count">1<' in review and f"flow of job={ids['mail']}" in review
+    # A flow value that is no job id must not widen "all matching" to every job.
+    refused = post_form(operator, "/bulk/select", {
+        "action": "skip", "all_matching": "1", "flow": "12abc"})
+    assert refused.status_code == 400
+    assert "Nothing was selected." in refused.get_data(as_text=True)
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT count(*) FROM console_selections").fetchone()[0] == 1

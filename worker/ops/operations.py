@@ -64,6 +64,8 @@ TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETE
 #: the parent resumes the flow), cancel them (and theirs in turn, through every edge that
 #: is not run_anyway), or release them as if the parent had completed.
 DEPENDENTS_CHOICES = ("hold", "cancel", "release")
+#: The actions that take that choice.
+TAKES_DEPENDENTS = ("cancel", "skip")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ WITH members AS (
       AND (%(search_key)s::text IS NULL
            OR j.idempotency_key = %(search_key)s::text
            OR j.id = %(search_id)s::bigint)
+      AND (%(flow_ids)s::bigint[] IS NULL OR j.id = ANY(%(flow_ids)s::bigint[]))
       AND (%(failed_from)s::timestamptz IS NULL OR j.failed_at >= %(failed_from)s::timestamptz)
       AND (%(failed_to)s::timestamptz IS NULL OR j.failed_at < %(failed_to)s::timestamptz)
 ), counts AS (

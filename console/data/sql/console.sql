@@ -204,6 +204,7 @@ FROM (
       AND (%(search_key)s::text IS NULL
            OR idempotency_key = %(search_key)s::text
            OR id = %(search_id)s::bigint)
+      AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
       AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
     ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END DESC
     LIMIT %(limit)s::int
@@ -226,6 +227,7 @@ FROM (
       AND (%(search_key)s::text IS NULL
            OR idempotency_key = %(search_key)s::text
            OR id = %(search_id)s::bigint)
+      AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
       AND id > %(after_id)s::bigint
     ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END ASC
     LIMIT %(limit)s::int

@@ -13,7 +13,7 @@ SELECT coalesce(max(id), 0) AS newest FROM background_jobs;
 
 -- name: console_search
 -- Jobs with ids in [floor, top), newest first, matching the one criterion given: an id,
--- an idempotency key, a value at a payload path (any of `values`, JSON texts) or an
+-- an idempotency key, the ids of a flow (its walk's), a value at a payload path (any of `values`, JSON texts) or an
 -- ILIKE pattern over the last error's message or code. `matched` is what matched (the
 -- console keeps an error's row only if it matches as redacted, too).
 -- A null bound is none: an id or key search over every job (a bound of 0..2^63 made the
@@ -28,6 +28,7 @@ WHERE (%(top)s::bigint IS NULL OR id < %(top)s::bigint)
   AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
   AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
   AND (%(key)s::text IS NULL OR idempotency_key = %(key)s::text)
+  AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
   AND (%(path)s::text[] IS NULL OR payload #> %(path)s::text[] = ANY(%(values)s::jsonb[]))
   AND (%(pattern)s::text IS NULL
        OR last_error ILIKE %(pattern)s::text OR last_error_code ILIKE %(pattern)s::text)
