@@ -84,7 +84,8 @@ def evaluate(recent: Recent, workers: list[Row], flow: list[Row],
     """Every alert with firing / ok and a line saying why; `recent` is metrics.Recent."""
     return [_failed_rate(recent), _retry_storm(recent), _pending_over_sla(recent),
             _stale(recent), _no_live_worker(recent, workers), _growing(recent, flow),
-            _completions_dropped(completions), _horizon_held(recent), _dead_tuples(recent)]
+            _completions_dropped(completions), _horizon_held(recent), _dead_tuples(recent),
+            _flow_held_over_sla(recent)]
 
 
 def group_link(job_type: str, code: str) -> Link:
@@ -165,6 +166,21 @@ def _pending_over_sla(recent: Recent) -> Alert:
                  "a type's oldest runnable job has waited longer than its SLA target",
                  tuple(Link(t, "jobwarden.sla.index", anchor=f"sla-{t}") for t, _s in over)
                  or (Link("SLA", "jobwarden.sla.index"),))
+
+
+def _flow_held_over_sla(recent: Recent) -> Alert:
+    over = sorted((r["type"], float(r["held_s"]), r["longest_id"])
+                  for r in recent.flows
+                  if r["held"] and r["type"] in recent.slas
+                  and float(r["held_s"]) > recent.slas[r["type"]])
+    detail = ", ".join(f"{t} held {s:.0f}s (SLA {recent.slas[t]:.0f}s)" for t, s, _i in over)
+    return Alert("JobwardenFlowHeldOverSLA", "Flow held over SLA", bool(over),
+                 detail or "no waiting job is held by a failed parent past its type's SLA",
+                 "a waiting job has been held by a parent that failed, was cancelled or "
+                 "skipped, or ended unknown longer than its type's SLA target",
+                 tuple(Link(f"flow of #{i}", "jobwarden.flows.detail", (("value", str(i)),))
+                       for _t, _s, i in over)
+                 or (Link("Waiting jobs", "jobwarden.jobs.index", (("status", "waiting"),)),))
 
 
 def _stale(recent: Recent) -> Alert:

@@ -152,6 +152,8 @@ class Recent:
     horizon: list[Row] = field(default_factory=list)
     tables: list[Row] = field(default_factory=list)
     schedules: list[Row] = field(default_factory=list)
+    #: Per type of waiting job: how many a parent that did not complete holds, how long.
+    flows: list[Row] = field(default_factory=list)
 
     @classmethod
     def read(cls, reader: Reader, *, stale_s: float, sla_configured: dict[str, float]) -> Recent:
@@ -166,6 +168,7 @@ class Recent:
             horizon=reader.all(CQ.metrics_xmin_horizon),
             tables=reader.all(CQ.metrics_table_tuples),
             schedules=reader.all(CQ.schedules_list),
+            flows=reader.all(CQ.metrics_flow_held),
         )
 
     def families(self, workers: list[Row]) -> Iterator[Metric]:
@@ -231,6 +234,25 @@ class Recent:
         yield from self.event_counters()
         yield from self.database_health()
         yield from self.broken_schedules()
+        yield from self.held_flows()
+
+    def held_flows(self) -> Iterator[Metric]:
+        """Waiting jobs held by a parent that failed, was cancelled or skipped, or ended
+        unknown (docs/guide/flows.md): no worker will move them until an operator acts.
+        Every type with a waiting job has a series, at 0 while none is held."""
+        held = GaugeMetricFamily(
+            "jobwarden_flow_held_jobs",
+            "Waiting jobs of a type held by a parent that failed, was cancelled or skipped, "
+            "or ended unknown.", labels=["type"])
+        seconds = GaugeMetricFamily(
+            "jobwarden_flow_held_seconds",
+            "How long the longest-held waiting job of a type has been held by such a "
+            "parent (0 when none is).", labels=["type"])
+        for row in self.flows:
+            held.add_metric(_labels(row["type"]), row["held"])
+            seconds.add_metric(_labels(row["type"]), float(row["held_s"] or 0))
+        yield held
+        yield seconds
 
     def broken_schedules(self) -> Iterator[Metric]:
         """Schedules whose zone or cron this console cannot read: workers with the same

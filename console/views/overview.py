@@ -30,6 +30,9 @@ def _panel_context(panel: str) -> dict[str, Any]:
             # Every status in worker/core/states.py's order (live first, then terminal, then
             # unknown), so a status added there gets its tile and columns here too.
             return {"ov": queries.overview(reader), "statuses": JOB_STATUSES,
+                    # Waiting jobs a parent that failed, was cancelled or skipped, or ended
+                    # unknown holds: the waiting tile says how many of its jobs wait in vain.
+                    "held": reader.row(CQ.console_held_waiting)["held"],
                     "paused": [q for q, c in controls.items() if c["paused"]],
                     "breaches": sla_model.pending_breaches(
                         reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])}

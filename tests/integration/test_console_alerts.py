@@ -53,7 +53,7 @@ def incident(engine):
 def test_a_healthy_system_shows_every_alert_ok(viewer, healthy):
     assert 'hx-get="/_overview/alerts"' in viewer.get("/").get_data(as_text=True)
     found = states(viewer.get("/_overview/alerts").get_data(as_text=True))
-    assert len(found) == 9 and set(found.values()) == {"ok"}
+    assert len(found) == 10 and set(found.values()) == {"ok"}
 
 
 def test_an_incident_fires_each_condition_it_meets(viewer, incident):
@@ -63,7 +63,8 @@ def test_an_incident_fires_each_condition_it_meets(viewer, incident):
         "JobwardenPendingOverSLA": "FIRING",
         "JobwardenStaleHeartbeats": "FIRING", "JobwardenNoLiveWorker": "FIRING",
         "JobwardenQueueGrowing": "FIRING", "JobwardenCompletionsDropped": "FIRING",
-        "JobwardenXminHorizonHeld": "ok", "JobwardenDeadTuplesPiling": "ok"}
+        "JobwardenXminHorizonHeld": "ok", "JobwardenDeadTuplesPiling": "ok",
+        "JobwardenFlowHeldOverSLA": "ok"}
     assert "send_email 25% of 20 (AUTH_FAILED 5)" in html and "no live worker for reports" in html
     assert "reports (+60 in 15 min, 60 waiting)" in html  # email: 20 started, 0 arrived
     assert "15 in the last hour, usually 100" in html

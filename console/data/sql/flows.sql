@@ -56,29 +56,34 @@ ORDER BY held_since, d.id, p.id
 LIMIT %(limit)s::int;
 
 -- name: metrics_flow_held
--- Per type of the held job: how many waiting jobs a parent that failed, was cancelled or
--- skipped, or ended unknown holds (console_flow_held's condition), and the longest held.
--- Every type with a waiting job gets a row, at 0 when none is held, so an alert's series
--- exists before the first hold.
-SELECT d.type,
-       count(DISTINCT d.id) FILTER (WHERE h.held_since IS NOT NULL) AS held,
-       coalesce(extract(epoch FROM now() - min(h.held_since)), 0) AS held_s
-FROM background_jobs d
-LEFT JOIN LATERAL (
-    SELECT greatest(d.created_at, coalesce(CASE p.status
-                        WHEN 'failed' THEN p.failed_at
-                        WHEN 'cancelled' THEN p.cancelled_at
-                        WHEN 'skipped' THEN p.skipped_at
-                        ELSE coalesce(p.heartbeat_at, p.started_at) END, p.created_at))
-               AS held_since
-    FROM job_dependencies e JOIN background_jobs p ON p.id = e.parent_id
-    WHERE e.job_id = d.id AND e.released_at IS NULL
+-- Per type: how many of its waiting jobs a parent that failed, was cancelled or skipped,
+-- or ended unknown holds (console_flow_held's condition), and the longest held (seconds).
+-- Every published type and every type with a waiting job gets a row, at 0 when none is
+-- held, so an alert's series exists before the first hold. `longest_id`: the job held
+-- longest (the console's Alerts panel links to its flow).
+WITH held AS (
+    SELECT d.id, d.type, min(greatest(d.created_at, coalesce(CASE p.status
+               WHEN 'failed' THEN p.failed_at
+               WHEN 'cancelled' THEN p.cancelled_at
+               WHEN 'skipped' THEN p.skipped_at
+               ELSE coalesce(p.heartbeat_at, p.started_at) END, p.created_at))) AS held_since
+    FROM background_jobs d
+    JOIN job_dependencies e ON e.job_id = d.id AND e.released_at IS NULL
+    JOIN background_jobs p ON p.id = e.parent_id
+    WHERE d.status = 'waiting'
       AND (p.status = 'unknown'
            OR (NOT e.run_anyway AND p.status IN ('failed', 'cancelled', 'skipped')))
-) h ON true
-WHERE d.status = 'waiting'
-GROUP BY d.type
-ORDER BY d.type;
+    GROUP BY d.id, d.type
+)
+SELECT t.type, count(h.id) AS held,
+       coalesce(extract(epoch FROM now() - min(h.held_since)), 0) AS held_s,
+       (array_agg(h.id ORDER BY h.held_since, h.id) FILTER (WHERE h.id IS NOT NULL))[1]
+           AS longest_id
+FROM (SELECT type FROM job_types
+      UNION SELECT type FROM background_jobs WHERE status = 'waiting') t
+LEFT JOIN held h ON h.type = t.type
+GROUP BY t.type
+ORDER BY t.type;
 
 -- name: console_held_waiting
 -- How many waiting jobs are held (console_flow_held's condition): the overview's note.
