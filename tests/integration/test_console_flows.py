@@ -82,6 +82,7 @@ def test_the_walk_ends_on_a_cycle_written_by_hand(viewer, engine):
             sample_data.insert_edge(conn, child, parent)
     html = viewer.get(f"/flows/{b}").get_data(as_text=True)
     assert cell(html, "waiting") == "3" and cell(html, "total") == "3"
+    assert 'data-testid="flow-cut"' not in html  # each job walked once, not to the bound
     assert len(re.findall(r'class="flow-box', html)) == 3
 
 
@@ -111,6 +112,9 @@ def test_a_flow_of_10000_jobs_is_cut_at_the_bound_and_drawn_in_few_boxes(viewer,
     assert cell(html, "total") == str(flows.MAX_NODES)
     boxes = len(re.findall(r'class="flow-box', html))
     assert 1 < boxes <= flows.MAX_LAYERS * flows.MAX_ROW
+    # Grouped by depth, type and status: the root, and its rows completed and failed.
+    counts = [int(n) for n in re.findall(r'>(\d+) × (?:completed|failed)', html)]
+    assert boxes == 3 and sum(counts) == flows.MAX_NODES - 1
 
 
 # -- the flow filter: jobs list, search, select all matching ----------------------------
@@ -162,9 +166,10 @@ def test_search_finds_a_flow_and_refuses_what_is_no_job_id(viewer, import_flow):
         assert "hunter2" not in text.split('data-testid="search-problem"', 1)[1], bad
 
 
-def test_selecting_all_matching_a_flow_selects_that_flow_only(operator, post_form,
+def test_selecting_all_matching_a_flow_selects_that_flow_only(operator, post_form, make_job,
                                                                import_flow, clean_db):
     ids = import_flow
+    make_job("failed")  # failed too, but of no flow
     response = post_form(operator, "/bulk/select", {
         "action": "skip", "all_matching": "1", "flow": str(ids["mail"]), "status": "failed"})
     assert response.status_code == 303
