@@ -1,7 +1,8 @@
 """The figures tier: one dataset written through the runtime's own statements, and an
 independent count over the base tables for each figure the console shows.
 
-The dataset (`seeded`) holds every status in three queues and types: completions,
+The dataset (`seeded`) holds every status in three queues and types (a job waiting for
+a pending one among them): completions,
 retries (one code also retried by jobs that never failed), permanent failures with two
 codes, an old failure of a code that is retried today, unknown outcomes, a graceful
 hand-back, a lost worker recovered, running and pending jobs, and operator actions (a
@@ -119,6 +120,12 @@ def seeded(clean_db) -> Seeded:
         pending = conn.execute("SELECT id FROM background_jobs WHERE status = 'pending' "
                                "AND attempts = 0 ORDER BY id LIMIT 1").fetchone()[0]
         assert cancel_job(conn, pending, **who).ok
+        conn.commit()
+        # A job waiting for a pending one (docs/guide/flows.md): every status is here.
+        parent = conn.execute("SELECT id FROM background_jobs WHERE status = 'pending' "
+                              "AND attempts = 0 ORDER BY id LIMIT 1").fetchone()[0]
+        ids["waiting"] = [enqueue(conn, "mail.send", {"to": "someone"}, after=[parent],
+                                  registry=reg)]
         conn.commit()
     return Seeded(clean_db, ids)
 
