@@ -440,10 +440,10 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- that its new status satisfies (completed; any final state for a `run_anyway` edge)
 -- are marked, and each dependent's count of edges left is decremented under its row
 -- lock, so two parents finishing at once in two transactions cannot both leave it
--- waiting (docs/guide/flows.md). The last column says the job has dependents: the
--- caller then runs release_dependents in the same transaction, in a snapshot of its own,
--- for the edges this statement's cannot see (an enqueue that held the job's row lock
--- committed them while this statement waited for it).
+-- waiting (docs/guide/flows.md). An enqueue that held the job's row lock may have
+-- committed edges while this statement waited for it: they are not in its snapshot,
+-- and the last column says so; the caller then runs release_dependents, in a snapshot
+-- of its own (the same transaction unless the connection commits each statement).
 WITH job AS (
     UPDATE background_jobs j
     SET status = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
@@ -540,8 +540,12 @@ WITH job AS (
                       WHERE e.execution_id = x.execution_id AND e.finished_at IS NULL)
     ORDER BY x.id
 )
--- The jobs moved, whether or not an execution row was there to close.
-SELECT id, execution_id, status, dependents > 0 FROM job
+-- The jobs moved, whether or not an execution row was there to close. The last column:
+-- the job has edges this snapshot cannot see (its `dependents`, read from the row
+-- version this UPDATE waited for, counts them), so the caller runs release_dependents.
+SELECT id, execution_id, status,
+       dependents > (SELECT count(*) FROM job_dependencies e WHERE e.parent_id = job.id)
+FROM job
 
 -- name: heartbeat_executions
 -- Renew the leases of this worker's running executions in one statement; returns the
