@@ -78,9 +78,8 @@ def drained(url: str, jobs: int, join: bool) -> dict[str, object]:
             enqueue(conn, "noop", {"join": True}, after=ids)
     worker = start_worker(url)
     try:
-        done = "SELECT count(*) = %d FROM background_jobs WHERE status = 'completed'" % (
-            jobs + join)
-        seconds = wait_until(url, done)
+        seconds = wait_until(url, f"SELECT count(*) = {jobs + join} FROM background_jobs "
+                                  "WHERE status = 'completed'")
     finally:
         worker.terminate()
         worker.wait(timeout=60)
@@ -94,8 +93,8 @@ def chain(url: str, length: int) -> dict[str, object]:
                             for n in range(length)])
     worker = start_worker(url)
     try:
-        wait_until(url, "SELECT count(*) = %d FROM background_jobs "
-                        "WHERE status = 'completed'" % length)
+        wait_until(url, f"SELECT count(*) = {length} FROM background_jobs "
+                        "WHERE status = 'completed'")
     finally:
         worker.terminate()
         worker.wait(timeout=60)
