@@ -134,3 +134,16 @@ def test_the_idle_claim_benchmark_times_each_way_of_claiming(server_url):
         ("prepared_plans_made_again", 6)]
     assert all(0 < r["median_us"] <= r["p90_us"] for r in rows), rows
     assert rows[0]["parameters_median_us"] > 0
+
+
+def test_the_flows_benchmark_times_both_drains_every_hop_and_the_single_job(server_url):
+    figures = json.loads(bench("bench_flows.py", "--jobs", "200", "--chain", "6",
+                               "--single", "3", "--rounds", "1", url=server_url,
+                               timeout=180))
+    assert len(figures["independent_s"]) == len(figures["fan_in_s"]) == 1
+    assert figures["independent_s"][0] > 0 and figures["fan_in_s"][0] > 0
+    assert figures["chain"]["hops"] == 5  # one per edge of a chain of 6
+    # A hop ends at the child's start, after its parent completed: never below zero.
+    assert 0 <= figures["chain"]["hop_ms"]["p50"] <= figures["chain"]["hop_ms"]["p99"]
+    assert figures["single"]["samples"] == 3
+    assert 0 <= figures["single"]["start_ms"]["p50"] <= figures["single"]["start_ms"]["p99"]
