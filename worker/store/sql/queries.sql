@@ -484,12 +484,13 @@ WITH job AS (
               j.attempts + CASE WHEN x.attempt_spent THEN 0 ELSE 1 END AS attempt,
               j.available_at, j.dependents
 ), released AS (
-    UPDATE job_dependencies e SET released_at = now()
+    -- (job_dependencies unaliased: this text must fit psycopg's parse cache)
+    UPDATE job_dependencies SET released_at = now()
     FROM job p
-    WHERE p.dependents > 0 AND e.parent_id = p.id AND e.released_at IS NULL
+    WHERE p.dependents > 0 AND parent_id = p.id AND released_at IS NULL
       -- (a finish leaves no job running or waiting: not pending or unknown is final)
-      AND (p.status = 'completed' OR e.run_anyway AND p.status NOT IN ('pending', 'unknown'))
-    RETURNING e.job_id
+      AND (p.status = 'completed' OR run_anyway AND p.status NOT IN ('pending', 'unknown'))
+    RETURNING job_id
 ), freed AS (
     UPDATE background_jobs d
     SET waiting_on = d.waiting_on - r.n,
@@ -543,8 +544,10 @@ WITH job AS (
 -- The jobs moved, whether or not an execution row was there to close. The last column:
 -- the job has edges this snapshot cannot see (its `dependents`, read from the row
 -- version this UPDATE waited for, counts them), so the caller runs release_dependents.
+-- AND stops at a job without dependents: no lookup for an ordinary job.
 SELECT id, execution_id, status,
-       dependents > (SELECT count(*) FROM job_dependencies e WHERE e.parent_id = job.id)
+       dependents > 0 AND dependents > (SELECT count(*) FROM job_dependencies
+                                        WHERE parent_id = job.id)
 FROM job
 
 -- name: heartbeat_executions
