@@ -100,7 +100,7 @@ def nodes(plan: str) -> list[dict]:
 
 JOBS_PAGE = {"status": None, "queue": None, "type": None, "error_code": None,
              "search_key": None, "search_id": None, "before_id": None, "after_id": None,
-             "limit": 51}
+             "limit": 51, "flow_ids": None}
 
 
 def test_a_types_failed_groups_come_from_the_failed_by_type_index(never_analyzed):
@@ -135,7 +135,7 @@ def test_a_key_search_looks_the_key_up(never_analyzed):
     assert buffers < 30, plan
     buffers, plan = explain(never_analyzed, CQ.console_search, job_id=None, key="key-1234",
                             path=None, values=None, pattern=None, limit=51, top=None,
-                            floor=None)
+                            floor=None, flow_ids=None)
     assert buffers < 30, plan
 
 
