@@ -15,6 +15,7 @@ from jobwarden.worker import (
     AsyncEffect,
     At,
     AsyncJobContext,
+    BatchState,
     Dep,
     Effect,
     EnqueueError,
@@ -34,7 +35,11 @@ from jobwarden.worker import (
     enqueue_async,
     enqueue_many,
     enqueue_many_async,
+    find_batches,
+    get_batch,
     job,
+    open_batch,
+    open_batch_async,
     registry,
 )
 from jobwarden.worker.core.version import version as _version
@@ -43,8 +48,9 @@ from jobwarden.worker.core.version import version as _version
 __version__ = _version()
 
 __all__ = [
-    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "Dep", "Effect", "EnqueueError",
-    "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost", "PermanentError",
-    "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob", "Snooze",
-    "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "job", "registry",
+    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "BatchState", "Dep", "Effect",
+    "EnqueueError", "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost",
+    "PermanentError", "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob",
+    "Snooze", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "find_batches",
+    "get_batch", "job", "open_batch", "open_batch_async", "registry",
 ]

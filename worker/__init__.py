@@ -22,14 +22,22 @@ from jobwarden.worker.engine.context import (
     JobContext,
     LeaseLost,
 )
+from jobwarden.worker.jobs.batches import (
+    BatchState,
+    find_batches,
+    get_batch,
+    open_batch,
+    open_batch_async,
+)
 from jobwarden.worker.jobs.flows import At, Dep
 from jobwarden.worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from jobwarden.worker.jobs.job_spec import JobSpec
 from jobwarden.worker.jobs.registry import JobType, Registry, job, registry
 
 __all__ = [
-    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "Dep", "Effect", "EnqueueError",
-    "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost", "PermanentError",
-    "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob", "Snooze",
-    "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "job", "registry",
+    "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "BatchState", "Dep", "Effect",
+    "EnqueueError", "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost",
+    "PermanentError", "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob",
+    "Snooze", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "find_batches",
+    "get_batch", "job", "open_batch", "open_batch_async", "registry",
 ]

@@ -24,7 +24,7 @@ ALL_TABLES = {"background_jobs", "job_executions", "job_audit", "job_workers",
               "processed_effects", "queue_controls", "job_types", "console_users",
               "job_schedules", "job_count_deltas", "job_minute_counts",
               "console_selections", "console_selection_jobs", "console_bulk_steps",
-              "job_event_totals"}
+              "job_event_totals", "job_batches", "job_batch_callbacks"}
 
 
 def schema_diff(url: str) -> list:

@@ -43,7 +43,7 @@ def test_a_coroutine_handler_context_has_the_same_api_its_waiting_calls_coroutin
     waiting = {name for name in HANDLER_API
                if inspect.iscoroutinefunction(getattr(type(ctx), name, None))}
     assert waiting == {"heartbeat", "progress", "save_checkpoint", "wait_cancelled", "effect",
-                       "parent_results"}
+                       "parent_results", "add_to_batch"}
 
 
 def test_the_worker_controls_are_not_on_the_handler_context():

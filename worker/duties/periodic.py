@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from jobwarden.worker.core.settings import WorkerSettings
-from jobwarden.worker.duties import flows, partitions, retention, scheduler
+from jobwarden.worker.duties import batches, flows, partitions, retention, scheduler
 from jobwarden.worker.engine.limits import REFRESH_SECONDS, LimitBook
 from jobwarden.worker.jobs import job_types
 from jobwarden.worker.jobs.registry import Registry
@@ -54,6 +54,8 @@ class Duties:
                                  limits.refresh))
         # Dependents no finish released (docs/guide/flows.md): a backstop, not the path.
         self._duties.append(("flows", base or 30.0, flows.repair))
+        # Batch members no finish counted (docs/guide/flows.md#batches): a backstop too.
+        self._duties.append(("batches", base or 30.0, batches.repair))
         # The history's weeks ahead, whatever the retention: a finish needs its week.
         self._duties.append(("partitions", base or 3600.0, partitions.ensure))
         policy = settings.retention

@@ -76,6 +76,9 @@ class Completion:
     concurrency_key: str | None = None
     #: What the handler returned, as JSON text (a completion only; None: nothing).
     result: str | None = None
+    #: The batch the job is a member of (None: none, or not known): its outcome is counted
+    #: there in the same transaction (write_batch opens one on an autocommit connection).
+    batch_id: int | None = None
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
@@ -127,23 +130,63 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
     """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
     for the executions that still owned their jobs (the others were refused). The one
     store path out of `running`: the completer, a completion in the handler's
-    transaction, the hand-back at shutdown and recovery all write through it."""
-    store = JobStore(conn)
+    transaction, the hand-back at shutdown and recovery all write through it. Members
+    of a batch are counted there in the same transaction: on an autocommit connection
+    (the completer's) a batch holding one is written in a transaction of its own; the
+    others, all but a batch's members, as one autocommitted statement, as ever."""
+    if _needs_transaction(conn, batch):
+        with conn.transaction():
+            return _write(JobStore(conn), batch)
+    return _write(JobStore(conn), batch)
+
+
+def _write(store: JobStore, batch: list[Completion]) -> dict[UUID, str]:
     rows = store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
     if parents := _parents(rows):
         store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
-    return {execution_id: status for _job_id, execution_id, status, _ in rows}
+    if members := _members(rows):
+        count_batches(store, members)
+    return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
 
 
 async def write_batch_async(conn: psycopg.AsyncConnection,
                             batch: list[Completion]) -> dict[UUID, str]:
     """write_batch on a coroutine handler's AsyncConnection (its business transaction):
-    the same statement and parameters."""
+    the same statements and parameters."""
     store = AsyncJobStore(conn)
     rows = await store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
     if parents := _parents(rows):
         await store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
-    return {execution_id: status for _job_id, execution_id, status, _ in rows}
+    if members := _members(rows):
+        log_callbacks(await store.rows(Q.batch_count, {"job_ids": members, "close_ids": None}))
+    return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
+
+
+def _needs_transaction(conn: CallerConnection, batch: list[Completion]) -> bool:
+    """Whether `conn` commits each statement on its own and `batch` holds a member of a
+    batch (whose count must commit with its outcome)."""
+    return (any(c.batch_id is not None for c in batch)
+            and isinstance(conn, psycopg.Connection) and conn.autocommit
+            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+
+
+def _members(rows: list[tuple[Any, ...]]) -> list[int]:
+    """The jobs of a finish that are members of a batch (none for ordinary jobs)."""
+    return [job_id for job_id, _execution_id, _status, _, batch_id in rows
+            if batch_id is not None]
+
+
+def count_batches(store: JobStore, job_ids: list[int]) -> None:
+    """Count these members' outcomes into their batches, enqueueing the callbacks that
+    came due (batch_count)."""
+    log_callbacks(store.rows(Q.batch_count, {"job_ids": job_ids, "close_ids": None}))
+
+
+def log_callbacks(rows: list[tuple[Any, ...]]) -> None:
+    """One line per callback batch_count enqueued: (batch id, event, job id)."""
+    for batch_id, event, job_id in rows:
+        log.info("batch %s: %s callback enqueued as job %s", batch_id, event, job_id,
+                 extra={"action": "batch_callback", "batch_id": batch_id, "job_id": job_id})
 
 
 def _parents(rows: list[tuple[Any, ...]]) -> list[int]:
@@ -153,7 +196,7 @@ def _parents(rows: list[tuple[Any, ...]]) -> list[int]:
     parent's row lock. Idempotent: an edge is released once. Ordinary jobs, and parents
     whose edges were all there to see, never get here: a statement (and a commit) per
     batch of a fan-in cost it twice the time of as many independent jobs."""
-    return [job_id for job_id, _execution_id, _status, has_dependents in rows
+    return [job_id for job_id, _execution_id, _status, has_dependents, _ in rows
             if has_dependents]
 
 
@@ -185,7 +228,7 @@ def unstorable(c: Completion, exc: BaseException) -> Completion:
                       error=f"the {c.outcome.value} outcome ({c.error_code or 'no code'}) "
                             f"could not be stored: PostgreSQL refused it "
                             f"({type(exc).__name__})",
-                      queue=c.queue, duration_ms=c.duration_ms)
+                      queue=c.queue, duration_ms=c.duration_ms, batch_id=c.batch_id)
 
 
 def write_storable(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:

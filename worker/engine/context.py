@@ -28,7 +28,11 @@ from jobwarden.worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
 from jobwarden.worker.core.sanitize import sanitize_payload
 from jobwarden.worker.core.storable import storable_json, storable_text
 from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count_on
-from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.jobs import batches
+from jobwarden.worker.jobs.batches import Jobs
+from jobwarden.worker.jobs.registry import Registry
+from jobwarden.worker.jobs.registry import registry as default_registry
+from jobwarden.worker.store.jobstore import AsyncJobStore, JobStore, run_steps, run_steps_async
 from jobwarden.worker.store.queries import Q, Query
 
 log = logging.getLogger("jobwarden.job")
@@ -56,8 +60,8 @@ HANDLER_API = frozenset({
     "cancel_requested", "raise_if_cancelled", "wait_cancelled", "time_left", "snooze",
     # effects exactly once
     "idempotency_key", "effect", "transaction",
-    # flows: what the parents returned
-    "parent_results",
+    # flows: what the parents returned; the batch it is a member of, and its fan-out
+    "parent_results", "batch", "add_to_batch",
 })
 
 
@@ -72,7 +76,8 @@ class ExecutionControl:
                  job_idempotency_key: str | None = None, timeout: float | None = None,
                  snoozes: int = 0,
                  async_pool: Callable[[], Awaitable[AsyncConnectionPool]] | None = None,
-                 started: float | None = None, concurrency_key: str | None = None) -> None:
+                 started: float | None = None, concurrency_key: str | None = None,
+                 batch_id: int | None = None) -> None:
         self.pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -84,6 +89,10 @@ class ExecutionControl:
         #: How often earlier executions of this job snoozed it.
         self.snoozes = snoozes
         self.concurrency_key = concurrency_key
+        #: The batch the job is a member of (None: none), and how many members the handler
+        #: added to it in its business transaction, counted as that commits (runner.py).
+        self.batch_id = batch_id
+        self.batch_added = 0
         #: When the worker decided to start it (time.monotonic()): `started`, given by the
         #: executor from before its lease check, else now.
         self.started = time.monotonic() if started is None else started
@@ -191,6 +200,32 @@ class ExecutionControl:
         with self._lock:
             first, self.lease_lost = not self.lease_lost, True
         return first
+
+    def add_to_batch(self, jobs: Jobs, registry: Registry | None) -> list[int]:
+        """Add members to this job's batch: in its business transaction if one is open
+        (counted as it commits, with the outcome), else in a transaction of its own,
+        committed now."""
+        local = default_registry if registry is None else registry
+        conn = self._tx_conn
+        if conn is not None:
+            ids = run_steps(JobStore(conn), batches.add_steps(
+                jobs, self.batch_id, self.job_id, local, counted=False))
+            self.batch_added += len(ids)
+            return ids
+        with self.pool.connection() as own:
+            return run_steps(JobStore(own), batches.add_steps(
+                jobs, self.batch_id, self.job_id, local, counted=True))
+
+    async def add_to_batch_async(self, jobs: Jobs, registry: Registry | None) -> list[int]:
+        """add_to_batch for a coroutine handler: in its async business transaction if open."""
+        conn = self._atx_conn
+        if conn is None:
+            return await asyncio.to_thread(self.add_to_batch, jobs, registry)
+        local = default_registry if registry is None else registry
+        ids = await run_steps_async(AsyncJobStore(conn), batches.add_steps(
+            jobs, self.batch_id, self.job_id, local, counted=False))
+        self.batch_added += len(ids)
+        return ids
 
     # -- progress and checkpoints ------------------------------------------------------
     def parent_results(self) -> dict[int, Any]:
@@ -344,6 +379,8 @@ class HandlerContext:
         self.snoozes = control.snoozes
         #: When the worker started this execution (a time.monotonic() reading).
         self.started = control.started
+        #: The id of the batch this job is a member of (None: none).
+        self.batch = control.batch_id
         self.checkpoint = checkpoint
 
     @functools.cached_property
@@ -432,6 +469,13 @@ class JobContext(HandlerContext):
         """What this job's parents (`after=`) returned, by parent id; None for a parent
         that returned nothing (or did not complete: a run_anyway edge's)."""
         return self._control.parent_results()
+
+    def add_to_batch(self, jobs: Jobs, *, registry: Registry | None = None) -> list[int]:
+        """Add jobs (JobSpecs) to the batch this job is a member of; returns their ids.
+        Inside `ctx.transaction()` they are written in it and commit with this job's
+        outcome (a failed attempt adds nothing); else in a transaction of their own,
+        committed now. EnqueueError if this job is in no batch."""
+        return self._control.add_to_batch(jobs, registry)
 
     # -- business transaction ---------------------------------------------------------
     @contextmanager
@@ -564,6 +608,12 @@ class AsyncJobContext(HandlerContext):
     async def parent_results(self) -> dict[int, Any]:
         """What this job's parents returned (see JobContext.parent_results)."""
         return await asyncio.to_thread(self._control.parent_results)
+
+    async def add_to_batch(self, jobs: Jobs, *,
+                           registry: Registry | None = None) -> list[int]:
+        """Add jobs to this job's batch (see JobContext.add_to_batch): inside `async with
+        ctx.transaction()`, in it."""
+        return await self._control.add_to_batch_async(jobs, registry)
 
     # -- business transaction ---------------------------------------------------------
     @asynccontextmanager

@@ -322,7 +322,8 @@ class Executor:
                 job_id=job.id, execution_id=job.execution_id, type=job.type,
                 attempt=job.attempt, lease=job_type.lease, status=JobStatus.CANCELLED,
                 outcome=ExecutionOutcome.CANCELLED, error_code=CANCELLED,
-                error="cancelled at operator request", queue=job.queue))
+                error="cancelled at operator request", queue=job.queue,
+                batch_id=job.batch_id))
             return None
         control = ExecutionControl(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
                                    attempt=job.attempt, max_attempts=job.max_attempts,
@@ -332,7 +333,8 @@ class Executor:
                                    timeout=job_type.timeout, snoozes=job.snoozes,
                                    async_pool=(self.loop().connection_pool
                                                if job_type.is_coroutine else None),
-                                   started=decided, concurrency_key=job.concurrency_key)
+                                   started=decided, concurrency_key=job.concurrency_key,
+                                   batch_id=job.batch_id)
         ex = Execution(job, job_type, control, threading.current_thread(),
                        coroutine=job_type.is_coroutine)
         with self._lock:

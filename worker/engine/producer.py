@@ -79,6 +79,8 @@ class ClaimedJob:
     snoozes: int
     #: Its concurrency key (None: it has none): its end may let the key's next job start.
     concurrency_key: str | None = None
+    #: The batch it is a member of (None: none): its outcome is counted there.
+    batch_id: int | None = None
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.

@@ -133,22 +133,27 @@ def _names_literal(names: list[str]) -> str:
 
 
 def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
-                 *, registry: Registry = registry) -> list[int]:
+                 *, batch: int | None = None, registry: Registry = registry) -> list[int]:
     """Enqueue several jobs in one statement; returns their ids in the order given.
 
     A job whose idempotency key is held by a live (pending or running) job is not
     inserted: its id in the result is the existing job's.
+
+    `batch`: the id of a batch they all join (docs/guide/flows.md#batches), which must
+    not have completed; its row stays locked until the caller's transaction ends.
     """
     # The caller's connection, in the caller's transaction.
-    return run_steps(JobStore(conn), _enqueue_steps(_specs(jobs), registry))
+    return run_steps(JobStore(conn), _enqueue_steps(_specs(jobs), registry, batch))
 
 
 async def enqueue_many_async(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
-                             *, registry: Registry = registry) -> list[int]:
+                             *, batch: int | None = None,
+                             registry: Registry = registry) -> list[int]:
     """enqueue_many for async code: `conn` is a psycopg AsyncConnection or a SQLAlchemy
     AsyncConnection or AsyncSession, in the caller's transaction. The same validation
     and statements (_enqueue_steps)."""
-    return await run_steps_async(AsyncJobStore(conn), _enqueue_steps(_specs(jobs), registry))
+    return await run_steps_async(AsyncJobStore(conn),
+                                 _enqueue_steps(_specs(jobs), registry, batch))
 
 
 def _specs(jobs: Iterable[JobSpec | Mapping[str, Any]]) -> list[JobSpec]:
@@ -158,14 +163,25 @@ def _specs(jobs: Iterable[JobSpec | Mapping[str, Any]]) -> list[JobSpec]:
     return specs
 
 
-def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]:
+def _enqueue_steps(specs: list[JobSpec], registry: Registry, batch: int | None = None,
+                   join: bool = True) -> Steps[list[int]]:
     """enqueue_many's statements and what it makes of their answers, for either kind of
     connection (worker/store/jobstore.py, Steps). `specs` are validated. A call with
     `after` locks its existing parents first (refusing a missing one before anything is
-    written), inserts its jobs, then writes their edges (worker/jobs/flows.py)."""
+    written), inserts its jobs, then writes their edges (worker/jobs/flows.py). A call
+    into a `batch` counts its jobs there first (batch_join; `join` False: the caller
+    counts them itself, worker/jobs/batches.py), refusing a batch that is gone or
+    complete before anything is written."""
+    if batch is not None and specs:
+        check_members(specs, batch)
+        if join:
+            _, found = yield Q.batch_join, {"batch_id": batch, "members": len(specs)}
+            if not found or not found[0][0]:
+                raise EnqueueError(f"batch {batch} {'is complete' if found else 'does not exist'}"
+                                   ": it takes no more members; nothing was enqueued", "batch")
     edges = resolve([s.after for s in specs], [s.key for s in specs])
     if not edges:
-        return (yield from _insert_steps(specs, registry))
+        return (yield from _insert_steps(specs, registry, batch))
     outer = sorted({parent for _, parent, _ in edges.outer})
     if outer:
         _, found = yield Q.flow_lock_parents, {"ids": outer}
@@ -173,7 +189,7 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]
         if missing:
             raise EnqueueError(f"after: no job {', '.join(f'#{m}' for m in missing[:10])} "
                                "exists: nothing was enqueued", "after")
-    ids = yield from _insert_steps(specs, registry)
+    ids = yield from _insert_steps(specs, registry, batch)
     rows = ([(ids[c], ids[p], a) for c, p, a in edges.inner]
             + [(ids[c], p, a) for c, p, a in edges.outer])
     # The call's own parents too: a job whose idempotency key a live job held is that
@@ -187,7 +203,19 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]
     return ids
 
 
-def _insert_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]:
+def check_members(specs: list[JobSpec], batch: object) -> None:
+    """Raise EnqueueError for jobs that cannot join `batch`: a bad id, or an idempotency
+    key (a live job holding it would be returned in its place, outside the batch)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 0 < batch < 2**63:
+        raise EnqueueError(f"batch must be a batch's id (a positive int), not {batch!r}",
+                           "batch")
+    if any(s.idempotency_key is not None for s in specs):
+        raise EnqueueError("idempotency_key and batch: a member of a batch cannot take an "
+                           "idempotency key", "idempotency_key")
+
+
+def _insert_steps(specs: list[JobSpec], registry: Registry,
+                  batch: int | None = None) -> Steps[list[int]]:
     """The jobs' insert (pending), and the ids of live jobs holding their idempotency keys."""
     if not specs:
         return []
@@ -196,6 +224,7 @@ def _insert_steps(specs: list[JobSpec], registry: Registry) -> Steps[list[int]]:
     known = yield from with_published_policies_steps({spec.type for spec in specs}, registry)
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
+    cols["batch_id"] = batch
     # A batch without idempotency keys needs no conflict arbitration (and its speculative
     # insertion, a WAL record per job): the keyless form of the statement.
     _, inserted = yield (Q.enqueue_jobs if cols["idempotency_keys"] else
@@ -222,18 +251,22 @@ def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | No
             priority: int = 0, run_at: datetime | None = None, delay: float | None = None,
             max_attempts: int | None = None, idempotency_key: str | None = None,
             version: int | None = None, concurrency_key: str | None = None,
-            after: list[Parent] | None = None, registry: Registry = registry) -> int:
+            after: list[Parent] | None = None, batch: int | None = None,
+            registry: Registry = registry) -> int:
     """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4).
-    `after`: job ids (or Dep(id, run_anyway=True)) it waits for (docs/guide/flows.md)."""
+    `after`: job ids (or Dep(id, run_anyway=True)) it waits for (docs/guide/flows.md);
+    `batch`: a batch it joins (enqueue_many)."""
     spec = JobSpec(type=type, payload=payload, queue=queue, priority=priority, run_at=run_at,
                    delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
                    version=version, concurrency_key=concurrency_key, after=after)
-    return enqueue_many(conn, [spec], registry=registry)[0]
+    return enqueue_many(conn, [spec], batch=batch, registry=registry)[0]
 
 
 async def enqueue_async(conn: Any, type: str, payload: Mapping[str, Any], *,
-                        registry: Registry = registry, **options: Any) -> int:
+                        batch: int | None = None, registry: Registry = registry,
+                        **options: Any) -> int:
     """enqueue for async code (see enqueue_many_async), with enqueue's keywords (queue,
-    priority, run_at, delay, max_attempts, idempotency_key, version, concurrency_key, after)."""
+    priority, run_at, delay, max_attempts, idempotency_key, version, concurrency_key, after,
+    batch)."""
     spec = JobSpec(type=type, payload=payload, **options)  # a wrong keyword: TypeError
-    return (await enqueue_many_async(conn, [spec], registry=registry))[0]
+    return (await enqueue_many_async(conn, [spec], batch=batch, registry=registry))[0]

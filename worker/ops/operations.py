@@ -266,6 +266,7 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
     left = len(job_ids) - jobs
     note = f"; {left} had moved on and were left alone" if left else ""
     flow = _decide_dependents(conn, action, params["job_ids"], dependents, params)
+    _count_batch_members(conn)
     return ActionResult(True, action, jobs,
                         f"{_PAST[action].capitalize()} {jobs} of {len(job_ids)} selected "
                         f"job(s){note}.{flow}")
@@ -387,6 +388,7 @@ def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, ro
                     {**params, "to_status": TARGET_STATUS[action]})[0]
     if row["jobs"]:
         note = _decide_dependents(conn, action, [int(job_id)], dependents, params)
+        _count_batch_members(conn)
         return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id) + note)
     # A concurrent submission of the same form may have won the race just now.
     if request_id and (done := _already_done(conn, action, request_id, actor,
@@ -415,6 +417,8 @@ def _act_on_group(conn: CallerConnection, action: str, error_code: str, job_type
         row = _rows(conn, Q.operator_jobs_transition,
                     {**params, "to_status": TARGET_STATUS[action]})[0]
     jobs = row["jobs"]
+    if jobs:
+        _count_batch_members(conn)
     label = f"{error_code}" + (f" / {job_type}" if job_type else "")
     if not jobs:
         return ActionResult(False, action, 0,
@@ -616,6 +620,24 @@ def _decide_dependents(conn: CallerConnection, action: str, job_ids: list[int],
     if released:
         parts.append(f"{len(released)} dependent(s) released to run")
     return f" {'; '.join(parts).capitalize()}." if parts else ""
+
+
+#: Members counted per statement after an operator's action (a selection may hold more).
+COUNT_CHUNK = 10_000
+
+
+def _count_batch_members(conn: CallerConnection) -> None:
+    """After an action moved jobs (in the caller's transaction): count the members of a
+    batch among them into their batches, in the same transaction, enqueueing the
+    callbacks that came due (a retried member is open again; a cancelled or skipped one
+    is final). They are the members whose status differs from what they were counted as,
+    found through a partial index that holds only those: no look-up per job moved."""
+    while True:
+        ids = [r["id"] for r in _rows(conn, Q.batch_uncounted, {"limit": COUNT_CHUNK})]
+        if ids:
+            _rows(conn, Q.batch_count, {"job_ids": ids, "close_ids": None})
+        if len(ids) < COUNT_CHUNK:
+            return
 
 
 def _params(action: str, actor: str, role: str, reason: str, request_id: str | None,

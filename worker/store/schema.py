@@ -103,6 +103,11 @@ background_jobs = Table(
     Column("waiting_on", Integer, nullable=False, server_default="0"),
     Column("dependents", Integer, nullable=False, server_default="0"),
     Column("result", JSONB),
+    # Batches (migration 0074, docs/guide/flows.md#batches): the batch the job is a member
+    # of (NULL: none, and the finish statement does nothing more for it), and what it was
+    # last counted as there (its final status; NULL while it may still run).
+    Column("batch_id", BigInteger),
+    Column("batch_counted", Text),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
@@ -179,6 +184,21 @@ Index(
     ),
 )
 
+# A batch's members (migration 0074), and those whose status and count differ (none but
+# a member finished by a runtime from before batches): the repair duty's.
+Index(
+    "background_jobs_batch_idx",
+    background_jobs.c.batch_id,
+    postgresql_where=text("batch_id IS NOT NULL"),
+)
+Index(
+    "background_jobs_batch_uncounted_idx",
+    background_jobs.c.id,
+    postgresql_where=text("batch_id IS NOT NULL AND batch_counted IS DISTINCT FROM "
+                          "(CASE WHEN status IN ('pending', 'waiting', 'running') THEN NULL "
+                          "ELSE status END)"),
+)
+
 # One row per edge of a flow: the dependent `job_id` waits for `parent_id` (migration
 # 0073). Released once, when the parent completes (or reaches any final state, for a
 # `run_anyway` edge), or by an operator's decision.
@@ -194,6 +214,49 @@ job_dependencies = Table(
     CheckConstraint("job_id <> parent_id", name="job_dependencies_not_self_check"),
 )
 Index("job_dependencies_parent_idx", job_dependencies.c.parent_id)
+
+# A set of jobs with callbacks (migration 0074, docs/guide/flows.md#batches): its
+# members counted by the final state each reached, under this row's lock, and the
+# moments its callbacks came due, each written once.
+job_batches = Table(
+    "job_batches",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("owner", Text),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    *(Column(name, Integer, nullable=False, server_default="0") for name in (
+        "members", "completed", "failed", "cancelled", "skipped", "unknown")),
+    Column("closed_at", TS),
+    Column("failure_at", TS),
+    Column("complete_at", TS),
+    Column("success_at", TS),
+)
+Index("job_batches_owner_idx", job_batches.c.owner, job_batches.c.id,
+      postgresql_where=text("owner IS NOT NULL"))
+
+#: The moments a batch calls back (job_batch_callbacks.event).
+BATCH_EVENTS = ("complete", "success", "failure")
+
+# Each callback of a batch as its enqueue resolved it, and the job it became (no foreign
+# key: retention may remove the job first).
+job_batch_callbacks = Table(
+    "job_batch_callbacks",
+    metadata,
+    Column("batch_id", BigInteger, ForeignKey("job_batches.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("event", Text, primary_key=True),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("concurrency_key", Text),
+    Column("policy_defaults", ARRAY(Text)),
+    Column("job_id", BigInteger),
+    CheckConstraint(check_in("event", BATCH_EVENTS), name="job_batch_callbacks_event_check"),
+)
 
 #: The partitions of job_executions (its weeks, and the default that holds the history
 #: from before migration 0066): made and dropped by the runtime, not declared here.

@@ -8,15 +8,16 @@
 -- follow it. The payloads come as one JSON array (text arrays of JSON would escape every
 -- quote). A field no job sets comes as a NULL array: ROWS FROM fills it with NULLs.
 -- Typed arrays cost the database less per row than jsonb_to_recordset did.
+-- `batch_id`: the batch every job of the call joins (NULL: none; batch_join counted them).
 -- A batch with no idempotency key runs it without the ON CONFLICT clause
 -- (`enqueue_jobs_keyless`, worker/store/queries.py): keep that clause last but RETURNING.
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
-     idempotency_key, concurrency_key, policy_defaults)
+     idempotency_key, concurrency_key, policy_defaults, batch_id)
 SELECT r.queue, r.type, r.version, r.payload, r.priority,
        COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
        r.max_attempts, r.idempotency_key, r.concurrency_key,
-       string_to_array(r.policy_defaults, ',')
+       string_to_array(r.policy_defaults, ','), %(batch_id)s::bigint
 FROM ROWS FROM (unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
                 unnest(%(versions)s::int[]), jsonb_array_elements(%(payloads)s::jsonb),
                 unnest(%(priorities)s::int[]), unnest(%(run_ats)s::timestamptz[]),
@@ -143,13 +144,14 @@ WITH locked AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.concurrency_key, j.available_at
+              j.concurrency_key, j.available_at, j.batch_id
 )
 -- No job_executions row yet: a running execution lives on its job row (execution_id,
 -- worker_id, started_at, heartbeat_at, the lease), and finish_executions writes its
 -- history row once, when it ends (migration 0061; job_executions_all shows both).
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
-       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key
+       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
+       batch_id
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: claim_limited_jobs
@@ -378,7 +380,7 @@ WITH clock AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.concurrency_key, j.available_at
+              j.concurrency_key, j.available_at, j.batch_id
 ), spent AS (
     -- One token per claimed job from each bucket it drew from, in bucket order (two
     -- claims of different scopes that share a bucket never wait on each other in a cycle):
@@ -409,7 +411,8 @@ WITH clock AS (
                                       EXCLUDED.burst / EXCLUDED.rate) AS a)
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
-       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key
+       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
+       batch_id
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
@@ -444,6 +447,8 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- committed edges while this statement waited for it: they are not in its snapshot,
 -- and the last column says so; the caller then runs release_dependents, in a snapshot
 -- of its own (the same transaction unless the connection commits each statement).
+-- The last column says the job's batch (NULL for all but a batch's members): the
+-- caller then counts it there (batch_count).
 WITH job AS (
     UPDATE background_jobs j
     SET status = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
@@ -458,7 +463,7 @@ WITH job AS (
                             THEN now() END,
         skipped_at = CASE WHEN x.status = 'skipped' THEN now() END,
         -- A snooze and a hand-back give their attempt back; a snooze is counted.
-        attempts = greatest(j.attempts - CASE WHEN x.attempt_spent THEN 0 ELSE 1 END, 0),
+        attempts = greatest(j.attempts - 1 + x.attempt_spent::int, 0),
         snoozes = j.snoozes + CASE WHEN x.outcome = 'snoozed' THEN 1 ELSE 0 END,
         last_error_code = CASE WHEN x.status = 'pending' AND j.cancel_requested_at IS NOT NULL
                                THEN 'CANCELLED'
@@ -481,8 +486,8 @@ WITH job AS (
     RETURNING j.id, j.execution_id, j.status, x.outcome, x.error_code, x.error, x.traceback,
               j.queue, j.type, j.worker_id, j.started_at, j.heartbeat_at,
               -- The attempt's number: what the claim left, less what was given back.
-              j.attempts + CASE WHEN x.attempt_spent THEN 0 ELSE 1 END AS attempt,
-              j.available_at, j.dependents
+              j.attempts + 1 - x.attempt_spent::int AS attempt,
+              j.available_at, j.dependents, j.batch_id
 ), released AS (
     -- (job_dependencies unaliased: this text must fit psycopg's parse cache)
     UPDATE job_dependencies SET released_at = now()
@@ -541,13 +546,15 @@ WITH job AS (
                       WHERE e.execution_id = x.execution_id AND e.finished_at IS NULL)
     ORDER BY x.id
 )
--- The jobs moved, whether or not an execution row was there to close. The last column:
--- the job has edges this snapshot cannot see (its `dependents`, read from the row
--- version this UPDATE waited for, counts them), so the caller runs release_dependents.
--- AND stops at a job without dependents: no lookup for an ordinary job.
+-- The jobs moved, whether or not an execution row was there to close. The fourth
+-- column: the job has edges this snapshot cannot see (its `dependents`, read from the
+-- row version this UPDATE waited for, counts them), so the caller runs
+-- release_dependents. AND stops at a job without dependents: no lookup for an
+-- ordinary job.
 SELECT id, execution_id, status,
        dependents > 0 AND dependents > (SELECT count(*) FROM job_dependencies
-                                        WHERE parent_id = job.id)
+                                        WHERE parent_id = job.id),
+       batch_id
 FROM job
 
 -- name: heartbeat_executions
