@@ -500,3 +500,54 @@ def test_a_run_anyway_member_and_a_callback_that_fails_are_jobs_like_any(conn):
     conn.commit()
     assert get_batch(conn, b.id).failed == 0
     assert {k: len(v) for k, v in callbacks(conn).items()} == {"complete": 1, "success": 1}
+
+
+def test_a_fan_out_in_the_handlers_transaction_holds_no_lock_on_the_batch(clean_db):
+    """Members added inside ctx.transaction() are counted as it commits: while the
+    handler goes on, another member of the batch finishes (its count takes the batch's
+    row). An attempt that fails rolls back what it added, and its count with it."""
+    reg = Registry()
+    seen: dict = {}
+    job("quick", registry=reg)(lambda ctx, payload: None)
+    job("leaf", registry=reg)(lambda ctx, payload: None)
+    job("done", registry=reg)(lambda ctx, payload: None)
+
+    @job("fan", registry=reg, max_attempts=2, backoff=0)
+    def fan(ctx, payload):
+        with ctx.transaction():
+            ctx.add_to_batch([JobSpec("leaf", {}) for _ in range(3)], registry=reg)
+            if ctx.attempt == 1:
+                raise RuntimeError("the first attempt fails after adding")
+            seen["quick"] = _wait_status(clean_db, payload["quick"], "completed")
+
+    with psycopg.connect(clean_db) as conn:
+        with open_batch(conn, description="fan", registry=reg,
+                        on_complete=JobSpec("done", {})) as b:
+            quick = b.enqueue("quick", {}, delay=3600)  # runs when the fan-out says so
+            b.enqueue("fan", {"quick": quick})
+        conn.commit()
+    with running_worker(reg, clean_db, concurrency=3):
+        wait_for(lambda: job_row(clean_db, quick)["attempts"] == 0
+                 and _fan_attempts(clean_db) == 2, message="the second attempt to start")
+        with psycopg.connect(clean_db) as conn:
+            conn.execute("UPDATE background_jobs SET available_at = now() WHERE id = %s",
+                         [quick])
+        wait_for(lambda: _done_jobs(clean_db) == 1, message="the callback to run")
+    assert seen["quick"], "the member's count waited for the fan-out's transaction"
+    with psycopg.connect(clean_db) as conn:
+        state = get_batch(conn, b.id)
+        assert (state.members, state.completed) == (5, 5)  # quick, fan, 3 leaves once
+
+
+def _wait_status(url: str, job_id: int, status: str, seconds: float = 10.0) -> bool:
+    try:
+        wait_for(lambda: job_row(url, job_id)["status"] == status, timeout=seconds)
+    except AssertionError:
+        return False
+    return True
+
+
+def _fan_attempts(url: str) -> int:
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT attempts FROM background_jobs WHERE type = 'fan'"
+                         ).fetchone()[0]

@@ -79,6 +79,9 @@ class Completion:
     #: The batch the job is a member of (None: none, or not known): its outcome is counted
     #: there in the same transaction (write_batch opens one on an autocommit connection).
     batch_id: int | None = None
+    #: Members the handler added to that batch in the business transaction this outcome
+    #: commits with (ctx.add_to_batch): counted into the batch before the outcome is.
+    batch_added: int = 0
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
@@ -144,6 +147,8 @@ def _write(store: JobStore, batch: list[Completion]) -> dict[UUID, str]:
     rows = store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
     if parents := _parents(rows):
         store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
+    for params in _grown(batch, rows):
+        store.rows(Q.batch_grow, params)
     if members := _members(rows):
         count_batches(store, members)
     return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
@@ -157,6 +162,8 @@ async def write_batch_async(conn: psycopg.AsyncConnection,
     rows = await store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
     if parents := _parents(rows):
         await store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
+    for params in _grown(batch, rows):
+        await store.rows(Q.batch_grow, params)
     if members := _members(rows):
         log_callbacks(await store.rows(Q.batch_count, {"job_ids": members, "close_ids": None}))
     return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
@@ -168,6 +175,15 @@ def _needs_transaction(conn: CallerConnection, batch: list[Completion]) -> bool:
     return (any(c.batch_id is not None for c in batch)
             and isinstance(conn, psycopg.Connection) and conn.autocommit
             and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+
+
+def _grown(batch: list[Completion], rows: list[tuple[Any, ...]]) -> list[dict[str, int]]:
+    """batch_grow's parameters for the members that executions whose outcomes were written
+    added in their business transactions: counted after the finish (which locked their
+    own rows) and before the count (which could otherwise find their batch complete)."""
+    owned = {execution_id for _job_id, execution_id, *_ in rows}
+    return [{"batch_id": c.batch_id, "members": c.batch_added} for c in batch
+            if c.batch_added and c.batch_id is not None and c.execution_id in owned]
 
 
 def _members(rows: list[tuple[Any, ...]]) -> list[int]:

@@ -314,6 +314,7 @@ class ExecutionControl:
         if conn is None or cm is None:  # no transaction open (they are set together)
             return
         self._tx_conn = self._tx_cm = None
+        self.batch_added = 0  # counted with the outcome it commits with, or rolled back
         try:
             if commit:
                 conn.commit()
@@ -343,6 +344,7 @@ class ExecutionControl:
         if conn is None or cm is None:
             return
         self._atx_conn = self._atx_cm = None
+        self.batch_added = 0
         try:
             if commit:
                 await conn.commit()

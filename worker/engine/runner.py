@@ -44,7 +44,6 @@ from jobwarden.worker.engine.completer import (
     write_batch_async,
 )
 from jobwarden.worker.engine.context import ExecutionControl, LeaseLost
-from jobwarden.worker.jobs import batches
 from jobwarden.worker.jobs.registry import JobType
 
 log = logging.getLogger("jobwarden.runner")
@@ -269,7 +268,8 @@ def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Complet
                       error=outcome.error, delay=outcome.delay, progress=progress,
                       checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
                       duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key,
-                      result=outcome.result, batch_id=run.batch_id)
+                      result=outcome.result, batch_id=run.batch_id,
+                      batch_added=run.batch_added)
 
 
 def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:
@@ -281,8 +281,6 @@ def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: floa
     assert conn is not None
     c = completion(run, outcome, lease)
     try:
-        if run.batch_added and run.batch_id is not None:  # added in it: counted as it commits
-            batches.grow(conn, run.batch_id, run.batch_added)
         owned = run.execution_id in write_batch(conn, [c])
         run.close_transaction(commit=owned)
     except DB_UNREACHABLE as exc:
@@ -311,8 +309,6 @@ async def complete_in_transaction_async(run: ExecutionControl, outcome: Outcome,
     assert conn is not None
     c = completion(run, outcome, lease)
     try:
-        if run.batch_added and run.batch_id is not None:  # as in complete_in_transaction
-            await batches.grow_async(conn, run.batch_id, run.batch_added)
         owned = run.execution_id in await write_batch_async(conn, [c])
         await run.close_async_transaction(commit=owned)
     except DB_UNREACHABLE as exc:

@@ -216,8 +216,9 @@ def add_steps(jobs: Jobs, batch_id: int | None, job_id: int, local: Registry,
               counted: bool) -> Steps[list[int]]:
     """A running member's fan-out into its own batch. `counted` True: in a transaction
     of its own, counted now (batch_join). False: in its business transaction, inserted
-    now and counted as that commits with its outcome (grow), so the batch's row is not
-    held locked while the handler goes on (every member's count would wait for it).
+    now and counted as that commits with its outcome (write_batch, batch_grow), so the
+    batch's row is not held locked while the handler goes on (every member's count
+    would wait for it).
     Its batch cannot complete while it runs: only one that completed before it was
     retried refuses it, and says so here."""
     if batch_id is None:
@@ -230,15 +231,6 @@ def add_steps(jobs: Jobs, batch_id: int | None, job_id: int, local: Registry,
             raise EnqueueError(f"batch {batch_id} is complete: it takes no more members "
                                "(its member was retried after it completed)", "batch")
     return (yield from _enqueue_steps(specs, local, batch_id, join=counted))
-
-
-def grow(conn: CallerConnection, batch_id: int, members: int) -> None:
-    """Count members added in a business transaction (add_steps), before it commits."""
-    JobStore(conn).rows(Q.batch_grow, {"batch_id": batch_id, "members": members})
-
-
-async def grow_async(conn: Any, batch_id: int, members: int) -> None:
-    await AsyncJobStore(conn).rows(Q.batch_grow, {"batch_id": batch_id, "members": members})
 
 
 # -- finding batches ---------------------------------------------------------------------

@@ -49,8 +49,9 @@ SELECT complete_at IS NULL AS open FROM target
 SELECT complete_at IS NULL AS open FROM job_batches WHERE id = %(batch_id)s::bigint
 
 -- name: batch_grow
--- Count members a running member added in its business transaction, as it commits
--- with the member's outcome (the batch's row is locked only from here to the commit).
+-- Count members a running member added in its business transaction, as that commits
+-- with the member's outcome: after the finish statement (rows in the order every count
+-- takes them: members, then batches), before the member's own count.
 UPDATE job_batches SET members = members + %(members)s::int WHERE id = %(batch_id)s::bigint
 
 -- name: batch_count
