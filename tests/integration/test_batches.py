@@ -333,9 +333,13 @@ def test_open_batch_async_in_the_callers_transaction(clean_db):
 def test_two_members_finishing_at_once_enqueue_complete_once(clean_db):
     """Two transactions finish the last two members; the second waits on the batch's row
     lock while the first is open, so each began with the other member unfinished. The
-    counts under the lock still see both, and only one statement writes complete."""
+    counts under the lock still see both, and only one statement writes complete. (In
+    two queues: two finishes of one queue and type meet first at the rollup's row.)"""
     with psycopg.connect(clean_db) as setup:
-        batch, (a, b) = opened(setup, 2)
+        with open_batch(setup, description="race", registry=REG, **CALLBACKS) as batch:
+            a, b = batch.enqueue_many([JobSpec("member", {}, queue="q1"),
+                                       JobSpec("member", {}, queue="q2")])
+        setup.commit()
         ea, eb = start(setup, a), start(setup, b)
         setup.commit()
     with psycopg.connect(clean_db) as t1, psycopg.connect(clean_db) as t2:
@@ -349,7 +353,7 @@ def test_two_members_finishing_at_once_enqueue_complete_once(clean_db):
 
         thread = threading.Thread(target=second)
         thread.start()
-        wait_for(lambda: _waits_for_a_lock(clean_db))
+        wait_for(lambda: _waits_for_a_lock(clean_db, "batch_count"))
         t1.commit()
         thread.join(30)
         assert done.is_set()
@@ -371,19 +375,22 @@ def test_the_completers_autocommit_write_counts_in_the_outcomes_transaction(clea
         holder.execute("SELECT 1 FROM job_batches WHERE id = %s FOR UPDATE", [batch])
         thread = threading.Thread(target=lambda: finish(completer, a, ea, batch_id=batch))
         thread.start()
-        wait_for(lambda: _waits_for_a_lock(clean_db))
-        assert job_row(clean_db, a)["status"] == "running"
+        wait_for(lambda: _waits_for_a_lock(clean_db, "batch_count"))
+        meanwhile = job_row(clean_db, a)["status"]
         holder.rollback()
         thread.join(30)
+    assert meanwhile == "running"
     assert job_row(clean_db, a)["status"] == "completed"
     with psycopg.connect(clean_db) as conn:
         assert sorted(callbacks(conn)) == ["complete", "success"]
 
 
-def _waits_for_a_lock(url: str) -> bool:
+def _waits_for_a_lock(url: str, statement: str = "") -> bool:
+    """Whether a session waits for a lock (in the named statement, if given)."""
     with psycopg.connect(url, autocommit=True) as c:
         return c.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                         "AND datname = current_database()").fetchone()[0] > 0
+                         "AND datname = current_database() AND query LIKE %s",
+                         [f"-- jobwarden: {statement}%"]).fetchone()[0] > 0
 
 
 # -- repair -------------------------------------------------------------------------------
