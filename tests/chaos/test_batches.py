@@ -38,6 +38,8 @@ FAN_OUT = MEMBERS // 4
 QUEUES = 4
 #: How long the fan-in may take once the faults are over.
 SETTLE = max(120.0, MEMBERS / 25)
+#: At most this many rounds of kills (each under a second).
+KILL_ROUNDS_MAX = 200
 
 CALLBACKS = {f"on_{event}": JobSpec("batch.callback", {}) for event in
              ("complete", "success", "failure")}
@@ -55,6 +57,17 @@ def open_batches(url: str) -> tuple[int, int]:
                            + [JobSpec("batch.fan", {batch_app.FAN_OUT: FAN_OUT})])
         conn.commit()
     return a.id, b.id
+
+
+def start(workers):
+    return workers.start("tests.apps.batch_app", concurrency=8, poll_interval=0.05)
+
+
+def ended(url: str) -> float:
+    """The share of the batches' members that have ended."""
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT avg((status IN ('completed', 'failed'))::int) "
+                            "FROM background_jobs WHERE batch_id IS NOT NULL").fetchone()[0]
 
 
 def settled(url: str) -> bool:
@@ -107,22 +120,23 @@ def test_every_callback_is_enqueued_once_under_kill_9(workers, chaos_db, monkeyp
     monkeypatch.setenv("JOBWARDEN_DUTY_INTERVAL", "0.5")  # recovery and repair, quickly
     first, second = open_batches(chaos_db)
     started = time.monotonic()
-    for kill in range(10):
-        pair = [workers.start("tests.apps.batch_app", concurrency=8, poll_interval=0.05)
-                for _ in range(2)]
-        time.sleep(0.5 + 0.2 * (kill % 3))
+    # Two workers; all through the fan-in one of them is killed and replaced, in turn, at
+    # moments that drift (ten rounds at least, then until nine tenths of the members
+    # have ended): the other has usually warmed up and is working when it happens.
+    pair = [start(workers) for _ in range(2)]
+    for kill in range(KILL_ROUNDS_MAX):
+        if kill >= 10 and ended(chaos_db) >= 0.9:
+            break
+        time.sleep(0.6 + 0.25 * (kill % 4))
         pair[kill % 2].kill()
-        time.sleep(0.2)
-        pair[1 - kill % 2].kill()
-    workers.start("tests.apps.batch_app", concurrency=8, poll_interval=0.05)
-    workers.start("tests.apps.batch_app", concurrency=8, poll_interval=0.05)
+        pair[kill % 2] = start(workers)
     wait_for(lambda: settled(chaos_db), timeout=SETTLE, interval=0.5,
              message="every member and callback to end")
     with psycopg.connect(chaos_db) as conn:
         lost = conn.execute("SELECT count(*) FROM job_executions "
                             "WHERE outcome = 'worker_lost'").fetchone()[0]
     print(f"{MEMBERS} members: settled {time.monotonic() - started:.1f}s after the first "
-          f"start; {lost} executions lost to the kills")
+          f"start, {kill + 1} rounds of kills; {lost} executions lost to them")
     assert lost > 0, "no kill landed while jobs ran"
     check_the_oracle(chaos_db, first, second)
 

@@ -558,3 +558,18 @@ def _fan_attempts(url: str) -> int:
     with psycopg.connect(url) as c:
         return c.execute("SELECT attempts FROM background_jobs WHERE type = 'fan'"
                          ).fetchone()[0]
+
+
+# -- the console's job page -----------------------------------------------------------------
+
+def test_the_job_page_names_a_members_batch(viewer, clean_db):
+    with psycopg.connect(clean_db) as conn:
+        with open_batch(conn, description="orders <csv>", registry=REG) as b:
+            member = b.enqueue("member", {})
+        plain = enqueue(conn, "member", {}, registry=REG)
+        conn.commit()
+    page = viewer.get(f"/jobs/{member}").get_data(as_text=True)
+    named = page[page.index('data-testid="job-batch"'):]
+    assert f"member of batch {b.id}" in named[:200] and "orders &lt;csv&gt;" in named[:200]
+    page = viewer.get(f"/jobs/{plain}").get_data(as_text=True)
+    assert "member of batch" not in page

@@ -236,11 +236,12 @@ JOIN background_jobs j ON j.id = page.id
 ORDER BY j.id ASC;
 
 -- name: console_job_get
--- One job with its ages measured on the database clock.
+-- One job with its ages measured on the database clock, and its batch's description.
 SELECT j.*,
        extract(epoch FROM now() - j.heartbeat_at) AS heartbeat_age_s,
        extract(epoch FROM now() - j.created_at) AS age_s,
-       extract(epoch FROM j.lease_expires_at - now()) AS lease_left_s
+       extract(epoch FROM j.lease_expires_at - now()) AS lease_left_s,
+       (SELECT b.description FROM job_batches b WHERE b.id = j.batch_id) AS batch_description
 FROM background_jobs j
 WHERE j.id = %(job_id)s::bigint;
 
