@@ -90,7 +90,8 @@ class ExecutionControl:
         self.snoozes = snoozes
         self.concurrency_key = concurrency_key
         #: The batch the job is a member of (None: none), and how many members the handler
-        #: added to it in its business transaction, counted as that commits (runner.py).
+        #: added to it in its business transaction, counted as that commits with the
+        #: outcome (completer.py, write_batch).
         self.batch_id = batch_id
         self.batch_added = 0
         #: When the worker decided to start it (time.monotonic()): `started`, given by the

@@ -169,19 +169,13 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry, batch: int | None =
     connection (worker/store/jobstore.py, Steps). `specs` are validated. A call with
     `after` locks its existing parents first (refusing a missing one before anything is
     written), inserts its jobs, then writes their edges (worker/jobs/flows.py). A call
-    into a `batch` counts its jobs there first (batch_join; `join` False: the caller
-    counts them itself, worker/jobs/batches.py), refusing a batch that is gone or
-    complete before anything is written."""
+    into a `batch` counts its jobs there before inserting them (batch_join; `join`
+    False: the caller counts them itself, worker/jobs/batches.py), refusing a batch that
+    is gone or complete before anything is written; after the parents' locks, as a
+    finish takes its jobs' rows before their batches'."""
     if batch is not None and specs:
         check_members(specs, batch)
-        if join:
-            _, found = yield Q.batch_join, {"batch_id": batch, "members": len(specs)}
-            if not found or not found[0][0]:
-                raise EnqueueError(f"batch {batch} {'is complete' if found else 'does not exist'}"
-                                   ": it takes no more members; nothing was enqueued", "batch")
     edges = resolve([s.after for s in specs], [s.key for s in specs])
-    if not edges:
-        return (yield from _insert_steps(specs, registry, batch))
     outer = sorted({parent for _, parent, _ in edges.outer})
     if outer:
         _, found = yield Q.flow_lock_parents, {"ids": outer}
@@ -189,7 +183,14 @@ def _enqueue_steps(specs: list[JobSpec], registry: Registry, batch: int | None =
         if missing:
             raise EnqueueError(f"after: no job {', '.join(f'#{m}' for m in missing[:10])} "
                                "exists: nothing was enqueued", "after")
+    if batch is not None and specs and join:
+        _, joined = yield Q.batch_join, {"batch_id": batch, "members": len(specs)}
+        if not joined or not joined[0][0]:
+            raise EnqueueError(f"batch {batch} {'is complete' if joined else 'does not exist'}"
+                               ": it takes no more members; nothing was enqueued", "batch")
     ids = yield from _insert_steps(specs, registry, batch)
+    if not edges:
+        return ids
     rows = ([(ids[c], ids[p], a) for c, p, a in edges.inner]
             + [(ids[c], p, a) for c, p, a in edges.outer])
     # The call's own parents too: a job whose idempotency key a live job held is that
