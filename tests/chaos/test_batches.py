@@ -63,6 +63,20 @@ def start(workers):
     return workers.start("tests.apps.batch_app", concurrency=8, poll_interval=0.05)
 
 
+def running_on(url: str, pid: int, within: float) -> bool:
+    """Whether the worker process `pid` runs a job, waited for up to `within` seconds."""
+    deadline = time.monotonic() + within
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            if conn.execute("SELECT EXISTS (SELECT 1 FROM background_jobs j "
+                            "JOIN job_workers w ON w.worker_id = j.worker_id "
+                            "WHERE j.status = 'running' AND w.pid = %s)", [pid]).fetchone()[0]:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+
+
 def ended(url: str) -> float:
     """The share of the batches' members that have ended."""
     with psycopg.connect(url) as conn:
@@ -128,6 +142,9 @@ def test_every_callback_is_enqueued_once_under_kill_9(workers, chaos_db, monkeyp
         if kill >= 10 and ended(chaos_db) >= 0.9:
             break
         time.sleep(0.6 + 0.25 * (kill % 4))
+        # Killed while it runs a member, when there is one to run: a worker still starting
+        # (slow on a busy machine) has claimed nothing, and its kill would prove nothing.
+        running_on(chaos_db, pair[kill % 2].pid, within=10.0)
         pair[kill % 2].kill()
         pair[kill % 2] = start(workers)
     wait_for(lambda: settled(chaos_db), timeout=SETTLE, interval=0.5,
