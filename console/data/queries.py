@@ -58,18 +58,22 @@ class JobFilter:
     q: str | None = None
     #: Jobs of the flow of this job (console/data/flows.py): the ids its walk reaches.
     flow: int | None = None
+    #: Members of this batch (background_jobs.batch_id).
+    batch: int | None = None
     before: int | None = None
     after: int | None = None
     limit: int = 50
     #: A `flow` value that names no job id, as given (the list answers it with a 400).
     bad_flow: str | None = None
+    #: A `batch` value that names no batch id, as given (a 400 too).
+    bad_batch: str | None = None
 
     @classmethod
     def from_args(cls, args: Mapping[str, str | None], default_limit: int = 50,
                   max_limit: int = 200) -> JobFilter:
         status = args.get("status") or None
-        flow_text = (args.get("flow") or "").strip()
-        flow = positive_int(flow_text) if flow_text.isascii() and flow_text.isdigit() else None
+        flow_text, flow = _id_arg(args.get("flow"))
+        batch_text, batch = _id_arg(args.get("batch"))
         return cls(
             status=status if status in JOB_STATUSES else None,
             queue=text_filter(args.get("queue")),
@@ -78,6 +82,8 @@ class JobFilter:
             q=text_filter(args.get("q")),
             flow=flow,
             bad_flow=flow_text[:30] if flow_text and flow is None else None,
+            batch=batch,
+            bad_batch=batch_text[:30] if batch_text and batch is None else None,
             before=positive_int(args.get("before")),
             after=None if args.get("before") else positive_int(args.get("after")),
             limit=clamp_limit(args.get("limit"), default_limit, max_limit),
@@ -85,12 +91,15 @@ class JobFilter:
 
     @property
     def hidden(self) -> str | None:
-        """Why these filters cannot be answered: a flow that is no job id, or a value the
-        console shows as [REDACTED] (every page redacts what it shows, for every role):
+        """Why these filters cannot be answered: a flow or batch that is no id, or a value
+        the console shows as [REDACTED] (every page redacts what it shows, for every role):
         matching it would tell whether a guess at a secret is right."""
         if self.bad_flow is not None:
             return (f"A flow is named by the id of one of its jobs (a whole number from 1 "
                     f"to {2**63 - 1}), not {self.bad_flow!r}.")
+        if self.bad_batch is not None:
+            return (f"A batch is named by its id (a whole number from 1 to {2**63 - 1}), "
+                    f"not {self.bad_batch!r}.")
         for label, value in (("queue", self.queue), ("type", self.type),
                              ("error code", self.error_code),
                              ("id or idempotency key", self.q)):
@@ -110,7 +119,7 @@ class JobFilter:
         return {
             "status": self.status, "queue": queue, "type": job_type,
             "error_code": error_code, "search_key": q, "search_id": search_id,
-            "flow": self.flow, "flow_ids": None,
+            "flow": self.flow, "flow_ids": None, "batch": self.batch,
             "before_id": self.before, "after_id": self.after, "limit": self.limit + 1,
         }
 
@@ -118,7 +127,7 @@ class JobFilter:
         """These filters (with `changes`) as a query string, for links that keep them."""
         values: dict[str, object] = {"status": self.status, "queue": self.queue, "type": self.type,
                   "error_code": self.error_code, "q": self.q, "flow": self.flow,
-                  "before": self.before,
+                  "batch": self.batch, "before": self.before,
                   "after": self.after,
                   "limit": self.limit if self.limit != 50 else None}
         values.update(changes)
@@ -126,7 +135,15 @@ class JobFilter:
 
     @property
     def active(self) -> bool:
-        return any((self.status, self.queue, self.type, self.error_code, self.q, self.flow))
+        return any((self.status, self.queue, self.type, self.error_code, self.q, self.flow,
+                    self.batch))
+
+
+def _id_arg(value: str | None) -> tuple[str, int | None]:
+    """An id filter as given (stripped) and as an id (1 to 2**63 - 1 in ASCII digits; None
+    for anything else)."""
+    text = (value or "").strip()
+    return text, positive_int(text) if text.isascii() and text.isdigit() else None
 
 
 @dataclass

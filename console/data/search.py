@@ -6,13 +6,15 @@ of its last error.
     customer.id=42        jobs whose payload holds 42 (or "42") at customer → id
     error:timed out       jobs whose last error (message or code) contains the text
     flow:12345            the jobs connected to job 12345 by their dependencies
+    batch:17              the members of batch 17
 
-An id and a key are looked up by index over every job, a flow by its bounded walk
-(console/data/flows.py) (the primary key;
-background_jobs_idempotency_key_idx, migration 0002). A payload value or an error text
-has no index (each would cost every enqueue a write, docs/guide/operating.md): it is a
-bounded scan of one window of `window` consecutive ids, the newest first, and the page
-says which ids it searched and links to the window before them. The scan reads at most
+An id and a key are looked up by index over every job (the primary key;
+background_jobs_idempotency_key_idx, migration 0002), a flow by its bounded walk
+(console/data/flows.py), a batch's members by background_jobs_batch_idx (migration
+0074). A payload value or an error text has no index (each would cost every enqueue a
+write, docs/guide/operating.md): it is a bounded scan of one window of `window`
+consecutive ids, the newest first, and the page says which ids it searched and links to
+the window before them. The scan reads at most
 `window` rows whatever the size of the table, so its time does not grow with the table.
 
 Anything else typed in the box is refused with the reason, before any SQL runs.
@@ -70,10 +72,11 @@ class SearchTooSlow(Exception):
 class Search:
     """What to look for: exactly one of job_id, key, path (with values) or pattern."""
 
-    kind: str  # "id", "key", "payload", "error" or "flow"
+    kind: str  # "id", "key", "payload", "error", "flow" or "batch"
     text: str
     job_id: int | None = None
     flow: int | None = None
+    batch: int | None = None
     key: str | None = None
     path: list[str] | None = None
     #: JSON texts the value at `path` may equal (42 matches the number and the string).
@@ -92,6 +95,8 @@ class Search:
             return f"idempotency key {self.key!r}"
         if self.kind == "flow":
             return f"the flow of job #{self.flow}"
+        if self.kind == "batch":
+            return f"the members of batch #{self.batch}"
         if self.kind == "payload":
             return f"payload {'.'.join(self.path or [])} = {' or '.join(self.values)}"
         return f"last error containing {self.text.partition(':')[2].strip()!r}"
@@ -127,6 +132,14 @@ def parse(text: str | None) -> Search:
             raise SearchError(f"Give a job id after flow: (a whole number from 1 to "
                               f"{BIGINT_MAX}).")
         return Search("flow", text, flow=flow)
+    if colon and prefix.strip().lower() == "batch":
+        wanted = rest.strip().removeprefix("#")
+        batch = int(wanted) if wanted.isascii() and wanted.isdigit() else 0
+        if not 0 < batch <= BIGINT_MAX:
+            # Said the same whatever was typed, as for flow:.
+            raise SearchError(f"Give a batch id after batch: (a whole number from 1 to "
+                              f"{BIGINT_MAX}).")
+        return Search("batch", text, batch=batch)
     if colon and prefix.strip().lower() == "error":
         needle = rest.strip()
         if not needle:
@@ -229,7 +242,8 @@ def _run(reader: Reader, search: Search, *, window: int, limit: int,
     params: dict[str, Any] = {"job_id": search.job_id, "key": search.key,
                               "path": search.path, "values": search.values or None,
                               "pattern": search.pattern, "limit": limit + 1,
-                              "top": None, "floor": None, "flow_ids": None}
+                              "top": None, "floor": None, "flow_ids": None,
+                              "batch": search.batch}
     if search.flow is not None:
         params["flow_ids"] = member_ids(reader, search.flow)
     if search.bounded:

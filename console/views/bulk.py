@@ -85,12 +85,18 @@ def select() -> ResponseReturnValue:
             return page(400, "Unknown status", f"Unknown status {status!r}: choose one of "
                         f"{', '.join(JOB_STATUSES)}. Nothing was selected.")
         flt = JobFilter.from_args({**request.form.to_dict(), "before": None, "after": None})
-        if flt.bad_flow is not None:
+        if flt.bad_flow is not None or flt.bad_batch is not None:
             # JobFilter drops it for a list page's 400; selecting without it would widen
             # the selection to every job.
-            return page(400, "Not a job id", f"{flt.hidden} Nothing was selected.")
+            return page(400, "Not a job id" if flt.bad_flow is not None else "Not a batch id",
+                        f"{flt.hidden} Nothing was selected.")
         filters = flt.params()
         description = "all jobs matching " + (_describe(flt) or "no filter")
+        if request.form.get("eligible_only"):
+            # Only the jobs the action starts from (a batch's "cancel what has not run"):
+            # the review then counts no job it would leave alone.
+            filters["statuses"] = list(operations.SELECTION_FROM[action])
+            description += f", only those {', '.join(filters['statuses'])}"
     else:
         ids = {positive_int(v) for v in request.form.getlist("job_id")}
         job_ids = sorted((i for i in ids if i), reverse=True)[:bulk.TICKED_MAX]
@@ -417,5 +423,6 @@ def _between_note(failed_from: datetime | None, failed_to: datetime | None) -> s
 def _describe(flt: JobFilter) -> str:
     parts = [f"{k}={v}" for k, v in (("status", flt.status), ("queue", flt.queue),
                                      ("type", flt.type), ("error code", flt.error_code),
-                                     ("search", flt.q), ("flow of job", flt.flow)) if v]
+                                     ("search", flt.q), ("flow of job", flt.flow),
+                                     ("batch", flt.batch)) if v]
     return ", ".join(parts)

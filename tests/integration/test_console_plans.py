@@ -20,16 +20,20 @@ from jobwarden.worker.store.db import migrate
 JOBS = 200_000
 #: Every 10th job failed (type t1 or t2 alternately, 10 codes), spread over the ids.
 FAILED_EVERY = 10
+#: Batch 1's members: every other job among the oldest (the newest page of them is at
+#: the far end of the primary key's backward walk).
+BATCH_MEMBERS = 1000
 
 FILL = f"""
 INSERT INTO background_jobs (queue, type, payload, status, attempts, max_attempts,
     created_at, started_at, completed_at, failed_at, last_error_code, last_error,
-    idempotency_key)
+    idempotency_key, batch_id)
 SELECT 'q', CASE WHEN f THEN 't' || (1 + g / {FAILED_EVERY} % 2) ELSE 'other' END,
        jsonb_build_object('n', g), CASE WHEN f THEN 'failed' ELSE 'completed' END, 1, 3,
        t, t, CASE WHEN NOT f THEN t END, CASE WHEN f THEN t END,
        CASE WHEN f THEN 'CODE_' || (g / {FAILED_EVERY} / 2 % 10) END,
-       CASE WHEN f THEN 'boom' END, 'key-' || g
+       CASE WHEN f THEN 'boom' END, 'key-' || g,
+       CASE WHEN g <= 2 * {BATCH_MEMBERS} AND g % 2 = 1 THEN 1 END
 FROM generate_series(1, {JOBS}) g
 CROSS JOIN LATERAL (SELECT g % {FAILED_EVERY} = 0 AS f,
                            now() - ({JOBS} - g) * interval '3 seconds' AS t) x;
@@ -100,7 +104,7 @@ def nodes(plan: str) -> list[dict]:
 
 JOBS_PAGE = {"status": None, "queue": None, "type": None, "error_code": None,
              "search_key": None, "search_id": None, "before_id": None, "after_id": None,
-             "limit": 51, "flow_ids": None}
+             "limit": 51, "flow_ids": None, "batch": None}
 
 
 def test_a_types_failed_groups_come_from_the_failed_by_type_index(never_analyzed):
@@ -135,8 +139,19 @@ def test_a_key_search_looks_the_key_up(never_analyzed):
     assert buffers < 30, plan
     buffers, plan = explain(never_analyzed, CQ.console_search, job_id=None, key="key-1234",
                             path=None, values=None, pattern=None, limit=51, top=None,
-                            floor=None, flow_ids=None)
+                            floor=None, flow_ids=None, batch=None)
     assert buffers < 30, plan
+
+
+def test_an_old_batchs_members_are_read_through_its_index(never_analyzed):
+    """Its 1,000 members are the oldest jobs: a walk of the primary key backwards, hoping
+    to meet 51 of them soon, would read nearly every job first."""
+    buffers, plan = explain(never_analyzed, CQ.console_jobs_page, **{**JOBS_PAGE, "batch": 1})
+    assert "background_jobs_batch_idx" in plan and buffers < 300, plan
+    buffers, plan = explain(never_analyzed, CQ.console_search, job_id=None, key=None,
+                            path=None, values=None, pattern=None, limit=51, top=None,
+                            floor=None, flow_ids=None, batch=1)
+    assert "background_jobs_batch_idx" in plan and buffers < 300, plan
 
 
 @pytest.mark.parametrize("job_type", [None, "t1"])

@@ -10,7 +10,8 @@
 -- name: console_selection_create
 -- Hold a set of jobs for one bulk action by one operator: the given ids (ticked), or the
 -- jobs of another selection (`within`: narrowing it), or every job matching the filters
--- (all of them also narrow the first two). No row is written when no job matches.
+-- (all of them also narrow the first two; `statuses`: only jobs in one of them, those
+-- the action starts from when asked). No row is written when no job matches.
 -- `breakdown`: the jobs by status, type and failure age as this statement read them (the
 -- review shows it whatever the selection's size); the age buckets are half-open ranges of
 -- failed_at ending at now(), the selection's created_at, so narrowing to a bucket's
@@ -38,6 +39,8 @@ WITH members AS (
            OR j.idempotency_key = %(search_key)s::text
            OR j.id = %(search_id)s::bigint)
       AND (%(flow_ids)s::bigint[] IS NULL OR j.id = ANY(%(flow_ids)s::bigint[]))
+      AND (%(batch)s::bigint IS NULL OR j.batch_id = %(batch)s::bigint)
+      AND (%(statuses)s::text[] IS NULL OR j.status = ANY(%(statuses)s::text[]))
       AND (%(failed_from)s::timestamptz IS NULL OR j.failed_at >= %(failed_from)s::timestamptz)
       AND (%(failed_to)s::timestamptz IS NULL OR j.failed_at < %(failed_to)s::timestamptz)
 ), counts AS (

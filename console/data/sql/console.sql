@@ -189,9 +189,11 @@ ORDER BY jobs DESC;
 -- One keyset page of jobs, newest first, matching the filters; older than before_id.
 -- The page's ids are chosen first, reading only ids: a filter an index covers (a failed
 -- type's jobs, by the partial index of migration 0040) is then an index-only scan, never
--- a read of every matching row to sort them. A key search orders by `id + 0`, which no
--- index provides: on never-analyzed tables the planner would otherwise walk the primary
--- key backwards hoping to meet the key soon (the whole table at 10,000,000 jobs).
+-- a read of every matching row to sort them. A key search, and a batch's members, order
+-- by `id + 0`, which no index provides: on never-analyzed tables the planner would
+-- otherwise walk the primary key backwards hoping to meet the key (or an old batch's
+-- members) soon (the whole table at 10,000,000 jobs); the batch's index
+-- (background_jobs_batch_idx) reads its members, and the sort keeps the page's.
 SELECT j.id, j.queue, j.type, j.version, j.status, j.priority, j.attempts, j.max_attempts,
        j.last_error_code, j.idempotency_key, j.created_at, j.available_at, j.started_at,
        j.completed_at, j.failed_at, j.cancel_requested_at, j.worker_id
@@ -205,8 +207,10 @@ FROM (
            OR idempotency_key = %(search_key)s::text
            OR id = %(search_id)s::bigint)
       AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
+      AND (%(batch)s::bigint IS NULL OR batch_id = %(batch)s::bigint)
       AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
-    ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END DESC
+    ORDER BY CASE WHEN %(search_key)s::text IS NULL AND %(batch)s::bigint IS NULL THEN id
+                  ELSE id + 0 END DESC
     LIMIT %(limit)s::int
 ) page
 JOIN background_jobs j ON j.id = page.id
@@ -228,8 +232,10 @@ FROM (
            OR idempotency_key = %(search_key)s::text
            OR id = %(search_id)s::bigint)
       AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
+      AND (%(batch)s::bigint IS NULL OR batch_id = %(batch)s::bigint)
       AND id > %(after_id)s::bigint
-    ORDER BY CASE WHEN %(search_key)s::text IS NULL THEN id ELSE id + 0 END ASC
+    ORDER BY CASE WHEN %(search_key)s::text IS NULL AND %(batch)s::bigint IS NULL THEN id
+                  ELSE id + 0 END ASC
     LIMIT %(limit)s::int
 ) page
 JOIN background_jobs j ON j.id = page.id
