@@ -562,7 +562,7 @@ def _fan_attempts(url: str) -> int:
 
 # -- the console's job page -----------------------------------------------------------------
 
-def test_the_job_page_names_a_members_batch(viewer, clean_db):
+def test_the_job_page_links_a_members_batch(viewer, clean_db):
     with psycopg.connect(clean_db) as conn:
         with open_batch(conn, description="orders <csv>", registry=REG) as b:
             member = b.enqueue("member", {})
@@ -570,6 +570,6 @@ def test_the_job_page_names_a_members_batch(viewer, clean_db):
         conn.commit()
     page = viewer.get(f"/jobs/{member}").get_data(as_text=True)
     named = page[page.index('data-testid="job-batch"'):]
-    assert f"member of batch {b.id}" in named[:200] and "orders &lt;csv&gt;" in named[:200]
+    assert f'href="/batches/{b.id}"' in named[:300] and "orders &lt;csv&gt;" in named[:300]
     page = viewer.get(f"/jobs/{plain}").get_data(as_text=True)
-    assert "member of batch" not in page
+    assert 'data-testid="job-batch-link"' not in page and 'href="/batches/' not in page
