@@ -14,7 +14,9 @@ import threading
 import psycopg
 import pytest
 
-from tests.batch_support import seed_batches
+from jobwarden import JobSpec, open_batch
+from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+from tests.batch_support import REG, finish, seed_batches
 from tests.console_support import login
 from tests.helpers import scalar, wait_for
 from tests.integration.test_bulk_chunks import SELECTION, console_backends, post
@@ -277,3 +279,26 @@ def test_two_operators_racing_the_same_batch_retry_retry_each_member_once(
     assert done == (2, 2)
     after = counts(otto.get(f"/batches/{a}").get_data(as_text=True))
     assert (after["failed"], after["unfinished"]) == (0, 6)
+
+
+def test_a_batch_of_10000_members_renders_no_member(viewer, clean_db):
+    """The page reads the batch's row, not its members: its size is a small batch's, and
+    the one failed member of 10,000 still shows in the bar."""
+    with psycopg.connect(clean_db) as conn:
+        sizes = {}
+        for n in (10, 10_000):
+            with open_batch(conn, description=f"{n} rows", registry=REG) as batch:
+                batch.enqueue_many([JobSpec("imp.pend", {"row": i}) for i in range(n - 1)]
+                                   + [JobSpec("imp.bad", {})])
+            conn.commit()
+            finish(conn, "imp.bad", JobStatus.FAILED, ExecutionOutcome.FAILED, "ROW_INVALID")
+            sizes[n] = batch.id
+    pages = {n: viewer.get(f"/batches/{i}").get_data(as_text=True) for n, i in sizes.items()}
+    big = pages[10_000]
+    assert counts(big) == {"completed": 0, "failed": 1, "cancelled": 0, "skipped": 0,
+                           "unknown": 0, "unfinished": 9_999, "members": 10_000}
+    assert "data-job-id" not in big and not re.search(r'href="/jobs/\d', big)
+    assert abs(len(big) - len(pages[10])) < 100  # the digits of its counts differ
+    failed = re.search(r'class="batch-seg batch-failed" x="[\d.]+" y="0" width="([\d.]+)"',
+                       big)
+    assert float(failed.group(1)) >= 3.0
