@@ -302,3 +302,37 @@ def test_a_batch_of_10000_members_renders_no_member(viewer, clean_db):
     failed = re.search(r'class="batch-seg batch-failed" x="[\d.]+" y="0" width="([\d.]+)"',
                        big)
     assert float(failed.group(1)) >= 3.0
+
+
+STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+CARD = "4242424242424242"
+
+
+def test_a_viewer_probing_a_batch_sees_no_secret_and_learns_nothing(viewer, clean_db):
+    """A description, owner key, callback payload, member payload and result carrying
+    secrets: no page shows them, and an owner filter guessing the key gets the answer a
+    wrong guess gets."""
+    owner = f"import:{STRIPE}"
+    with psycopg.connect(clean_db) as conn:
+        with open_batch(conn, description=f"charge with {STRIPE}", owner=owner,
+                        on_failure=JobSpec("imp.report", {"note": f"card_number={CARD}"}),
+                        registry=REG) as batch:
+            member = batch.enqueue("imp.bad", {"card_number": CARD})
+        conn.commit()
+        finish(conn, "imp.bad", JobStatus.FAILED, ExecutionOutcome.FAILED, "DECLINED")
+        conn.execute("UPDATE background_jobs SET result = %s WHERE id = %s",
+                     [f'{{"card_number": "{CARD}"}}', member])
+        conn.commit()
+        callback = conn.execute("SELECT job_id FROM job_batch_callbacks").fetchone()[0]
+    for path in ("/batches", f"/batches/{batch.id}", f"/jobs?batch={batch.id}",
+                 f"/search?q=batch:{batch.id}", f"/jobs/{member}", f"/jobs/{callback}"):
+        body = viewer.get(path).get_data(as_text=True)
+        assert STRIPE not in body and CARD not in body, path
+        assert "[REDACTED]" in body or path.startswith(("/jobs?", "/search")), path
+
+    def answer(guess: str) -> tuple[int, str]:
+        response = viewer.get("/batches", query_string={"owner": guess})
+        return response.status_code, response.get_data(as_text=True).split("<main", 1)[1]
+
+    assert answer(owner) == answer("import:sk_live_0000000000000000000000aa")
+    assert answer(owner)[0] == 400
