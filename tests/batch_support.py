@@ -4,10 +4,11 @@ pages' integration, figures and browser tests.
 
 `seed_batches(url)` leaves, on both sides of each boundary:
 
-- batch `a` ("orders.csv", owner import:42, closed, all three callbacks): 3 completed,
-  2 failed (on_failure came due and became a job), 1 unknown, 1 skipped by its handler,
-  1 cancelled by an operator, 1 running, 2 pending (one scheduled an hour ahead) and 1
-  waiting for one of them — on_complete and on_success not due;
+- batch `a` ("orders.csv", owner import:42, closed, all three callbacks): 6 completed,
+  2 failed (on_failure came due and became a job), 1 unknown, 5 skipped by their
+  handler, 3 cancelled by an operator, 1 running, 2 pending (one scheduled an hour
+  ahead) and 1 waiting for one of them — on_complete and on_success not due. No two
+  states hold as many members, so a count shown under the wrong state shows;
 - batch `b` ("thumbs", owner import:43, closed): 2 completed and 1 failed, so every
   member is final: on_complete and on_failure came due, on_success never will;
 - batch `c` ("empty", owner import:42): closed with no member, so it completed and
@@ -95,14 +96,15 @@ def seed_batches(url: str) -> Seeded:
                  "pend": enqueue(conn, "imp.pend", {}, registry=REG)}
         with open_batch(conn, description="orders.csv", owner="import:42", on_complete=report,
                         on_success=report, on_failure=report, registry=REG) as a:
-            add(a, "a", "imp.ok", 3)
+            add(a, "a", "imp.ok", 6)
             add(a, "a", "imp.bad", 2)
             add(a, "a", "imp.lost")
-            add(a, "a", "imp.skip")
+            add(a, "a", "imp.skip", 5)
             add(a, "a", "imp.run")
             first = add(a, "a", "imp.pend")
             add(a, "a", "imp.pend", delay=3600)  # scheduled: pending, an hour ahead
-            members["a"]["cancel"] = [a.enqueue("imp.pend", {"n": "cancel"})]
+            members["a"]["cancel"] = [a.enqueue("imp.pend", {"n": f"cancel {i}"})
+                                      for i in range(3)]
             members["a"]["wait"] = [a.enqueue("imp.pend", {"n": "wait"}, after=first)]
         with open_batch(conn, description="thumbs", owner="import:43", on_complete=report,
                         on_success=report, on_failure=report, registry=REG) as b:
@@ -123,6 +125,7 @@ def seed_batches(url: str) -> Seeded:
         finish(conn, "imp.lost", S.UNKNOWN, O.UNKNOWN, "AMBIGUOUS")
         finish(conn, "imp.skip", S.SKIPPED, O.SKIPPED, "NOT_NEEDED")
         finish(conn, "imp.run", S.RUNNING, O.COMPLETED)
-        assert cancel_job(conn, members["a"]["cancel"][0], **who).ok
+        for job_id in members["a"]["cancel"]:
+            assert cancel_job(conn, job_id, **who).ok
         conn.commit()
     return Seeded(url, {"a": a.id, "b": b.id, "c": c.id, "d": d.id}, members, plain)
