@@ -1,8 +1,8 @@
 """The flow page: the jobs connected to one job by dependency edges, drawn as a graph,
 counted by status, and what holds its waiting jobs (console/data/flows.py).
 
-A flow is named by any of its jobs' ids. A batch page, when batches exist, can draw its
-members with the same layout and chart (console/web/flowchart.py).
+A flow is named by any of its jobs' ids. A batch's page (console/views/batches.py) draws
+no member: it shows the batch's own counts, whatever their number.
 """
 
 from __future__ import annotations

@@ -142,9 +142,26 @@ def test_the_jobs_list_and_search_list_a_batchs_members_only(viewer, seeded):
     found = viewer.get(f"/search?q=batch:{a}").get_data(as_text=True)
     shown = {int(i) for i in re.findall(r'data-job-id="(\d+)"', found)}
     assert shown == members and 'data-testid="search-batch-link"' in found
+    # Its pages keep the filter.
+    paged = viewer.get(f"/jobs?batch={a}&limit=5").get_data(as_text=True)
+    older = re.search(r'href="([^"]+)" rel="next" data-testid="older"', paged).group(1)
+    assert f"batch={a}" in older
     # An empty batch lists nothing (not every job).
     empty = viewer.get(f"/jobs?batch={seeded.batch['c']}").get_data(as_text=True)
     assert 'data-testid="job-rows-empty"' in empty
+
+
+def test_selecting_all_matching_a_batch_selects_its_members_only(operator, seeded):
+    a = seeded.batch["a"]
+    html = operator.get(f"/jobs?batch={a}").get_data(as_text=True)
+    bar = html.split('data-testid="select-bar"', 1)[1].split("</form>", 1)[0]
+    assert f'<input type="hidden" name="batch" value="{a}">' in bar
+    response = post(operator, "/bulk/select", {"action": "skip", "all_matching": "1",
+                                               "batch": str(a)})
+    review = operator.get(response.headers["Location"]).get_data(as_text=True)
+    members = sum(len(ids) for ids in seeded.members["a"].values())
+    assert f'data-testid="selected-count">{members}<' in review
+    assert f"batch={a}" in review
 
 
 # -- bad input --------------------------------------------------------------------------------
