@@ -1,11 +1,17 @@
-"""Jobs of a flow that record when each execution started, for the flows' chaos test's
+"""Jobs of a flow that record when each execution started, for the flows' chaos tests'
 oracle (tests/chaos/test_flows.py): a dependent must never start before a parent
-completed. `flow.join` also records what its parents returned."""
+completed. `flow.join` also records what its parents returned; `flow.pair` returns only
+once the other parent of its pair runs too, so the two finish at the same moment. The
+batches' callback (tests/apps/batch_app.py) is registered too, for a batch of steps."""
 
 import json
 import time
 
 from jobwarden import job
+from tests.apps import batch_app  # noqa: F401  (batch.callback, for a batch of steps)
+
+#: How long a `flow.pair` waits for its partner before it fails (and is retried).
+PARTNER_WAIT = 30.0
 
 
 def create_tables(conn) -> None:
@@ -13,6 +19,8 @@ def create_tables(conn) -> None:
                  "at timestamptz NOT NULL DEFAULT clock_timestamp())")
     conn.execute("CREATE TABLE IF NOT EXISTS flow_joins (job_id bigint PRIMARY KEY, "
                  "results jsonb NOT NULL)")
+    conn.execute("CREATE TABLE IF NOT EXISTS flow_pairs (pair int NOT NULL, "
+                 "job_id bigint NOT NULL)")
     conn.commit()
 
 
@@ -37,3 +45,23 @@ def join(ctx, payload):
                      "ON CONFLICT (job_id) DO UPDATE SET results = EXCLUDED.results",
                      [ctx.job_id, json.dumps({str(k): v for k, v in results.items()})])
     return {"joined": len(results)}
+
+
+@job("flow.pair", lease=5, max_attempts=50)
+def pair(ctx, payload):
+    """Meet the other parent of pair `payload["pair"]`, then return at once: both
+    finishes then reach their dependent's row together."""
+    _started(ctx)
+    with ctx._pool.connection() as conn:  # committed as the block ends: the partner sees it
+        conn.execute("INSERT INTO flow_pairs (pair, job_id) VALUES (%s, %s)",
+                     [payload["pair"], ctx.job_id])
+    deadline = time.monotonic() + PARTNER_WAIT
+    while True:
+        with ctx._pool.connection() as conn:
+            met = conn.execute("SELECT count(DISTINCT job_id) FROM flow_pairs WHERE pair = %s",
+                               [payload["pair"]]).fetchone()[0] >= 2
+        if met:
+            return {"pair": payload["pair"]}
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the other parent of pair {payload['pair']} never started")
+        time.sleep(0.002)

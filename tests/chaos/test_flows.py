@@ -7,6 +7,10 @@ follows it, on the completer's autocommit connection); each time a new one takes
 The oracle (tests/apps/flow_app.py records every execution's start): no dependent ever
 started before every parent had completed, and at the end every job completed: none is
 left waiting after its parents completed. The join read every parent's result.
+
+And two parents on two queues, each served by a worker process of its own, that finish
+at the same moment: their finish statements, in two processes, reach their dependent's
+row together, and it is released once and runs once.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import pytest
 
 from jobwarden import At, JobSpec, enqueue_many
 from tests.apps.flow_app import create_tables
-from tests.helpers import wait_for
+from tests.helpers import status_counts, wait_for
 
 pytestmark = pytest.mark.chaos
 
 FAN = 60
 CHAINS, CHAIN_LENGTH = 6, 8
+#: Pairs of parents, one on each queue, each pair with one dependent.
+PAIRS = 40
 
 
 def graph() -> list[JobSpec]:
@@ -35,6 +41,15 @@ def graph() -> list[JobSpec]:
         for i in range(1, CHAIN_LENGTH):
             specs.append(JobSpec("flow.step", {"sleep": 0.05}, after=[At(first + i - 1)]))
     return specs
+
+
+def all_completed(url: str, jobs: int, timeout: float) -> None:
+    """Wait until all `jobs` have completed; at the deadline, fail with the count of each
+    status (how many were left waiting)."""
+    deadline = time.monotonic() + timeout
+    while (counts := status_counts(url)) != {"completed": jobs}:
+        assert time.monotonic() < deadline, f"after {timeout:.0f}s, jobs by status: {counts}"
+        time.sleep(0.2)
 
 
 def test_no_dependent_starts_early_and_none_is_left_waiting_under_kill_9(
@@ -70,3 +85,50 @@ def test_no_dependent_starts_early_and_none_is_left_waiting_under_kill_9(
         results = conn.execute("SELECT results FROM flow_joins WHERE job_id = %s",
                                [join_id]).fetchone()[0]
         assert results == {str(i): {"step": i} for i in ids[:FAN]}
+
+
+def test_two_parents_on_two_queues_finishing_at_once_release_their_dependent_once(
+        workers, chaos_db):
+    with psycopg.connect(chaos_db) as conn:
+        create_tables(conn)
+        specs = []
+        for n in range(PAIRS):  # a pair's parents next to each other: claimed together
+            specs += [JobSpec("flow.pair", {"pair": n}, queue="left"),
+                      JobSpec("flow.pair", {"pair": n}, queue="right"),
+                      JobSpec("flow.step", {}, queue=("left", "right")[n % 2],
+                              after=[At(3 * n), At(3 * n + 1)])]
+        ids = enqueue_many(conn, specs)
+        conn.commit()
+    dependents = ids[2::3]
+    for queue in ("left", "right"):
+        workers.start("tests.apps.flow_app", concurrency=4, poll_interval=0.05,
+                      options=("--queues", queue))
+
+    all_completed(chaos_db, len(ids), timeout=60)
+
+    with psycopg.connect(chaos_db) as conn:
+        # Each pair's parents ran at once, on two workers (both had started before either
+        # returned), and finished within this many milliseconds of each other:
+        apart = conn.execute("""
+            SELECT count(DISTINCT p.worker_id) = 2 AS two_workers,
+                   extract(epoch FROM max(p.completed_at) - min(p.completed_at)) * 1000
+            FROM job_dependencies e JOIN background_jobs p ON p.id = e.parent_id
+            WHERE e.job_id = ANY(%s) GROUP BY e.job_id
+        """, [dependents]).fetchall()
+        assert all(two for two, _ in apart), "a pair ran on one worker"
+        gaps = sorted(ms for _, ms in apart)
+        print(f"{PAIRS} pairs: their finishes {gaps[len(gaps) // 2]:.1f} ms apart (median), "
+              f"{gaps[-1]:.1f} ms at most")
+        # Each dependent: released once (its count at zero, both edges released) and run
+        # once (one attempt, one start), after both its parents completed.
+        rows = conn.execute("""
+            SELECT d.id, d.waiting_on, d.attempts,
+                   (SELECT count(*) FROM flow_starts s WHERE s.job_id = d.id),
+                   (SELECT count(*) FROM job_dependencies e
+                    WHERE e.job_id = d.id AND e.released_at IS NOT NULL),
+                   (SELECT min(s.at) FROM flow_starts s WHERE s.job_id = d.id)
+                   >= (SELECT max(p.completed_at) FROM job_dependencies e
+                       JOIN background_jobs p ON p.id = e.parent_id WHERE e.job_id = d.id)
+            FROM background_jobs d WHERE d.id = ANY(%s) ORDER BY d.id
+        """, [dependents]).fetchall()
+        assert rows == [(d, 0, 1, 1, 2, True) for d in dependents]
