@@ -85,13 +85,23 @@ class PrivateCluster:
             cmd = ["runuser", "-u", self.user, "--", *cmd]
         subprocess.run(cmd, check=True, cwd=self.dir, capture_output=True, timeout=60)
 
+    def _options(self) -> tuple[str, ...]:
+        """pg_ctl's options to (re)start the server; the log goes to a file, so no server
+        process holds the pipes _run reads to their end."""
+        return ("-D", str(self.data), "-l", str(self.dir / "server.log"), "-w", "-t", "30",
+                "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                "-c fsync=off -c max_connections=200")
+
     def start(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "server.log"), "-w",
-                  "-t", "30", "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                  "-c fsync=off -c max_connections=200", "start")
+        self._run("pg_ctl", *self._options(), "start")
 
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop")
+
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m mode`: stopped (`fast`: sessions ended, their transactions
+        rolled back; `immediate`: a crash, recovered from the WAL) and started again."""
+        self._run("pg_ctl", *self._options(), "-m", mode, "restart")
 
     def running(self) -> bool:
         return (self.data / "postmaster.pid").exists()

@@ -1,6 +1,7 @@
 """Jobs of a flow that record when each execution started, for the flows' chaos tests'
 oracle (tests/chaos/test_flows.py): a dependent must never start before a parent
-completed. `flow.join` also records what its parents returned; `flow.pair` returns only
+completed (a `flow.step` may fail its first attempt and be retried: it is then pending
+for a while, and still holds its dependents). `flow.join` also records what its parents returned; `flow.pair` returns only
 once the other parent of its pair runs too, so the two finish at the same moment. The
 batches' callback (tests/apps/batch_app.py) is registered too, for a batch of steps."""
 
@@ -29,9 +30,11 @@ def _started(ctx) -> None:
         conn.execute("INSERT INTO flow_starts (job_id) VALUES (%s)", [ctx.job_id])
 
 
-@job("flow.step", lease=2, max_attempts=50)
+@job("flow.step", lease=2, max_attempts=50, backoff=0.2)
 def step(ctx, payload):
     _started(ctx)
+    if payload.get("fail_first") and ctx.attempt == 1:
+        raise RuntimeError("a first attempt that fails: the step goes back to pending")
     time.sleep(payload.get("sleep", 0.01))
     return {"step": ctx.job_id}
 
