@@ -66,6 +66,12 @@ class RetentionPolicy:
         return cls(ages=ages, history=history)
 
     @property
+    def batch_age(self) -> float:
+        """Seconds an ended batch is kept once none of its members is left: the shortest
+        of the jobs' ages (its members' own ages keep it longer)."""
+        return min(self.ages.values())
+
+    @property
     def history_age(self) -> float:
         """Seconds a finished execution's history row is kept."""
         return self.history if self.history is not None else max(self.ages.values())

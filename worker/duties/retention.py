@@ -9,6 +9,11 @@ effect-ledger entries. Audit rows stay, their job_id set NULL. A job's age runs 
 moment it reached its current status (migration 0017). `jobwarden prune` is the one-off
 command: the same batches (`prune`), run until nothing is left.
 
+Job batches (docs/guide/flows.md#batches) go after the jobs, in transactions of the same
+size: one that has ended longer ago than the shortest of the jobs' ages, with none of
+its members left and no callback job unfinished, goes with its callbacks (migration
+0075).
+
 The execution history is not deleted row by row: its weekly partitions are dropped once
 every row in them is older than the history's age (`executions=...`; by default the
 longest of the jobs' ages) and no job still here has an execution in them: a job still
@@ -55,12 +60,35 @@ def run_once(conn: psycopg.Connection, policy: RetentionPolicy,
             progressed = progressed or jobs == policy.batch
         if not progressed:  # every status ran out of old jobs in this round
             break
-    if any(deleted.values()):
-        log.info("retention deleted %s (and %d done ledger entries)", deleted, effects,
-                 extra={"action": "retention_pruned", "deleted": deleted, "effects": effects})
+    # After the jobs: a job batch goes once its last member has (None: another worker
+    # took the lock meanwhile, and its pass does them).
+    job_batches = delete_job_batches(conn, policy) or 0
+    if any(deleted.values()) or job_batches:
+        log.info("retention deleted %s (and %d done ledger entries, %d job batches)",
+                 deleted, effects, job_batches,
+                 extra={"action": "retention_pruned", "deleted": deleted, "effects": effects,
+                        "job_batches": job_batches})
     if drop_history:  # after the jobs: a week goes only once no job left here holds it
         partitions.drop_expired(conn, policy.history_age)
     return deleted
+
+
+def delete_job_batches(conn: psycopg.Connection, policy: RetentionPolicy) -> int | None:
+    """Delete the ended job batches (job_batches) none of whose members is left,
+    `policy.batch` per transaction, at most `policy.max_batches` transactions; returns
+    how many went, or None when another worker holds the retention lock."""
+    gone = 0
+    for _ in range(policy.max_batches):
+        with conn.transaction():
+            store = JobStore(conn)
+            if not store.one(Q.retention_try_lock)[0]:
+                return None
+            deleted = store.one(Q.retention_delete_job_batches, {
+                "older_than": policy.batch_age, "batch": policy.batch})[0]
+        gone += deleted
+        if deleted < policy.batch:
+            break
+    return gone
 
 
 def count_prunable(conn: psycopg.Connection, statuses: list[str],

@@ -234,6 +234,10 @@ job_batches = Table(
 )
 Index("job_batches_owner_idx", job_batches.c.owner, job_batches.c.id,
       postgresql_where=text("owner IS NOT NULL"))
+# Retention: batches by the moment they ended (completed, else closed, else opened),
+# oldest first (migration 0075).
+Index("job_batches_ended_idx", text("coalesce(complete_at, closed_at, created_at)"),
+      job_batches.c.id)
 
 #: The moments a batch calls back (job_batch_callbacks.event).
 BATCH_EVENTS = ("complete", "success", "failure")

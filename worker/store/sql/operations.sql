@@ -293,6 +293,35 @@ WITH victims AS (
 )
 SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM effects) AS effects;
 
+-- name: retention_delete_job_batches
+-- Retention's round for batches (job_batches): at most `batch` of those that ended
+-- longer ago than `older_than` (completed, else closed, else opened: by
+-- job_batches_ended_idx, migration 0075), with every member counted as ended, none of
+-- their members left and no callback job still unfinished, oldest first, with their
+-- callbacks (ON DELETE CASCADE). Never
+-- one a member or a callback job may still change: a member runs, or may be retried,
+-- only while it exists, and a callback comes only from a member's count. SKIP LOCKED,
+-- and the counts compared on the row as locked: a batch an enqueue is joining (its row
+-- locked, or just committed with a new member) is left for the next pass.
+WITH victims AS (
+    SELECT b.id FROM job_batches b
+    WHERE coalesce(b.complete_at, b.closed_at, b.created_at)
+          < now() - make_interval(secs => %(older_than)s::float8)
+      AND b.members = b.completed + b.failed + b.cancelled + b.skipped + b.unknown
+      AND NOT EXISTS (SELECT 1 FROM background_jobs m WHERE m.batch_id = b.id)
+      AND NOT EXISTS (SELECT 1 FROM job_batch_callbacks k
+                      JOIN background_jobs c ON c.id = k.job_id
+                      WHERE k.batch_id = b.id
+                        AND c.status IN ('pending', 'waiting', 'running', 'unknown'))
+    ORDER BY coalesce(b.complete_at, b.closed_at, b.created_at), b.id
+    LIMIT %(batch)s::int
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM job_batches b USING victims v WHERE b.id = v.id
+    RETURNING b.id
+)
+SELECT count(*) AS batches FROM gone;
+
 -- name: retention_count
 -- How many jobs of each status retention_delete_batch would take, by the same age rule
 -- (for `jobwarden prune` to show before it asks).
