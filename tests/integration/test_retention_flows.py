@@ -1,5 +1,6 @@
-"""Retention of batches: a batch goes once it has ended, none of its members is left,
-no callback job of it is unfinished, and it is old enough.
+"""Retention of flows and batches: edges go with their jobs, a parent stays while a
+dependent of it has not ended, and a batch goes once it has ended, none of its members
+is left, no callback job of it is unfinished, and it is old enough.
 
 Real data through the real statements (enqueue, open_batch, the finish statement and
 its counts, an operator's cancel), aged by moving its moments back; then retention's
@@ -14,8 +15,9 @@ import pytest
 from jobwarden import EnqueueError, JobSpec, Registry, enqueue, job, open_batch
 from jobwarden.worker.core.states import ExecutionOutcome as O
 from jobwarden.worker.core.states import JobStatus as S
-from jobwarden.worker.duties.retention import RetentionPolicy, run_once
+from jobwarden.worker.duties.retention import DAY, RetentionPolicy, count_prunable, run_once
 from jobwarden.worker.engine.completer import Completion, write_batch
+from jobwarden.worker.ops import operations as ops
 
 REG = Registry()
 job("step", queue="q", lease=30, max_attempts=1, registry=REG)(lambda ctx, payload: None)
@@ -94,6 +96,46 @@ def callback_jobs(conn, batch_id: int) -> list[int]:
 def prune(conn) -> None:
     """One pass of the default policy, as the duty runs it."""
     assert run_once(conn, RetentionPolicy(), drop_history=False) is not None
+
+
+# -- flows -------------------------------------------------------------------------------
+
+def test_a_parent_stays_while_a_dependent_has_not_ended_and_edges_go_with_jobs(conn):
+    done, failed = add(conn), add(conn)
+    held = add(conn, after=[done, failed])  # released by one, held by the other
+    parent = add(conn)
+    child = add(conn, after=[parent])       # both old: both go
+    older = add(conn)
+    young = add(conn, after=[older])        # the parent old, its dependent young: it goes
+    conn.commit()
+    for job_id in (done, parent, child, older, young):
+        run(conn, job_id)
+    run(conn, failed, O.FAILED)
+    age_jobs(conn, [done, parent, child, older], 20)  # past completed's 14 days
+    age_jobs(conn, [failed], 100)                     # past failed's 90 days
+    prune(conn)
+    # The held job keeps both its parents (and they their edges): it shows what holds
+    # it, and a retry of the failed one resumes the flow with the other's result.
+    assert jobs(conn) == {done, failed, held, young}
+    assert edges(conn) == {(held, done), (held, failed)}
+    assert conn.execute("SELECT status, waiting_on FROM background_jobs WHERE id = %s",
+                        [held]).fetchone() == ("waiting", 1)
+    # Once the operator ends the held job, its parents go on the next pass.
+    assert ops.cancel_job(conn, held, actor="ops", role="operator", reason="gave up").ok
+    conn.commit()
+    prune(conn)
+    assert jobs(conn) == {held, young}
+    assert edges(conn) == set()
+
+
+def test_prune_counts_what_it_would_delete_keeping_the_same_parents(conn):
+    parent = add(conn)
+    held = add(conn, after=[parent, add(conn)])  # its other parent never runs
+    conn.commit()
+    run(conn, parent)
+    age_jobs(conn, [parent], 20)
+    assert count_prunable(conn, ["completed"], 14 * DAY) == {"completed": 0}
+    assert held in jobs(conn)
 
 
 # -- batches ----------------------------------------------------------------------------

@@ -6,8 +6,9 @@ or `off`). Each batch is one short transaction that first takes a transaction-le
 advisory lock, so one worker at a time prunes and no lock outlives its batch; a batch
 deletes at most `batch` jobs with their executions (in the same statement) and their `done`
 effect-ledger entries. Audit rows stay, their job_id set NULL. A job's age runs from the
-moment it reached its current status (migration 0017). `jobwarden prune` is the one-off
-command: the same batches (`prune`), run until nothing is left.
+moment it reached its current status (migration 0017). A parent stays while a dependent
+of it has not ended (docs/guide/flows.md); its edges go with it. `jobwarden prune` is
+the one-off command: the same batches (`prune`), run until nothing is left.
 
 Job batches (docs/guide/flows.md#batches) go after the jobs, in transactions of the same
 size: one that has ended longer ago than the shortest of the jobs' ages, with none of

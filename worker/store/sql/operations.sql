@@ -265,13 +265,20 @@ SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.retention')) AS locked;
 -- before migration 0066; the rest goes with its week); their audit rows stay (job_id set NULL). SKIP LOCKED: a row an
 -- operator action holds is left for the next pass. A job's age runs from the moment it
 -- reached its current status (jobwarden_finished_at, migration 0017): a failure skipped
--- today is one day old, however long ago it failed.
+-- today is one day old, however long ago it failed. A parent stays while a dependent of
+-- it has not ended (docs/guide/flows.md): a held dependent keeps what holds it, and a
+-- dependent that runs later finds its parents' results; an ordinary job (no
+-- dependents) reads nothing more. Its edges go with it (ON DELETE CASCADE).
 WITH victims AS (
-    SELECT id FROM background_jobs
+    SELECT id FROM background_jobs j
     WHERE status = %(status)s::text
       AND jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at,
                                 created_at)
           < now() - make_interval(secs => %(older_than)s::float8)
+      AND (dependents = 0 OR NOT EXISTS (
+               SELECT 1 FROM job_dependencies e JOIN background_jobs d ON d.id = e.job_id
+               WHERE e.parent_id = j.id
+                 AND d.status IN ('pending', 'waiting', 'running', 'unknown')))
     ORDER BY status, jobwarden_finished_at(status, completed_at, failed_at, cancelled_at,
                                            skipped_at, created_at), id
     LIMIT %(batch)s::int
@@ -324,12 +331,16 @@ SELECT count(*) AS batches FROM gone;
 
 -- name: retention_count
 -- How many jobs of each status retention_delete_batch would take, by the same age rule
--- (for `jobwarden prune` to show before it asks).
-SELECT status, count(*) AS jobs FROM background_jobs
+-- and the same parents kept (for `jobwarden prune` to show before it asks).
+SELECT status, count(*) AS jobs FROM background_jobs j
 WHERE status = ANY(%(statuses)s::text[])
   AND jobwarden_finished_at(status, completed_at, failed_at, cancelled_at, skipped_at,
                             created_at)
       < now() - make_interval(secs => %(older_than)s::float8)
+  AND (dependents = 0 OR NOT EXISTS (
+           SELECT 1 FROM job_dependencies e JOIN background_jobs d ON d.id = e.job_id
+           WHERE e.parent_id = j.id
+             AND d.status IN ('pending', 'waiting', 'running', 'unknown')))
 GROUP BY status;
 
 -- name: reconcile_candidates
