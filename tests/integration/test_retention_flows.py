@@ -15,6 +15,7 @@ import pytest
 from jobwarden import EnqueueError, JobSpec, Registry, enqueue, job, open_batch
 from jobwarden.worker.core.states import ExecutionOutcome as O
 from jobwarden.worker.core.states import JobStatus as S
+from jobwarden.worker.duties import retention
 from jobwarden.worker.duties.retention import DAY, RetentionPolicy, count_prunable, run_once
 from jobwarden.worker.engine.completer import Completion, write_batch
 from jobwarden.worker.ops import operations as ops
@@ -221,6 +222,17 @@ def test_a_batch_with_a_member_counted_unknown_stays_until_it_ends(conn):
     age_batch(conn, batch, 200)
     prune(conn)  # an unknown job is never deleted: its batch waits for it
     assert batches(conn) == {batch}
+
+
+@pytest.mark.parametrize("older_than_days, stays", [(9, True), (7, False)])
+def test_prune_takes_the_batches_it_empties_by_its_own_age(conn, older_than_days, stays):
+    batch, members = opened(conn, 1)
+    run(conn, members[0])
+    age_jobs(conn, members, 8)
+    age_batch(conn, batch, 8)
+    assert retention.prune(conn, ["completed"], older_than_days * DAY) == {
+        "completed": 0 if stays else 1}
+    assert (batches(conn) == {batch}) is stays
 
 
 def test_a_batch_an_enqueue_is_joining_is_left_alone(clean_db):
