@@ -13,8 +13,8 @@ the repository's worker/ and console/ folders under it), so an application's own
 from jobwarden.worker import (
     AmbiguousOutcome,
     AsyncEffect,
-    At,
     AsyncJobContext,
+    At,
     BatchState,
     Dep,
     Effect,

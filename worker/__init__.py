@@ -29,8 +29,8 @@ from jobwarden.worker.jobs.batches import (
     open_batch,
     open_batch_async,
 )
-from jobwarden.worker.jobs.flows import At, Dep
 from jobwarden.worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from jobwarden.worker.jobs.flows import At, Dep
 from jobwarden.worker.jobs.job_spec import JobSpec
 from jobwarden.worker.jobs.registry import JobType, Registry, job, registry
 

@@ -53,7 +53,7 @@ def test_the_flow_page_draws_without_javascript(browser, live_console, users, fl
         ys = {t: graph.locator(f"text:has-text('#{flow[t]} ')").bounding_box()["y"]
               for t in ("export", "step1", "mail")}
         assert ys["export"] < ys["step1"] < ys["mail"]
-        graph.locator(f"a:has(rect[class*='flow-box']) >> nth=0").click()
+        graph.locator("a:has(rect[class*='flow-box']) >> nth=0").click()
         page.wait_for_url(f"**/jobs/{flow['export']}")
 
 

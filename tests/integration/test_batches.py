@@ -21,7 +21,6 @@ from jobwarden import (
     JobSpec,
     Registry,
     enqueue,
-    enqueue_many,
     find_batches,
     get_batch,
     job,

@@ -128,7 +128,7 @@ def test_two_operators_racing_to_cancel_with_dependents_decide_once(
         assert first_result.ok  # its transaction is still open: it holds p's row
         second: list[operations.ActionResult] = []
         racer = threading.Thread(target=lambda: second.append(_cancel_in_console(
-            operator, post_form, chain["p"]))) 
+            operator, post_form, chain["p"])))
         racer.start()
         racer.join(timeout=1.0)
         assert racer.is_alive(), "the second cancel did not wait for the first's row lock"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import threading
-import time
 import uuid
 
 import psycopg

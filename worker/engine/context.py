@@ -27,11 +27,11 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
 from jobwarden.worker.core.sanitize import sanitize_payload
 from jobwarden.worker.core.storable import storable_json, storable_text
-from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count_on
 from jobwarden.worker.jobs import batches
 from jobwarden.worker.jobs.batches import Jobs
 from jobwarden.worker.jobs.registry import Registry
 from jobwarden.worker.jobs.registry import registry as default_registry
+from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count_on
 from jobwarden.worker.store.jobstore import AsyncJobStore, JobStore, run_steps, run_steps_async
 from jobwarden.worker.store.queries import Q, Query
 
