@@ -1,5 +1,5 @@
 """The JOBWARDEN_* settings: each variable declared once, with its type, default and help
-text, and read from the environment by pydantic-settings.
+text, validated by pydantic.
 
 `WorkerSettings` holds the runtime's (every command, the worker, `enqueue` in an
 application); the console's settings extend it (console/core/config.py). A value that
@@ -18,8 +18,15 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import BeforeValidator, Field, PlainValidator, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SecretStr,
+    ValidationError,
+)
 
 from jobwarden.worker.core.durations import PositiveDuration, shown
 from jobwarden.worker.core.retention_policy import RetentionPolicy
@@ -58,18 +65,17 @@ def _retention(value: Any) -> RetentionPolicy | None:
         raise ValueError(str(exc).removeprefix("retention: ")) from None
 
 
-class Settings(BaseSettings):
-    """How every JOBWARDEN_* settings class reads the environment."""
+class Settings(BaseModel):
+    """How every JOBWARDEN_* settings class reads the environment: each field from the
+    variable its alias names (JOBWARDEN_STALE_AFTER for `stale_after`, exactly so: a
+    lower-case variable is another variable, and the name in an error message is the one
+    to fix), as text that the field's type validates (`a=30s,b=5m`, never JSON). A plain
+    model reading os.environ itself, not pydantic-settings: every worker start and an
+    application's first enqueue paid ~35 ms importing that package (and python-dotenv)
+    for sources nothing here uses."""
 
-    model_config = SettingsConfigDict(
-        # JOBWARDEN_STALE_AFTER for `stale_after`, exactly so (a lower-case variable is
-        # another variable): the name in an error message is the one to fix.
-        alias_generator=env_name, case_sensitive=True, populate_by_name=True,
-        # `JOBWARDEN_SLA=${SLA}` left unfilled means unset, as it always has.
-        env_ignore_empty=True,
-        # Values are this notation's (`a=30s,b=5m`), never JSON.
-        enable_decoding=False,
-        extra="ignore", frozen=True, validate_default=True)
+    model_config = ConfigDict(alias_generator=env_name, populate_by_name=True,
+                              extra="ignore", frozen=True, validate_default=True)
 
     #: The last read of each class and the values it was read from (see `current`).
     _last: ClassVar[dict[type, tuple[tuple[str | None, ...], Any]]] = {}
@@ -77,8 +83,10 @@ class Settings(BaseSettings):
     @classmethod
     def load(cls) -> Self:
         """The settings the environment gives, or SettingsError naming each bad variable."""
+        # `JOBWARDEN_SLA=${SLA}` left unfilled means unset, as it always has.
+        given = {name: value for name in variables(cls) if (value := os.environ.get(name))}
         try:
-            return cls()
+            return cls.model_validate(given)
         except ValidationError as exc:
             raise SettingsError(one_line(exc, cls)) from None
 
@@ -110,12 +118,12 @@ _ONE: dict[tuple[type, str, str | None], Any] = {}
 
 
 @functools.cache
-def variables(model: type[BaseSettings]) -> tuple[str, ...]:
+def variables(model: type[BaseModel]) -> tuple[str, ...]:
     """The environment variables a settings class reads, in the order of its fields."""
     return tuple(field.alias or name for name, field in model.model_fields.items())
 
 
-def one_line(exc: ValidationError, model: type[BaseSettings]) -> str:
+def one_line(exc: ValidationError, model: type[BaseModel]) -> str:
     """Each error of `exc` as `VARIABLE: what is wrong`, joined in one line; a secret's
     value is never repeated."""
     secret = {field.alias for field in model.model_fields.values()
