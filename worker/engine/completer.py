@@ -145,12 +145,13 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
 
 def _write(store: JobStore, batch: list[Completion]) -> dict[UUID, str]:
     rows = store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
-    if parents := _parents(rows):
-        store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
-    for params in _grown(batch, rows):
-        store.rows(Q.batch_grow, params)
-    if members := _members(rows):
-        count_batches(store, members)
+    if _in_flows(rows):
+        if parents := _parents(rows):
+            store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
+        for params in _grown(batch, rows):
+            store.rows(Q.batch_grow, params)
+        if members := _members(rows):
+            count_batches(store, members)
     return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
 
 
@@ -160,12 +161,15 @@ async def write_batch_async(conn: psycopg.AsyncConnection,
     the same statements and parameters."""
     store = AsyncJobStore(conn)
     rows = await store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
-    if parents := _parents(rows):
-        await store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
-    for params in _grown(batch, rows):
-        await store.rows(Q.batch_grow, params)
-    if members := _members(rows):
-        log_callbacks(await store.rows(Q.batch_count, {"job_ids": members, "close_ids": None}))
+    if _in_flows(rows):
+        if parents := _parents(rows):
+            await store.rows(Q.release_dependents,
+                             {"parent_ids": parents, "as_completed": False})
+        for params in _grown(batch, rows):
+            await store.rows(Q.batch_grow, params)
+        if members := _members(rows):
+            log_callbacks(await store.rows(Q.batch_count,
+                                           {"job_ids": members, "close_ids": None}))
     return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
 
 
@@ -175,6 +179,14 @@ def _needs_transaction(conn: CallerConnection, batch: list[Completion]) -> bool:
     return (any(c.batch_id is not None for c in batch)
             and isinstance(conn, psycopg.Connection) and conn.autocommit
             and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+
+
+def _in_flows(rows: list[tuple[Any, ...]]) -> bool:
+    """Whether a finish touched a job with edges its snapshot missed or a batch's member
+    (the two last columns). One pass, and the only one for a batch of ordinary jobs: the
+    three readings below cost the no-op drain about 1 µs a job."""
+    return any(has_dependents or batch_id is not None
+               for _, _, _, has_dependents, batch_id in rows)
 
 
 def _grown(batch: list[Completion], rows: list[tuple[Any, ...]]) -> list[dict[str, int]]:
