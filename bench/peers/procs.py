@@ -90,6 +90,17 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of `pid` so far, in clock ticks (/proc/<pid>/stat fields 14 and 15;
+    the command name, field 2, may hold spaces, so split after its closing paren)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _hwm_kb(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -103,12 +114,14 @@ def _hwm_kb(pid: int) -> int:
 
 class RssWatch:
     """Polls the worker processes and their children: the peak resident set (VmHWM) of each
-    process seen, summed over the processes of one worker tree, largest tree reported."""
+    process seen, summed over the processes of one worker tree, largest tree reported; and
+    the CPU time each has used (the last reading before it stops), summed over all."""
 
     def __init__(self, procs: Sequence[subprocess.Popen], interval: float = 0.2):
         self.procs = list(procs)
         self.interval = interval
         self.peaks: dict[int, int] = {}  # pid -> VmHWM kB
+        self.ticks: dict[int, int] = {}  # pid -> utime + stime, clock ticks
         self.roots: dict[int, set[int]] = {p.pid: set() for p in self.procs}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -129,10 +142,15 @@ class RssWatch:
                 if kb:
                     self.roots[root].add(pid)
                     self.peaks[pid] = max(self.peaks.get(pid, 0), kb)
+                self.ticks[pid] = max(self.ticks.get(pid, 0), _cpu_ticks(pid))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the worker trees used until the last sample."""
+        return round(sum(self.ticks.values()) / os.sysconf("SC_CLK_TCK"), 3)
 
     def peak_mb(self) -> float:
         """The largest worker tree's summed peak RSS, in MB."""

@@ -103,7 +103,9 @@ def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | 
     return {"jobs": jobs, "done": done, "workers": workers, "concurrency": concurrency,
             "seconds": round(seconds, 3), "jobs_per_s": round(done / seconds, 1),
             "steady_jobs_per_s": steady(times), "timed_out": timed_out,
-            "timeout_s": timeout, "peak_rss_mb": rss.peak_mb(), "t0": t0, "times": times}
+            "timeout_s": timeout, "peak_rss_mb": rss.peak_mb(),
+            "worker_cpu_us_per_job": round(rss.cpu_seconds() * 1e6 / max(done, 1), 1),
+            "t0": t0, "times": times}
 
 
 def steady(times: list[float]) -> float | None:
