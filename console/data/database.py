@@ -111,11 +111,14 @@ class Reader:
         return changed
 
 
-class ConsoleDatabase:
-    """The console's engine: the only way the console reaches its database."""
+class ReadingDatabase:
+    """One server's engine, for reads: what the pages of figures are given
+    (jobwarden.console.web.reads.page_reads), the primary or its read replica alike. It
+    has no `transaction()`: an action needs the primary, `ConsoleDatabase`."""
 
-    def __init__(self, url: str | None = None, pool_size: int = 5) -> None:
-        self.url = url or database_url()
+    def __init__(self, url: str, pool_size: int = 5, *,
+                 connect_args: Mapping[str, Any] | None = None) -> None:
+        self.url = url
         self.engine = create_engine(
             sqlalchemy_url(self.url),
             pool_size=pool_size,
@@ -126,15 +129,13 @@ class ConsoleDatabase:
             hide_parameters=True,
             # No server-side prepared statements: optional-filter queries must be planned
             # with their actual parameters, never with a generic plan.
-            connect_args={"prepare_threshold": None, "application_name": "jobwarden-console"},
+            connect_args={"prepare_threshold": None, "application_name": "jobwarden-console",
+                          **(connect_args or {})},
         )
 
     def where(self) -> str:
         """`host:port/dbname` of this database, for messages: never the user or password."""
-        info = conninfo_to_dict(self.url)
-        host = info.get("host") or "localhost"
-        port = f":{info['port']}" if info.get("port") else ""
-        return f"{host}{port}/{info.get('dbname') or info.get('user') or '?'}"
+        return where(self.url)
 
     def all(self, query: Query, **params: Any) -> list[Row]:
         """Every row of `query` as dicts (a short read-only transaction)."""
@@ -156,14 +157,30 @@ class ConsoleDatabase:
         with self.engine.connect() as conn:
             yield _planned(conn)
 
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+class ConsoleDatabase(ReadingDatabase):
+    """The console's primary database (DATABASE_URL): every action, and every read that
+    decides one. `get_db()` gives it."""
+
+    def __init__(self, url: str | None = None, pool_size: int = 5) -> None:
+        super().__init__(url or database_url(), pool_size)
+
     @contextmanager
     def transaction(self) -> Iterator[Reader]:
         """Statements in one transaction that commits on success."""
         with self.engine.begin() as conn:
             yield _planned(conn)
 
-    def dispose(self) -> None:
-        self.engine.dispose()
+
+def where(url: str) -> str:
+    """`host:port/dbname` of a database URL, for messages: never the user or password."""
+    info = conninfo_to_dict(url)
+    host = info.get("host") or "localhost"
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"{host}{port}/{info.get('dbname') or info.get('user') or '?'}"
 
 
 @contextmanager
@@ -200,6 +217,8 @@ def _rows(conn: Connection, query: Query, params: dict[str, Any]) -> list[Row]:
 
 
 def get_db() -> ConsoleDatabase:
-    """The store of the console mounted in the current app."""
+    """The primary database of the console mounted in the current app: every action, and
+    the reads that decide one (a pages' figures may come from a replica instead:
+    jobwarden.console.web.reads.page_reads)."""
     db: ConsoleDatabase = current_app.extensions["jobwarden_db"]
     return db
