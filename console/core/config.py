@@ -87,6 +87,17 @@ class ConsoleSettings(WorkerSettings):
                           "external_url=...)` when mounted): the alerts' `console_url` "
                           "links start with it. Unset: the console's path alone, so the "
                           "links are relative (a request's Host is never used).")
+    console_read_url: SecretStr | None = Field(
+        None, json_schema_extra={"kind": "PostgreSQL URL"},
+        description="A streaming replica (hot standby) of DATABASE_URL's server, for the "
+                    "console's pages of figures (counts, trends, SLA, search, lists); "
+                    "every action, sign-in and preview stays on DATABASE_URL. Pages that "
+                    "read it show its lag; unreachable, behind your last action or too far "
+                    "behind, they read DATABASE_URL and say so. One that is not a standby "
+                    "of that database is refused at start.")
+    console_read_max_lag: PositiveDuration = Field(
+        30.0, description="Past this lag the console's pages read DATABASE_URL instead "
+                          "of `JOBWARDEN_CONSOLE_READ_URL` (and say why).")
     runbook_url: Annotated[str, AfterValidator(_runbooks)] = Field(
         RUNBOOKS, json_schema_extra={"kind": "URL or path"},
         description="Where the alerts' `runbook_url` links point: the operating "
@@ -165,6 +176,13 @@ def load_settings() -> dict[str, Any]:
     env = ConsoleSettings.load()
     return {
         "DATABASE_URL": os.environ.get("DATABASE_URL"),
+        # A standby for the pages' reads (console/data/replica.py, console/web/reads.py).
+        "READ_URL": (env.console_read_url.get_secret_value()
+                     if env.console_read_url else None),
+        "READ_MAX_LAG_SECONDS": env.console_read_max_lag,
+        # How long a standby that could not be reached is left alone before it is tried
+        # again: a page waits on a dead host's connect timeout at most once in this time.
+        "READ_RETRY_SECONDS": 5.0,
         "SLA_TARGETS": env.sla,
         "SLA_DEFAULT_SECONDS": env.sla_default,
         "STALE_HEARTBEAT_SECONDS": env.stale_after,

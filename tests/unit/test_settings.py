@@ -27,6 +27,7 @@ BAD = [
     ("JOBWARDEN_MAX_RESULT_BYTES", "1e3", "valid integer"),
     ("JOBWARDEN_MAX_RESULT_BYTES", "-5", "greater than or equal to 1 (got '-5')"),
     ("JOBWARDEN_CONSOLE_URL", "ops.example.com/jobs", "absolute http(s) address"),
+    ("JOBWARDEN_CONSOLE_READ_MAX_LAG", "0", "'0' must be more than 0"),
     ("JOBWARDEN_SLA", "send_email", "'send_email' is not a job type's target"),
     ("JOBWARDEN_SLA", "send_email=soon", "send_email: 'soon' is not a duration"),
     ("JOBWARDEN_SLA", "=30s", "'=30s' is not a job type's target"),
@@ -43,8 +44,10 @@ BAD = [
     ("JOBWARDEN_LOGIN_FAILURE_WINDOW_SECONDS", "99999999", "less than or equal to 2592000"),
 ]
 #: Variables any text reads as (JOBWARDEN_LISTEN_URL is a database URL, checked by
-#: jobwarden.worker.store.db.parse_url when the worker starts: test_database_url.py).
-ANY_TEXT = {"JOBWARDEN_HOME", "JOBWARDEN_LISTEN_URL", "JOBWARDEN_SECRET_KEY",
+#: jobwarden.worker.store.db.parse_url when the worker starts: test_database_url.py;
+#: JOBWARDEN_CONSOLE_READ_URL when the console is mounted: test_console_replica.py).
+ANY_TEXT = {"JOBWARDEN_HOME", "JOBWARDEN_LISTEN_URL", "JOBWARDEN_CONSOLE_READ_URL",
+            "JOBWARDEN_SECRET_KEY",
             "JOBWARDEN_METRICS_TOKEN", "JOBWARDEN_RUNBOOK_URL"}
 
 
