@@ -21,9 +21,11 @@ from jobwarden.console.core import config
 from jobwarden.console.core.config import EXTENSION, UserLoader, load_settings
 from jobwarden.console.core.resources import resource_dir
 from jobwarden.console.data.database import ConsoleDatabase
+from jobwarden.console.data.replica import ReplicaDatabase
 from jobwarden.console.views import AREAS, overview
 from jobwarden.console.views import install as install_navigation
-from jobwarden.console.web import auth, errors, formatting, security
+from jobwarden.console.web import auth, errors, formatting, reads, security
+from jobwarden.worker.store.db import parse_url
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
 NAME = "jobwarden"
@@ -72,6 +74,8 @@ class Console:
             self.settings["EXTERNAL_URL"] = external_url
         self.settings["EXTERNAL_URL"] = config.external_url(self.settings.get("EXTERNAL_URL"))
         self.db: ConsoleDatabase | None = None
+        #: The standby the pages of figures read (JOBWARDEN_CONSOLE_READ_URL), if any.
+        self.replica: ReplicaDatabase | None = None
         if app is not None:
             self.init_app(app)
 
@@ -93,7 +97,22 @@ class Console:
                 "the Jobwarden console mounted in this app has no database: pass "
                 "Console(app, database_url=...) the URL your app enqueues its jobs in "
                 "(the one Flask-SQLAlchemy uses), or set DATABASE_URL")
-        self.db = ConsoleDatabase(url, pool_size=self.settings.get("DB_POOL_SIZE", 5))
+        pool_size = self.settings.get("DB_POOL_SIZE", 5)
+        self.db = ConsoleDatabase(url, pool_size=pool_size)
+        read_url = self.settings.get("READ_URL")
+        if read_url:
+            # A standby of another database would show another system's jobs as these:
+            # refused now (ReplicaRefused), in one line, when it answers.
+            self.replica = ReplicaDatabase(
+                parse_url(read_url, "JOBWARDEN_CONSOLE_READ_URL"), pool_size=pool_size,
+                retry_s=self.settings["READ_RETRY_SECONDS"])
+            try:
+                self.replica.check(self.db)
+            except Exception:
+                self.replica.dispose()
+                self.db.dispose()
+                raise
+            app.extensions[reads.REPLICA] = self.replica
         app.extensions[EXTENSION] = self
         app.extensions["jobwarden_db"] = self.db
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix or None)
@@ -119,5 +138,6 @@ def build_blueprint() -> Blueprint:
     overview.install(bp)
     install_navigation(bp)
     formatting.install(bp)
+    reads.install(bp)
     errors.install(bp)
     return bp

@@ -13,6 +13,7 @@ from werkzeug.serving import BaseWSGIServer, select_address_family
 from werkzeug.serving import make_server as werkzeug_server
 
 from jobwarden.console import create_app
+from jobwarden.console.data.replica import ReplicaRefused
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8080, config: dict[str, Any] | None = None,
@@ -40,6 +41,9 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> int:
     """Run the console in the foreground until interrupted (production: gunicorn)."""
     try:
         server = make_server(host, port)
+    except ReplicaRefused as exc:
+        print(f"jobwarden console: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"jobwarden console: cannot listen on {host}:{port} ({exc.strerror}); "
               "choose another port with --port", file=sys.stderr)
