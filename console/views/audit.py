@@ -9,8 +9,9 @@ from flask import Blueprint, render_template, request
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ
 from jobwarden.console.data.queries import clamp_limit, positive_int, text_filter
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.ops.operations import AUDITED_ACTIONS
 
 bp = Blueprint("audit", __name__)
@@ -27,18 +28,19 @@ def index() -> ResponseReturnValue:
         "bulk_id": uuid_filter(request.args.get("bulk")),
     }
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    rows = get_db().all(CQ.console_audit_page, **filters,
-                        before_id=positive_int(request.args.get("before")), limit=limit + 1)
+    rows = page_reads().all(CQ.console_audit_page, **filters,
+                            before_id=positive_int(request.args.get("before")),
+                            limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     keep = {"actor": filters["actor"], "action": filters["action"], "job": filters["job_id"],
             "bulk": filters["bulk_id"],
             "limit": limit if limit != cfg["PAGE_SIZE"] else None}
     keep = {k: v for k, v in keep.items() if v}
     older = urlencode({**keep, "before": next_before}) if next_before else None
-    bulk = (get_db().all(CQ.console_audit_bulk_summary, bulk_id=filters["bulk_id"])
+    bulk = (page_reads().all(CQ.console_audit_bulk_summary, bulk_id=filters["bulk_id"])
             if filters["bulk_id"] else [])
     # Bulk actions started and not ended: their chunks run while their page is open.
-    unfinished = get_db().all(CQ.console_bulk_unfinished, limit=20)
+    unfinished = page_reads().all(CQ.console_bulk_unfinished, limit=20)
     return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
                            bulk=bulk, actions=AUDITED_ACTIONS, unfinished=unfinished)
 

@@ -15,10 +15,10 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import batches
-from jobwarden.console.data.database import get_db
 from jobwarden.console.data.queries import clamp_limit, positive_int, text_filter
 from jobwarden.console.web.batchbar import progress_bar
 from jobwarden.console.web.errors import page
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.core.sanitize import REDACTED, redact
 from jobwarden.worker.ops.operations import SELECTION_FROM
 
@@ -58,7 +58,7 @@ def index() -> ResponseReturnValue:
         # tell whether a guess at a secret is right.
         return page(400, "Not shown", f"The console shows this owner key as {REDACTED}, so "
                     "it cannot filter by it: filter by what the pages show.")
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         found = batches.page(reader, owner=owner, before=before, limit=limit)
     shown_limit = limit if limit != cfg["PAGE_SIZE"] else None
 
@@ -79,7 +79,7 @@ def detail(value: str) -> ResponseReturnValue:
     wanted = batch_id(value)
     if wanted is None:
         return bad_id(value)
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         found = batches.read(reader, wanted)
     if found is None:
         abort(404)

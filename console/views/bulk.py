@@ -44,6 +44,7 @@ from jobwarden.console.web.forms import (
     given,
 )
 from jobwarden.console.web.identity import signed_in
+from jobwarden.console.web.reads import primary_page
 from jobwarden.console.web.security import is_htmx, safe_next_url
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
@@ -148,7 +149,9 @@ def review(selection_id: str) -> ResponseReturnValue:
     and the narrowing filters. Once started: its progress."""
     selection_id = _selection_id(selection_id)
     back = safe_next_url(request.args.get("next"), url_for("jobwarden.jobs.index"))
-    with get_db().reading() as reader:
+    # The primary: the selection was stored there a moment ago, and its breakdown is what
+    # the action will touch.
+    with primary_page().reading() as reader:
         sel = _selection(reader, selection_id)
         if sel["state"] != "reviewed":
             return render_template("jobwarden/bulk_progress.html", **_progress(reader, sel))
@@ -339,7 +342,7 @@ def _run_chunk(selection_id: str) -> bulk.Chunk | None:
 
 
 def _progress_fragment(selection_id: str, busy: bool = False) -> str:
-    with get_db().reading() as reader:
+    with primary_page().reading() as reader:
         context = _progress(reader, _selection(reader, selection_id), busy)
     return render_template("jobwarden/_bulk_progress.html", **context)
 

@@ -15,7 +15,7 @@ from flask import Blueprint, abort, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ
 from jobwarden.console.data.queries import (
     JobFilter,
     failed_groups,
@@ -25,6 +25,7 @@ from jobwarden.console.data.queries import (
 )
 from jobwarden.console.web import charts
 from jobwarden.console.web.errors import page as error_page
+from jobwarden.console.web.reads import page_reads, primary_page
 from jobwarden.console.web.security import is_htmx
 from jobwarden.worker.ops import operations
 
@@ -43,7 +44,7 @@ def index() -> ResponseReturnValue:
     """What is retrying now, then one row per error code among failed jobs (of one type
     with `?type=`), the latest activity first."""
     job_type = text_filter(request.args.get("type"))
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         retrying = retrying_groups(reader, job_type=job_type)
         groups = failed_groups(reader, limit=500, job_type=job_type)
     for g in retrying:
@@ -69,7 +70,8 @@ def group() -> ResponseReturnValue:
     if flt.hidden:  # a guess at a code shown as [REDACTED]: the same answer, right or wrong
         return error_page(400, "Not shown", f"{flt.hidden} Nothing was searched.")
     preview: operations.GroupPreview | TypePreview
-    with get_db().reading() as reader:
+    # The primary: this page's preview is what its bulk actions will touch.
+    with primary_page().reading() as reader:
         if code:
             types = reader.all(CQ.console_failed_group_types, error_code=code)
             codes = []

@@ -11,10 +11,10 @@ from flask import Blueprint, abort, render_template, url_for
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data import flows
-from jobwarden.console.data.database import get_db
 from jobwarden.console.data.queries import positive_int
 from jobwarden.console.web.errors import page
 from jobwarden.console.web.flowchart import flow_chart
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("flows", __name__)
@@ -32,7 +32,7 @@ def detail(value: str) -> ResponseReturnValue:
     if job_id is None:
         return page(400, "Not a job id", f"A flow is named by the id of one of its jobs (a whole "
                     f"number from 1 to {2**63 - 1}), not {value[:30]!r}.")
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         flow = flows.read(reader, job_id)
     if flow is None:
         abort(404)

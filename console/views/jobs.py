@@ -9,9 +9,10 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import flows
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ
 from jobwarden.console.data.queries import JobFilter, Page, jobs_page
 from jobwarden.console.web.forms import ActionForm
+from jobwarden.console.web.reads import page_reads, primary_page
 from jobwarden.console.web.security import is_htmx
 from jobwarden.worker.ops.operations import (
     SELECTION_FROM,
@@ -32,7 +33,7 @@ def index() -> ResponseReturnValue:
     if problem:  # refused before any SQL runs: the same answer for every guess
         page = Page([], None)
     else:
-        with get_db().reading() as reader:
+        with page_reads().reading() as reader:
             page = jobs_page(reader, flt)
     template = "jobwarden/_job_rows.html" if is_htmx() else "jobwarden/jobs.html"
     return render_template(template, page=page, flt=flt, statuses=JOB_STATUSES,
@@ -44,7 +45,9 @@ def index() -> ResponseReturnValue:
 
 
 def job_context(job_id: int) -> dict[str, Any]:
-    with get_db().reading() as reader:
+    # The primary: its action forms carry the status read here, and a page opened after
+    # an action shows it.
+    with primary_page().reading() as reader:
         job = reader.one(CQ.console_job_get, job_id=job_id)
         if job is None:
             abort(404)
@@ -72,7 +75,7 @@ def detail(job_id: int) -> ResponseReturnValue:
     # offers the choice, with what each would touch, when some wait.
     previews = {}
     if context["job"]["dependents"]:
-        with get_db().reading() as reader:
+        with primary_page().reading() as reader:
             # The statuses a cancel moves to cancelled are a selection's: a running
             # job's cancel is a request, and its dependents stay held when it ends.
             previews = {a: p for a in TAKES_DEPENDENTS if a in forms and (

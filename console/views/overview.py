@@ -13,8 +13,9 @@ from jobwarden.console.core import live_workers
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import queries, trends
 from jobwarden.console.data import sla as sla_model
-from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.database import CQ
 from jobwarden.console.web import charts
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
 
@@ -24,7 +25,7 @@ PANELS = ("counts", "trends", "health")
 
 def _panel_context(panel: str) -> dict[str, Any]:
     cfg = settings()
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         if panel == "counts":
             controls = operations.queue_controls(reader.conn)
             # Every status in worker/core/states.py's order (live first, then terminal, then
@@ -93,7 +94,7 @@ def nav_badges() -> dict[str, Callable[[], dict[str, int]]]:
     def badges() -> dict[str, int]:
         cfg = settings()
         cache = current_app.extensions.setdefault("jobwarden_sla_badge", {})
-        with get_db().reading() as reader:
+        with page_reads().reading() as reader:
             totals = {r["status"]: r["jobs"] for r in reader.all(CQ.console_status_totals)}
             at, breaching = cache.get("value", (-1e9, 0))
             if time.monotonic() - at > cfg.get("SLA_BADGE_SECONDS", SLA_BADGE_SECONDS):

@@ -13,6 +13,7 @@ from jobwarden.console.data.limits import RATE_WINDOW, job_type_policy, limits
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.forms import ActionForm, LimitForm, given
 from jobwarden.console.web.identity import current_user, signed_in
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.jobs.registry import NAME_PATTERN
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
@@ -24,7 +25,7 @@ bp = Blueprint("queues", __name__)
 def index() -> ResponseReturnValue:
     """Every queue with its counts and whether workers may claim from it, and every
     limited queue and type with its limit, current rate and waiting jobs."""
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         overview = queries.overview(reader)
         controls = operations.queue_controls(reader.conn)
         limit_rows = limits(reader)
@@ -50,7 +51,7 @@ def job_type(job_type: str) -> ResponseReturnValue:
     its current rate, running and waiting jobs."""
     if not NAME_PATTERN.match(job_type):
         abort(404)
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         policy = job_type_policy(reader, job_type)
         found = limits(reader, "type", job_type)
     form = LimitForm.fresh() if current_user.has_role("operator") else None

@@ -16,6 +16,7 @@ from jobwarden.console.data.queries import clamp_limit, positive_int
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.forms import ActionForm, given
 from jobwarden.console.web.identity import current_user, signed_in
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.jobs.enqueue import enqueue
 from jobwarden.worker.ops.operations import ALLOWED_FROM
 from jobwarden.worker.ops.reconcile import RECONCILE_TYPE
@@ -32,8 +33,9 @@ def index() -> ResponseReturnValue:
     """Unknown-outcome jobs, newest first, each with its reconcile forms."""
     cfg = settings()
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    rows = get_db().all(CQ.console_unknown_jobs,
-                        before_id=positive_int(request.args.get("before")), limit=limit + 1)
+    rows = page_reads().all(CQ.console_unknown_jobs,
+                            before_id=positive_int(request.args.get("before")),
+                            limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     rows = rows[:limit]
     actions = list(RECONCILE)

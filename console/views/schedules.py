@@ -10,6 +10,7 @@ from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.forms import ActionForm, given
 from jobwarden.console.web.identity import current_user, signed_in
+from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.jobs import cron
 from jobwarden.worker.jobs.registry import NAME_PATTERN
 from jobwarden.worker.ops import operations
@@ -21,7 +22,7 @@ bp = Blueprint("schedules", __name__)
 def index() -> ResponseReturnValue:
     """Every published schedule with its next tick and its last job's status; one this
     console cannot read is shown broken, with why."""
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         rows = [{**row, "problem": cron.schedule_problem(row["type"], row["cron"],
                                                               row["timezone"])}
                 for row in reader.all(CQ.schedules_list)]

@@ -12,8 +12,8 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import search
-from jobwarden.console.data.database import get_db
 from jobwarden.console.data.queries import positive_int
+from jobwarden.console.web.reads import page_reads
 
 bp = Blueprint("search", __name__)
 
@@ -34,7 +34,7 @@ def index() -> ResponseReturnValue:
                                results=None, problem=str(problem),
                                window=cfg["SEARCH_WINDOW"]), 400
     try:
-        with get_db().reading() as reader:
+        with page_reads().reading() as reader:
             results = search.run(reader, wanted, window=cfg["SEARCH_WINDOW"],
                                  limit=cfg["PAGE_SIZE"], before=before, floor=floor,
                                  time_limit=cfg["SEARCH_SECONDS"])

@@ -7,8 +7,8 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import sla as sla_model
-from jobwarden.console.data.database import get_db
 from jobwarden.console.web import charts
+from jobwarden.console.web.reads import page_reads
 from jobwarden.console.web.security import is_htmx
 
 bp = Blueprint("sla", __name__)
@@ -18,7 +18,7 @@ bp = Blueprint("sla", __name__)
 def index() -> ResponseReturnValue:
     """The SLA panel of every job type over the last hour."""
     cfg = settings()
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         rows = sla_model.sla_rows(reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])
     template = "jobwarden/_sla_panels.html" if is_htmx() else "jobwarden/sla.html"
     return render_template(template, rows=rows,

@@ -12,6 +12,7 @@ from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.web.auth import hash_password, role_required
 from jobwarden.console.web.forms import UserAccessForm, UserForm, given
 from jobwarden.console.web.identity import current_user
+from jobwarden.console.web.reads import primary_page
 
 bp = Blueprint("users", __name__)
 
@@ -28,7 +29,7 @@ def only_with_the_consoles_own_login() -> None:
 @role_required("admin")
 def index() -> ResponseReturnValue:
     """Every console user and their role."""
-    users = get_db().all(CQ.console_users_list)
+    users = primary_page().all(CQ.console_users_list)
     return render_template("jobwarden/users.html", users=users, form=UserForm(formdata=None),
                            min_password=MIN_PASSWORD,
                            access_forms={u["id"]: UserAccessForm(formdata=None, role=u["role"],

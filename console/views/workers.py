@@ -7,7 +7,7 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import queries
-from jobwarden.console.data.database import get_db
+from jobwarden.console.web.reads import page_reads
 from jobwarden.console.web.security import is_htmx
 from jobwarden.worker.engine.loops import STALL_SECONDS
 
@@ -17,7 +17,7 @@ bp = Blueprint("workers", __name__)
 @bp.get("/workers")
 def index() -> ResponseReturnValue:
     """Every recent worker process and what it is running."""
-    with get_db().reading() as reader:
+    with page_reads().reading() as reader:
         workers = queries.workers_with_jobs(reader, settings()["WORKER_GONE_SECONDS"],
                                             rates=True)
     template = "jobwarden/_workers.html" if is_htmx() else "jobwarden/workers.html"
