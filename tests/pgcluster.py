@@ -1,6 +1,7 @@
 """A PostgreSQL cluster of the tests' own, on a private port: for the chaos tier, which
-stops and starts it at will, and for the plan tests, which need auto_explain (a contrib
-module the embedded server does not ship)."""
+stops and starts it at will, for the plan tests, which need auto_explain (a contrib
+module the embedded server does not ship), and for the read replica's tests, which need a
+primary and a streaming standby of it (`PrivateCluster.standby()`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import psycopg
@@ -65,10 +68,14 @@ def accepts(url: str) -> bool:
 
 class PrivateCluster:
     """A PostgreSQL cluster of our own, run as the `postgres` OS user (the server refuses
-    to run as root), that a test may stop and start at will."""
+    to run as root), that a test may stop and start at will. `settings` are server
+    settings (`{"autovacuum": "off"}`); `standby_of` makes it a streaming standby of that
+    running cluster instead of a new one (pg_basebackup -R)."""
 
-    def __init__(self, bin_dir: Path = PG_BIN):
+    def __init__(self, bin_dir: Path = PG_BIN, *, settings: Mapping[str, str] | None = None,
+                 standby_of: PrivateCluster | None = None):
         self.bin = bin_dir
+        self.settings = dict(settings or {})
         self.dir = Path(tempfile.mkdtemp(prefix="jobwarden-chaos-pg-"))
         self.user = _server_user() if os.geteuid() == 0 else None
         if self.user:
@@ -76,8 +83,33 @@ class PrivateCluster:
         self.data = self.dir / "data"
         self.port = _free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "-E", "UTF8")
+        if standby_of is None:
+            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
+                      "--no-sync", "-E", "UTF8")
+        else:
+            # -R writes primary_conninfo and standby.signal: started, it streams from there.
+            self._run("pg_basebackup", "-D", str(self.data), "-h", "127.0.0.1",
+                      "-p", str(standby_of.port), "-U", "postgres", "-R", "-X", "stream",
+                      "-c", "fast", "--no-sync")
+
+    def standby(self, timeout: float = 30.0) -> PrivateCluster:
+        """A hot standby of this running cluster on another port, started, once this
+        cluster reports it streaming."""
+        standby = PrivateCluster(self.bin, settings=self.settings, standby_of=self)
+        try:
+            standby.start()
+            deadline = time.monotonic() + timeout
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                while not conn.execute("SELECT count(*) FROM pg_stat_replication "
+                                       "WHERE state = 'streaming'").fetchone()[0]:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the standby on port {standby.port} is not "
+                                           f"streaming after {timeout:g} s")
+                    time.sleep(0.02)
+        except BaseException:
+            standby.destroy()
+            raise
+        return standby
 
     def _run(self, tool: str, *args: str) -> None:
         cmd = [str(self.bin / tool), *args]
@@ -90,7 +122,8 @@ class PrivateCluster:
         process holds the pipes _run reads to their end."""
         return ("-D", str(self.data), "-l", str(self.dir / "server.log"), "-w", "-t", "30",
                 "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                "-c fsync=off -c max_connections=200")
+                "-c fsync=off -c max_connections=200"
+                + "".join(f" -c {name}={value}" for name, value in self.settings.items()))
 
     def start(self) -> None:
         self._run("pg_ctl", *self._options(), "start")
