@@ -47,7 +47,9 @@ class Console:
     DATABASE_URL; with neither, mounting fails rather than read another database).
     `external_url` is the address people open the console at, prefix included
     (`https://shop.example.com/ops/jobs`; default JOBWARDEN_CONSOLE_URL): the alerts'
-    links start with it. `settings` overrides the console's settings (console/core/config.py).
+    links start with it. `settings` overrides the console's settings (console/core/config.py);
+    `settings={"READ_URL": ...}` (default JOBWARDEN_CONSOLE_READ_URL) names a streaming
+    replica for its pages of figures (console/web/reads.py).
 
     The top bar links back to the host: to its `home_view` endpoint, labelled
     `home_label` (default: the site's root, when mounted under a prefix), and, with a
