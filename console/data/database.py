@@ -157,6 +157,13 @@ class ReadingDatabase:
         with self.engine.connect() as conn:
             yield _planned(conn)
 
+    def probe(self, query: Query, **params: Any) -> Row:
+        """The row of a statement that reads no table (a server's WAL position), alone on
+        its connection: without the planner settings of `reading()`, one round trip less
+        on every page that asks."""
+        with self.engine.connect() as conn:
+            return _always(query, next(iter(_rows(conn, query, params)), None))
+
     def dispose(self) -> None:
         self.engine.dispose()
 

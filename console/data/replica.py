@@ -141,8 +141,8 @@ class ReplicaDatabase(ReadingDatabase):
         primary's database. Either one down now is not checked (the pages then read the
         primary and say so, and check again when they can)."""
         try:
-            here = primary.row(CQ.console_replica_primary_position)
-            there = self.row(CQ.console_replica_position, primary_lsn=here["lsn"],
+            here = primary.probe(CQ.console_replica_primary_position)
+            there = self.probe(CQ.console_replica_position, primary_lsn=here["lsn"],
                              primary_at=here["at"], written=None)
         except OperationalError as error:
             log.warning("the read replica was not checked at start: %s", describe(error),
@@ -162,9 +162,9 @@ class ReplicaDatabase(ReadingDatabase):
                                     down_since=self._down_since)
         # The primary first: a standby that has replayed up to this position shows every
         # commit made before it, whatever happens between the two readings.
-        here = primary.row(CQ.console_replica_primary_position)
+        here = primary.probe(CQ.console_replica_primary_position)
         try:
-            there = self.row(CQ.console_replica_position, primary_lsn=here["lsn"],
+            there = self.probe(CQ.console_replica_position, primary_lsn=here["lsn"],
                              primary_at=here["at"], written=written)
         except OperationalError as error:
             with self._lock:

@@ -125,7 +125,7 @@ def _remember_write() -> None:
     """After an action: the primary's WAL position, which this user's next pages must
     show (a POST that wrote nothing costs one short read)."""
     try:
-        session[WRITTEN] = get_db().row(CQ.console_replica_written)["lsn"]
+        session[WRITTEN] = get_db().probe(CQ.console_replica_written)["lsn"]
     except DBAPIError as error:
         # The action's answer stands; until a standby is judged again the pages may lag it.
         log.warning("the position of an action was not read: %s", describe(error),
