@@ -10,10 +10,11 @@ SELECT pg_current_wal_lsn()::text AS lsn,
        current_database() AS dbname;
 
 -- name: console_replica_written
--- Where the primary's WAL ends after an action committed: a standby that has replayed up
--- to here shows it. The insert position, never behind a commit even when synchronous
--- commit is off (the write position may be).
-SELECT pg_current_wal_insert_lsn()::text AS lsn;
+-- Where the primary's written WAL ends after an action committed (synchronously, as the
+-- console's commits are unless the server's default says otherwise): a standby that has
+-- replayed up to here shows it. Not the insert position: at a page's start it points
+-- past the page header, where a standby that replayed everything may never report.
+SELECT pg_current_wal_lsn()::text AS lsn;
 
 -- name: console_replica_position
 -- The standby's side, read with the primary's position (`primary_lsn`, `primary_at`):
