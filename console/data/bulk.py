@@ -16,6 +16,7 @@ chunk per request, never a thread inside the web process.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from jobwarden.console.data.schema import SELECTION_PAGE
 from jobwarden.worker.core.sanitize import redact
 from jobwarden.worker.core.storable import storable_text
 from jobwarden.worker.ops import operations
+from jobwarden.worker.store.schema import JOB_STATUSES
 
 #: The review's failure-age buckets: key, label, and the bucket's age range in seconds
 #: (from, to; None: unbounded), the same ranges as console_selection_create's CASE.
@@ -194,12 +196,137 @@ def run_chunk(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
     return Chunk(lo, hi, result.jobs, left, done["state"])
 
 
-def range_statuses(reader: Reader, selection_id: str, lo: int, hi: int) -> dict[str, int]:
-    """How the selection's jobs at ordinals lo <= n < hi stand now (a canary's outcome),
-    per status."""
-    ids = reader.row(CQ.console_selection_range, id=selection_id, lo=lo, hi=hi,
-                     page=SELECTION_PAGE)["job_ids"]
-    if not ids:
-        return {}
-    return {r["status"]: r["jobs"]
-            for r in reader.all(CQ.console_selection_statuses, job_ids=ids)}
+#: A retry's canary has failed when at least this many of the jobs it retried have failed
+#: again (their status is `failed` now): one. A canary is small, and a job failing again is
+#: evidence that the cause is not gone for every job; a share (say 10% of 100) would wave
+#: through 9 failures that become 2,000 of a 25,000-job group. Steering to Stop costs the
+#: operator who knows better one tick. A job still pending or running has not failed (the
+#: panel says how many have not ended), nor has one that ended `unknown` (its handler's
+#: outcome is not known; it is listed by code beside the failures).
+CANARY_FAILED_JOBS = 1
+#: The statuses of a job not ended yet after a retry (waiting for, or running, its attempt).
+NOT_ENDED = ("pending", "running", "waiting")
+
+
+@dataclass(frozen=True)
+class Part:
+    """How the jobs of one part of a bulk action (its canary, the rest, the whole set)
+    that the action changed stand now: per status, and per error code of those that ended
+    failed or unknown."""
+
+    jobs: int
+    by_status: dict[str, int]
+    by_code: list[dict[str, Any]]  # status, error_code (None: no code), jobs; most first
+
+    @property
+    def failed(self) -> int:
+        return self.by_status.get("failed", 0)
+
+    @property
+    def not_ended(self) -> int:
+        return sum(self.by_status.get(s, 0) for s in NOT_ENDED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A started bulk action's outcome so far (console_bulk_outcome)."""
+
+    canary: Part | None  # None: no canary
+    rest: Part
+    whole: Part
+    #: The canary failed (CANARY_FAILED_JOBS): a retry whose canary's jobs failed again.
+    canary_failed: bool
+
+    def table(self) -> list[dict[str, Any]]:
+        """The set's outcome as the page lists it: a row per status (in JOB_STATUSES'
+        order), each failed or unknown one followed by a row per error code, with the
+        canary's, the rest's and the whole set's jobs."""
+        parts = {"canary": self.canary or _part([]), "rest": self.rest, "whole": self.whole}
+        rows: list[dict[str, Any]] = []
+        for status in JOB_STATUSES:
+            if not self.whole.by_status.get(status):
+                continue
+            rows.append({"status": status, "code": False, "error_code": None,
+                         **{k: p.by_status.get(status, 0) for k, p in parts.items()}})
+            for r in self.whole.by_code:
+                if r["status"] == status:
+                    rows.append({"status": status, "code": True, "error_code": r["error_code"],
+                                 **{k: _code_jobs(p, status, r["error_code"])
+                                    for k, p in parts.items()}})
+        return rows
+
+    def verdict(self) -> dict[str, Any]:
+        """What a decision after the canary records of it (the audit row's details)."""
+        canary = self.canary or _part([])
+        return {"canary_failed": self.canary_failed, "canary_changed": canary.jobs,
+                "failed_again": canary.failed, "not_ended": canary.not_ended,
+                "failed_by_code": {r["error_code"] or "": r["jobs"] for r in canary.by_code
+                                   if r["status"] == "failed"}}
+
+
+def outcome(reader: Reader, sel: dict[str, Any]) -> Outcome | None:
+    """How the jobs a started action changed stand now, its canary apart; None when its
+    ids are no longer held (console_selection_prune lets them go a week after it ended)."""
+    if not sel["held"]:
+        return None
+    canary = sel["canary"] or 0
+    rows = reader.all(CQ.console_bulk_outcome, id=sel["id"], canary=canary,
+                      hi=sel["next_ord"], page=SELECTION_PAGE)
+    first = _part([r for r in rows if r["canary"]])
+    failed = (sel["action"] == "retry" and canary > 0
+              and first.failed >= CANARY_FAILED_JOBS)
+    return Outcome(canary=first if canary else None,
+                   rest=_part([r for r in rows if not r["canary"]]),
+                   whole=_part(rows), canary_failed=failed)
+
+
+def _part(rows: list[dict[str, Any]]) -> Part:
+    by_status: dict[str, int] = defaultdict(int)
+    by_code: dict[tuple[str, str | None], int] = defaultdict(int)
+    for r in rows:
+        by_status[r["status"]] += r["jobs"]
+        if r["status"] in ("failed", "unknown"):
+            by_code[(r["status"], r["error_code"])] += r["jobs"]
+    return Part(
+        jobs=sum(by_status.values()), by_status=dict(by_status),
+        by_code=[{"status": s, "error_code": c, "jobs": n} for (s, c), n in sorted(
+            by_code.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))])
+
+
+def _code_jobs(part: Part, status: str, code: str | None) -> int:
+    return sum(r["jobs"] for r in part.by_code
+               if r["status"] == status and r["error_code"] == code)
+
+
+class CanaryFailed(Exception):
+    """The operator asked to continue past a failed canary without saying they mean it:
+    nothing was changed. Carries the canary's outcome for the refusal."""
+
+    def __init__(self, result: Outcome) -> None:
+        super().__init__("the canary failed")
+        self.outcome = result
+
+
+def continue_after_canary(db: ConsoleDatabase, selection_id: str, *, actor: str, role: str,
+                          despite_failed_canary: bool) -> Outcome | None:
+    """Go on with the rest of `actor`'s action waiting at its canary, audited with how the
+    canary stood (`continue_bulk`). The canary's outcome is read under the selection row's
+    lock, in the transaction that moves it on: what the operator saw when the page loaded
+    may be older (a canary job can fail meanwhile), this is what they continue past.
+    Returns None when the action is not waiting at its canary; raises CanaryFailed when
+    its canary failed and `despite_failed_canary` is not given."""
+    with db.transaction() as tx:
+        sel = tx.one(CQ.console_bulk_canary_lock, id=selection_id, actor=actor)
+        if sel is None:
+            return None
+        result = outcome(tx, sel)
+        if result is None:  # its ids are let go only once it ended: cannot happen here
+            return None
+        if result.canary_failed and not despite_failed_canary:
+            raise CanaryFailed(result)
+        verdict = {**result.verdict(),
+                   "despite_failed_canary": result.canary_failed}
+        if tx.one(CQ.console_bulk_continue, id=selection_id, actor=actor, role=role,
+                  verdict=json.dumps(verdict)) is None:  # cannot happen under the lock
+            raise RuntimeError(f"bulk {selection_id}: continue lost its place")
+    return result

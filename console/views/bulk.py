@@ -32,7 +32,7 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import bulk, flows
-from jobwarden.console.data.database import CQ, Query, Reader, Row, get_db
+from jobwarden.console.data.database import CQ, Reader, Row, get_db
 from jobwarden.console.data.queries import JobFilter, positive_int, text_filter
 from jobwarden.console.data.schema import SELECTION_ACTIONS, SELECTION_PAGE
 from jobwarden.console.web.auth import role_required
@@ -292,10 +292,36 @@ def progress(selection_id: str) -> ResponseReturnValue:
 @bp.post("/bulk/<selection_id>/continue")
 @role_required("operator")
 def resume(selection_id: str) -> ResponseReturnValue:
-    """After the canary: act on the rest of the set."""
-    return _decide(selection_id, CQ.console_bulk_continue,
-                   "The canary is not done yet, or the action was stopped: nothing was "
-                   "changed.")
+    """After the canary: act on the rest of the set. Past a failed canary only with the
+    form's explicit `despite_failed_canary` (its checkbox), checked against the canary as
+    it stands now, not as the page showed it."""
+    user = signed_in()
+    selection_id = _selection_id(selection_id)
+    back = url_for("jobwarden.bulk.review", selection_id=selection_id)
+    with get_db().reading() as reader:
+        _selection(reader, selection_id)
+    try:
+        went_on = bulk.continue_after_canary(
+            get_db(), selection_id, actor=user.actor, role=user.role,
+            despite_failed_canary=request.form.get("despite_failed_canary") == "1")
+    except bulk.CanaryFailed as refused:
+        flash(_canary_failed_message(refused.outcome), "error")
+        return redirect(back, code=303)
+    if went_on is None:
+        flash("The canary is not done yet, or the action was continued or stopped: "
+              "nothing was changed.", "error")
+    else:
+        _run_chunk(selection_id)
+    return redirect(back, code=303)
+
+
+def _canary_failed_message(result: bulk.Outcome) -> str:
+    canary = result.canary or bulk.Part(0, {}, [])
+    codes = ", ".join(f"{r['error_code'] or '(no code)'} {r['jobs']}"
+                      for r in canary.by_code if r["status"] == "failed")
+    return (f"The canary failed: {canary.failed} of its {canary.jobs} retried job(s) failed "
+            f"again ({codes}). Stop here, or tick \"Continue despite the failed canary\" "
+            "to retry the rest anyway. Nothing was changed.")
 
 
 @bp.post("/bulk/<selection_id>/stop")
@@ -322,19 +348,6 @@ def stop(selection_id: str) -> ResponseReturnValue:
     return redirect(back, code=303)
 
 
-def _decide(selection_id: str, query: Query, refused: str) -> ResponseReturnValue:
-    user = signed_in()
-    selection_id = _selection_id(selection_id)
-    with get_db().transaction() as tx:
-        _selection(tx, selection_id)
-        changed = tx.one(query, id=selection_id, actor=user.actor)
-    if changed is None:
-        flash(refused, "error")
-    elif query is CQ.console_bulk_continue:
-        _run_chunk(selection_id)
-    return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id), code=303)
-
-
 def _run_chunk(selection_id: str) -> bulk.Chunk | None:
     user = signed_in()
     return bulk.run_chunk(get_db(), selection_id, actor=user.actor,
@@ -348,22 +361,27 @@ def _progress_fragment(selection_id: str, busy: bool = False) -> str:
 
 
 def _progress(reader: Reader, sel: Row, busy: bool = False) -> dict[str, Any]:
-    """What the progress page shows: the totals, the canary's outcome counted from the
-    tables, the jobs left alone, and whether the page should ask for the next chunk."""
-    canary = None
-    if sel["canary"] and sel["held"]:
-        canary = bulk.range_statuses(reader, sel["id"], 0, sel["canary"])
+    """What the progress page shows: the totals, the outcome of the jobs it changed (the
+    canary's, and once ended the whole set's) counted from the tables, the jobs left
+    alone, and whether the page should ask for the next chunk or refresh itself."""
+    result = bulk.outcome(reader, sel) if sel["state"] != "reviewed" else None
     left_alone = (reader.row(CQ.console_bulk_left_alone_sample, id=sel["id"],
                              limit=SAMPLE)["job_ids"] if sel["left_alone"] else [])
     limit = sel["canary"] if sel["state"] == "canary" else sel["jobs"]
+    ended = sel["state"] in ("done", "stopped")
     return {
-        "sel": sel, "canary": canary, "left_alone_ids": left_alone,
+        "sel": sel, "outcome": result, "left_alone_ids": left_alone,
         "past": operations.SELECTION_PAST, "busy": busy,
         # More chunks to do now: the page asks for the next at once (later when another
         # request of the same action holds its lock).
         "driving": sel["state"] in ("canary", "running") and sel["next_ord"] < limit,
         "deciding": sel["state"] == "canary" and sel["next_ord"] >= (sel["canary"] or 0),
+        # Ended, with jobs it changed still to end (a retry's, run by the workers): the
+        # whole set's outcome keeps refreshing until every one has ended.
+        "settling": ended and result is not None and result.whole.not_ended > 0,
+        "ended": ended,
         "poll_seconds": settings()["JOB_POLL_SECONDS"],
+        "settle_seconds": settings()["OVERVIEW_POLL_SECONDS"],
         "stop_request_id": uuid.uuid4().hex,
     }
 

@@ -59,7 +59,9 @@ def test_a_group_is_retried_with_a_canary_first_then_the_rest_in_one_click(
     expect(page.get_by_test_id("bulk-left-alone")).to_have_text("0")
     assert by_status(clean_db) == {"completed": CANARY, "pending": GROUP - CANARY}
     assert scalar(clean_db, "SELECT count(DISTINCT job_id) FILTER (WHERE bulk_id IS NOT NULL) "
-                            "= count(*) FROM job_audit") is True
+                            "= count(job_id) FROM job_audit") is True
+    assert scalar(clean_db, "SELECT details->>'canary_failed' FROM job_audit "
+                            "WHERE action = 'continue_bulk'") == "false"
     assert scalar(clean_db, "SELECT count(*) FROM job_audit WHERE reason = "
                             "'CRM token renewed'") == GROUP
     page.get_by_role("link", name="Audit log of this bulk action").click()

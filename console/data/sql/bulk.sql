@@ -89,13 +89,29 @@ WHERE p.selection_id = %(id)s::uuid
   AND p.page * %(page)s::int + u.n - 1 >= %(lo)s::int
   AND p.page * %(page)s::int + u.n - 1 < %(hi)s::int;
 
--- name: console_selection_statuses
--- How the given jobs stand now, per status (a canary's outcome).
-SELECT status, count(*) AS jobs
-FROM background_jobs
-WHERE id = ANY(%(job_ids)s::bigint[])
-GROUP BY status
-ORDER BY jobs DESC;
+-- name: console_bulk_outcome
+-- How the jobs this bulk action changed (those with an audit row of its id) stand now,
+-- among its first `hi` ordinals: per part (`canary`: an ordinal below the canary's size),
+-- status and, for a job that ended failed or unknown, its error code. Jobs it left alone
+-- are not its outcome (they are listed apart). The audit rows are read once, by
+-- job_audit_bulk_idx, and hashed: never a probe of them per job.
+WITH held AS (
+    SELECT u.id, p.page * %(page)s::int + u.n - 1 < %(canary)s::int AS canary
+    FROM console_selection_jobs p
+    CROSS JOIN LATERAL unnest(p.job_ids) WITH ORDINALITY AS u (id, n)
+    WHERE p.selection_id = %(id)s::uuid
+      AND p.page <= (%(hi)s::int - 1) / %(page)s::int
+      AND p.page * %(page)s::int + u.n - 1 < %(hi)s::int
+)
+SELECT h.canary, j.status,
+       CASE WHEN j.status IN ('failed', 'unknown') THEN j.last_error_code END AS error_code,
+       count(*) AS jobs
+FROM held h
+JOIN background_jobs j ON j.id = h.id
+WHERE h.id IN (SELECT a.job_id FROM job_audit a
+               WHERE a.bulk_id = %(id)s::uuid AND a.job_id IS NOT NULL)
+GROUP BY 1, 2, 3
+ORDER BY jobs DESC, 2, 3;
 
 -- name: console_selection_start
 -- Start the action once (compare-and-set on used_at): all of it, or a canary of the first
@@ -162,12 +178,35 @@ FROM step
 WHERE s.id = step.selection_id AND s.next_ord = %(lo)s::int
 RETURNING s.state;
 
--- name: console_bulk_continue
--- After the canary: act on the rest (once the canary's chunk is done).
-UPDATE console_selections SET state = 'running'
+-- name: console_bulk_canary_lock
+-- The operator's action waiting at its canary (every chunk of the canary done), its row
+-- locked for the rest of the transaction: a stop, a chunk or another continue of it waits
+-- until this decision commits. No row: it is not waiting there.
+SELECT id, action, reason, state, jobs, canary, next_ord,
+       EXISTS (SELECT 1 FROM console_selection_jobs p WHERE p.selection_id = s.id) AS held
+FROM console_selections s
 WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND state = 'canary'
   AND next_ord >= canary
-RETURNING id;
+FOR UPDATE OF s;
+
+-- name: console_bulk_continue
+-- After the canary: act on the rest (compare-and-set on the state), audited in the same
+-- statement as a row of no job (who, when, and in `details` how the canary stood when
+-- the operator went on: `canary_failed`, `failed_again`, their codes).
+WITH continued AS (
+    UPDATE console_selections SET state = 'running'
+    WHERE id = %(id)s::uuid AND actor = %(actor)s::text AND state = 'canary'
+      AND next_ord >= canary
+    RETURNING id, action, reason, canary, jobs
+), audit AS (
+    INSERT INTO job_audit (bulk_id, actor, role, action, reason, request_id, details)
+    SELECT id, %(actor)s::text, %(role)s::text, 'continue_bulk', reason, NULL,
+           jsonb_build_object('bulk_action', action, 'canary', canary, 'jobs', jobs)
+           || %(verdict)s::jsonb
+    FROM continued
+    RETURNING bulk_id
+)
+SELECT bulk_id AS id FROM audit;
 
 -- name: console_bulk_stop
 -- Stop a started action where it is: the chunks done stay done, no other starts. Audited

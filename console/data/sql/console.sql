@@ -289,7 +289,9 @@ LIMIT %(limit)s::int;
 SELECT a.id, a.job_id, a.bulk_id, a.actor, a.role, a.action, a.reason,
        a.from_status, a.to_status, a.at, a.request_id, a.details->>'queue' AS queue,
        a.details->>'schedule' AS schedule, a.details->>'scope' AS limit_scope,
-       a.details->>'name' AS limit_name
+       a.details->>'name' AS limit_name,
+       (a.details->>'despite_failed_canary')::boolean AS despite_failed_canary,
+       a.details->>'failed_again' AS failed_again
 FROM job_audit a
 WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
   AND (%(action)s::text IS NULL OR a.action = %(action)s::text)
@@ -300,11 +302,11 @@ ORDER BY a.id DESC
 LIMIT %(limit)s::int;
 
 -- name: console_audit_bulk_summary
--- One bulk action at a glance: who, what, why, how many jobs it changed (its start and
--- stop, rows of no job, are listed with the rest of the log, not counted here).
+-- One bulk action at a glance: who, what, why, how many jobs it changed (its start,
+-- continue and stop, rows of no job, are listed with the rest of the log, not counted here).
 SELECT actor, role, action, reason, count(*) AS jobs, min(at) AS at
 FROM job_audit
-WHERE bulk_id = %(bulk_id)s::uuid AND action NOT IN ('start_bulk', 'stop_bulk')
+WHERE bulk_id = %(bulk_id)s::uuid AND job_id IS NOT NULL
 GROUP BY actor, role, action, reason;
 
 -- name: console_sla_by_type
