@@ -22,6 +22,7 @@ away from simply waits, listed on the audit log, until reopened or stopped.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -59,6 +60,9 @@ LIST_ACTIONS = tuple(a for a, froms in operations.SELECTION_FROM.items()
 CANARY_DEFAULT = 100
 #: Jobs the page lists by id (the sample of a review, the left-alone ones of a run).
 SAMPLE = 50
+#: How many jobs' outcome the progress panel may count per second it waits between
+#: refreshes (console_bulk_outcome: ~0.2 s for 25,000 jobs, ~1.2 s for 250,000).
+OUTCOME_JOBS_PER_SECOND = 10_000
 
 
 @bp.post("/bulk/select")
@@ -380,8 +384,12 @@ def _progress(reader: Reader, sel: Row, busy: bool = False) -> dict[str, Any]:
         # whole set's outcome keeps refreshing until every one has ended.
         "settling": ended and result is not None and result.whole.not_ended > 0,
         "ended": ended,
-        "poll_seconds": settings()["JOB_POLL_SECONDS"],
-        "settle_seconds": settings()["OVERVIEW_POLL_SECONDS"],
+        # Counting the outcome reads each job once (~0.2 s for 25,000): a big set's panel
+        # refreshes less often, one second per OUTCOME_JOBS_PER_SECOND jobs at least.
+        "poll_seconds": max(settings()["JOB_POLL_SECONDS"],
+                            math.ceil((sel["canary"] or 0) / OUTCOME_JOBS_PER_SECOND)),
+        "settle_seconds": max(settings()["OVERVIEW_POLL_SECONDS"],
+                              math.ceil(sel["changed"] / OUTCOME_JOBS_PER_SECOND)),
         "stop_request_id": uuid.uuid4().hex,
     }
 
