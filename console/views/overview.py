@@ -72,6 +72,13 @@ def panel(panel: str) -> ResponseReturnValue:
     return render_template(f"jobwarden/_overview_{panel}.html", **_panel_context(panel))
 
 
+@bp.get("/_nav/badges")
+def nav_counts() -> ResponseReturnValue:
+    """The navigation's badges alone (base.html polls it as often as the overview's
+    tiles), so a page left open never shows counts older than that."""
+    return render_template("jobwarden/_nav_badges.html")
+
+
 #: How long the navigation's SLA badge is reused: finding each type's oldest runnable job
 #: costs ~40 ms at 10 million jobs, too much to repeat on every page a user opens.
 SLA_BADGE_SECONDS = 10.0
