@@ -6,6 +6,7 @@ Every limit is clamped and every filter validated here before any SQL runs.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -301,30 +302,43 @@ RETRYING_CAP = 10_000
 
 def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None) -> list[Row]:
     """Failed jobs by error code (`jobs` and `types`: the failed jobs now; of `job_type`
-    only when given), each with the times of the code's occurrences, failures and retries
-    alike (so that a row never mixes the two): `first_seen`, its current streak's start (a
-    retry does not reset it), `last_seen`, its latest occurrence, `active` when that was
-    within ACTIVE_SECONDS, and `spark` (its occurrences per minute over the last hour,
-    oldest first) with `spark_total`. Occurrences come from the per-minute rollup; a failure
-    older than the rollup's 8 days counts by its failed_at. The latest activity first: a
-    live incident's group on top, however few jobs it has failed so far."""
+    only when given), each with the times of the code's occurrences in those types,
+    failures and retries alike (so that a row never mixes the two, nor speaks of a type
+    it does not list): `first_seen`, its current streak's start (a retry does not reset
+    it), `last_seen`, its latest occurrence, and `spark` (its occurrences per minute over
+    the last hour, oldest first) with `spark_total`. `active`: the code occurred within
+    ACTIVE_SECONDS, in those types or (`active_in`, that type) in another one: its old
+    failures' code is live again elsewhere. Occurrences come from the per-minute rollup;
+    a failure older than the rollup's 8 days counts by its failed_at. The code's latest
+    activity first (`activity`, in any type): a live incident's group on top, however few
+    jobs it has failed so far."""
     groups = reader.all(CQ.console_failed_groups, limit=limit, type=job_type)
-    codes = [g["error_code"] for g in groups if g["error_code"]]
+    types = {g["error_code"]: sorted(g["types"]) for g in groups if g["error_code"]}
     streaks = {}
-    if codes:
+    if types:
         streaks = {r["error_code"]: r for r in reader.all(
-            CQ.console_failed_group_streaks, codes=codes, type=job_type)}
-    spark = _sparklines(reader, codes, job_type, lambda r: r["error_code"])
+            CQ.console_failed_group_streaks, codes=list(types), type=job_type,
+            types=json.dumps(types))}
+    spark = _sparklines(reader, list(types), job_type, lambda r: (r["error_code"], r["type"]))
     for g in groups:
-        streak = streaks.get(g["error_code"])
-        if streak is not None:
+        streak = streaks.get(g["error_code"]) or {}
+        if streak.get("last_minute") is not None:
             g["first_seen"] = streak["streak_start"]
-            g["last_seen"] = max(g["last_seen"], streak["last_minute"])
-        g["active"] = (g["last_seen"] is not None
-                       and (g["db_now"] - g["last_seen"]).total_seconds() <= ACTIVE_SECONDS)
-        _spark(g, spark.get(g["error_code"]) if g["error_code"] else None)
+            g["last_seen"] = max(g["last_seen"] or _NEVER, streak["last_minute"])
+
+        def recent(moment: datetime | None, now: datetime = g["db_now"]) -> bool:
+            return moment is not None and (now - moment).total_seconds() <= ACTIVE_SECONDS
+
+        elsewhere = not recent(g["last_seen"]) and recent(streak.get("latest_any"))
+        g["active"] = recent(g["last_seen"]) or elsewhere
+        g["active_in"] = streak["latest_type"] if elsewhere else None
+        values = [spark[(g["error_code"], t)] for t in g["types"]
+                  if g["error_code"] and (g["error_code"], t) in spark]
+        _spark(g, [sum(m) for m in zip(*values, strict=True)] if values else None)
+        # The group's order: its code's latest activity, its types' or another's.
+        g["activity"] = max(g["last_seen"] or _NEVER, streak.get("latest_any") or _NEVER)
     # A failure imported without failed_at has no time: such a group goes last.
-    groups.sort(key=lambda g: (g["last_seen"] or _NEVER, g["jobs"]), reverse=True)
+    groups.sort(key=lambda g: (g["activity"], g["jobs"]), reverse=True)
     return groups
 
 

@@ -54,15 +54,19 @@ def test_each_failed_group_shows_its_failed_jobs_and_its_codes_occurrences(opera
     real = {code: (n, sorted(types)) for code, n, types in rows(
         seeded.url, "SELECT last_error_code, count(*), array_agg(DISTINCT type) "
                     "FROM background_jobs WHERE status = 'failed' GROUP BY 1")}
-    # The latest occurrence of each code: a failure still on record, or any execution
-    # that failed, retried or ended unknown with it (to the minute, as the rollup keeps it).
+    # The latest occurrence of each code in the types its group lists: a failure still on
+    # record, or an execution of those types that failed, retried or ended unknown with it
+    # (to the minute, as the rollup keeps it).
     last_seen = dict(rows(seeded.url, """
+        WITH listed AS (SELECT DISTINCT last_error_code AS code, type FROM background_jobs
+                        WHERE status = 'failed')
         SELECT code, max(at) FROM (
             SELECT last_error_code AS code, failed_at AS at FROM background_jobs
             WHERE status = 'failed'
             UNION ALL
-            SELECT error_code, date_trunc('minute', finished_at) FROM job_executions
-            WHERE outcome IN ('retry', 'failed', 'unknown')) o GROUP BY code"""))
+            SELECT e.error_code, date_trunc('minute', e.finished_at) FROM job_executions e
+            JOIN listed l ON l.code = e.error_code AND l.type = e.type
+            WHERE e.outcome IN ('retry', 'failed', 'unknown')) o GROUP BY code"""))
     shown = {}
     for code, body in re.findall(r'<tr data-error-code="([^"]*)">(.*?)</tr>', html, re.S):
         count = int(re.search(r'data-testid="group-count">(\d+)<', body).group(1))

@@ -156,8 +156,12 @@ def test_an_old_batchs_members_are_read_through_its_index(never_analyzed):
 
 @pytest.mark.parametrize("job_type", [None, "t1"])
 def test_a_streak_is_walked_by_index_probes(never_analyzed, job_type):
+    # each code's group lists the types its failed jobs have (both, or the one asked for)
+    types = json.dumps({f"CODE_{c}": [job_type] if job_type else ["t1", "t2"]
+                        for c in range(10)})
     _buffers, plan = explain(never_analyzed, CQ.console_failed_group_streaks,
-                             codes=[f"CODE_{c}" for c in range(10)], type=job_type)
+                             codes=[f"CODE_{c}" for c in range(10)], type=job_type,
+                             types=types)
     shapes = {n["Node Type"] for n in nodes(plan)}
     # every minute of a week in 10 codes is 100,800 rows: a plan that reads them sorts
     # them (by hour) or bitmaps them; the walk probes the index once per hour a code

@@ -126,3 +126,42 @@ def test_first_seen_is_each_streaks_start_by_the_definition(viewer, streaks, job
     assert ago == {None: {"ALPHA": 120, "BETA": 125, "GAMMA": 140, "WEEK": 10053},
                    "t1": {"ALPHA": 120, "BETA": 125, "GAMMA": 50},
                    "t2": {"GAMMA": 140, "WEEK": 10053}}[job_type]
+
+
+def test_a_groups_times_span_only_the_types_it_lists(viewer, engine):
+    """DELTA's failed jobs are all of t1 (failed 20 and 100 minutes ago); t2 has retried
+    with DELTA every 10 minutes for two hours and its jobs wait for another attempt. The
+    row lists t1: its streak (occurring since), last seen and last hour are t1's; that the
+    code is live in t2 shows as "active now in t2"."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("""
+            INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
+            SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q', 't2',
+                   'retried', 'DELTA', 1
+            FROM generate_series(0, 120, 10) m
+            UNION ALL
+            SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q', 't1',
+                   'failed', 'DELTA', 1
+            FROM unnest(ARRAY[20, 100]) m""")
+        conn.exec_driver_sql("""
+            INSERT INTO background_jobs (queue, type, payload, status, attempts,
+                                         last_error_code, last_error, failed_at)
+            SELECT 'q', 't1', '{}', 'failed', 3, 'DELTA', 'boom',
+                   date_trunc('minute', now()) - make_interval(mins => m) + interval '5 s'
+            FROM unnest(ARRAY[20, 100]) m""")
+        current = conn.exec_driver_sql("SELECT date_trunc('minute', now())").scalar_one()
+    html = viewer.get("/failed").get_data(as_text=True)
+    row = re.search(r'<tr data-error-code="DELTA">(.*?)</tr>', html, re.S).group(1)
+    assert re.search(r'data-testid="group-types">t1<', row)
+
+    def minutes_ago(testid: str) -> int:
+        at = re.search(rf'data-testid="{testid}"><time datetime="([^"]+)"', row).group(1)
+        return round((current - datetime.fromisoformat(at)).total_seconds() / 60)
+
+    # t1 alone: 100 and 20 minutes ago, a gap of 80 > 60: its streak began 20 minutes ago
+    # (with t2's retries in between it would have been 120)
+    assert minutes_ago("first-seen") == 20
+    assert minutes_ago("last-seen") == 20  # t1's latest (t2 retried this minute)
+    assert 'aria-label="1 in the last hour"' in row  # t1's one failure of the hour
+    assert re.search(r'data-testid="active-now" data-active-in="t2"[^>]*>active now in t2<',
+                     row)

@@ -498,9 +498,13 @@ WHERE id = %(user_id)s::bigint
 RETURNING id;
 
 -- name: console_failed_group_streaks
--- Per error code: when its current streak began (the first minute after the last gap of
--- more than an hour in which the code occurred, failed, retried or unknown), from the
--- per-minute rollup; a retry does not reset it. `last_minute`: its latest occurrence.
+-- Per error code, among the types its failed group lists (`types`: {code: [type, ...]},
+-- the jobs failed now): when its current streak began (the first minute after the last
+-- gap of more than an hour in which the code occurred in those types, failed, retried or
+-- unknown), from the per-minute rollup; a retry does not reset it. `last_minute`: its
+-- latest occurrence in those types. `latest_any`, `latest_type`: its latest occurrence
+-- of any type (of `type` when given), which may be another type's (a code of old
+-- failures retrying now elsewhere).
 -- Walked back from the latest occurrence an hour at a time: each step asks the index
 -- (error_code, minute) for the code's earliest occurrence from an hour before the
 -- streak's start so far, and the start itself coming back is the gap. So a code costs
@@ -511,13 +515,23 @@ RETURNING id;
 -- which the planner cannot estimate; either of them written plainly makes it expect a
 -- row or two, and read and sort every row of the code instead.
 WITH RECURSIVE latest AS (
-    SELECT c.code, (SELECT m.minute FROM job_minute_counts m
-                    WHERE m.error_code = c.code AND m.error_code <> ''
-                      AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
-                                  AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
-                    ORDER BY m.minute DESC
-                    LIMIT 1) AS last_minute
+    SELECT c.code, a.minute AS latest_any, a.type AS latest_type,
+           (SELECT m.minute FROM job_minute_counts m
+            WHERE m.error_code = c.code AND m.error_code <> ''
+              AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
+                          AND (%(type)s::text IS NULL OR m.type = %(type)s::text)
+                          AND (%(types)s::jsonb -> c.code) @> to_jsonb(m.type))
+            ORDER BY m.minute DESC
+            LIMIT 1) AS last_minute
     FROM unnest(%(codes)s::text[]) AS c(code)
+    LEFT JOIN LATERAL (
+        SELECT m.minute, m.type FROM job_minute_counts m
+        WHERE m.error_code = c.code AND m.error_code <> ''
+          AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
+                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
+        ORDER BY m.minute DESC
+        LIMIT 1
+    ) a ON true
 ), walk AS (
     SELECT code, last_minute AS start FROM latest WHERE last_minute IS NOT NULL
     UNION ALL
@@ -528,15 +542,19 @@ WITH RECURSIVE latest AS (
         WHERE m.error_code = w.code AND m.error_code <> ''
           AND m.minute >= w.start - interval '1 hour'
           AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
-                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
+                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text)
+                      AND (%(types)s::jsonb -> w.code) @> to_jsonb(m.type))
         ORDER BY m.minute
         LIMIT 1
     ) p
     WHERE p.minute < w.start
 )
-SELECT w.code AS error_code, min(w.start) AS streak_start, max(w.start) AS last_minute
-FROM walk w
-GROUP BY w.code;
+SELECT l.code AS error_code, min(w.start) AS streak_start, max(w.start) AS last_minute,
+       l.latest_any, l.latest_type
+FROM latest l
+LEFT JOIN walk w ON w.code = l.code
+WHERE l.latest_any IS NOT NULL
+GROUP BY l.code, l.latest_any, l.latest_type;
 
 -- name: console_failed_group_sparklines
 -- Per error code, type, outcome (failed, retried, unknown) and minute of the last hour:
