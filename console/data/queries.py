@@ -346,14 +346,30 @@ def retrying_groups(reader: Reader, limit: int = 200, job_type: str | None = Non
     """Retrying now: per (error code, type), the executions that failed with the code and
     went back to pending in the last hour (`retries`, from the rollup, with their first
     and last minute and `spark`), and the jobs still waiting for or running their next
-    attempt (`jobs`, up to RETRYING_CAP, `capped` then; `running`, `next_attempt_at`,
-    `fewest_attempts_left`, a sample). The latest retries first."""
+    attempt (`jobs`, up to RETRYING_CAP, `capped` then; `running`, `next_attempt_at` and
+    its queue `next_queue`, `fewest_attempts_left`, a sample). `overdue` when that next
+    attempt is past: then `queue_wait` (the queue's jobs started in the last 5 minutes and
+    their median wait, None when none started) and `queue_paused`. The latest retries
+    first."""
     groups = reader.all(CQ.console_retrying_groups, limit=limit, type=job_type,
                         cap=RETRYING_CAP)
     spark = _sparklines(reader, sorted({g["error_code"] for g in groups}), job_type,
                         lambda r: (r["error_code"], r["type"]), outcomes=("retried",))
+    # A next attempt in the past is overdue: its queue is behind (or paused, or served by
+    # no worker). Say what its queue's jobs wait now, for those queues only.
+    overdue = sorted({g["next_queue"] for g in groups
+                      if g["overdue_s"] is not None and g["overdue_s"] > 0})
+    waits: dict[str, Row] = {}
+    paused: set[str] = set()
+    if overdue:
+        waits = {r["queue"]: r for r in reader.all(CQ.console_queue_waits, queues=overdue)}
+        paused = {r["queue"] for r in reader.all(CQ.queue_controls_list)
+                  if r["paused"] and r["queue"] in overdue}
     for g in groups:
         g["capped"] = g["jobs"] >= RETRYING_CAP
+        g["overdue"] = g["overdue_s"] is not None and g["overdue_s"] > 0
+        g["queue_wait"] = waits.get(g["next_queue"]) if g["overdue"] else None
+        g["queue_paused"] = g["overdue"] and g["next_queue"] in paused
         _spark(g, spark.get((g["error_code"], g["type"])))
     return groups
 

@@ -17,6 +17,7 @@ from flask.typing import ResponseReturnValue
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import CQ
 from jobwarden.console.data.queries import (
+    RETRYING_CAP,
     JobFilter,
     failed_groups,
     jobs_page,
@@ -85,6 +86,10 @@ def group() -> ResponseReturnValue:
                                          default=None)}
         retrying = [g for g in retrying_groups(reader, job_type=job_type)
                     if code is None or g["error_code"] == code]
+        # Every job of the code still waiting for (or running) another attempt, however
+        # long ago it last retried: what is not in the bulk action yet.
+        retrying_jobs = reader.row(CQ.console_group_retrying, error_code=code,
+                                   type=job_type, cap=RETRYING_CAP)["jobs"]
         page = jobs_page(reader, flt)
 
     def page_link(before: int | None, after: int | None = None) -> str:
@@ -94,4 +99,5 @@ def group() -> ResponseReturnValue:
 
     return render_template("jobwarden/failed_group.html", code=code, job_type=job_type,
                            types=types, codes=codes, retrying=retrying, page=page, flt=flt,
-                           preview=preview, page_link=page_link)
+                           preview=preview, page_link=page_link, retrying_jobs=retrying_jobs,
+                           retrying_cap=RETRYING_CAP)

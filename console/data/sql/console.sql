@@ -587,16 +587,20 @@ WITH r AS (
     GROUP BY error_code, type
 )
 SELECT r.error_code, r.type, r.retries, r.first_minute, r.last_minute,
-       w.jobs, w.running, w.next_attempt_at, w.fewest_attempts_left, w.sample_job_id,
+       w.jobs, w.running, w.next_attempt_at, w.next_queue,
+       extract(epoch FROM now() - w.next_attempt_at) AS overdue_s,
+       w.fewest_attempts_left, w.sample_job_id,
        (SELECT b.last_error FROM background_jobs b WHERE b.id = w.sample_job_id)
            AS sample_error
 FROM r
 CROSS JOIN LATERAL (
     SELECT count(*) AS jobs, count(*) FILTER (WHERE x.status = 'running') AS running,
            min(x.available_at) FILTER (WHERE x.status = 'pending') AS next_attempt_at,
+           (array_agg(x.queue ORDER BY x.available_at, x.id)
+                FILTER (WHERE x.status = 'pending'))[1] AS next_queue,
            min(x.max_attempts - x.attempts) AS fewest_attempts_left,
            max(x.id) AS sample_job_id
-    FROM (SELECT b.id, b.status, b.available_at, b.attempts, b.max_attempts
+    FROM (SELECT b.id, b.status, b.available_at, b.attempts, b.max_attempts, b.queue
           FROM background_jobs b
           WHERE b.status IN ('pending', 'running') AND b.type = r.type
             AND b.last_error_code = r.error_code
@@ -605,6 +609,41 @@ CROSS JOIN LATERAL (
 WHERE w.jobs > 0
 ORDER BY r.last_minute DESC, w.jobs DESC, r.error_code, r.type
 LIMIT %(limit)s::int;
+
+-- name: console_group_retrying
+-- How many jobs with a failed group's error code (of its type when given; for a type's
+-- group, with any code) wait for or run another attempt now: pending or running with it
+-- as their last error; up to `cap`. Type by type (the types with live jobs, from the
+-- rollup), each through the (type, status) index of jobs that have an error code, as
+-- console_retrying_groups counts: never every job of the code, failed ones included.
+SELECT count(*) AS jobs
+FROM (
+    SELECT 1
+    FROM (SELECT type FROM job_count_deltas
+          WHERE status IN ('pending', 'running')
+            AND (%(type)s::text IS NULL OR type = %(type)s::text)
+          GROUP BY type HAVING sum(jobs) > 0) t
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM background_jobs b
+        WHERE b.type = t.type AND b.status IN ('pending', 'running')
+          AND b.last_error_code IS NOT NULL
+          AND (%(error_code)s::text IS NULL OR b.last_error_code = %(error_code)s::text)
+        LIMIT %(cap)s::int
+    ) x
+    LIMIT %(cap)s::int
+) y;
+
+-- name: console_queue_waits
+-- Per given queue: its jobs that started in the last 5 minutes and the median of how long
+-- they had waited for it (scheduled to started): what a job due in it now can expect. A
+-- queue none of whose jobs started then has no row. Reads the window by started_at.
+SELECT queue, count(*) AS started,
+       percentile_cont(0.5) WITHIN GROUP (
+           ORDER BY extract(epoch FROM started_at - scheduled_at)) AS wait_s
+FROM job_executions
+WHERE started_at > now() - interval '5 minutes' AND started_at < now() + interval '1 day'
+  AND queue = ANY(%(queues)s::text[])
+GROUP BY queue;
 
 -- name: console_worker_rates
 -- Executions each of the given workers brought to an outcome in the last 5 minutes: not
