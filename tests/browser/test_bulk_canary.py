@@ -62,7 +62,7 @@ def test_a_group_is_retried_with_a_canary_first_then_the_rest_in_one_click(
                             "= count(job_id) FROM job_audit") is True
     assert scalar(clean_db, "SELECT details->>'canary_failed' FROM job_audit "
                             "WHERE action = 'continue_bulk'") == "false"
-    assert scalar(clean_db, "SELECT count(*) FROM job_audit WHERE reason = "
+    assert scalar(clean_db, "SELECT count(job_id) FROM job_audit WHERE reason = "
                             "'CRM token renewed'") == GROUP
     page.get_by_role("link", name="Audit log of this bulk action").click()
     expect(page.get_by_test_id("bulk-count")).to_have_text(str(GROUP))

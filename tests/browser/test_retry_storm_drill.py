@@ -234,4 +234,7 @@ def test_a_25000_job_outage_is_retried_from_its_alert_with_a_canary_of_100_first
         assert dict(conn.execute(others)) == before
     assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM job_audit WHERE reason = "
                             "'CRM token renewed, ticket OPS-89'") == CANARY_GROUP
-    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == CANARY_GROUP
+    assert scalar(clean_db, "SELECT count(job_id) FROM job_audit") == CANARY_GROUP
+    # and the decision to go on after the canary, once: it had not failed
+    assert scalar(clean_db, "SELECT details->>'canary_failed' FROM job_audit "
+                            "WHERE job_id IS NULL AND action = 'continue_bulk'") == "false"
