@@ -70,9 +70,10 @@ def test_a_canary_failed_again_steers_to_stop_and_continuing_is_ticked_and_audit
     stop = page.get_by_test_id("bulk-stop")
     go = page.get_by_test_id("bulk-continue")
     expect(stop).to_have_class(re.compile(r"\bprimary\b.*\bdanger\b"))
-    assert stop.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(198, 40, 40)"
+    expect(stop).to_have_css("background-color", "rgb(198, 40, 40)")  # --bad
     expect(go).not_to_have_class(re.compile("primary"))
     expect(go).to_have_text(f"Continue anyway: retry the other {GROUP - CANARY}")
+    # (one script, so the panel's refresh cannot swap it between the two reads)
     assert page.evaluate("""() => {
         const d = document.querySelector('[data-testid=bulk-decide]');
         const s = d.querySelector('[data-testid=bulk-stop]');
