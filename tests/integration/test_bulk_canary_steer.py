@@ -237,6 +237,11 @@ def test_another_operator_and_a_viewer_can_neither_continue_nor_stop(
         assert post(vera, f"/bulk/{sel}/{action}", data).status_code == 403
     assert scalar(clean_db, "SELECT state FROM console_selections") == "canary"
     assert scalar(clean_db, "SELECT count(*) FROM job_audit WHERE job_id IS NULL") == 0
+    # nor does a viewer see any bulk action where an operator does
+    group = vera.get("/failed/group?code=AUTH_FAILED").get_data(as_text=True)
+    assert 'data-testid="bulk-retry"' not in group and "Your role is read-only" in group
+    assert 'data-testid="bulk-retry"' in operator.get(
+        "/failed/group?code=AUTH_FAILED").get_data(as_text=True)
 
 
 @pytest.mark.parametrize("path", [
