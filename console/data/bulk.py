@@ -264,14 +264,17 @@ class Outcome:
                                    if r["status"] == "failed"}}
 
 
-def outcome(reader: Reader, sel: dict[str, Any]) -> Outcome | None:
-    """How the jobs a started action changed stand now, its canary apart; None when its
-    ids are no longer held (console_selection_prune lets them go a week after it ended)."""
+def outcome(reader: Reader, sel: dict[str, Any], whole: bool = True) -> Outcome | None:
+    """How the jobs a started action changed stand now, its canary apart (with `whole`
+    False, the canary's alone: what a page asking for chunk after chunk can afford, not
+    a count of every job dealt with so far at each one); None when its ids are no longer
+    held (console_selection_prune lets them go a week after it ended)."""
     if not sel["held"]:
         return None
     canary = sel["canary"] or 0
+    hi = sel["next_ord"] if whole else min(sel["next_ord"], canary)
     rows = reader.all(CQ.console_bulk_outcome, id=sel["id"], canary=canary,
-                      hi=sel["next_ord"], page=SELECTION_PAGE)
+                      hi=hi, page=SELECTION_PAGE) if hi > 0 else []
     first = _part([r for r in rows if r["canary"]])
     failed = (sel["action"] == "retry" and canary > 0
               and first.failed >= CANARY_FAILED_JOBS)
@@ -319,7 +322,7 @@ def continue_after_canary(db: ConsoleDatabase, selection_id: str, *, actor: str,
         sel = tx.one(CQ.console_bulk_canary_lock, id=selection_id, actor=actor)
         if sel is None:
             return None
-        result = outcome(tx, sel)
+        result = outcome(tx, sel, whole=False)
         if result is None:  # its ids are let go only once it ended: cannot happen here
             return None
         if result.canary_failed and not despite_failed_canary:

@@ -368,11 +368,12 @@ def _progress(reader: Reader, sel: Row, busy: bool = False) -> dict[str, Any]:
     """What the progress page shows: the totals, the outcome of the jobs it changed (the
     canary's, and once ended the whole set's) counted from the tables, the jobs left
     alone, and whether the page should ask for the next chunk or refresh itself."""
-    result = bulk.outcome(reader, sel) if sel["state"] != "reviewed" else None
+    ended = sel["state"] in ("done", "stopped")
+    # While it runs, the canary's outcome alone; the whole set's once it has ended.
+    result = bulk.outcome(reader, sel, whole=ended) if sel["state"] != "reviewed" else None
     left_alone = (reader.row(CQ.console_bulk_left_alone_sample, id=sel["id"],
                              limit=SAMPLE)["job_ids"] if sel["left_alone"] else [])
     limit = sel["canary"] if sel["state"] == "canary" else sel["jobs"]
-    ended = sel["state"] in ("done", "stopped")
     return {
         "sel": sel, "outcome": result, "left_alone_ids": left_alone,
         "past": operations.SELECTION_PAST, "busy": busy,
