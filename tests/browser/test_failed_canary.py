@@ -88,11 +88,12 @@ def test_a_canary_failed_again_steers_to_stop_and_continuing_is_ticked_and_audit
     posts: list[str] = []
     page.on("request", lambda r: posts.append(r.url)
             if r.method == "POST" and r.url.endswith("/continue") else None)
+    tick = page.get_by_test_id("bulk-continue-despite")
     go.click()
-    page.wait_for_timeout(500)  # a submission would have left by now
+    # the browser's own check holds it: the box is required and not ticked
+    assert tick.evaluate("e => e.validity.valueMissing && !e.form.checkValidity()")
     assert posts == [] and scalar(clean_db, "SELECT state FROM console_selections") == \
         "canary"
-    tick = page.get_by_test_id("bulk-continue-despite")
     tick.check()
     # The panel refreshes (every 1 s here) and the tick stays.
     with page.expect_response(lambda r: r.url.endswith("/_progress")):
