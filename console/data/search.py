@@ -4,7 +4,7 @@ of its last error.
     12345                 the job with that id (also #12345)
     key:welcome:user:52   jobs with that idempotency key
     customer.id=42        jobs whose payload holds 42 (or "42") at customer → id
-    error:timed out       jobs whose last error (message or code) contains the text
+    error:timed out       jobs whose last error (message or code) has these words
     flow:12345            the jobs connected to job 12345 by their dependencies
     batch:17              the members of batch 17
 
@@ -16,6 +16,10 @@ write, docs/guide/operating.md): it is a bounded scan of one window of `window`
 consecutive ids, the newest first, and the page says which ids it searched and links to
 the window before them. The scan reads at most
 `window` rows whatever the size of the table, so its time does not grow with the table.
+
+An error text is matched by whole words, case-insensitively: `error:job 57` finds "job 57
+failed" and "Job  57." but not "job 5707" nor "myjob 57" (see `error_words`); a `*` at
+its end lets the last word go on (`error:time*` finds "timed out" and "timeout").
 
 Anything else typed in the box is refused with the reason, before any SQL runs.
 
@@ -81,7 +85,9 @@ class Search:
     path: list[str] | None = None
     #: JSON texts the value at `path` may equal (42 matches the number and the string).
     values: list[str] = field(default_factory=list)
-    pattern: str | None = None  # ILIKE pattern for the error text
+    pattern: str | None = None  # ILIKE pattern for the error text (a superset of `words`)
+    #: The error text's words, as the redacted error or code must hold them (error_words).
+    words: re.Pattern[str] | None = None
 
     @property
     def bounded(self) -> bool:
@@ -99,7 +105,7 @@ class Search:
             return f"the members of batch #{self.batch}"
         if self.kind == "payload":
             return f"payload {'.'.join(self.path or [])} = {' or '.join(self.values)}"
-        return f"last error containing {self.text.partition(':')[2].strip()!r}"
+        return f"the words {self.text.partition(':')[2].strip()!r} in the last error"
 
 
 def parse(text: str | None) -> Search:
@@ -145,11 +151,38 @@ def parse(text: str | None) -> Search:
         if not needle:
             raise SearchError("Give the text to find after error:")
         _shown(needle, "error text")
-        escaped = re.sub(r"([\\%_])", r"\\\1", needle)
-        return Search("error", text, pattern=f"%{escaped}%")
+        pattern, words = error_words(needle)
+        return Search("error", text, pattern=pattern, words=words)
     if "=" in text:
         return _payload(text)
     return Search("key", text, key=_shown(text, "idempotency key"))
+
+
+#: A word's characters: letters, digits and the underscore, as in codes (AUTH_FAILED).
+_WORD = re.compile(r"\w")
+
+
+def error_words(needle: str) -> tuple[str, re.Pattern[str]]:
+    """An error-text search's two tests: an ILIKE pattern, a cheap superset the database
+    applies (the words in order, anything between them; LIKE's wildcards escaped), and the
+    exact one applied to the error as redacted: the words in order, separated by white
+    space, the first not preceded and the last not followed by a word's character
+    (`_WORD`): never the middle of a longer word. Both case-insensitive. A word starting
+    or ending with a sign (`100%`, `(57)`) matches there as typed. A trailing `*` lets
+    the last word go on: `time*` finds "timeout". Everything typed is literal: no regular
+    expression reaches either test."""
+    prefix = needle.endswith("*")
+    body = needle[:-1].rstrip() if prefix else needle
+    words = body.split()
+    if not words:
+        raise SearchError("Give at least one word before the * of error:")
+    exact = r"\s+".join(re.escape(w) for w in words)
+    if _WORD.match(body[0]):
+        exact = r"(?<!\w)" + exact
+    if not prefix and _WORD.match(body[-1]):
+        exact += r"(?!\w)"
+    like = "%".join(re.sub(r"([\\%_])", r"\\\1", w) for w in words)
+    return f"%{like}%", re.compile(exact, re.IGNORECASE)
 
 
 def _shown(text: str, what: str) -> str:
@@ -264,20 +297,22 @@ def _run(reader: Reader, search: Search, *, window: int, limit: int,
 
 
 def _shown_matches(reader: Reader, search: Search, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Up to params["limit"] matching rows, newest first. An error text must be found in
-    the error or code as the page shows them (redacted), not only as stored: rows matching
+    """Up to params["limit"] matching rows, newest first. An error text's words must be
+    found in the error or code as the page shows them (redacted), not only as stored (nor
+    only inside longer words, as the database's ILIKE would take them): rows matching
     only in a part shown as [REDACTED] are dropped, and the scan goes on below them (the
     window still bounds it)."""
     if search.kind != "error":
         return reader.all(CQ.console_search, **params)
-    needle = search.text.partition(":")[2].strip().lower()
+    words = search.words
+    assert words is not None, "parse gives an error search its words"
     found: list[dict[str, Any]] = []
     page = dict(params)
     while True:
         rows = reader.all(CQ.console_search, **page)
         for row in rows:
             error, code = redact(row["matched"] or ""), redact(row["last_error_code"] or "")
-            if needle in error.lower() or needle in code.lower():
+            if words.search(error) or words.search(code):
                 # Redacted first, then cut: a cut could leave a secret the redactor no
                 # longer knows.
                 found.append({**row, "matched": error[:MATCHED_MAX]})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobwarden.console.data.search import SearchError, parse
+from jobwarden.console.data.search import SearchError, error_words, parse
 
 
 @pytest.mark.parametrize("text, kind, field, value", [
@@ -17,8 +17,9 @@ from jobwarden.console.data.search import SearchError, parse
     ("customer_id=42", "payload", "path", ["customer_id"]),
     ("customer.id = 42", "payload", "path", ["customer", "id"]),
     ("items.0.sku=A-1", "payload", "path", ["items", "0", "sku"]),
-    ("error:timed out", "error", "pattern", "%timed out%"),
+    ("error:timed out", "error", "pattern", "%timed%out%"),
     ("error:100%_done\\", "error", "pattern", "%100\\%\\_done\\\\%"),
+    ("error:job  57*", "error", "pattern", "%job%57%"),
 ])
 def test_each_form_is_read_as_its_kind(text, kind, field, value):
     search = parse(text)
@@ -47,6 +48,7 @@ def test_a_payload_value_matches_its_json_forms(value, values):
     ("0", "No job has the id"),
     ("key:", "Give the idempotency key"),
     ("error:  ", "Give the text to find"),
+    ("error: * ", "at least one word before the \\*"),
     ("=42", "Write a payload path"),
     ("a..b=1", "Write a payload path"),
     (".a=1", "Write a payload path"),
@@ -85,3 +87,49 @@ def test_a_search_for_what_the_console_shows_as_redacted_is_refused(text):
 ])
 def test_look_alikes_of_secrets_are_searched(text):
     parse(text)
+
+
+#: (typed after error:, errors it finds, errors it does not): whole words, on both sides.
+WORDS = [
+    ("job 57", ["job 57 failed", "Job  57.", "(job 57)", "JOB\t57", "retry of job 57"],
+     ["job 5707 failed", "job 157", "myjob 57", "job 57b", "job_57", "job 5 7"]),
+    ("57", ["57", "57: gone", "#57", "code=57;"], ["5707", "157", "57a", "x57", "_57"]),
+    ("timed out", ["Timed out after 30s"], ["untimed out", "timed outage", "timed-out"]),
+    ("time*", ["timeout", "timed out", "time"], ["overtime", "runtime"]),
+    ("AUTH_FAILED", ["AUTH_FAILED", "auth_failed: 535"], ["AUTH_FAILED_TWICE", "X_AUTH_FAILED"]),
+    ("100%", ["failed for 100% of tries", "100%!"], ["1100% up"]),
+    ("(57)", ["job (57) failed", "x(57)y"], ["(570)"]),
+    # typed signs are literal, never a regular expression's or LIKE's
+    ("a.c", ["a.c"], ["abc"]),
+    ("5+", ["5+ retries"], ["55 retries"]),
+    ("[0-9]", ["[0-9]"], ["5"]),
+    ("a|b", ["a|b"], ["a", "b"]),
+    ("100_", ["100_"], ["1000"]),
+    ("\\d", ["\\d"], ["5", "d"]),
+]
+
+
+@pytest.mark.parametrize("needle, finds, misses", WORDS)
+def test_an_error_text_is_matched_by_whole_words(needle, finds, misses):
+    like, words = error_words(needle)
+    for error in finds:
+        assert words.search(error), (needle, error)
+        assert _ilike(like, error), (needle, error)  # the database's test lets it through
+    for error in misses:
+        assert not words.search(error), (needle, error)
+
+
+def _ilike(pattern: str, text: str) -> bool:
+    """PostgreSQL's ILIKE with its default escape, for the superset check above."""
+    import re
+
+    regex, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 1
+            regex += re.escape(pattern[i])
+        else:
+            regex += ".*" if c == "%" else "." if c == "_" else re.escape(c)
+        i += 1
+    return re.fullmatch(regex, text, re.IGNORECASE | re.DOTALL) is not None
