@@ -27,7 +27,7 @@ from psycopg.errors import QueryCanceled
 from sqlalchemy.exc import DBAPIError
 
 from jobwarden.console.data.database import CQ, ConsoleDatabase, Reader
-from jobwarden.console.data.queries import flow_params
+from jobwarden.console.data.queries import flow_params, time_params
 from jobwarden.console.data.schema import SELECTION_PAGE
 from jobwarden.worker.core.sanitize import redact
 from jobwarden.worker.core.storable import storable_text
@@ -69,18 +69,18 @@ def create_selection(reader: Reader, *, selection_id: str, actor: str, action: s
                      time_limit: float | None = None) -> int:
     """Store the jobs to act on (in `reader`'s transaction): `job_ids`, or the jobs of the
     selection `within`, or (neither given) every job matching `filters` (the jobs list's
-    JobFilter.params(), its flow's jobs included, and `statuses`: a list of statuses a
-    job must have one of); always narrowed by `filters` and failed_from <= failed_at <
-    failed_to. Returns how many jobs it holds; 0 stores
+    JobFilter.params(), its flow's jobs and its range of creation times included, and
+    `statuses`: a list of statuses a job must have one of); always narrowed by `filters`
+    and failed_from <= failed_at < failed_to. Returns how many jobs it holds; 0 stores
     nothing. Raises SelectionTooSlow (the transaction is then aborted) when a statement
     outlasts `time_limit` seconds."""
     flt = {k: (filters or {}).get(k) for k in ("status", "queue", "type", "error_code",
                                                "search_key", "search_id", "flow", "batch",
-                                               "statuses")}
+                                               "created_from", "created_to", "statuses")}
     if time_limit:
         reader.one(CQ.console_selection_time_limit, ms=max(1, round(time_limit * 1000)))
     try:
-        flt = flow_params(reader, flt)
+        flt = time_params(reader, flow_params(reader, flt))
         del flt["flow"]
         row = reader.one(CQ.console_selection_create, id=selection_id, actor=actor,
                          action=action, description=description, page=SELECTION_PAGE,

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jobwarden.console.core.live_workers import ALL_QUEUES
+from jobwarden.console.data import find
 from jobwarden.console.data.database import CQ, Reader, Row
 from jobwarden.console.data.flows import member_ids
 from jobwarden.worker.core.sanitize import REDACTED, redact
@@ -61,6 +62,12 @@ class JobFilter:
     flow: int | None = None
     #: Members of this batch (background_jobs.batch_id).
     batch: int | None = None
+    #: Jobs created in this range (console/data/find.py).
+    created: find.Created = field(default_factory=find.Created)
+    #: Where to start the list, when neither `before` nor `after` is given: just below a
+    #: job id (that job first), or where a moment splits the ids (find.ids_at).
+    jump_id: int | None = None
+    jump_at: datetime | None = None
     before: int | None = None
     after: int | None = None
     limit: int = 50
@@ -68,6 +75,8 @@ class JobFilter:
     bad_flow: str | None = None
     #: A `batch` value that names no batch id, as given (a 400 too).
     bad_batch: str | None = None
+    #: Why a time (the range's or the jump's) cannot be read (a 400 too).
+    bad_time: str | None = None
 
     @classmethod
     def from_args(cls, args: Mapping[str, str | None], default_limit: int = 50,
@@ -75,6 +84,13 @@ class JobFilter:
         status = args.get("status") or None
         flow_text, flow = _id_arg(args.get("flow"))
         batch_text, batch = _id_arg(args.get("batch"))
+        created, jump_id, jump_at, bad_time = find.Created(), None, None, None
+        try:
+            created = find.Created(find.moment(args.get("created_from"), "the range's start"),
+                                   find.moment(args.get("created_to"), "the range's end"))
+            jump_id, jump_at = _jump(args.get("at"))
+        except find.BadTime as problem:
+            bad_time = str(problem)
         return cls(
             status=status if status in JOB_STATUSES else None,
             queue=text_filter(args.get("queue")),
@@ -85,6 +101,7 @@ class JobFilter:
             bad_flow=flow_text[:30] if flow_text and flow is None else None,
             batch=batch,
             bad_batch=batch_text[:30] if batch_text and batch is None else None,
+            created=created, jump_id=jump_id, jump_at=jump_at, bad_time=bad_time,
             before=positive_int(args.get("before")),
             after=None if args.get("before") else positive_int(args.get("after")),
             limit=clamp_limit(args.get("limit"), default_limit, max_limit),
@@ -101,6 +118,8 @@ class JobFilter:
         if self.bad_batch is not None:
             return (f"A batch is named by its id (a whole number from 1 to {2**63 - 1}), "
                     f"not {self.bad_batch!r}.")
+        if self.bad_time is not None:
+            return self.bad_time
         for label, value in (("queue", self.queue), ("type", self.type),
                              ("error code", self.error_code),
                              ("id or idempotency key", self.q)):
@@ -121,23 +140,55 @@ class JobFilter:
             "status": self.status, "queue": queue, "type": job_type,
             "error_code": error_code, "search_key": q, "search_id": search_id,
             "flow": self.flow, "flow_ids": None, "batch": self.batch,
+            "created_from": self.created.start, "created_to": self.created.end,
+            "from_id": None, "to_id": None,
             "before_id": self.before, "after_id": self.after, "limit": self.limit + 1,
         }
 
+    def filter_fields(self) -> list[tuple[str, str]]:
+        """The filters given, as (field, value) for a form's hidden inputs (a selection of
+        all matching jobs must carry every one of them, or it would select more)."""
+        values = {"status": self.status, "queue": self.queue, "type": self.type,
+                  "error_code": self.error_code, "q": self.q, "flow": self.flow,
+                  "batch": self.batch, "created_from": _iso(self.created.start),
+                  "created_to": _iso(self.created.end)}
+        return [(k, str(v)) for k, v in values.items() if v not in (None, "")]
+
     def query_string(self, **changes: object) -> str:
         """These filters (with `changes`) as a query string, for links that keep them."""
-        values: dict[str, object] = {"status": self.status, "queue": self.queue, "type": self.type,
-                  "error_code": self.error_code, "q": self.q, "flow": self.flow,
-                  "batch": self.batch, "before": self.before,
-                  "after": self.after,
-                  "limit": self.limit if self.limit != 50 else None}
+        values: dict[str, object] = {**dict(self.filter_fields()), "before": self.before,
+                                     "after": self.after,
+                                     "limit": self.limit if self.limit != 50 else None}
         values.update(changes)
         return urlencode({k: v for k, v in values.items() if v not in (None, "")})
 
     @property
     def active(self) -> bool:
         return any((self.status, self.queue, self.type, self.error_code, self.q, self.flow,
-                    self.batch))
+                    self.batch, self.created.given))
+
+    @property
+    def positioned(self) -> bool:
+        """Whether the page starts anywhere but at the newest matching job."""
+        return any(v is not None for v in (self.before, self.after, self.jump_id,
+                                            self.jump_at))
+
+
+def _jump(value: str | None) -> tuple[int | None, datetime | None]:
+    """A jump's target: a job id (`4242`, `#4242`) or a moment (find.moment)."""
+    text = (value or "").strip()
+    digits = text.removeprefix("#")
+    if digits.isascii() and digits.isdigit():
+        job_id = positive_int(digits)
+        if job_id is None:
+            raise find.BadTime(f"Jump to a job id from 1 to {2**63 - 1} or to a time, not "
+                               f"{text[:30]!r}.")
+        return job_id, None
+    return None, find.moment(text, "the time to jump to")
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
 
 
 def _id_arg(value: str | None) -> tuple[str, int | None]:
@@ -161,9 +212,40 @@ def flow_params(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "flow_ids": None if flow is None else member_ids(reader, flow)}
 
 
+def time_params(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
+    """`params` (JobFilter.params()) with the ids its range of creation times lies in
+    (find.id_bounds), when it has one."""
+    created = find.Created(params.get("created_from"), params.get("created_to"))
+    if not created.given:
+        return params
+    from_id, to_id = find.id_bounds(reader, created)
+    return {**params, "from_id": from_id, "to_id": to_id}
+
+
 def jobs_page(reader: Reader, flt: JobFilter) -> Page:
-    """One keyset page of jobs: fetch one extra row to know whether another page exists."""
-    params = flow_params(reader, flt.params())
+    """One keyset page of jobs: fetch one extra row to know whether another page exists.
+    A jump starts it with its job, or where its moment splits the ids (find.ids_at)."""
+    params = time_params(reader, flow_params(reader, flt.params()))
+    if flt.before is None and flt.after is None:
+        if flt.jump_id is not None:
+            params["before_id"] = min(flt.jump_id + 1, 2**63 - 1)
+        elif flt.jump_at is not None:
+            params["before_id"] = find.ids_at(reader, [flt.jump_at])[0]
+    if (params["from_id"] is not None or params["to_id"] is not None) and not any(
+            params[k] is not None for k in ("search_key", "batch", "flow_ids")):
+        # A range of ids: walk it in order rather than read it all and sort
+        # (console_sort_setting says why), then leave the transaction as it was (after
+        # an error there is nothing to leave: the transaction is over). A key's, a
+        # batch's or a flow's jobs are a few read by their index and sorted: the range
+        # only filters them.
+        was = reader.row(CQ.console_sort_setting, value="off")["was"]
+        page = _page(reader, flt, params)
+        reader.one(CQ.console_sort_setting, value=was)
+        return page
+    return _page(reader, flt, params)
+
+
+def _page(reader: Reader, flt: JobFilter, params: dict[str, Any]) -> Page:
     if flt.after is not None:
         rows = reader.all(CQ.console_jobs_page_newer, **params)
         more_newer = len(rows) > flt.limit
@@ -176,7 +258,7 @@ def jobs_page(reader: Reader, flt: JobFilter) -> Page:
     more = len(rows) > flt.limit
     rows = rows[: flt.limit]
     return Page(rows, rows[-1]["id"] if more and rows else None,
-                rows[0]["id"] if flt.before is not None and rows else None)
+                rows[0]["id"] if params["before_id"] is not None and rows else None)
 
 
 @dataclass

@@ -42,6 +42,7 @@ from typing import Any
 from psycopg.errors import QueryCanceled
 from sqlalchemy.exc import DBAPIError
 
+from jobwarden.console.data import find
 from jobwarden.console.data.database import CQ, Reader
 from jobwarden.console.data.flows import member_ids
 from jobwarden.worker.core.sanitize import REDACTED, is_secret_key, redact
@@ -255,15 +256,16 @@ class Results:
 
 def run(reader: Reader, search: Search, *, window: int, limit: int,
         before: int | None = None, floor: int | None = None,
-        time_limit: float | None = None) -> Results:
-    """The matches of `search`: for a bounded search within ids [floor, before) — the
-    newest `window` ids by default, never more than `window` ids — else over every job.
-    Each statement may run `time_limit` seconds (in `reader`'s transaction), else
-    SearchTooSlow."""
+        time_limit: float | None = None, created: find.Created | None = None) -> Results:
+    """The matches of `search` among the jobs `created` in a range (console/data/find.py):
+    for a bounded search within ids [floor, before) — the newest `window` ids of the
+    range by default, never more than `window` ids — else over every job. Each statement
+    may run `time_limit` seconds (in `reader`'s transaction), else SearchTooSlow."""
     if time_limit:
         reader.one(CQ.console_search_time_limit, ms=max(1, round(time_limit * 1000)))
     try:
-        return _run(reader, search, window=window, limit=limit, before=before, floor=floor)
+        return _run(reader, search, window=window, limit=limit, before=before, floor=floor,
+                    created=created or find.Created())
     except DBAPIError as error:
         if time_limit and isinstance(error.orig, QueryCanceled):
             raise SearchTooSlow(time_limit) from error
@@ -271,17 +273,23 @@ def run(reader: Reader, search: Search, *, window: int, limit: int,
 
 
 def _run(reader: Reader, search: Search, *, window: int, limit: int,
-         before: int | None, floor: int | None) -> Results:
+         before: int | None, floor: int | None, created: find.Created) -> Results:
+    from_id, to_id = find.id_bounds(reader, created) if created.given else (None, None)
     params: dict[str, Any] = {"job_id": search.job_id, "key": search.key,
                               "path": search.path, "values": search.values or None,
                               "pattern": search.pattern, "limit": limit + 1,
                               "top": None, "floor": None, "flow_ids": None,
-                              "batch": search.batch}
+                              "batch": search.batch, "created_from": created.start,
+                              "created_to": created.end, "from_id": from_id, "to_id": to_id}
     if search.flow is not None:
         params["flow_ids"] = member_ids(reader, search.flow)
+    lowest = from_id or 1  # the range's first id: no window starts below it
     if search.bounded:
         top = before or reader.row(CQ.console_search_newest)["newest"] + 1
-        bottom = max(top - window, 1)
+        if to_id is not None:
+            # The range's newest window first: one request, however many jobs are newer.
+            top = min(top, to_id)
+        bottom = max(top - window, lowest)
         if floor is not None:
             bottom = min(max(floor, bottom), top)
         params.update(top=top, floor=bottom)
@@ -293,7 +301,7 @@ def _run(reader: Reader, search: Search, *, window: int, limit: int,
         return Results(search, rows[:limit], more_before=more)
     return Results(search, rows[:limit], top=params["top"], floor=params["floor"],
                    more_before=more,
-                   older_window=params["floor"] if params["floor"] > 1 else None)
+                   older_window=params["floor"] if params["floor"] > lowest else None)
 
 
 def _shown_matches(reader: Reader, search: Search, params: dict[str, Any]) -> list[dict[str, Any]]:

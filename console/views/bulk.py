@@ -95,6 +95,8 @@ def select() -> ResponseReturnValue:
             # the selection to every job.
             return page(400, "Not a job id" if flt.bad_flow is not None else "Not a batch id",
                         f"{flt.hidden} Nothing was selected.")
+        if flt.bad_time is not None:  # the same: without its range, every job
+            return page(400, "Bad time", f"{flt.bad_time} Nothing was selected.")
         filters = flt.params()
         description = "all jobs matching " + (_describe(flt) or "no filter")
         if request.form.get("eligible_only"):
@@ -455,4 +457,6 @@ def _describe(flt: JobFilter) -> str:
                                      ("type", flt.type), ("error code", flt.error_code),
                                      ("search", flt.q), ("flow of job", flt.flow),
                                      ("batch", flt.batch)) if v]
+    if flt.created.given:
+        parts.append(flt.created.describe())
     return ", ".join(parts)

@@ -65,6 +65,12 @@ def iso(value: datetime | None) -> str:
     return "" if value is None else value.astimezone(UTC).isoformat()
 
 
+def time_input(value: datetime | None) -> str:
+    """A moment as a datetime-local input's value: in UTC (the zone the console reads a
+    typed time in), to the second."""
+    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
@@ -120,7 +126,7 @@ def _unit(value: float) -> float:
 FILTERS = {
     "age": age, "millis": millis, "when": when, "iso": iso, "percent": percent,
     "sanitized_json": sanitized_json, "sanitized_text": sanitized_text,
-    "progress_fraction": progress_fraction,
+    "progress_fraction": progress_fraction, "time_input": time_input,
 }
 
 

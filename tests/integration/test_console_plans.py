@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from jobwarden.console.data.database import CQ, ConsoleDatabase
+from jobwarden.console.data.find import SLACK
 from jobwarden.worker.store.db import migrate
 
 JOBS = 200_000
@@ -102,9 +103,10 @@ def nodes(plan: str) -> list[dict]:
     return found
 
 
+NO_RANGE = {"created_from": None, "created_to": None, "from_id": None, "to_id": None}
 JOBS_PAGE = {"status": None, "queue": None, "type": None, "error_code": None,
              "search_key": None, "search_id": None, "before_id": None, "after_id": None,
-             "limit": 51, "flow_ids": None, "batch": None}
+             "limit": 51, "flow_ids": None, "batch": None, **NO_RANGE}
 
 
 def test_a_types_failed_groups_come_from_the_failed_by_type_index(never_analyzed):
@@ -139,7 +141,7 @@ def test_a_key_search_looks_the_key_up(never_analyzed):
     assert buffers < 30, plan
     buffers, plan = explain(never_analyzed, CQ.console_search, job_id=None, key="key-1234",
                             path=None, values=None, pattern=None, limit=51, top=None,
-                            floor=None, flow_ids=None, batch=None)
+                            floor=None, flow_ids=None, batch=None, **NO_RANGE)
     assert buffers < 30, plan
 
 
@@ -150,7 +152,7 @@ def test_an_old_batchs_members_are_read_through_its_index(never_analyzed):
     assert "background_jobs_batch_idx" in plan and buffers < 300, plan
     buffers, plan = explain(never_analyzed, CQ.console_search, job_id=None, key=None,
                             path=None, values=None, pattern=None, limit=51, top=None,
-                            floor=None, flow_ids=None, batch=1)
+                            floor=None, flow_ids=None, batch=1, **NO_RANGE)
     assert "background_jobs_batch_idx" in plan and buffers < 300, plan
 
 
@@ -205,3 +207,64 @@ def test_the_consoles_transactions_plan_without_jit_and_leave_the_session_alone(
             assert raw.exec_driver_sql("SHOW jit").scalar_one() == server_default
     finally:
         db.dispose()
+
+
+def _ids_at(url: str, *moments) -> list[int]:
+    with psycopg.connect(url) as conn:
+        return [r[1] for r in conn.execute(CQ.console_ids_at.sql,
+                                           {"moments": list(moments)}).fetchall()]
+
+
+def test_where_a_time_falls_among_the_ids_is_a_few_probes(never_analyzed):
+    """Halving the ids: one probe of the primary key per step, whatever the table's size;
+    never a read of the jobs in between (console/data/find.py)."""
+    with psycopg.connect(never_analyzed) as conn:
+        old, new = conn.execute("SELECT created_at FROM background_jobs WHERE id IN (4242, "
+                                "190000) ORDER BY id").fetchall()
+    buffers, plan = explain(never_analyzed, CQ.console_ids_at, moments=[old[0], new[0]])
+    assert not [n for n in nodes(plan) if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")]
+    # 2 moments × at most 2 log2(200,000) ≈ 36 probes of a few pages each
+    assert buffers < 2 * 36 * 5, plan
+    assert _ids_at(never_analyzed, old[0], new[0]) == [4242, 190000]
+
+
+def explain_walk(url: str, query, **params) -> tuple[int, str]:
+    """`explain` with the planner's sorts off, as a page of a time range runs
+    (console/data/queries.py, jobs_page)."""
+    with psycopg.connect(url, prepare_threshold=None) as conn:
+        conn.execute(CQ.console_sort_setting.sql, {"value": "off"})
+        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql,
+                               params).fetchone()
+    top = plan[0]["Plan"]
+    return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
+
+
+#: Filters of the jobs list, with a time range: none, a failed job's, a failed code's,
+#: the most common status, a type of every 20th job, an old batch's members.
+RANGE_FILTERS = [{}, {"status": "failed"}, {"status": "failed", "error_code": "CODE_3"},
+                 {"status": "completed"}, {"type": "t1"}, {"batch": 1}]
+
+
+@pytest.mark.parametrize("filters", RANGE_FILTERS)
+@pytest.mark.parametrize("first, last", [(4000, 5200), (1000, 199000)])
+def test_a_time_range_is_a_walk_of_its_ids(never_analyzed, filters, first, last):
+    """Job #4242's hour at the far end of 200,000 newer jobs, or nearly every job: the
+    page walks the range's ids in order from its top (the primary key, or a failed code's
+    or status's index), never the jobs created since, nor the whole range to sort it."""
+    with psycopg.connect(never_analyzed) as conn:
+        (start,), (end,) = conn.execute("SELECT created_at FROM background_jobs WHERE id IN "
+                                        "(%s, %s) ORDER BY id", (first, last)).fetchall()
+    from_id, to_id = _ids_at(never_analyzed, start - SLACK, end + SLACK)
+    params = {**JOBS_PAGE, **filters, "created_from": start, "created_to": end,
+              "from_id": from_id, "to_id": to_id}
+    if filters.get("batch"):  # its members by its index, the range a filter (jobs_page)
+        buffers, plan = explain(never_analyzed, CQ.console_jobs_page, **params)
+        assert "background_jobs_batch_idx" in plan and buffers < 1_000, plan
+        return
+    buffers, plan = explain_walk(never_analyzed, CQ.console_jobs_page, **params)
+    assert not [n for n in nodes(plan) if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan",
+                                                             "Sort")], plan
+    # a page of 51 (every 20th job for t1: about 1,000 rows), the margin's 100 jobs above
+    # the range, their index pages; a sort of the whole range read 9,000 pages
+    assert buffers < 1_000, plan
+

@@ -40,6 +40,10 @@ WITH members AS (
            OR j.id = %(search_id)s::bigint)
       AND (%(flow_ids)s::bigint[] IS NULL OR j.id = ANY(%(flow_ids)s::bigint[]))
       AND (%(batch)s::bigint IS NULL OR j.batch_id = %(batch)s::bigint)
+      AND (%(created_from)s::timestamptz IS NULL
+           OR (j.id >= %(from_id)s::bigint AND j.created_at >= %(created_from)s::timestamptz))
+      AND (%(created_to)s::timestamptz IS NULL
+           OR (j.id < %(to_id)s::bigint AND j.created_at < %(created_to)s::timestamptz))
       AND (%(statuses)s::text[] IS NULL OR j.status = ANY(%(statuses)s::text[]))
       AND (%(failed_from)s::timestamptz IS NULL OR j.failed_at >= %(failed_from)s::timestamptz)
       AND (%(failed_to)s::timestamptz IS NULL OR j.failed_at < %(failed_to)s::timestamptz)

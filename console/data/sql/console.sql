@@ -194,6 +194,8 @@ ORDER BY jobs DESC;
 -- otherwise walk the primary key backwards hoping to meet the key (or an old batch's
 -- members) soon (the whole table at 10,000,000 jobs); the batch's index
 -- (background_jobs_batch_idx) reads its members, and the sort keeps the page's.
+-- A range of creation times is a range of ids (from_id, to_id: console/data/find.py)
+-- with created_at tested inside it: the walk starts at to_id and stops at from_id.
 SELECT j.id, j.queue, j.type, j.version, j.status, j.priority, j.attempts, j.max_attempts,
        j.last_error_code, j.idempotency_key, j.created_at, j.available_at, j.started_at,
        j.completed_at, j.failed_at, j.cancel_requested_at, j.worker_id
@@ -208,6 +210,10 @@ FROM (
            OR id = %(search_id)s::bigint)
       AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
       AND (%(batch)s::bigint IS NULL OR batch_id = %(batch)s::bigint)
+      AND (%(created_from)s::timestamptz IS NULL
+           OR (id >= %(from_id)s::bigint AND created_at >= %(created_from)s::timestamptz))
+      AND (%(created_to)s::timestamptz IS NULL
+           OR (id < %(to_id)s::bigint AND created_at < %(created_to)s::timestamptz))
       AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
     ORDER BY CASE WHEN %(search_key)s::text IS NULL AND %(batch)s::bigint IS NULL THEN id
                   ELSE id + 0 END DESC
@@ -233,6 +239,10 @@ FROM (
            OR id = %(search_id)s::bigint)
       AND (%(flow_ids)s::bigint[] IS NULL OR id = ANY(%(flow_ids)s::bigint[]))
       AND (%(batch)s::bigint IS NULL OR batch_id = %(batch)s::bigint)
+      AND (%(created_from)s::timestamptz IS NULL
+           OR (id >= %(from_id)s::bigint AND created_at >= %(created_from)s::timestamptz))
+      AND (%(created_to)s::timestamptz IS NULL
+           OR (id < %(to_id)s::bigint AND created_at < %(created_to)s::timestamptz))
       AND id > %(after_id)s::bigint
     ORDER BY CASE WHEN %(search_key)s::text IS NULL AND %(batch)s::bigint IS NULL THEN id
                   ELSE id + 0 END ASC

@@ -34,6 +34,11 @@ WHERE (%(top)s::bigint IS NULL OR id < %(top)s::bigint)
   AND (%(path)s::text[] IS NULL OR payload #> %(path)s::text[] = ANY(%(values)s::jsonb[]))
   AND (%(pattern)s::text IS NULL
        OR last_error ILIKE %(pattern)s::text OR last_error_code ILIKE %(pattern)s::text)
+  -- A range of creation times: its ids (console/data/find.py), created_at tested in them.
+  AND (%(created_from)s::timestamptz IS NULL
+       OR (id >= %(from_id)s::bigint AND created_at >= %(created_from)s::timestamptz))
+  AND (%(created_to)s::timestamptz IS NULL
+       OR (id < %(to_id)s::bigint AND created_at < %(created_to)s::timestamptz))
 -- A key or batch search orders by `id + 0`, which no index provides: on never-analyzed
 -- tables the planner would otherwise walk the primary key backwards hoping to meet the
 -- key soon (every job: 370 ms at 10,000,000), rather than look the key (or the batch's
