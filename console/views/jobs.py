@@ -8,7 +8,7 @@ from flask import Blueprint, abort, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
-from jobwarden.console.data import flows
+from jobwarden.console.data import flows, suggest
 from jobwarden.console.data.database import CQ
 from jobwarden.console.data.queries import JobFilter, Page, jobs_page
 from jobwarden.console.web.forms import ActionForm
@@ -35,9 +35,13 @@ def index() -> ResponseReturnValue:
     else:
         with page_reads().reading() as reader:
             page = jobs_page(reader, flt)
-    template = "jobwarden/_job_rows.html" if is_htmx() else "jobwarden/jobs.html"
+    fragment = is_htmx()  # the rows alone, polled: no filter boxes to suggest for
+    template = "jobwarden/_job_rows.html" if fragment else "jobwarden/jobs.html"
+    suggestions = (suggest.NONE if fragment
+                   else suggest.read(page_reads(), suggest.filters) or suggest.NONE)
     return render_template(template, page=page, flt=flt, statuses=JOB_STATUSES,
                            problem=problem, max_nodes=flows.MAX_NODES,
+                           suggestions=suggestions,
                            page_link=lambda before, after=None: url_for(
                                "jobwarden.jobs.index") + "?"
                            + flt.query_string(before=before, after=after)), \

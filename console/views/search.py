@@ -15,7 +15,7 @@ from flask import Blueprint, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
-from jobwarden.console.data import find, search
+from jobwarden.console.data import find, search, suggest
 from jobwarden.console.data.queries import positive_int
 from jobwarden.console.web.reads import page_reads
 
@@ -28,7 +28,8 @@ def index() -> ResponseReturnValue:
     cfg = settings()
     text = request.args.get("q")
     page = partial(render_template, "jobwarden/search.html", window=cfg["SEARCH_WINDOW"],
-                   created=find.Created())
+                   created=find.Created(),
+                   suggestions=suggest.read(page_reads(), suggest.search_box) or [])
     if text is None or not text.strip():
         return page(q="", results=None, problem=None)
     try:

@@ -8,10 +8,11 @@ import re
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
+import psycopg
 import pytest
 
 from jobwarden.console import create_app
-from jobwarden.console.data import find, sample_data
+from jobwarden.console.data import find, sample_data, suggest
 from jobwarden.console.data.database import CQ, ConsoleDatabase
 from jobwarden.console.data.queries import JobFilter, jobs_page
 from tests.console_support import login, post_form
@@ -296,3 +297,86 @@ def test_a_time_ranges_page_leaves_the_planner_as_it_was(timeline, clean_db):
     finally:
         db.dispose()
 
+
+STRIPE_KEY = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+
+
+def datalist(html: str, list_id: str) -> list[str]:
+    found_list = re.search(rf'<datalist id="{list_id}"[^>]*>(.*?)</datalist>', html, re.S)
+    assert found_list, list_id
+    return re.findall(r'<option value="([^"]*)">', found_list.group(1))
+
+
+@pytest.fixture
+def named(engine):
+    """Jobs of types, queues and codes the lists offer, and names they must not: a secret's
+    shape in a queue, a type and a code (a row from before a redactor knew it)."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO job_types (type, queue, max_attempts, lease_seconds, backoff, "
+            "version, repeat_safe, published_by) VALUES "
+            "('published_only', 'published_queue', 3, 30, '{}', 1, true, 'test')")
+        add = sample_data.insert_job
+        add(conn, "send_email", "completed", queue="mail")
+        add(conn, "charge_card", "failed", queue="billing", error_code="CARD_DECLINED")
+        add(conn, f"type_{STRIPE_KEY}", "completed", queue=f"q_{STRIPE_KEY}")
+        add(conn, "sync", "failed", error_code=f"DECLINED_{STRIPE_KEY}")
+        conn.exec_driver_sql(
+            "INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs) "
+            "VALUES (date_trunc('minute', now()), 'mail', 'send_email', 'retried', "
+            "'SMTP_BUSY', 1)")
+        add(conn, "sync", "completed", payload={
+            "customer": {"id": 7, "name": "Ada", "cvv": "123", "address": {"city": "X"}},
+            "password": "hunter2", "note": "hi", STRIPE_KEY: 1, "items": [{"sku": "A"}],
+            "a b": 1, "deep": {"er": {"than": {"three": 1}}}})
+
+
+@pytest.mark.parametrize("who", ["vera", "otto"])
+def test_the_filters_offer_names_from_the_catalogue_and_rollups(named, clean_db, users, who):
+    app = create_app({"TESTING": True, "SECRET_KEY": "t", "DATABASE_URL": clean_db})
+    client = app.test_client()
+    assert login(client, who).status_code == 303
+    html = client.get("/jobs").get_data(as_text=True)
+    assert datalist(html, "suggest-types") == ["charge_card", "published_only", "send_email",
+                                               "sync"]
+    assert datalist(html, "suggest-queues") == ["billing", "default", "mail",
+                                                "published_queue"]
+    # failed now, and seen by the per-minute rollup (a retry); none a secret's shape
+    assert datalist(html, "suggest-codes") == ["CARD_DECLINED", "SMTP_BUSY"]
+    search = client.get("/search").get_data(as_text=True)
+    offered = datalist(search, "suggest-search")
+    assert {"customer.id=", "customer.name=", "customer.address.city=", "note="} <= set(
+        offered)
+    # a secret's name or shape, a name the search cannot take, arrays, past 3 names deep
+    assert not [o for o in offered if any(w in o for w in (
+        "cvv", "password", STRIPE_KEY, "a b", "items", "deep"))], offered
+    assert "error:CARD_DECLINED" in offered and not [o for o in offered if "DECLINED_" in o]
+    app.extensions["jobwarden_db"].dispose()
+
+
+def test_the_lists_are_bounded(named, engine, viewer_of, monkeypatch):
+    """At most LIMIT values each; payload paths from the newest PAYLOAD_SAMPLE jobs only."""
+    monkeypatch.setattr(suggest, "LIMIT", 2)
+    monkeypatch.setattr(suggest, "PAYLOAD_SAMPLE", 3)
+    with engine.begin() as conn:
+        for n in range(3):
+            sample_data.insert_job(conn, "recent", "completed", payload={"recent": n})
+    client = viewer_of()
+    html = client.get("/jobs").get_data(as_text=True)
+    assert datalist(html, "suggest-types") == ["charge_card", "published_only"]
+    # the first 2 codes, less the one shown as [REDACTED]
+    assert datalist(html, "suggest-codes") == ["CARD_DECLINED"]
+    offered = datalist(client.get("/search").get_data(as_text=True), "suggest-search")
+    assert offered[0] == "recent=" and "customer.id=" not in offered
+
+
+def test_a_page_is_not_held_up_by_its_suggestions(named, clean_db, viewer_of):
+    """A table locked by someone else (a migration): past suggest.SECONDS the page comes
+    without suggestions rather than waiting."""
+    client = viewer_of(SLA_BADGE_SECONDS=3600)
+    client.get("/jobs")  # the navigation's badges, read before the lock
+    with psycopg.connect(clean_db) as locker:
+        locker.execute("SET idle_in_transaction_session_timeout = '30s'")
+        locker.execute("LOCK TABLE job_minute_counts IN ACCESS EXCLUSIVE MODE")
+        html = client.get("/search").get_data(as_text=True)
+        assert datalist(html, "suggest-search") == []

@@ -268,3 +268,21 @@ def test_a_time_range_is_a_walk_of_its_ids(never_analyzed, filters, first, last)
     # the range, their index pages; a sort of the whole range read 9,000 pages
     assert buffers < 1_000, plan
 
+
+@pytest.mark.parametrize("query, params", [
+    ("console_suggest_names", {"limit": 200}),
+    ("console_suggest_codes", {"limit": 200}),
+    ("console_suggest_payload_paths", {"sample": 500, "max_bytes": 8192, "depth": 3,
+                                       "limit": 200}),
+])
+def test_the_filters_suggestions_read_no_jobs_but_a_bounded_few(never_analyzed, query,
+                                                                params):
+    """Names from the catalogue and the rollup, codes by a skip over the failed jobs' and
+    the rollup's code indexes (10 codes: a few probes each, not 20,000 failed jobs nor a
+    week of minutes), paths from the newest 500 payloads (console/data/suggest.py)."""
+    buffers, plan = explain(never_analyzed, getattr(CQ, query), **params)
+    scans = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"]
+    assert not [n for n in scans if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")], plan
+    if query == "console_suggest_names":
+        assert not scans, plan
+    assert buffers < 800, plan

@@ -45,3 +45,87 @@ SELECT n, hi AS id FROM halving WHERE lo >= hi ORDER BY n;
 -- range), where the walk of an index in id order stops at the page's last row.
 SELECT current_setting('enable_sort') AS was, set_config('enable_sort', %(value)s, true) AS now;
 
+-- name: console_suggest_names
+-- The job types and queues a filter can name (console/data/suggest.py): those the
+-- workers published (job_types), those of jobs now (the rollup of migration 0009, summed
+-- as the overview sums it), the queues an operator paused: at most `limit` of each,
+-- never a read of background_jobs.
+WITH live AS (
+    SELECT queue, type FROM job_count_deltas
+    GROUP BY status, queue, type
+    HAVING sum(jobs) <> 0
+), names AS (
+    SELECT 'type' AS kind, type AS value FROM job_types
+    UNION SELECT 'type', type FROM live
+    UNION SELECT 'queue', queue FROM job_types
+    UNION SELECT 'queue', queue FROM live
+    UNION SELECT 'queue', queue FROM queue_controls
+), ranked AS (
+    SELECT kind, value, row_number() OVER (PARTITION BY kind ORDER BY value) AS n
+    FROM names
+)
+SELECT kind, value FROM ranked WHERE n <= %(limit)s::int ORDER BY kind, value;
+
+-- name: console_suggest_codes
+-- The error codes a filter can name: those of failed jobs now (one probe of their
+-- partial index per code: a skip over the codes, not a read of their jobs), and those
+-- the per-minute rollup saw in its 8 days (retries and unknown outcomes included, one
+-- probe of its error index per code), in order, at most `limit` in all.
+WITH RECURSIVE failed AS (
+    (SELECT last_error_code AS code FROM background_jobs
+     WHERE status = 'failed' AND last_error_code IS NOT NULL
+     ORDER BY last_error_code LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.last_error_code FROM background_jobs j
+            WHERE j.status = 'failed' AND j.last_error_code > f.code
+            ORDER BY j.last_error_code LIMIT 1)
+    FROM failed f WHERE f.code IS NOT NULL
+), seen AS (
+    (SELECT error_code AS code FROM job_minute_counts
+     WHERE error_code <> '' ORDER BY error_code LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.error_code FROM job_minute_counts m
+            WHERE m.error_code <> '' AND m.error_code > s.code
+            ORDER BY m.error_code LIMIT 1)
+    FROM seen s WHERE s.code IS NOT NULL
+)
+SELECT code FROM (SELECT code FROM failed WHERE code IS NOT NULL LIMIT %(limit)s::int) f
+UNION
+SELECT code FROM (SELECT code FROM seen WHERE code IS NOT NULL LIMIT %(limit)s::int) s
+ORDER BY code
+LIMIT %(limit)s::int;
+
+-- name: console_suggest_payload_paths
+-- Field paths (at most `depth` names deep, objects only) in the payloads of the newest
+-- `sample` jobs, each payload at most `max_bytes` as stored: a bounded read of the
+-- primary key's newest end, whatever the number of jobs. `jobs`: how many of the sample
+-- hold the path. A type that nobody enqueued lately is not in the sample.
+WITH RECURSIVE sample AS (
+    SELECT payload FROM (
+        SELECT payload FROM background_jobs ORDER BY id DESC LIMIT %(sample)s::int
+    ) newest
+    WHERE pg_column_size(payload) <= %(max_bytes)s::int
+), fields (path, value, depth, n) AS (
+    SELECT ARRAY[e.key], e.value, 1, s.n
+    FROM (SELECT payload, row_number() OVER () AS n FROM sample) s
+    CROSS JOIN LATERAL jsonb_each(s.payload) e
+    UNION ALL
+    SELECT f.path || e.key, e.value, f.depth + 1, f.n
+    FROM fields f
+    -- (an empty object for the others: the filter below may run after the call)
+    CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(f.value) = 'object'
+                                       THEN f.value ELSE '{}' END) e
+    WHERE f.depth < %(depth)s::int
+)
+SELECT path, count(DISTINCT n) AS jobs
+FROM fields
+WHERE jsonb_typeof(value) NOT IN ('object', 'array')
+GROUP BY path
+ORDER BY count(DISTINCT n) DESC, path
+LIMIT %(limit)s::int;
+
+-- name: console_suggest_time_limit
+-- How long each statement of this transaction may run (milliseconds): a filter's
+-- suggestions are a convenience, never worth holding a page up for (a table locked by a
+-- migration, a busy server): past it the page has none.
+SELECT set_config('statement_timeout', %(ms)s::text, true) AS statement_timeout;
