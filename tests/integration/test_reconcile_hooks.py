@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from jobwarden import Registry, job
+from jobwarden.worker.ops.operations import retry_job
 from jobwarden.worker.ops.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
 from tests.helpers import job_row, running_worker, scalar, wait_for
 
@@ -48,7 +49,32 @@ def test_reconcile_auto_settles_what_the_reconciler_knows(unknown_charges, clean
     assert "1 done (marked completed), 1 not done (retried), 2 still unknown" in result.stdout
     assert [job_row(clean_db, ids[o])["status"] for o in ("o-1", "o-2", "o-3", "provider-down")] \
         == ["completed", "pending", "unknown", "unknown"]
-    assert audit(clean_db) == [(ids["o-1"], "mark_completed", "ops"), (ids["o-2"], "retry", "ops")]
+    # what it said of the two it left for a person stays on their rows, audited once
+    assert [job_row(clean_db, ids[o])["reconcile_verdict"] for o in ("o-3", "provider-down")] \
+        == ["unknown", "error"]
+    settled = [(ids["o-1"], "mark_completed", "ops"), (ids["o-2"], "retry", "ops"),
+               (ids["o-3"], "reconcile", "ops"), (ids["provider-down"], "reconcile", "ops")]
+    assert audit(clean_db) == settled
+    again = subprocess.run(
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "reconcile", "--auto",
+         "--app", "tests.apps.reconcile_app", "--actor", "ops"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": clean_db}, capture_output=True, text=True,
+        timeout=120)
+    assert "2 still unknown" in again.stdout, again.stderr
+    assert audit(clean_db) == settled  # the same verdicts: nothing more to audit
+
+
+def test_a_retry_clears_the_verdict_of_the_outcome_it_was_about(unknown_charges, conn,
+                                                                   clean_db):
+    reg = Registry()
+    job("charge", reconciler=lambda review_job: UNKNOWN, registry=reg)(lambda c, p: None)
+    reconcile(conn, reg, actor="ops")
+    conn.commit()
+    job_id = unknown_charges["o-3"]
+    assert job_row(clean_db, job_id)["reconcile_verdict"] == "unknown"
+    retry_job(conn, job_id, actor="ops", role="operator", reason="ran it by hand")
+    conn.commit()
+    assert job_row(clean_db, job_id)["reconcile_verdict"] is None
 
 
 def test_a_verdict_outside_the_three_leaves_the_job_for_a_person(conn, clean_db):
@@ -58,7 +84,11 @@ def test_a_verdict_outside_the_three_leaves_the_job_for_a_person(conn, clean_db)
                           "VALUES ('odd', '{}', 'unknown') RETURNING id").fetchone()[0]
     verdicts = reconcile(conn, reg, actor="ops")
     assert verdicts == {DONE: [], NOT_DONE: [], UNKNOWN: [job_id]}
-    assert scalar(clean_db, "SELECT count(*) FROM job_audit") == 0
+    conn.commit()
+    assert job_row(clean_db, job_id)["status"] == "unknown"
+    assert job_row(clean_db, job_id)["reconcile_verdict"] == "error"
+    assert scalar(clean_db, "SELECT details->>'verdict' FROM job_audit "
+                            "WHERE action = 'reconcile'") == "error"
 
 
 def test_the_console_has_a_worker_run_the_reconcilers_audited_as_the_operator(

@@ -49,11 +49,12 @@ ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
 #: the job actions above, a cancel asked of a running job, run now / reschedule, and the
 #: queue and schedule (worker/store/sql/schedules.sql) controls, a schedule run now among
 #: them; the live limits; a bulk cancel or skip started with a dependents choice, a bulk
-#: action continued after its canary, and one stopped (console/data/sql/bulk.sql).
+#: action continued after its canary, and one stopped (console/data/sql/bulk.sql); a
+#: reconciler's verdict that left a job unknown (worker/ops/reconcile.py).
 AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed",
                    "mark_failed", "run_now", "reschedule", "pause_queue", "resume_queue",
                    "pause_schedule", "resume_schedule", "run_schedule", "set_limit",
-                   "clear_limit", "start_bulk", "continue_bulk", "stop_bulk")
+                   "clear_limit", "start_bulk", "continue_bulk", "stop_bulk", "reconcile")
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}

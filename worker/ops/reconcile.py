@@ -6,8 +6,11 @@ may declare `reconciler=fn`: `fn(job)` looks the operation up by its business re
 (the payload, the idempotency key) and answers DONE, NOT_DONE or UNKNOWN.
 
 - DONE: the job is marked completed; NOT_DONE: it is retried (running it is safe now);
-  UNKNOWN, or a reconciler that raises: it stays for a person to decide.
-- Each decision is an operator action with its audit row (`mark_completed` / `retry`),
+  UNKNOWN, or a reconciler that raises: it stays for a person to decide, and its row
+  says so (`reconcile_verdict`: 'unknown', or 'error' for a reconciler that raised or
+  answered something else), for Needs review to group by.
+- Each decision is an operator action with its audit row (`mark_completed` / `retry`,
+  or `reconcile` when the verdict left the job unknown: once per change of verdict),
   whose actor is whoever asked: `jobwarden reconcile --auto` (cli:$USER), or the
   console's operator through a `jobwarden.reconcile` job that a worker with the handlers
   runs (the console imports no application code).
@@ -30,6 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobwarden.reconcile")
 
 DONE, NOT_DONE, UNKNOWN = "done", "not_done", "unknown"
+#: What an unknown job's row records of a reconciler that raised or answered something
+#: else (its verdict is UNKNOWN: the job stays for a person).
+ERROR = "error"
 #: The job type through which the console asks a worker to run reconcilers.
 RECONCILE_TYPE = "jobwarden.reconcile"
 
@@ -63,7 +69,8 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
     for row in JobStore(conn).dicts(Q.reconcile_candidates, {
             "types": reconcilable_types(registry), "job_id": job_id, "limit": limit}):
         job = ReviewJob(**row)
-        verdict = _ask(registry, job)
+        said = _ask(registry, job)
+        verdict = UNKNOWN if said == ERROR else said
         if verdict == DONE:
             mark_completed(conn, job.id, actor=actor, role=role,
                            reason=f"reconciler of {job.type}: the operation happened{asked}")
@@ -71,6 +78,11 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
             retry_job(conn, job.id, actor=actor, role=role, expected_status="unknown",
                       reason=f"reconciler of {job.type}: the operation did not happen; "
                              f"running it again{asked}")
+        else:
+            what = "could not tell" if said == UNKNOWN else "failed"
+            JobStore(conn).rows(Q.reconcile_verdict_record, {
+                "job_id": job.id, "verdict": said, "actor": actor, "role": role,
+                "reason": f"reconciler of {job.type}: {what}; it needs a person{asked}"})
         verdicts[verdict].append(job.id)
         log.info("job %s %s reconciled: %s", job.id, job.type, verdict,
                  extra={"action": "job_reconciled", "job_id": job.id, "job_type": job.type,
@@ -79,23 +91,25 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
 
 
 def _ask(registry: Registry, job: ReviewJob) -> str:
+    """The reconciler's verdict, or ERROR when there is none here, it raised or it
+    answered something else."""
     job_type = registry.get(job.type)
     reconciler = job_type.reconciler if job_type is not None else None
     if reconciler is None:  # the candidates' types had one: this registry is another
         log.warning("job %s: no reconciler of %s here; still unknown", job.id, job.type,
                     extra={"action": "reconciler_failed", "job_id": job.id})
-        return UNKNOWN
+        return ERROR
     try:
         verdict: Any = reconciler(job)
     except Exception as exc:  # the external system may be down: ask again later
         log.warning("job %s: reconciler of %s failed (%s); still unknown", job.id, job.type,
                     exc, extra={"action": "reconciler_failed", "job_id": job.id})
-        return UNKNOWN
+        return ERROR
     if verdict not in (DONE, NOT_DONE, UNKNOWN):
         log.warning("job %s: reconciler of %s answered %r, not done/not_done/unknown",
                     job.id, job.type, verdict, extra={"action": "reconciler_failed",
                                                       "job_id": job.id})
-        return UNKNOWN
+        return ERROR
     return str(verdict)
 
 

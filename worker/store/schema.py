@@ -108,6 +108,10 @@ background_jobs = Table(
     # last counted as there (its final status; NULL while it may still run).
     Column("batch_id", BigInteger),
     Column("batch_counted", Text),
+    # What a reconciler last said of an unknown job it could not settle (migration 0077):
+    # 'unknown' (it could not tell) or 'error' (it failed); NULL: none answered since the
+    # job last ran (a retry clears it).
+    Column("reconcile_verdict", Text),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
@@ -197,6 +201,15 @@ Index(
     postgresql_where=text("batch_id IS NOT NULL AND batch_counted IS DISTINCT FROM "
                           "(CASE WHEN status IN ('pending', 'waiting', 'running') THEN NULL "
                           "ELSE status END)"),
+)
+
+# Unknown jobs by type, code and reconciler's verdict (migration 0077): Needs review's
+# groups from the index alone, a group's jobs newest first. Unknown rows only.
+Index(
+    "background_jobs_unknown_idx",
+    background_jobs.c.type, background_jobs.c.last_error_code,
+    background_jobs.c.reconcile_verdict, background_jobs.c.id,
+    postgresql_where=text("status = 'unknown'"),
 )
 
 # One row per edge of a flow: the dependent `job_id` waits for `parent_id` (migration

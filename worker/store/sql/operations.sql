@@ -56,7 +56,9 @@ WITH candidates AS (
         max_attempts = greatest(j.max_attempts, j.attempts + 1),
         manual_retry_count = j.manual_retry_count + 1,
         retried_by = %(actor)s::text,
-        retried_at = now()
+        retried_at = now(),
+        -- A reconciler's verdict is of the outcome it was asked about (migration 0077).
+        reconcile_verdict = NULL
     FROM target t
     WHERE j.id = t.id
     RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status
@@ -352,6 +354,24 @@ WHERE status = 'unknown' AND type = ANY(%(types)s::text[])
   AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
 ORDER BY id
 LIMIT %(limit)s::int;
+
+-- name: reconcile_verdict_record
+-- A reconciler could not settle an unknown job: it could not tell ('unknown') or it failed
+-- ('error'). The job stays for a person; its row keeps the verdict (Needs review groups
+-- by it), and a change of verdict is audited, once: a reconciler asked again and again
+-- with the same answer writes nothing more. Compare-and-set: a job no longer unknown (an
+-- operator decided meanwhile) is left alone.
+WITH job AS (
+    UPDATE background_jobs SET reconcile_verdict = %(verdict)s::text
+    WHERE id = %(job_id)s::bigint AND status = 'unknown'
+      AND reconcile_verdict IS DISTINCT FROM %(verdict)s::text
+    RETURNING id
+)
+INSERT INTO job_audit (job_id, actor, role, action, reason, from_status, to_status, details)
+SELECT id, %(actor)s::text, %(role)s::text, 'reconcile', %(reason)s::text, 'unknown',
+       'unknown', jsonb_build_object('verdict', %(verdict)s::text)
+FROM job
+RETURNING job_id;
 
 -- name: operator_job_reschedule
 -- Move a pending job's available_at (run now, or at the operator's time), audited in the
