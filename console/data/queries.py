@@ -214,11 +214,9 @@ def flow_params(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
 
 def time_params(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
     """`params` (JobFilter.params()) with the ids its range of creation times lies in
-    (find.id_bounds), when it has one."""
+    (find.id_bounds), None when it has none (a selection's filters name only theirs)."""
     created = find.Created(params.get("created_from"), params.get("created_to"))
-    if not created.given:
-        return params
-    from_id, to_id = find.id_bounds(reader, created)
+    from_id, to_id = find.id_bounds(reader, created) if created.given else (None, None)
     return {**params, "from_id": from_id, "to_id": to_id}
 
 
