@@ -69,14 +69,19 @@ def create_selection(reader: Reader, *, selection_id: str, actor: str, action: s
                      time_limit: float | None = None) -> int:
     """Store the jobs to act on (in `reader`'s transaction): `job_ids`, or the jobs of the
     selection `within`, or (neither given) every job matching `filters` (the jobs list's
-    JobFilter.params(), its flow's jobs and its range of creation times included, and
-    `statuses`: a list of statuses a job must have one of); always narrowed by `filters`
+    JobFilter.params(), its flow's jobs and its range of creation times included,
+    `statuses`: a list of statuses a job must have one of, and a group of unknown jobs'
+    `verdict`, `no_verdict` and `no_code`: review.Group.params()); always narrowed by `filters`
     and failed_from <= failed_at < failed_to. Returns how many jobs it holds; 0 stores
     nothing. Raises SelectionTooSlow (the transaction is then aborted) when a statement
     outlasts `time_limit` seconds."""
     flt = {k: (filters or {}).get(k) for k in ("status", "queue", "type", "error_code",
                                                "search_key", "search_id", "flow", "batch",
-                                               "created_from", "created_to", "statuses")}
+                                               "created_from", "created_to", "statuses",
+                                               "verdict")}
+    # A group of Needs review (console/data/review.py): no code, no verdict.
+    flt.update(no_code=bool((filters or {}).get("no_code")),
+               no_verdict=bool((filters or {}).get("no_verdict")))
     if time_limit:
         reader.one(CQ.console_selection_time_limit, ms=max(1, round(time_limit * 1000)))
     try:

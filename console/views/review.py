@@ -1,19 +1,26 @@
-"""Needs review: jobs whose outcome is unknown, with their reconcile actions.
+"""Needs review: jobs whose outcome is unknown, in groups, with their reconcile actions.
 
-Each card shows the job's payload (redacted) and ambiguous error, and one reason box for
-its four decisions; ticked cards can be decided together through the bulk review
-(console/views/bulk.py).
+The groups (one type, one error code, one reconciler's verdict: console/data/review.py)
+come first, each with its count and its decisions: mark completed, mark failed, retry or
+skip every job of the group through the bulk review (console/views/bulk.py: the set
+stored, its breakdown, a reason, optionally a canary, audited). Below, the cards of
+the jobs (of one group with `?of=ID`), each with its payload (redacted) and ambiguous
+error and one reason box for its four decisions; ticked cards can be decided together.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
+from jobwarden.console.data import bulk, review
 from jobwarden.console.data.database import CQ, get_db
 from jobwarden.console.data.queries import clamp_limit, positive_int
 from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.errors import page
 from jobwarden.console.web.forms import ActionForm, given
 from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.console.web.reads import page_reads
@@ -30,12 +37,23 @@ RECONCILE = tuple(sorted((a for a, froms in ALLOWED_FROM.items() if "unknown" in
 
 @bp.get("/review")
 def index() -> ResponseReturnValue:
-    """Unknown-outcome jobs, newest first, each with its reconcile forms."""
+    """The unknown jobs' groups, then their cards (of one group with `of`), newest first,
+    each with its reconcile forms."""
     cfg = settings()
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    rows = page_reads().all(CQ.console_unknown_jobs,
-                            before_id=positive_int(request.args.get("before")),
-                            limit=limit + 1)
+    of = request.args.get("of")
+    of_id = positive_int(of) if of else None
+    if of and of_id is None:
+        return page(400, "Not a job id", f"A group is named by one of its jobs' ids (a "
+                    f"whole number from 1 to {2**63 - 1}), not {of[:30]!r}.")
+    group = None
+    with page_reads().reading() as reader:
+        groups = review.groups(reader)
+        if of_id is not None:
+            group = review.group_of(reader, of_id)
+        rows = [] if of_id is not None and group is None else reader.all(
+            CQ.console_unknown_jobs, **(group.params() if group else review.EVERY),
+            before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     rows = rows[:limit]
     actions = list(RECONCILE)
@@ -46,7 +64,49 @@ def index() -> ResponseReturnValue:
         forms = {job["id"]: ActionForm.fresh("unknown") for job in rows}
         run_form = ActionForm.fresh("unknown")
     return render_template("jobwarden/review.html", jobs=rows, actions=actions, forms=forms,
-                           next_before=next_before, limit=limit, run_form=run_form)
+                           next_before=next_before, limit=limit, run_form=run_form,
+                           groups=groups, group=group, of_id=of_id,
+                           verdicts=review.VERDICTS, groups_max=review.GROUPS_MAX)
+
+
+@bp.post("/review/group")
+@role_required("operator")
+def decide_group() -> ResponseReturnValue:
+    """Store the jobs of a group still unknown as a selection for `action`, and open its
+    review: exactly those jobs are acted on, with a reason, once."""
+    user = signed_in()
+    action = request.form.get("action", "")
+    of_id = positive_int(request.form.get("of"))
+    back = url_for("jobwarden.review.index")
+    if action not in RECONCILE:
+        flash(f"Choose {', '.join(a.replace('_', ' ') for a in RECONCILE)}. Nothing was "
+              "changed.", "error")
+        return redirect(back, code=303)
+    if of_id is None:
+        return page(400, "Not a job id", "A group is named by one of its jobs' ids. "
+                    "Nothing was selected.")
+    selection_id = str(uuid.uuid4())
+    try:
+        with get_db().transaction() as tx:
+            group = review.group_of(tx, of_id)
+            jobs = 0
+            if group is not None:
+                tx.run(CQ.console_selection_prune)
+                jobs = bulk.create_selection(
+                    tx, selection_id=selection_id, actor=user.actor, action=action,
+                    description=group.describe(),
+                    filters={"status": "unknown", **group.params()},
+                    time_limit=settings()["BULK_SELECT_SECONDS"])
+    except bulk.SelectionTooSlow:
+        flash(f"Selecting this group took longer than {settings()['BULK_SELECT_SECONDS']:g} s: "
+              "decide it from its cards. Nothing was selected.", "error")
+        return redirect(back, code=303)
+    if not jobs:
+        flash(f"Job #{of_id} is no longer unknown, nor any job of its group: someone "
+              "decided them meanwhile. Nothing was changed.", "error")
+        return redirect(back, code=303)
+    return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id,
+                            next=url_for("jobwarden.review.index", of=of_id)), code=303)
 
 
 @bp.post("/review/reconcile")

@@ -22,7 +22,8 @@ JOBS = 200_000
 #: Every 10th job failed (type t1 or t2 alternately, 10 codes), spread over the ids.
 FAILED_EVERY = 10
 #: Batch 1's members: every other job among the oldest (the newest page of them is at
-#: the far end of the primary key's backward walk).
+#: the far end of the primary key's backward walk). Every 20th job (not a failed one)
+#: ended unknown, in 36 groups of type, code and verdict.
 BATCH_MEMBERS = 1000
 
 FILL = f"""
@@ -43,6 +44,13 @@ INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_i
 SELECT id, gen_random_uuid(), 1, queue, type, 'w', started_at, started_at,
        started_at + interval '1 second', status, last_error_code, 1000
 FROM background_jobs;
+-- 10,000 of the completed jobs, every 20th, ended unknown instead: 2 types, 5 codes and
+-- none, 3 verdicts (Needs review's groups), spread over every heap page
+UPDATE background_jobs
+SET status = 'unknown', completed_at = NULL, type = 'u' || (id / 20 % 2),
+    last_error_code = CASE WHEN id / 40 % 6 = 5 THEN NULL ELSE 'UCODE_' || (id / 40 % 6) END,
+    reconcile_verdict = (ARRAY[NULL, 'unknown', 'error'])[1 + id / 240 % 3]
+WHERE id % 20 = 7;
 -- a week of every code failing every minute, of both types
 INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
 SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q', 't' || (1 + m % 2),
@@ -286,3 +294,37 @@ def test_the_filters_suggestions_read_no_jobs_but_a_bounded_few(never_analyzed, 
     if query == "console_suggest_names":
         assert not scans, plan
     assert buffers < 800, plan
+
+
+def test_needs_reviews_groups_come_from_the_unknown_jobs_index(never_analyzed):
+    """10,000 unknown jobs over every heap page: their groups are counted from the index
+    of migration 0077 alone, never from their rows."""
+    buffers, plan = explain(never_analyzed, CQ.console_unknown_groups, limit=500)
+    assert "background_jobs_unknown_idx" in plan, plan
+    assert not [n for n in nodes(plan) if n["Node Type"] in (
+        "Seq Scan", "Bitmap Heap Scan", "Index Scan")], plan
+    assert buffers < 200, plan
+
+
+UNKNOWN_JOBS = {"type": None, "error_code": None, "no_code": False, "verdict": None,
+                "no_verdict": False, "before_id": None, "limit": 51}
+
+
+@pytest.mark.parametrize("group", [
+    {}, {"type": "u1", "error_code": "UCODE_3", "no_verdict": True},
+    {"type": "u0", "no_code": True, "verdict": "error"}])
+def test_a_groups_newest_cards_come_from_an_index(never_analyzed, group):
+    """A group's 280 jobs (or every unknown job), the newest 51 of them: their ids from an
+    index of unknown jobs alone (a group's sorted there: its entries, not its rows), then
+    the 51 rows and each one's latest execution (a probe of each weekly partition) — not
+    the rows of the other unknown jobs, nor of every job."""
+    buffers, plan = explain(never_analyzed, CQ.console_unknown_jobs,
+                            **{**UNKNOWN_JOBS, **group})
+    jobs = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"]
+    assert not [n for n in jobs if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")], plan
+    ids = [n for n in jobs if n["Node Type"] == "Index Only Scan"]
+    assert ids and ids[0]["Index Name"] in ("background_jobs_unknown_idx",
+                                            "background_jobs_settled_status_idx"), plan
+    rows = [n for n in jobs if n["Node Type"] == "Index Scan"]
+    assert rows and max(n["Actual Loops"] for n in rows) <= 51, plan
+    assert buffers < 1_200, plan

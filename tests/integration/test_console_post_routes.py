@@ -36,6 +36,8 @@ def routes(app, seeded: dict) -> dict[str, list[tuple[str, dict]]]:
             (f"/jobs/{unknown}/mark_completed", {}), (f"/jobs/{unknown}/mark_failed", {})],
         "jobwarden.actions.schedule": [(f"/jobs/{pending}/schedule", {})],
         "jobwarden.review.run_reconcilers": [("/review/reconcile", {})],
+        "jobwarden.review.decide_group": [("/review/group", {"of": str(unknown),
+                                                             "action": "mark_completed"})],
         "jobwarden.users.add": [("/users", {})],
         "jobwarden.users.access": [(f"/users/{seeded['otto_id']}/access", {})],
         "jobwarden.bulk.select": [("/bulk/select", {"job_id": str(job)})],

@@ -45,6 +45,10 @@ WITH members AS (
       AND (%(created_to)s::timestamptz IS NULL
            OR (j.id < %(to_id)s::bigint AND j.created_at < %(created_to)s::timestamptz))
       AND (%(statuses)s::text[] IS NULL OR j.status = ANY(%(statuses)s::text[]))
+      -- a group of Needs review: its code or none, its reconciler's verdict or none
+      AND (NOT %(no_code)s::boolean OR j.last_error_code IS NULL)
+      AND (%(verdict)s::text IS NULL OR j.reconcile_verdict = %(verdict)s::text)
+      AND (NOT %(no_verdict)s::boolean OR j.reconcile_verdict IS NULL)
       AND (%(failed_from)s::timestamptz IS NULL OR j.failed_at >= %(failed_from)s::timestamptz)
       AND (%(failed_to)s::timestamptz IS NULL OR j.failed_at < %(failed_to)s::timestamptz)
 ), counts AS (

@@ -280,19 +280,31 @@ ORDER BY at DESC, id DESC
 LIMIT 200;
 
 -- name: console_unknown_jobs
--- Jobs whose outcome is ambiguous and need an operator's reconciliation, newest first.
+-- Jobs whose outcome is ambiguous and need an operator's reconciliation, newest first;
+-- of one group of Needs review when given (its type, its code or no code, its verdict or
+-- none: each an equality or IS NULL that the custom plan keeps, for the unknown jobs'
+-- index of migration 0077 to answer).
 SELECT j.id, j.queue, j.type, j.attempts, j.max_attempts, j.last_error_code, j.last_error,
-       j.idempotency_key, j.worker_id, j.payload,
+       j.idempotency_key, j.worker_id, j.payload, j.reconcile_verdict,
        coalesce(e.finished_at, j.heartbeat_at, j.started_at) AS since
-FROM background_jobs j
+FROM (
+    SELECT id FROM background_jobs
+    WHERE status = 'unknown'
+      AND (%(type)s::text IS NULL OR type = %(type)s::text)
+      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+      AND (NOT %(no_code)s::boolean OR last_error_code IS NULL)
+      AND (%(verdict)s::text IS NULL OR reconcile_verdict = %(verdict)s::text)
+      AND (NOT %(no_verdict)s::boolean OR reconcile_verdict IS NULL)
+      AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+    ORDER BY id DESC
+    LIMIT %(limit)s::int
+) page
+JOIN background_jobs j ON j.id = page.id
 LEFT JOIN LATERAL (
     SELECT finished_at FROM job_executions x
     WHERE x.job_id = j.id ORDER BY x.attempt DESC LIMIT 1
 ) e ON true
-WHERE j.status = 'unknown'
-  AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s::bigint)
-ORDER BY j.id DESC
-LIMIT %(limit)s::int;
+ORDER BY j.id DESC;
 
 -- name: console_audit_page
 -- One keyset page of the audit log, newest first, filtered by actor, action and job.
