@@ -22,8 +22,9 @@ import os
 import statistics
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 
@@ -46,6 +47,10 @@ PAGES = [
     ("jobs list, error code", "/jobs?error_code=ERR_11"),
     ("jobs list, key search", "/jobs?q=key-424242"),
     ("jobs list, page 2", "/jobs?before={second_page}"),
+    ("jobs list, an old hour", "/jobs?created_from={old_hour}&created_to={old_hour_end}"),
+    ("jobs list, an old hour's failed", "/jobs?status=failed&created_from={old_hour}"
+                                        "&created_to={old_hour_end}"),
+    ("jobs list, jump to an old time", "/jobs?at={old_hour_end}"),
     ("job detail", "/jobs/{some_job}"),
     ("trend chart, 24 hours", "/_overview/trends?range=24h"),
     ("trend chart, one queue", "/_overview/trends?range=1h&queue=queue_2"),
@@ -54,6 +59,7 @@ PAGES = [
     ("queues", "/queues"),
     ("audit log", "/audit"),
     ("needs review", "/review"),
+    ("needs review, one group", "/review?of={unknown_job}"),
     ("SLA", "/sla"),
     ("metrics", "/metrics"),
     ("search, job id", "/search?q={some_job}"),
@@ -61,6 +67,8 @@ PAGES = [
     ("search, payload value", "/search?q=customer.id%3D4242"),
     ("search, payload, older window", "/search?q=customer.id%3D4242&before={older_window}"),
     ("search, error text", "/search?q=error%3Atimed%20out"),
+    ("search, error words, an old hour", "/search?q=error%3Ajob%20{old_failed}"
+                                         "&created_from={old_hour}&created_to={old_hour_end}"),
     ("bulk review, one group", "/bulk/{review_group}"),
     ("bulk review, every failed job", "/bulk/{review_failed}"),
 ]
@@ -250,6 +258,15 @@ def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, 
         some_job = conn.execute("SELECT min(id) FROM background_jobs "
                                 "WHERE status = 'failed'").fetchone()[0]
         newest = conn.execute("SELECT max(id) FROM background_jobs").fetchone()[0]
+        # Finding an old job: the hour of the first failed job after #4242, its words.
+        old_failed, old_at = conn.execute(
+            "SELECT id, created_at FROM background_jobs WHERE status = 'failed' "
+            "AND id >= 4242 ORDER BY id LIMIT 1").fetchone()
+        unknown_job = conn.execute("SELECT max(id) FROM background_jobs "
+                                   "WHERE status = 'unknown'").fetchone()[0]
+    old_hour = quote(old_at.replace(minute=0, second=0, microsecond=0).isoformat())
+    old_hour_end = quote((old_at.replace(minute=0, second=0, microsecond=0)
+                          + timedelta(hours=1)).isoformat())
     window = app.extensions["jobwarden_console"].settings["SEARCH_WINDOW"]
     # The bulk reviews: one failed group, and every failed job (the selection is made by
     # one request each, timed once: a POST that stores the ids).
@@ -265,7 +282,9 @@ def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, 
     results = []
     for label, path in PAGES:
         path = path.format(second_page=second_page + 1, some_job=some_job,
-                           older_window=max(newest + 1 - window, 2), **reviews)
+                           older_window=max(newest + 1 - window, 2), old_failed=old_failed,
+                           old_hour=old_hour, old_hour_end=old_hour_end,
+                           unknown_job=unknown_job, **reviews)
         response = client.get(path)
         assert response.status_code == 200, (path, response.status_code)
         timings = []

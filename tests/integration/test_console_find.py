@@ -380,3 +380,28 @@ def test_a_page_is_not_held_up_by_its_suggestions(named, clean_db, viewer_of):
         locker.execute("LOCK TABLE job_minute_counts IN ACCESS EXCLUSIVE MODE")
         html = client.get("/search").get_data(as_text=True)
         assert datalist(html, "suggest-search") == []
+
+
+#: (typed after error:, whether it finds the seeded error "rate (a+)+ at 100%_x [0-9]"; a
+#: sign at an end of what is typed needs no word boundary there: `100%`, `%`)
+HOSTILE = [("(a+)+", True), ("(a+)+$", False), (".*", False), ("[0-9]", True),
+           ("[0-9]+", False), ("100%_x", True), ("100%", True), ("%", True), ("_", False),
+           ("\\d", False), ("a|b", False), ("rate (a+)+ at", True), ("RATE", True),
+           ("x [0-9]", False), ("_x [0-9]*", True), ("*", None), ("%' OR 1=1 --", False)]
+
+
+@pytest.mark.parametrize("needle, finds", HOSTILE)
+def test_hostile_error_words_are_literal_text(engine, viewer_of, clean_db, needle, finds):
+    """Regular-expression signs, LIKE wildcards and SQL in an error search are text to
+    find: a literal match or none, never a pattern, an error or a change."""
+    with engine.begin() as conn:
+        job_id = sample_data.insert_job(conn, "t", "failed", error="rate (a+)+ at 100%_x [0-9]",
+                                        error_code="LIMIT")
+        sample_data.insert_job(conn, "t", "failed", error="ratelimit aaa at 1000 b 5 d")
+    response = viewer_of().get("/search", query_string={"q": f"error:{needle}"})
+    if finds is None:
+        assert response.status_code == 400
+        return
+    assert found(response) == ([job_id] if finds else [])
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT count(*) FROM background_jobs").fetchone()[0] == 2
