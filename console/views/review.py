@@ -102,8 +102,10 @@ def decide_group() -> ResponseReturnValue:
               "decide it from its cards. Nothing was selected.", "error")
         return redirect(back, code=303)
     if not jobs:
-        flash(f"Job #{of_id} is no longer unknown, nor any job of its group: someone "
-              "decided them meanwhile. Nothing was changed.", "error")
+        # The job named the group: once it is decided, its group is unknown here (choose
+        # another of its jobs from the refreshed list).
+        flash(f"Job #{of_id} is not unknown any more: its group may have been decided "
+              "meanwhile. Nothing was changed.", "error")
         return redirect(back, code=303)
     return redirect(url_for("jobwarden.bulk.review", selection_id=selection_id,
                             next=url_for("jobwarden.review.index", of=of_id)), code=303)
