@@ -34,7 +34,8 @@ TABLES = (
     "job_workers", "console_users", "queue_controls", "job_types", "console_login_throttle",
     "job_schedules", "job_event_totals",
     "console_selections", "console_selection_jobs", "console_bulk_steps",
-    "job_rate_buckets", "job_limit_controls", "job_batches",
+    "job_rate_buckets", "job_limit_controls", "job_batches", "job_type_versions",
+    "job_audit_lines",
 )
 
 

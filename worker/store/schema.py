@@ -320,6 +320,15 @@ Index("job_executions_execution_idx", job_executions.c.execution_id)
 Index("job_executions_job_idx", job_executions.c.job_id, job_executions.c.attempt)
 Index("job_executions_started_idx", job_executions.c.started_at)
 Index("job_executions_finished_idx", job_executions.c.finished_at)
+# A type's handler durations by time (migration 0078; console/data/sql/durations.sql):
+# the executions a handler ended, their durations beside the key for an index-only scan.
+Index(
+    "job_executions_type_duration_idx",
+    job_executions.c.type, job_executions.c.finished_at,
+    postgresql_include=["duration_ms"],
+    postgresql_where=text("outcome IN ('completed', 'retry', 'failed', 'skipped', "
+                          "'snoozed', 'timeout')"),
+)
 
 job_audit = Table(
     "job_audit",
@@ -347,6 +356,25 @@ Index(
     job_audit.c.request_id, job_audit.c.actor, job_audit.c.action,
     postgresql_where=text("request_id IS NOT NULL"),
 )
+# One line per operator action (migration 0078), kept by triggers on job_audit
+# (sql/schema/audit_lines.sql): `id` its first audit row's, a bulk action's one line
+# counting the jobs its chunks changed (`jobs`), `last_at` its latest chunk's moment.
+job_audit_lines = Table(
+    "job_audit_lines",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("bulk_id", UUID(as_uuid=True)),
+    Column("at", TS, nullable=False),
+    Column("last_at", TS, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("jobs", BigInteger, nullable=False),
+)
+Index("job_audit_lines_bulk_key", job_audit_lines.c.bulk_id, unique=True,
+      postgresql_where=text("bulk_id IS NOT NULL"))
+Index("job_audit_lines_actor_idx", job_audit_lines.c.actor, job_audit_lines.c.id)
 
 job_workers = Table(
     "job_workers",
@@ -491,6 +519,16 @@ job_types = Table(
     Column("rate_limit", Float),
     Column("rate_burst", Float),
     Column("rate_limit_key", Text),
+)
+# Each version of a type's handler, first published when and by which worker (migration
+# 0078, a trigger on job_types: sql/schema/type_versions.sql): the duration chart's marks.
+job_type_versions = Table(
+    "job_type_versions",
+    metadata,
+    Column("type", Text, primary_key=True),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("first_at", TS, nullable=False, server_default=text("now()")),
+    Column("first_by", Text, nullable=False),
 )
 Index(
     "background_jobs_policy_defaults_idx",

@@ -22,7 +22,8 @@ SCHEMA = Path(__file__).resolve().parent / "sql" / "schema"
 #: The current files, in the order a new database takes them: `index_functions` before
 #: the tables (their indexes are built on its functions), the others after them.
 BEFORE_TABLES = ("index_functions",)
-AFTER_TABLES = ("notify", "rollups", "rate_limits", "history")
+AFTER_TABLES = ("notify", "rollups", "rate_limits", "history", "type_versions",
+                "audit_lines")
 
 
 def load_sql(name: str, revision: str | None = None) -> str:
