@@ -35,7 +35,6 @@ TABLES = (
     "job_schedules", "job_event_totals",
     "console_selections", "console_selection_jobs", "console_bulk_steps",
     "job_rate_buckets", "job_limit_controls", "job_batches", "job_type_versions",
-    "job_audit_lines",
 )
 
 

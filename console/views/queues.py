@@ -1,6 +1,7 @@
 """Queues: counts and oldest wait per queue, pausing or resuming one, and the live limits
 of queues and job types (maximum concurrency, rate), each action audited; a job type's
-page with its policy, its limit and the figures that go with it."""
+page with its policy, its limit and the figures that go with it, and its handler's
+durations over a day or a week with the moments a new version or its workers started."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data import queries
 from jobwarden.console.data.database import get_db
+from jobwarden.console.data.durations import STARTS_LIMIT, duration_history
 from jobwarden.console.data.limits import RATE_WINDOW, job_type_policy, limits
+from jobwarden.console.web import charts
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.forms import ActionForm, LimitForm, given
 from jobwarden.console.web.identity import current_user, signed_in
@@ -48,16 +51,20 @@ def index() -> ResponseReturnValue:
 @bp.get("/types/<job_type>")
 def job_type(job_type: str) -> ResponseReturnValue:
     """One job type: its published policy, its limit (declared and live) with who set it,
-    its current rate, running and waiting jobs."""
+    its current rate, running and waiting jobs; its handler's p50 and p95 durations per
+    bucket over `?range=` (24h or 7d) with the marks of versions and worker starts."""
     if not NAME_PATTERN.match(job_type):
         abort(404)
     with page_reads().reading() as reader:
         policy = job_type_policy(reader, job_type)
         found = limits(reader, "type", job_type)
+        durations = duration_history(reader, job_type, request.args.get("range", ""))
     form = LimitForm.fresh() if current_user.has_role("operator") else None
     return render_template("jobwarden/job_type.html", name=job_type, policy=policy,
                            limit=found[0] if found else None, form=form,
-                           rate_window=RATE_WINDOW)
+                           rate_window=RATE_WINDOW, durations=durations,
+                           duration_chart=charts.duration_chart(durations),
+                           starts_limit=STARTS_LIMIT)
 
 
 @bp.post("/queues/<queue>/<action>")

@@ -7,9 +7,10 @@ each with its own tooltip; a mark's `tag` is the SVG element that draws it. The 
 on the server: no script (the CSP forbids inline script) and no chart library. Marks
 carry CSS classes (static/console.css), not colours.
 
-Three charts are built here from the data layer's models: the SLA page's worst wait per
-5 minutes (`sla_chart`), the overview's jobs per minute (`trend_chart`) and the failed
-groups' last hour (`sparkline`). Their values are durations, rates and counts: a missing,
+Four charts are built here from the data layer's models: the SLA page's worst wait per
+5 minutes (`sla_chart`), the overview's jobs per minute (`trend_chart`), a job type's
+handler durations over a day or a week (`duration_chart`) and the failed groups' last
+hour (`sparkline`). Their values are durations, rates and counts: a missing,
 NaN or infinite value is drawn as no value and a negative one as zero, so one odd row
 cannot break a page or flatten the scale of the others.
 """
@@ -20,8 +21,10 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal
 
+from jobwarden.console.data.durations import DurationHistory
 from jobwarden.console.data.sla import SlaRow
 from jobwarden.console.data.trends import OUTCOMES, Trend
 from jobwarden.console.web.formatting import age
@@ -258,6 +261,93 @@ def _ages(trend: Trend) -> list[tuple[int, str]]:
             f"-{age_s // 60}m" if age_s < 3600 else f"-{age_s // 3600}h")
         ticks.append((max(trend.buckets - 1 - age_s // trend.bucket_s, 0), text))
     return ticks
+
+
+# The duration chart: the trend chart's box and margins, 18 units above the plot for the
+# versions' labels.
+DUR_W, DUR_H = 720, 200
+DUR_TOP = 18
+#: The duration chart's percentiles: (series, the bucket's field, words).
+PERCENTILES = (("p50", "p50_ms", "median"), ("p95", "p95_ms", "95th percentile"))
+
+
+def duration_chart(history: DurationHistory) -> Chart:
+    """p50 and p95 of a type's handler durations per bucket, oldest on the left: one line
+    each, broken where a bucket had no execution (a lone bucket is a short dash); round
+    durations on the y axis, ages on the time axis, one hover target per bucket with its
+    numbers; a dashed rule where a handler version first ran, labelled with it, and a tick
+    on the time axis where workers of the type started."""
+    plot_w, plot_h = DUR_W - LEFT - RIGHT, DUR_H - DUR_TOP - BOTTOM
+    base = DUR_TOP + plot_h
+    scale = Scale(base, plot_h, nice_ceiling(highest(
+        [b.p95_ms for b in history.buckets] + [b.p50_ms for b in history.buckets], 1.0)))
+    span = (history.end - history.start).total_seconds()
+
+    def at(moment: datetime) -> float:
+        return LEFT + plot_w * (moment - history.start).total_seconds() / span
+
+    slot = plot_w / len(history.buckets)
+    marks: list[Mark] = []
+    for k in range(5):
+        value = scale.top * k / 4
+        y = scale.y(value)
+        marks += [Rule(LEFT, y, DUR_W - RIGHT, y, "grid"),
+                  Label(LEFT - 4, y + 4, age(value / 1000), "axis", "end")]
+    step = 6 * 3600 if span <= 86400 else 86400
+    for n, back in enumerate(range(0, int(span) + 1, step)):
+        text = "now" if back == 0 else (f"-{back // 3600}h" if step < 86400
+                                        else f"-{back // 86400}d")
+        anchor: Anchor = "end" if n == 0 else ("start" if back >= span else "middle")
+        marks.append(Label(DUR_W - RIGHT - plot_w * back / span, DUR_H - 6, text, "axis",
+                           anchor))
+    for series, field, _ in PERCENTILES:
+        run: list[tuple[float, float]] = []
+        values: list[float | None] = [drawable(getattr(b, field)) for b in history.buckets]
+        for i, ms in enumerate([*values, None]):
+            if ms is not None:
+                run.append((LEFT + slot * (i + 0.5), scale.y(ms)))
+                continue
+            if len(run) == 1:  # a lone bucket: a dash its width, not an invisible point
+                (x, y), = run
+                run = [(x - slot / 2, y), (x + slot / 2, y)]
+            if run:
+                marks.append(Line(tuple(run), f"series series-{series}", series))
+            run = []
+    for i, b in enumerate(history.buckets):
+        if b.executions:
+            marks.append(Bar(LEFT + slot * i, DUR_TOP, slot, plot_h, "hover",
+                             f"{_span(b.start, history.bucket_s)}: p50 {_ms(b.p50_ms)}, "
+                             f"p95 {_ms(b.p95_ms)} of {b.executions} execution(s)"))
+    for v in history.versions:
+        x = at(v.at)
+        what = (f"version {v.version} first ran {v.at:%Y-%m-%d %H:%M} UTC (worker {v.worker})"
+                if v.ran else f"version {v.version} published {v.at:%Y-%m-%d %H:%M} UTC by "
+                f"worker {v.worker} (no execution of it within the hour)")
+        marks += [Rule(x, DUR_TOP, x, base, "mark mark-version", what),
+                  Label(x, DUR_TOP - 5, f"v{v.version}", "mark-label", "middle")]
+    for s in history.starts:
+        x = LEFT + slot * (s.bucket + 0.5)
+        names = ", ".join(s.workers[:5]) + (" …" if len(s.workers) > 5 else "")
+        marks.append(Rule(x, base, x, base - 8, "mark mark-start",
+                          f"{len(s.workers)} worker(s) started "
+                          f"{_span(s.at, history.bucket_s)}: {names}"))
+    return Chart("duration-chart", (0, 0, DUR_W, DUR_H),
+                 f"Handler duration p50 and p95 of {history.job_type} per "
+                 f"{_every(history.bucket_s)}, last {history.range}", tuple(marks),
+                 testid="duration-chart")
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else age(value / 1000)
+
+
+def _every(bucket_s: int) -> str:
+    return f"{bucket_s // 60} minutes" if bucket_s < 3600 else f"{bucket_s // 3600} hour(s)"
+
+
+def _span(start: datetime, bucket_s: int) -> str:
+    end = start + timedelta(seconds=bucket_s)
+    return f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC"
 
 
 SPARK_W, SPARK_H = 120, 24
