@@ -267,6 +267,8 @@ def _ages(trend: Trend) -> list[tuple[int, str]]:
 # versions' labels.
 DUR_W, DUR_H = 720, 200
 DUR_TOP = 18
+#: The shortest dash a bucket with no neighbour is drawn as (a day's 5 minutes are 2.3).
+LONE_DASH = 6
 #: The duration chart's percentiles: (series, the bucket's field, words).
 PERCENTILES = (("p50", "p50_ms", "median"), ("p95", "p95_ms", "95th percentile"))
 
@@ -289,7 +291,7 @@ def duration_chart(history: DurationHistory) -> Chart:
     slot = plot_w / len(history.buckets)
     marks: list[Mark] = []
     for k in range(5):
-        value = scale.top * k / 4
+        value = scale.top / 4 * k  # not top * k: a top near the float's limit overflows
         y = scale.y(value)
         marks += [Rule(LEFT, y, DUR_W - RIGHT, y, "grid"),
                   Label(LEFT - 4, y + 4, age(value / 1000), "axis", "end")]
@@ -307,9 +309,10 @@ def duration_chart(history: DurationHistory) -> Chart:
             if ms is not None:
                 run.append((LEFT + slot * (i + 0.5), scale.y(ms)))
                 continue
-            if len(run) == 1:  # a lone bucket: a dash its width, not an invisible point
+            if len(run) == 1:  # a lone bucket: a dash, not an invisible point
                 (x, y), = run
-                run = [(x - slot / 2, y), (x + slot / 2, y)]
+                half = max(slot, LONE_DASH) / 2
+                run = [(x - half, y), (x + half, y)]
             if run:
                 marks.append(Line(tuple(run), f"series series-{series}", series))
             run = []
@@ -338,7 +341,8 @@ def duration_chart(history: DurationHistory) -> Chart:
 
 
 def _ms(value: float | None) -> str:
-    return "—" if value is None else age(value / 1000)
+    shown = drawable(value)
+    return "—" if shown is None else age(shown / 1000)
 
 
 def _every(bucket_s: int) -> str:

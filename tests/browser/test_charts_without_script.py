@@ -71,3 +71,67 @@ def test_the_charts_draw_without_javascript(no_script_page, scenario):
     expect(spark).to_be_visible()
     assert spark.bounding_box()["width"] > 0
     assert style(page, "svg.spark polyline", "fill") == "none"
+
+
+@pytest.fixture
+def durations(engine):
+    """Executions of report.build in three 5-minute buckets (one of them alone, between
+    two empty ones), a version first run an hour ago and a worker started then."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("""
+            INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                                        scheduled_at, started_at, finished_at, outcome,
+                                        duration_ms)
+            SELECT g, gen_random_uuid(), 1, 'reports', 'report.build', 'w-new',
+                   f - interval '1 s', f - d * interval '1 ms', f, 'completed', d
+            FROM generate_series(1, 30) AS g,
+                 LATERAL (SELECT now() - (CASE WHEN g <= 10 THEN 2 WHEN g <= 20 THEN 3
+                                               ELSE 35 END) * interval '5 minutes' AS f,
+                                 (g * 37 %% 500 + 20)::float8 AS d) x""")
+        conn.exec_driver_sql("""
+            INSERT INTO job_type_versions (type, version, first_at, first_by)
+            VALUES ('report.build', 2, now() - interval '3 hours', 'w-new')""")
+        conn.exec_driver_sql("""
+            INSERT INTO job_workers (worker_id, host, pid, queues, job_types, concurrency,
+                                     version, started_at)
+            VALUES ('w-new', 'host', 1, '{reports}', '{report.build}', 4, 'test',
+                    now() - interval '3 hours')""")
+
+
+def test_the_duration_chart_draws_without_javascript(no_script_page, durations):
+    page = no_script_page
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto("/login")
+    page.get_by_label("User name").fill("vera")
+    page.get_by_label("Password").fill("correct horse battery")
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/login" not in url)
+    page.goto("/types/report.build")
+    assert page.evaluate("() => typeof window.htmx") == "undefined"  # no script ran
+    chart = page.get_by_test_id("duration-chart")
+    expect(chart).to_be_visible()
+    assert chart.bounding_box()["height"] > 150  # scaled to the page, not collapsed
+    # Three buckets with executions: a hover target each; each series one run of two
+    # neighbouring buckets and one lone bucket drawn as a dash.
+    expect(chart.locator("rect.hover")).to_have_count(3)
+    for series in ("p50", "p95"):
+        expect(chart.locator(f'polyline[data-outcome="{series}"]')).to_have_count(2)
+        assert style(page, f'polyline[data-outcome="{series}"]', "fill") == "none"
+        assert style(page, f'polyline[data-outcome="{series}"]', "stroke") != "none"
+    # p95 is told from p50 by its dashes, not its colour alone.
+    assert style(page, 'polyline[data-outcome="p50"]', "stroke-dasharray") == "none"
+    assert style(page, 'polyline[data-outcome="p95"]', "stroke-dasharray") != "none"
+    expect(chart.locator("line.mark-version")).to_have_count(1)
+    expect(chart.locator("text.mark-label")).to_have_text("v2")
+    expect(chart.locator("line.mark-start")).to_have_count(1)
+    expect(chart.locator("line.mark-version title")).to_contain_text("version 2 first ran")
+    expect(page.get_by_test_id("version-mark")).to_contain_text("version 2 first ran")
+    # The week, by a plain link (no script): hour buckets, the same marks.
+    page.locator('a[data-range="7d"]').click()
+    expect(page.get_by_test_id("durations")).to_have_attribute("data-bucket-s", "3600")
+    expect(page.get_by_test_id("duration-chart").locator("line.mark-version")).to_have_count(1)
+    # On a phone the chart fits the screen: nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    box = page.get_by_test_id("duration-chart").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390

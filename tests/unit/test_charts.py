@@ -8,12 +8,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 from jinja2 import Environment, FileSystemLoader, PrefixLoader
 
+from jobwarden.console.data.durations import (
+    DurationBucket,
+    DurationHistory,
+    StartMark,
+    VersionMark,
+)
 from jobwarden.console.data.sla import Interval, SlaRow
 from jobwarden.console.data.trends import OUTCOMES, Trend
 from jobwarden.console.web import charts
@@ -178,4 +185,92 @@ def test_the_macro_escapes_what_the_data_names() -> None:
     row = sla_row([1.0])
     row.type = '"><script>alert(1)</script>'
     html = render(charts.sla_chart(row))
+    assert "<script" not in html and "&lt;script&gt;" in html
+
+
+T0 = datetime(2026, 12, 6, 0, 0, tzinfo=UTC)
+
+
+def durations(p50: Sequence[float | None], p95: Sequence[float | None] | None = None,
+              versions: Sequence[VersionMark] = (), starts: Sequence[StartMark] = (),
+              bucket_s: int = 300) -> DurationHistory:
+    p95 = p50 if p95 is None else p95
+    buckets = [DurationBucket(T0 + timedelta(seconds=i * bucket_s),
+                              T0 + timedelta(seconds=(i + 1) * bucket_s),
+                              0 if a is None else 3, a, b)
+               for i, (a, b) in enumerate(zip(p50, p95, strict=True))]
+    return DurationHistory("report.build", "24h", bucket_s, buckets, list(versions),
+                           list(starts))
+
+
+def flat(line: Line) -> list[float]:
+    return [c for point in line.points for c in point]
+
+
+@pytest.mark.parametrize("values", [v for v in EDGES.values() if v], ids=[
+    k for k, v in EDGES.items() if v])
+def test_the_duration_chart_keeps_every_mark_inside_its_box(values: list[float]) -> None:
+    chart = charts.duration_chart(durations(values, [v * 2 for v in values]))
+    assert outside(chart) == []
+
+
+def test_duration_lines_break_where_a_bucket_had_no_execution() -> None:
+    history = durations([100.0, 200.0, None, 400.0, None], [150.0, 800.0, None, 1000.0, None])
+    chart = charts.duration_chart(history)
+    p50 = of(chart, Line, "series-p50")
+    p95 = of(chart, Line, "series-p95")
+    assert [line.outcome for line in p50 + p95] == ["p50"] * 2 + ["p95"] * 2
+    slot = (charts.DUR_W - charts.LEFT - charts.RIGHT) / 5
+    base = charts.DUR_H - charts.BOTTOM
+    plot_h = base - charts.DUR_TOP
+
+    def y(ms: float) -> float:  # the axis reads 0 to 1s (the highest, 1000 ms)
+        return base - plot_h * ms / 1000
+
+    # two neighbours joined at their buckets' middles; the lone one a dash across its slot
+    assert flat(p50[0]) == pytest.approx(
+        [charts.LEFT + slot / 2, y(100), charts.LEFT + 1.5 * slot, y(200)])
+    assert flat(p50[1]) == pytest.approx(
+        [charts.LEFT + 3 * slot, y(400), charts.LEFT + 4 * slot, y(400)])
+    assert p95[1].points[0][1] == pytest.approx(charts.DUR_TOP)
+    assert [m.text for m in of(chart, Label, "axis")][:5] == [
+        "0ms", "250ms", "500ms", "750ms", "1.0s"]
+    hover = of(chart, Bar, "hover")
+    assert len(hover) == 3  # the buckets with executions
+    assert hover[0].title == ("2026-12-06 00:00–00:05 UTC: p50 100ms, p95 150ms of "
+                              "3 execution(s)")
+
+
+def test_a_lone_bucket_of_a_week_is_still_a_visible_dash() -> None:
+    chart = charts.duration_chart(durations([None] * 100 + [5.0] + [None] * 67,
+                                            bucket_s=3600))
+    [line] = of(chart, Line, "series-p50")
+    assert line.points[1][0] - line.points[0][0] == charts.LONE_DASH
+
+
+def test_a_version_is_a_rule_at_its_moment_and_worker_starts_tick_their_bucket() -> None:
+    ran = VersionMark(3, T0 + timedelta(hours=6), True, T0 + timedelta(hours=5, minutes=59),
+                      "host:1:abc")
+    published = VersionMark(4, T0 + timedelta(hours=12), False, T0 + timedelta(hours=12),
+                             "host:2:def")
+    starts = [StartMark(10, T0 + timedelta(minutes=50), ("a", "b"))]
+    chart = charts.duration_chart(durations([50.0] * 288, versions=[ran, published],
+                                            starts=starts))
+    plot_w = charts.DUR_W - charts.LEFT - charts.RIGHT
+    six, twelve = of(chart, Rule, "mark-version")
+    assert six.x1 == six.x2 == pytest.approx(charts.LEFT + plot_w / 4)
+    assert twelve.x1 == pytest.approx(charts.LEFT + plot_w / 2)
+    assert six.title == "version 3 first ran 2026-12-06 06:00 UTC (worker host:1:abc)"
+    assert "published" in twelve.title and "no execution" in twelve.title
+    assert [m.text for m in of(chart, Label, "mark-label")] == ["v3", "v4"]
+    [tick] = of(chart, Rule, "mark-start")
+    assert tick.x1 == pytest.approx(charts.LEFT + plot_w * 10.5 / 288)
+    assert tick.title == "2 worker(s) started 2026-12-06 00:50–00:55 UTC: a, b"
+    assert [m.text for m in of(chart, Label, "axis")][5:] == [
+        "now", "-6h", "-12h", "-18h", "-24h"]
+
+
+def test_the_duration_chart_escapes_a_workers_name() -> None:
+    evil = VersionMark(2, T0 + timedelta(hours=1), True, T0, '"><script>alert(1)</script>')
+    html = render(charts.duration_chart(durations([1.0] * 288, versions=[evil])))
     assert "<script" not in html and "&lt;script&gt;" in html
