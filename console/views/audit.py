@@ -1,8 +1,11 @@
-"""The audit log: every operator action, filterable by actor, action and job."""
+"""The audit log: every operator action, filterable by actor, action and job; and the
+same log one line per action (`/audit/actions`), a bulk action one line counting its
+jobs, filterable by actor, action and days."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, date, datetime, time, timedelta
 from urllib.parse import urlencode
 
 from flask import Blueprint, render_template, request
@@ -43,6 +46,56 @@ def index() -> ResponseReturnValue:
     unfinished = page_reads().all(CQ.console_bulk_unfinished, limit=20)
     return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
                            bulk=bulk, actions=AUDITED_ACTIONS, unfinished=unfinished)
+
+
+#: The actions a line can name: a bulk cancel's or skip's start is part of its line.
+LINE_ACTIONS = tuple(a for a in AUDITED_ACTIONS if a != "start_bulk")
+
+
+@bp.get("/audit/actions")
+def actions() -> ResponseReturnValue:
+    """One line per operator action, newest first: when, who, role, what, how many jobs,
+    why, and a link to what it was done to; keyset paging that keeps the filters (actor,
+    action, a range of days in UTC)."""
+    cfg = settings()
+    action = text_filter(request.args.get("action"))
+    days = {k: day_filter(request.args.get(k)) for k in ("from", "to")}
+    bad = [k for k, v in days.items() if request.args.get(k, "").strip() and v is None]
+    filters = {"actor": text_filter(request.args.get("actor")),
+               "action": action if action in LINE_ACTIONS else None,
+               "since": day_start(days["from"]), "until": day_start(days["to"], after=True)}
+    limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
+    rows = get_db().all(CQ.console_audit_lines_page, **filters,
+                        before_id=positive_int(request.args.get("before")), limit=limit + 1)
+    next_before = rows[limit - 1]["id"] if len(rows) > limit else None
+    keep = {"actor": filters["actor"], "action": filters["action"],
+            "from": days["from"], "to": days["to"],
+            "limit": limit if limit != cfg["PAGE_SIZE"] else None}
+    keep = {k: v for k, v in keep.items() if v}
+    older = urlencode({**keep, "before": next_before}) if next_before else None
+    return render_template("jobwarden/audit_actions.html", rows=rows[:limit], older=older,
+                           filters=filters, days=days, bad=bad, actions=LINE_ACTIONS,
+                           newest=urlencode(keep) if request.args.get("before") else None)
+
+
+def day_filter(value: str | None) -> date | None:
+    """A day given as YYYY-MM-DD, or None for anything else."""
+    try:
+        return date.fromisoformat((value or "").strip())
+    except ValueError:
+        return None
+
+
+def day_start(day: date | None, after: bool = False) -> datetime | None:
+    """The UTC midnight that starts `day` (or, `after`, ends it); None for no day, and for
+    the end of the last day a date can name (no bound: every later moment is in range)."""
+    if day is None:
+        return None
+    if after:
+        if day == date.max:
+            return None
+        day += timedelta(days=1)
+    return datetime.combine(day, time.min, UTC)
 
 
 def uuid_filter(value: str | None) -> str | None:

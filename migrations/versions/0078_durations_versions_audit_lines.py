@@ -103,6 +103,7 @@ def upgrade() -> None:
         CREATE UNIQUE INDEX job_audit_lines_bulk_key ON job_audit_lines (bulk_id)
             WHERE bulk_id IS NOT NULL;
         CREATE INDEX job_audit_lines_actor_idx ON job_audit_lines (actor, id);
+        CREATE INDEX job_audit_lines_at_idx ON job_audit_lines (at);
     """)
     for function in FUNCTIONS:
         op.execute(load_sql(function, revision))

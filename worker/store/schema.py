@@ -375,6 +375,7 @@ job_audit_lines = Table(
 Index("job_audit_lines_bulk_key", job_audit_lines.c.bulk_id, unique=True,
       postgresql_where=text("bulk_id IS NOT NULL"))
 Index("job_audit_lines_actor_idx", job_audit_lines.c.actor, job_audit_lines.c.id)
+Index("job_audit_lines_at_idx", job_audit_lines.c.at)
 
 job_workers = Table(
     "job_workers",
