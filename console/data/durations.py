@@ -103,8 +103,7 @@ def duration_history(reader: Reader, job_type: str, range_name: str = DEFAULT_RA
     first = last - count + 1
     since, until = _epoch(first * bucket_s), _epoch((last + 1) * bucket_s)
     found = {int(r["bucket"]): r for r in reader.all(
-        CQ.console_type_durations, type=job_type, bucket_s=bucket_s, since=since,
-        until=until)}
+        CQ.console_type_durations, type=job_type, bucket_s=bucket_s, first=first, last=last)}
     buckets = []
     for n in range(first, last + 1):
         row = found.get(n)

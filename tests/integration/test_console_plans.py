@@ -328,18 +328,24 @@ def test_a_groups_newest_cards_come_from_an_index(never_analyzed, group):
     rows = [n for n in jobs if n["Node Type"] == "Index Scan"]
     assert rows and max(n["Actual Loops"] for n in rows) <= 51, plan
     assert buffers < 1_200, plan
-@pytest.mark.parametrize(("hours", "bucket_s", "most"), [(24, 300, 60), (7 * 24, 3600, 250)])
+
+
+@pytest.mark.parametrize(("hours", "bucket_s", "most"), [(24, 300, 1_600),
+                                                    (7 * 24, 3600, 10_500)])
 def test_a_types_durations_are_an_index_only_scan_of_that_type(never_analyzed, hours,
                                                                bucket_s, most):
     # t1 is one job in 20: its 1,440 executions of a day (10,000 of the week) lie among
     # 28,800 (200,000) of every type
     with psycopg.connect(never_analyzed) as conn:
-        since, until = conn.execute("SELECT now() - make_interval(hours => %s), now()",
-                                    [hours]).fetchone()
+        (last,) = conn.execute("SELECT floor(extract(epoch FROM now()) / %s)::bigint",
+                               [bucket_s]).fetchone()
+    buckets = hours * 3600 // bucket_s
     buffers, plan = explain(never_analyzed, CQ.console_type_durations, type="t1",
-                            bucket_s=bucket_s, since=since, until=until)
+                            bucket_s=bucket_s, first=last - buckets + 1, last=last)
     scans = [n for n in nodes(plan) if n.get("Relation Name", "").startswith("job_executions")
-             and n["Shared Hit Blocks"] + n["Shared Read Blocks"] > 0]
+             and n["Actual Loops"] > 0]
     assert scans and {n["Node Type"] for n in scans} == {"Index Only Scan"}, plan
-    assert all("type" in n["Index Name"] for n in scans), plan
-    assert buffers < most, plan
+    assert all("type" in n["Index Name"] and n["Heap Fetches"] == 0 for n in scans), plan
+    # the type's rows of the range and no other: each bucket one probe of the index
+    assert sum(n["Actual Rows"] * n["Actual Loops"] for n in scans) < most, plan
+    assert buffers < buckets * 4 + most // 50, plan

@@ -8,21 +8,29 @@ SELECT floor(extract(epoch FROM now()) / %(bucket_s)s::int)::bigint AS last_buck
 
 -- name: console_type_durations
 -- p50 and p95 of the handler's duration (exact: percentile_cont) and how many executions,
--- per bucket of bucket_s seconds by when each ended, from `since` (a bucket's start) to
--- the end of the current bucket. The executions a handler ended (returned, raised, or
--- was stopped by its timeout): the predicate of job_executions_type_duration_idx
--- (migration 0078), so this is an index-only scan of one type's rows in the range, in the
--- range's weekly partitions only. A lost worker's execution (its duration ends at its
--- last heartbeat), a hand-back, a cancel or an unknown end is no handler's duration.
-SELECT floor(extract(epoch FROM finished_at) / %(bucket_s)s::int)::bigint AS bucket,
-       count(duration_ms) AS executions,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50_ms,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95_ms
-FROM job_executions
-WHERE type = %(type)s::text
-  AND finished_at >= %(since)s::timestamptz AND finished_at < %(until)s::timestamptz
-  AND outcome IN ('completed', 'retry', 'failed', 'skipped', 'snoozed', 'timeout')
-GROUP BY 1;
+-- per bucket of bucket_s seconds by when each ended, for the buckets `first` to `last`
+-- (multiples of bucket_s seconds since the epoch); only the buckets with executions. The
+-- executions a handler ended (returned, raised, or was stopped by its timeout): the
+-- predicate of job_executions_type_duration_idx (migration 0078), so each bucket is an
+-- index-only scan of one type's rows in its range, in the partition that holds it. One
+-- bucket at a time (a LATERAL per bucket), so each percentile sorts one bucket's rows in
+-- memory: grouped over the range at once, the week's rows of a busy type were sorted
+-- together on disk first (1.16 s against 0.69 s for 1,000,000 executions).
+-- A lost worker's execution (its duration ends at its last heartbeat), a hand-back, a
+-- cancel or an unknown end is no handler's duration.
+SELECT b.n AS bucket, d.executions, d.p50_ms, d.p95_ms
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS b (n)
+CROSS JOIN LATERAL (
+    SELECT count(duration_ms) AS executions,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50_ms,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95_ms
+    FROM job_executions
+    WHERE type = %(type)s::text
+      AND finished_at >= to_timestamp(b.n * %(bucket_s)s::int)
+      AND finished_at < to_timestamp((b.n + 1) * %(bucket_s)s::int)
+      AND outcome IN ('completed', 'retry', 'failed', 'skipped', 'snoozed', 'timeout')
+) d
+WHERE d.executions > 0;
 
 -- name: console_type_versions
 -- The type's versions first published from an hour before `since` on (job_type_versions,
