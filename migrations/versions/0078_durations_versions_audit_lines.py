@@ -20,7 +20,9 @@ Versions. `job_types` keeps a type's current policy only, its `published_at` mov
 every worker start. `job_type_versions` records each (type, version) the first time a
 worker publishes it, when and by which worker (a trigger on job_types: no runtime code
 changed); the chart marks where a new version's first worker first ran the type. Versions
-published before this migration are not known: none is recorded for them.
+published before this migration are not known: none is recorded for them. The chart also
+marks the type's workers' starts (deploy-like moments), read by a new index of
+job_workers by start.
 
 Audit lines. The compact audit view pages through actions: a bulk action is one line,
 however many rows its chunks wrote. `job_audit_lines` holds one row per action, kept by a
@@ -104,6 +106,9 @@ def upgrade() -> None:
             WHERE bulk_id IS NOT NULL;
         CREATE INDEX job_audit_lines_actor_idx ON job_audit_lines (actor, id);
         CREATE INDEX job_audit_lines_at_idx ON job_audit_lines (at);
+        -- The chart's worker starts, by time: job_workers keeps a row per process ever
+        -- started.
+        CREATE INDEX job_workers_started_idx ON job_workers (started_at);
     """)
     for function in FUNCTIONS:
         op.execute(load_sql(function, revision))

@@ -397,6 +397,8 @@ job_workers = Table(
     Column("loop_lag_ms", Float),
     CheckConstraint(check_in("state", WORKER_STATES), name="job_workers_state_check"),
 )
+# Workers by start (migration 0078): a type's duration chart marks its workers' starts.
+Index("job_workers_started_idx", job_workers.c.started_at)
 
 processed_effects = Table(
     "processed_effects",
