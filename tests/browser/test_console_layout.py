@@ -28,7 +28,8 @@ def scenario(engine):
 
 def page_paths(ids: dict) -> list[str]:
     return ["/", "/failed", "/failed/group?code=AUTH_FAILED", "/jobs", "/queues", "/review",
-            "/workers", "/sla", "/audit", "/users", f"/jobs/{ids['auth_failed'][0]}",
+            "/workers", "/sla", "/audit", "/audit/actions", "/types/send_email", "/users",
+            f"/jobs/{ids['auth_failed'][0]}",
             f"/jobs/{ids['running']}", f"/jobs/{ids['unknown']}"]
 
 
