@@ -45,7 +45,7 @@ def assert_clean(body: str, where: str) -> None:
 def test_no_page_shows_a_secret(operator, secret_jobs):
     failed, _ = secret_jobs
     for path in ("/", "/jobs", f"/jobs/{failed}", f"/jobs/{failed}/_live", "/failed",
-                 "/review", "/audit", "/queues"):
+                 "/review", "/audit", "/audit/actions", "/queues", "/types/charge"):
         response = operator.get(path)
         assert response.status_code == 200, path
         assert_clean(response.get_data(as_text=True), path)
