@@ -185,3 +185,36 @@ def insert_edge(conn: Connection, job_id: int, parent_id: int, *, run_anyway: bo
     if not released:
         conn.execute(text("UPDATE background_jobs SET waiting_on = waiting_on + 1 "
                           "WHERE id = :j"), {"j": job_id})
+
+
+def seed_duration_history(conn: Connection, job_type: str = "export_report", *,
+                          queue: str = "reports") -> None:
+    """A day of `job_type`'s executions, a few every 5 minutes, whose durations grew when
+    version 2 of its handler was deployed 6 hours ago (its workers restarting then), for
+    the type page's duration chart. Set-based: one statement for the executions."""
+    conn.execute(text("""
+        INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_id,
+                                    scheduled_at, started_at, finished_at, outcome,
+                                    duration_ms)
+        SELECT 0, gen_random_uuid(), 1, :queue, :type,
+               CASE WHEN f > now() - interval '6 hours' THEN 'w-app2-9' ELSE 'w-app2-7' END,
+               f - d * interval '1 ms' - interval '2 s', f - d * interval '1 ms', f,
+               CASE WHEN g % 23 = 0 THEN 'retry' ELSE 'completed' END, d
+        FROM generate_series(1, 288 * 4) g
+        CROSS JOIN LATERAL (SELECT now() - interval '24 hours' + g * interval '75 s' AS f) t
+        CROSS JOIN LATERAL (SELECT (CASE WHEN f > now() - interval '6 hours' THEN 900 ELSE 400 END)
+                                   * (0.6 + (g * 37 % 100) / 100.0)
+                                   * (CASE WHEN g % 20 = 0 THEN 4 ELSE 1 END) AS d) x
+    """), {"type": job_type, "queue": queue})
+    conn.execute(text("""
+        INSERT INTO job_type_versions (type, version, first_at, first_by)
+        VALUES (:type, 2, now() - interval '6 hours', 'w-app2-9')
+        ON CONFLICT DO NOTHING
+    """), {"type": job_type})
+    conn.execute(text("""
+        INSERT INTO job_workers (worker_id, host, pid, queues, job_types, concurrency,
+                                 version, started_at, heartbeat_at, state)
+        VALUES ('w-app2-9', 'app-2', 9, ARRAY[:queue], ARRAY[:type], 4, '0.1.0',
+                now() - interval '6 hours 1 minute', now(), 'running')
+        ON CONFLICT DO NOTHING
+    """), {"type": job_type, "queue": queue})

@@ -43,6 +43,8 @@ PAGES = [
     ("workers", "/workers"),
     ("sla", "/sla"),
     ("audit", "/audit"),
+    ("audit-actions", "/audit/actions"),
+    ("job-type", "/types/export_report"),
     ("bulk-review", "{bulk_review}"),
     ("search", "/search?q=orderId%3D7100"),
     ("users", "/users"),
@@ -65,6 +67,8 @@ def main() -> int:
             ids = sample_data.seed_console_scenario(conn)
             # A CRM outage still retrying: "Retrying now" on /failed, the storm alert.
             sample_data.seed_retry_storm(conn)
+            # A day of export_report's durations, slower since version 2 six hours ago.
+            sample_data.seed_duration_history(conn)
         engine.dispose()
         user_add("otto", "admin", "screenshots-only", database_url=url)
         server = make_server("127.0.0.1", 0, config={
