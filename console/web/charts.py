@@ -269,8 +269,8 @@ DUR_W, DUR_H = 720, 200
 DUR_TOP = 18
 #: The shortest dash a bucket with no neighbour is drawn as (a day's 5 minutes are 2.3).
 LONE_DASH = 6
-#: The duration chart's percentiles: (series, the bucket's field, words).
-PERCENTILES = (("p50", "p50_ms", "median"), ("p95", "p95_ms", "95th percentile"))
+#: The duration chart's lines: (series, the bucket's field).
+PERCENTILES = (("p50", "p50_ms"), ("p95", "p95_ms"))
 
 
 def duration_chart(history: DurationHistory) -> Chart:
@@ -302,7 +302,7 @@ def duration_chart(history: DurationHistory) -> Chart:
         anchor: Anchor = "end" if n == 0 else ("start" if back >= span else "middle")
         marks.append(Label(DUR_W - RIGHT - plot_w * back / span, DUR_H - 6, text, "axis",
                            anchor))
-    for series, field, _ in PERCENTILES:
+    for series, field in PERCENTILES:
         run: list[tuple[float, float]] = []
         values: list[float | None] = [drawable(getattr(b, field)) for b in history.buckets]
         for i, ms in enumerate([*values, None]):
