@@ -21,6 +21,16 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from jobwarden import Registry, enqueue, job
+from jobwarden.console.web.charts import (
+    BOTTOM,
+    DUR_H,
+    DUR_TOP,
+    DUR_W,
+    LEFT,
+    LONE_DASH,
+    RIGHT,
+    nice_ceiling,
+)
 from jobwarden.worker.core.states import ExecutionOutcome as O
 from jobwarden.worker.core.states import JobStatus as S
 from jobwarden.worker.duties.recovery import recover_stale_running
@@ -174,6 +184,28 @@ def independent(url: str, since: datetime, until: datetime, bucket_s: int) -> di
     return {start.astimezone(UTC): (n, p50, p95) for start, n, p50, p95 in found}
 
 
+PLOT_W = DUR_W - LEFT - RIGHT
+PLOT_H = DUR_H - DUR_TOP - BOTTOM
+BASE = DUR_TOP + PLOT_H
+
+
+def plotted(chart: Element, series: str, buckets: int) -> dict[int, float]:
+    """{bucket index: y} of one series' lines as drawn: a point per bucket at the middle of
+    its slot, a lone bucket as a level dash centred on it."""
+    slot = PLOT_W / buckets
+    found = {}
+    for line in chart.all(lambda e: e.tag == "polyline" and e.attrs.get("data-outcome") == series):
+        points = [tuple(map(float, p.split(","))) for p in line["points"].split()]
+        if len(points) == 2 and points[0][1] == points[1][1] \
+                and points[1][0] - points[0][0] == pytest.approx(max(slot, LONE_DASH), abs=0.11):
+            points = [((points[0][0] + points[1][0]) / 2, points[0][1])]
+        for x, y in points:
+            i = (x - LEFT) / slot - 0.5
+            assert i == pytest.approx(round(i), abs=0.05), (series, x)
+            found[round(i)] = y
+    return found
+
+
 def shown(tree: Element) -> tuple[dict, datetime, datetime, int]:
     section = tree.one("durations")
     since = datetime.fromisoformat(section["data-since"])
@@ -202,10 +234,19 @@ def test_each_bucket_shows_the_p50_p95_and_count_of_the_handlers_durations(
         assert rows[start][1] == pytest.approx(p50, abs=0.051), start
         assert rows[start][2] == pytest.approx(p95, abs=0.051), start
     # The chart draws a hover target per bucket with executions, and a point per bucket
-    # in each line, at the same height the y axis gives the bucket's value.
+    # in each line, at the height the y axis gives the bucket's value.
     chart = tree.one("duration-chart")
     assert len(chart.all(lambda e: e.tag == "rect" and e.attrs.get("class") == "hover")) \
         == len(rows)
+    top = nice_ceiling(max(v for _, p50, p95 in expected.values() for v in (p50, p95)))
+    for series, column in (("p50", 1), ("p95", 2)):
+        drawn = plotted(chart, series, buckets)
+        assert set(drawn) == {int((start - since).total_seconds()) // bucket_s
+                              for start in expected}, series
+        for start, values in expected.items():
+            i = int((start - since).total_seconds()) // bucket_s
+            assert drawn[i] == pytest.approx(BASE - PLOT_H * values[column] / top, abs=0.051), \
+                (series, start)
 
 
 def test_the_boundaries_fall_on_the_right_side(operator, history):
