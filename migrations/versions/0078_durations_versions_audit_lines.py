@@ -37,7 +37,7 @@ from alembic import op
 from jobwarden.worker.store.schema_sql import load_sql
 
 revision = "0078"
-down_revision = "0075"
+down_revision = "0077"
 branch_labels = None
 depends_on = None
 
