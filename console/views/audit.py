@@ -65,7 +65,7 @@ def actions() -> ResponseReturnValue:
                "action": action if action in LINE_ACTIONS else None,
                "since": day_start(days["from"]), "until": day_start(days["to"], after=True)}
     limit = clamp_limit(request.args.get("limit"), cfg["PAGE_SIZE"], cfg["PAGE_SIZE_MAX"])
-    rows = get_db().all(CQ.console_audit_lines_page, **filters,
+    rows = page_reads().all(CQ.console_audit_lines_page, **filters,
                         before_id=positive_int(request.args.get("before")), limit=limit + 1)
     next_before = rows[limit - 1]["id"] if len(rows) > limit else None
     keep = {"actor": filters["actor"], "action": filters["action"],

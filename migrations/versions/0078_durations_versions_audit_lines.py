@@ -1,7 +1,7 @@
 """A job type's durations over time, its handler versions, and one audit line per action.
 
 Revision ID: 0078
-Revises: 0075
+Revises: 0077
 Create Date: 2026-12-11
 
 Durations. A type's page charts the p50 and p95 of its handler's durations per 5 minutes
