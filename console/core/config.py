@@ -13,17 +13,18 @@ module may import it (docs/architecture.md, "Console layers").
 from __future__ import annotations
 
 import os
-import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from flask import current_app
-from pydantic import AfterValidator, Field, PlainValidator, SecretStr
+from pydantic import AfterValidator, Field, SecretStr
 
-from jobwarden.worker.core.durations import POSITIVE, PositiveDuration, shown
-from jobwarden.worker.core.settings import WorkerSettings
+from jobwarden.worker.core.durations import PositiveDuration
+from jobwarden.worker.core.settings import NotifySettings, WorkerSettings
+from jobwarden.worker.core.settings import external_url as external_url
+from jobwarden.worker.core.settings import parse_sla_targets as parse_sla_targets
 
 #: Where jobwarden.console.mount keeps the mounted Console in `app.extensions`.
 EXTENSION = "jobwarden_console"
@@ -33,46 +34,13 @@ EXTENSION = "jobwarden_console"
 RUNBOOKS = "docs/guide/operating.md"
 
 
-def parse_sla_targets(text: object) -> dict[str, float]:
-    """`send_email=30s,resize_image=2m` -> {"send_email": 30.0, "resize_image": 120.0};
-    ValueError naming the entry that does not read."""
-    if isinstance(text, dict):
-        return {str(name): POSITIVE.parse(value) for name, value in text.items()}
-    if not isinstance(text, str):
-        raise ValueError(f"{shown(text)} is not a list of targets like send_email=30s")
-    targets: dict[str, float] = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue  # a trailing comma
-        name, equals, value = (part.strip() for part in item.partition("="))
-        if not name or not equals:
-            raise ValueError(f"{shown(item.strip())} is not a job type's target like "
-                             "send_email=30s")
-        try:
-            targets[name] = POSITIVE.parse(value)
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
-    return targets
-
-
-def external_url(value: str | None) -> str | None:
-    """The console's external address without its trailing slash, or None when unset;
-    anything but an absolute http(s) URL is refused (the alerts' links would be broken)."""
-    value = (value or "").strip()
-    if not value:
-        return None
-    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
-        raise ValueError(f"the console's external URL must be an absolute http(s) address "
-                         f"such as https://ops.example.com/jobs, not {value!r}")
-    return value.rstrip("/")
-
-
 def _runbooks(value: str) -> str:
     return value.strip() or RUNBOOKS
 
 
-class ConsoleSettings(WorkerSettings):
-    """The console's settings: the runtime's, and its own."""
+class ConsoleSettings(WorkerSettings, NotifySettings):
+    """The console's settings: the runtime's, the notifications' (it shows and tests
+    the targets, and its links start with JOBWARDEN_CONSOLE_URL), and its own."""
 
     secret_key: SecretStr | None = Field(
         None, description="Signs the standalone console's sessions and CSRF tokens; unset, "
@@ -80,13 +48,6 @@ class ConsoleSettings(WorkerSettings):
                           "console uses its host's `SECRET_KEY`).")
     metrics_token: SecretStr | None = Field(
         None, description="The bearer token a Prometheus scraper sends to `/metrics`.")
-    console_url: Annotated[str | None, PlainValidator(external_url)] = Field(
-        None, json_schema_extra={"kind": "absolute http(s) URL"},
-        description="The address people open the console at, mount path included "
-                          "(`https://shop.example.com/ops/jobs`; `Console(app, "
-                          "external_url=...)` when mounted): the alerts' `console_url` "
-                          "links start with it. Unset: the console's path alone, so the "
-                          "links are relative (a request's Host is never used).")
     console_read_url: SecretStr | None = Field(
         None, json_schema_extra={"kind": "PostgreSQL URL"},
         description="A streaming replica (hot standby) of DATABASE_URL's server, for the "
@@ -102,12 +63,6 @@ class ConsoleSettings(WorkerSettings):
         RUNBOOKS, json_schema_extra={"kind": "URL or path"},
         description="Where the alerts' `runbook_url` links point: the operating "
                               "guide's alert runbooks, as your team reads them.")
-    sla: Annotated[dict[str, float], PlainValidator(parse_sla_targets)] = Field(
-        default_factory=dict, json_schema_extra={"kind": "`type=duration`, comma-separated"},
-        description="Per-type SLA targets, `send_email=30s,export_report=5m`; each wins "
-                    "over the handler's `@job(sla=...)`.")
-    sla_default: PositiveDuration | None = Field(
-        None, description="The SLA target of the types that declare none.")
     stale_after: PositiveDuration = Field(
         30.0, description="A running job whose heartbeat is older than this is shown as "
                           "stale.")

@@ -42,13 +42,28 @@ BAD = [
     ("JOBWARDEN_LOGIN_ADDRESS_FREE_FAILURES", "-1", "greater than or equal to 0"),
     ("JOBWARDEN_LOGIN_ADDRESS_LOCK_MAX_SECONDS", "1e9", "valid integer"),
     ("JOBWARDEN_LOGIN_FAILURE_WINDOW_SECONDS", "99999999", "less than or equal to 2592000"),
+    ("JOBWARDEN_NOTIFY_INTERVAL", "0", "'0' must be more than 0"),
+    ("JOBWARDEN_NOTIFY_PERIOD", "soon", "'soon' is not a duration"),
+    ("JOBWARDEN_NOTIFY_QUEUE", "two words", "'two words' is not a queue name"),
+    ("JOBWARDEN_NOTIFY_ALLOW_PRIVATE", "sometimes", "valid boolean"),
+    ("JOBWARDEN_NOTIFY_WEBHOOK_URL", "file:///etc/passwd", "starts with https:// or http://"),
+    ("JOBWARDEN_NOTIFY_WEBHOOK_URL", "https://user:pw@hooks.example.com/x",
+     "may not hold a user or password"),
+    ("JOBWARDEN_NOTIFY_WEBHOOK_FORMAT", "xml", "input should be 'json' or 'slack'"),
+    ("JOBWARDEN_NOTIFY_SMTP_HOST", "mail server", "not a host name or an address"),
+    ("JOBWARDEN_NOTIFY_SMTP_PORT", "70000", "less than or equal to 65535"),
+    ("JOBWARDEN_NOTIFY_SMTP_STARTTLS", "maybe", "valid boolean"),
+    ("JOBWARDEN_NOTIFY_EMAIL_FROM", "ops@example.com\r\nBcc: x@evil.example",
+     "is not a mail address"),
+    ("JOBWARDEN_NOTIFY_EMAIL_TO", "a@example.com, b@example.com>", "is not a mail address"),
 ]
 #: Variables any text reads as (JOBWARDEN_LISTEN_URL is a database URL, checked by
 #: jobwarden.worker.store.db.parse_url when the worker starts: test_database_url.py;
 #: JOBWARDEN_CONSOLE_READ_URL when the console is mounted: test_console_replica.py).
 ANY_TEXT = {"JOBWARDEN_HOME", "JOBWARDEN_LISTEN_URL", "JOBWARDEN_CONSOLE_READ_URL",
-            "JOBWARDEN_SECRET_KEY",
-            "JOBWARDEN_METRICS_TOKEN", "JOBWARDEN_RUNBOOK_URL"}
+            "JOBWARDEN_SECRET_KEY", "JOBWARDEN_METRICS_TOKEN", "JOBWARDEN_RUNBOOK_URL",
+            "JOBWARDEN_NOTIFY_WEBHOOK_SECRET", "JOBWARDEN_NOTIFY_SMTP_USER",
+            "JOBWARDEN_NOTIFY_SMTP_PASSWORD"}
 
 
 @pytest.mark.parametrize(("variable", "value", "says"), BAD,
@@ -123,6 +138,41 @@ def test_the_runtime_rereads_a_variable_that_changed(monkeypatch):
         WorkerSettings.one("max_payload_bytes")
     with pytest.raises(SettingsError, match="^JOBWARDEN_MAX_PAYLOAD_BYTES: "):
         WorkerSettings.current()
+
+
+def test_an_email_target_from_the_environment_is_whole(monkeypatch):
+    """The checks across variables say which are missing, in one line; a password is
+    never sent in clear; a secret without a URL is a mistake."""
+    from jobwarden.worker.core.settings import NotifySettings
+
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_SMTP_HOST", "smtp.example.com")
+    with pytest.raises(SettingsError) as refused:
+        NotifySettings.load()
+    assert str(refused.value) == ("JOBWARDEN_NOTIFY_EMAIL_FROM, JOBWARDEN_NOTIFY_EMAIL_TO: "
+                                  "needed as well, for mail through JOBWARDEN_NOTIFY_SMTP_HOST")
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_EMAIL_FROM", "jobs@example.com")
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_EMAIL_TO", "ops@example.com, oncall@example.com,")
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_SMTP_PASSWORD", "s3cr3t-pw")
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_SMTP_STARTTLS", "0")
+    with pytest.raises(SettingsError, match="^JOBWARDEN_NOTIFY_SMTP_PASSWORD: refused") as no:
+        NotifySettings.load()
+    assert "s3cr3t-pw" not in str(no.value)
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_SMTP_STARTTLS", "1")
+    loaded = NotifySettings.load()
+    assert loaded.notify_email_to == ("ops@example.com", "oncall@example.com")
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_WEBHOOK_SECRET", "k")
+    with pytest.raises(SettingsError, match="^JOBWARDEN_NOTIFY_WEBHOOK_SECRET: set without"):
+        NotifySettings.load()
+
+
+def test_a_webhook_url_in_an_error_is_never_repeated(monkeypatch):
+    """Its path may be the secret (Slack's): a URL refused is not echoed."""
+    from jobwarden.worker.core.settings import NotifySettings
+
+    monkeypatch.setenv("JOBWARDEN_NOTIFY_WEBHOOK_URL", "ftp://hooks.example.com/T0/B0/s3cr3t")
+    with pytest.raises(SettingsError) as refused:
+        NotifySettings.load()
+    assert "s3cr3t" not in str(refused.value)
 
 
 def test_a_secret_is_never_repeated_in_an_error(monkeypatch):

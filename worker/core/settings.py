@@ -8,6 +8,9 @@ every `jobwarden` command prints before it starts (exit status 2), never a silen
 A variable set but empty counts as unset. DATABASE_URL is not here: it is checked by
 jobwarden.worker.store.db.parse_url, which reads every database URL.
 
+`NotifySettings` holds the notifications' (docs/guide/notifications.md), which the
+worker's notifier and the console both read; the console's settings extend it too.
+
 docs/reference/configuration.md is generated from these classes (tests/docs_tables.py).
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
@@ -26,9 +30,11 @@ from pydantic import (
     PlainValidator,
     SecretStr,
     ValidationError,
+    model_validator,
 )
 
-from jobwarden.worker.core.durations import PositiveDuration, shown
+from jobwarden.worker.core import destinations
+from jobwarden.worker.core.durations import POSITIVE, PositiveDuration, shown
 from jobwarden.worker.core.retention_policy import RetentionPolicy
 
 PREFIX = "JOBWARDEN_"
@@ -132,6 +138,9 @@ def one_line(exc: ValidationError, model: type[BaseModel]) -> str:
     for error in exc.errors():
         name = str(error["loc"][0]) if error["loc"] else model.__name__
         message = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:  # a check of several variables: it names them itself
+            parts.append(" ".join(message.split()))
+            continue
         message = message[:1].lower() + message[1:]
         given = error.get("input")
         # pydantic's own checks do not say what they were given; ours (value_error) do
@@ -180,3 +189,153 @@ class WorkerSettings(Settings):
         64 * 1024, ge=1, le=2**30,
         description="The largest result a handler may return, as JSON bytes; over it the "
                     "job fails with `RESULT_TOO_LARGE`.")
+
+
+def parse_sla_targets(text: object) -> dict[str, float]:
+    """`send_email=30s,resize_image=2m` -> {"send_email": 30.0, "resize_image": 120.0};
+    ValueError naming the entry that does not read."""
+    if isinstance(text, dict):
+        return {str(name): POSITIVE.parse(value) for name, value in text.items()}
+    if not isinstance(text, str):
+        raise ValueError(f"{shown(text)} is not a list of targets like send_email=30s")
+    targets: dict[str, float] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue  # a trailing comma
+        name, equals, value = (part.strip() for part in item.partition("="))
+        if not name or not equals:
+            raise ValueError(f"{shown(item.strip())} is not a job type's target like "
+                             "send_email=30s")
+        try:
+            targets[name] = POSITIVE.parse(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return targets
+
+
+def external_url(value: str | None) -> str | None:
+    """The console's external address without its trailing slash, or None when unset;
+    anything but an absolute http(s) URL is refused (the alerts' links would be broken)."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+        raise ValueError(f"the console's external URL must be an absolute http(s) address "
+                         f"such as https://ops.example.com/jobs, not {value!r}")
+    return value.rstrip("/")
+
+
+def _webhook_url(value: Any) -> SecretStr | None:
+    """The environment's webhook URL, checked (its host is not: see destinations)."""
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    if not isinstance(text, str):
+        raise ValueError("a webhook URL is text")
+    return SecretStr(destinations.check_webhook_url(text, console=False))
+
+
+def _optional_address(value: Any) -> str | None:
+    return None if value is None or not str(value).strip() else \
+        destinations.check_address(str(value), "sender")
+
+
+def _recipients(value: Any) -> tuple[str, ...]:
+    if value is None or (isinstance(value, str) and not value.strip()) or value == ():
+        return ()
+    return destinations.check_addresses(value)
+
+
+def _smtp_host(value: Any) -> str | None:
+    if value is None or not str(value).strip():
+        return None
+    return destinations.check_smtp_host(str(value), console=False)
+
+
+def _queue(value: Any) -> str:
+    text = str(value).strip()
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}", text):
+        raise ValueError(f"{shown(text)} is not a queue name (letters, digits, '_', '.', "
+                         "':' or '-')")
+    return text
+
+
+class NotifySettings(Settings):
+    """The notifications' settings (docs/guide/notifications.md): what the worker's
+    notifier watches and where it sends, read by the worker and by the console."""
+
+    console_url: Annotated[str | None, PlainValidator(external_url)] = Field(
+        None, json_schema_extra={"kind": "absolute http(s) URL"},
+        description="The address people open the console at, mount path included "
+                          "(`https://shop.example.com/ops/jobs`; `Console(app, "
+                          "external_url=...)` when mounted): the alerts' `console_url` "
+                          "links and the notifications' links start with it. Unset: the "
+                          "console's path alone, so the links are relative (a request's "
+                          "Host is never used).")
+    sla: Annotated[dict[str, float], PlainValidator(parse_sla_targets)] = Field(
+        default_factory=dict, json_schema_extra={"kind": "`type=duration`, comma-separated"},
+        description="Per-type SLA targets, `send_email=30s,export_report=5m`; each wins "
+                    "over the handler's `@job(sla=...)`.")
+    sla_default: PositiveDuration | None = Field(
+        None, description="The SLA target of the types that declare none.")
+    notify_interval: PositiveDuration = Field(
+        30.0, description="How often the worker's notifier looks at the rollups for what "
+                          "to send (one worker at a time; `JOBWARDEN_DUTY_INTERVAL` "
+                          "shortens it).")
+    notify_period: PositiveDuration = Field(
+        900.0, description="At most one message per group (a code failing for a type, a "
+                           "storm, a breach, held flows) per period: the first at once, "
+                           "then one summary of what followed.")
+    notify_queue: Annotated[str, PlainValidator(_queue)] = Field(
+        "default", json_schema_extra={"kind": "queue name"},
+        description="The queue of the jobs that send the messages (`jobwarden.notify`); "
+                    "only a worker serving it runs the notifier.")
+    notify_allow_private: bool = Field(
+        False, description="Let targets set in the console reach loopback and private "
+                           "addresses (a webhook or SMTP relay inside your network); "
+                           "link-local and cloud metadata addresses stay refused.")
+    notify_webhook_url: Annotated[SecretStr | None, PlainValidator(_webhook_url)] = Field(
+        None, json_schema_extra={"kind": "secret http(s) URL"},
+        description="A webhook every notification is posted to (JSON), beside the "
+                    "targets set in the console.")
+    notify_webhook_secret: SecretStr | None = Field(
+        None, description="The key that signs the environment's webhook messages "
+                          "(HMAC-SHA256 over the timestamp and the body).")
+    notify_webhook_format: Literal["json", "slack"] = Field(
+        "json", description="The environment webhook's body: Jobwarden's JSON, or "
+                            "`slack` for an incoming webhook's `{\"text\": ...}`.")
+    notify_smtp_host: Annotated[str | None, PlainValidator(_smtp_host)] = Field(
+        None, json_schema_extra={"kind": "host name or address"},
+        description="An SMTP server every notification is mailed through, beside the "
+                    "targets set in the console.")
+    notify_smtp_port: int = Field(587, ge=1, le=65535, description="The SMTP server's port.")
+    notify_smtp_user: str | None = Field(
+        None, description="The SMTP user, when the server wants a login (over STARTTLS "
+                          "only).")
+    notify_smtp_password: SecretStr | None = Field(None, description="The SMTP password.")
+    notify_smtp_starttls: bool = Field(
+        True, description="Upgrade the SMTP connection with STARTTLS, and send nothing "
+                          "when the server cannot.")
+    notify_email_from: Annotated[str | None, PlainValidator(_optional_address)] = Field(
+        None, json_schema_extra={"kind": "mail address"},
+        description="The sender of the notification emails.")
+    notify_email_to: Annotated[tuple[str, ...], PlainValidator(_recipients)] = Field(
+        (), json_schema_extra={"kind": "mail addresses, comma-separated"},
+        description="Who the notification emails go to.")
+
+    @model_validator(mode="after")
+    def _an_email_target_is_whole(self) -> Self:
+        given = {"JOBWARDEN_NOTIFY_SMTP_HOST": self.notify_smtp_host,
+                 "JOBWARDEN_NOTIFY_EMAIL_FROM": self.notify_email_from,
+                 "JOBWARDEN_NOTIFY_EMAIL_TO": self.notify_email_to}
+        missing = [name for name, value in given.items() if not value]
+        if 0 < len(missing) < len(given):
+            raise ValueError(f"{', '.join(missing)}: needed as well, for mail "
+                             f"through {', '.join(n for n in given if n not in missing)}")
+        if self.notify_smtp_password is not None and not self.notify_smtp_starttls:
+            raise ValueError("JOBWARDEN_NOTIFY_SMTP_PASSWORD: refused without "
+                             "JOBWARDEN_NOTIFY_SMTP_STARTTLS (it would cross in clear)")
+        if self.notify_webhook_secret is not None and self.notify_webhook_url is None:
+            raise ValueError("JOBWARDEN_NOTIFY_WEBHOOK_SECRET: set without "
+                             "JOBWARDEN_NOTIFY_WEBHOOK_URL")
+        return self
