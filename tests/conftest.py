@@ -35,6 +35,7 @@ TABLES = (
     "job_schedules", "job_event_totals",
     "console_selections", "console_selection_jobs", "console_bulk_steps",
     "job_rate_buckets", "job_limit_controls", "job_batches", "job_type_versions",
+    "job_notify_targets", "job_notify_groups", "job_notifications",
 )
 
 

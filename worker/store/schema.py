@@ -600,3 +600,73 @@ Index(
     job_executions.c.finished_at,
     postgresql_where=text("outcome = 'worker_lost'"),
 )
+
+# Notifications (migration 0079, docs/guide/notifications.md): the targets an admin set in
+# the console, the notifier's open groups (its throttle), each message composed and one
+# delivery per target it goes to, with the job that sends it.
+job_notify_targets = Table(
+    "job_notify_targets",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("kind", Text, nullable=False),
+    Column("url", Text),
+    Column("signing_secret", Text),
+    Column("format", Text, nullable=False, server_default="json"),
+    Column("smtp_host", Text),
+    Column("smtp_port", Integer),
+    Column("smtp_user", Text),
+    Column("smtp_password", Text),
+    Column("smtp_starttls", Boolean, nullable=False, server_default=text("true")),
+    Column("email_from", Text),
+    Column("email_to", ARRAY(Text)),
+    # Compared and set by every edit and delete (two admins editing one target).
+    Column("revision", Integer, nullable=False, server_default="1"),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+    Column("created_by", Text, nullable=False),
+    Column("updated_at", TS, nullable=False, server_default=text("now()")),
+    Column("updated_by", Text, nullable=False),
+    CheckConstraint("kind IN ('webhook', 'email')", name="job_notify_targets_kind_check"),
+    CheckConstraint("format IN ('json', 'slack')", name="job_notify_targets_format_check"),
+    CheckConstraint("kind <> 'webhook' OR url IS NOT NULL",
+                    name="job_notify_targets_webhook_check"),
+    CheckConstraint("kind <> 'email' OR (smtp_host IS NOT NULL AND smtp_port IS NOT NULL "
+                    "AND email_from IS NOT NULL AND email_to IS NOT NULL)",
+                    name="job_notify_targets_email_check"),
+)
+job_notify_groups = Table(
+    "job_notify_groups",
+    metadata,
+    Column("kind", Text, primary_key=True),
+    Column("job_type", Text, primary_key=True),
+    Column("error_code", Text, primary_key=True, server_default=text("''")),
+    Column("started_at", TS, nullable=False),
+    Column("counted_from", TS, nullable=False),
+    Column("last_seen_at", TS, nullable=False),
+    Column("figure", BigInteger, nullable=False),
+    Column("sent_figure", BigInteger, nullable=False),
+    Column("last_sent_at", TS, nullable=False),
+    Column("messages", Integer, nullable=False, server_default="1"),
+)
+job_notifications = Table(
+    "job_notifications",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("job_type", Text),
+    Column("error_code", Text),
+    Column("summary", Boolean, nullable=False, server_default=text("false")),
+    Column("message", JSONB, nullable=False),
+    Column("created_at", TS, nullable=False, server_default=text("now()")),
+)
+Index("job_notifications_created_idx", job_notifications.c.created_at)
+job_notify_deliveries = Table(
+    "job_notify_deliveries",
+    metadata,
+    Column("notification_id", BigInteger,
+           ForeignKey("job_notifications.id", ondelete="CASCADE"), primary_key=True),
+    Column("target", Text, primary_key=True),
+    Column("job_id", BigInteger),
+    Column("sent_at", TS),
+)
+Index("job_notify_deliveries_target_idx", job_notify_deliveries.c.target)

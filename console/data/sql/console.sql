@@ -313,7 +313,7 @@ SELECT a.id, a.job_id, a.bulk_id, a.actor, a.role, a.action, a.reason,
        a.details->>'schedule' AS schedule, a.details->>'scope' AS limit_scope,
        a.details->>'name' AS limit_name,
        (a.details->>'despite_failed_canary')::boolean AS despite_failed_canary,
-       a.details->>'failed_again' AS failed_again
+       a.details->>'failed_again' AS failed_again, a.details->>'target' AS notify_target
 FROM job_audit a
 WHERE (%(actor)s::text IS NULL OR a.actor = %(actor)s::text)
   AND (%(action)s::text IS NULL OR a.action = %(action)s::text)
