@@ -62,6 +62,7 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
 from jobwarden.worker.core.logs import execution_event, ms_since
 from jobwarden.worker.core.states import WorkerState
 from jobwarden.worker.duties import recovery
+from jobwarden.worker.duties.delivery import register_notify_job
 from jobwarden.worker.duties.periodic import Duties
 from jobwarden.worker.engine.completer import Completer, hand_back
 from jobwarden.worker.engine.config import WorkerConfig
@@ -150,10 +151,11 @@ class WorkerProcess:
                             f"not both (got {', '.join(sorted(settings))})")
         self.config = config
         self.registry = registry
-        register_reconcile_job(registry)  # only when one of its types has a reconciler
-        self.types = list(registry)
-        if not self.types:
+        if not list(registry):
             raise ValueError("no job types registered: --app must import your handlers")
+        register_reconcile_job(registry)  # only when one of its types has a reconciler
+        register_notify_job(registry)  # sends the notifier's messages (delivery.py)
+        self.types = list(registry)
         # ValueError says what is wrong with the queues (worker/engine/lanes.py).
         self.lanes = parse_queues(config.queues, config.concurrency)
         self.url = config.url or database_url()
@@ -203,8 +205,10 @@ class WorkerProcess:
         #: Rate limits and caps, declared and live (re-read by the duties).
         self.limits = LimitBook(self.types)
         self._lanes = [self._lane_runtime(lane) for lane in self.lanes]
-        # schedules, retention, policies, live limits
-        self.duties = Duties(registry, worker_id=self.worker_id, limits=self.limits)
+        # schedules, retention, policies, live limits; the notifier where its jobs are served
+        self.duties = Duties(registry, worker_id=self.worker_id, limits=self.limits,
+                             serves=lambda queue: any(lane.serves(queue)
+                                                      for lane in self.lanes))
         self.heartbeat = Heartbeat(
             conn=DedicatedConnection(self.url), worker_id=self.worker_id,
             executors=[rt.executor for rt in self._lanes], completer=self.completer,

@@ -1,7 +1,7 @@
 """Background duties every worker runs now and then, beside claiming: schedules,
-retention, the history's weekly partitions, and bringing jobs enqueued before their
-policy was known over to it. Each duty runs at its own interval on the worker's control
-connections; duties that must run on one worker at a time guard themselves in the
+retention, the history's weekly partitions, bringing jobs enqueued before their policy
+was known over to it, and the notifier. Each duty runs at its own interval on the
+worker's control connections; duties that must run on one worker at a time guard themselves in the
 database (an advisory lock, a unique key, SKIP LOCKED), so every worker may try.
 
 `JOBWARDEN_DUTY_INTERVAL` (a duration) shortens the intervals, for tests and demos.
@@ -18,8 +18,8 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from jobwarden.worker.core.settings import WorkerSettings
-from jobwarden.worker.duties import batches, flows, partitions, retention, scheduler
+from jobwarden.worker.core.settings import NotifySettings, WorkerSettings
+from jobwarden.worker.duties import batches, flows, notifier, partitions, retention, scheduler
 from jobwarden.worker.engine.limits import REFRESH_SECONDS, LimitBook
 from jobwarden.worker.jobs import job_types
 from jobwarden.worker.jobs.registry import Registry
@@ -35,7 +35,8 @@ class Duties:
     """
 
     def __init__(self, registry: Registry, *, worker_id: str, interval: float | None = None,
-                 limits: LimitBook | None = None):
+                 limits: LimitBook | None = None,
+                 serves: Callable[[str], bool] | None = None):
         settings = WorkerSettings.current()
         base = interval or settings.duty_interval
         self.registry = registry
@@ -58,6 +59,12 @@ class Duties:
         self._duties.append(("batches", base or 30.0, batches.repair))
         # The history's weeks ahead, whatever the retention: a finish needs its week.
         self._duties.append(("partitions", base or 3600.0, partitions.ensure))
+        # What started failing, told to the targets (docs/guide/notifications.md): on a
+        # worker that serves the queue of the jobs that send it, one pass at a time.
+        notify = NotifySettings.current()
+        if serves is not None and serves(notify.notify_queue):
+            self._duties.append(("notify", base or notify.notify_interval,
+                                 lambda conn: notifier.run_once(conn, registry, notify)))
         policy = settings.retention
         if policy is not None:
             self._duties.append(("retention", base or 60.0,
