@@ -23,6 +23,7 @@ from jobwarden.console.views import (
     flows,
     jobs,
     metrics,
+    notifications,
     overview,
     queues,
     review,
@@ -65,6 +66,7 @@ AREAS = (
     Area(sla.bp, "jobwarden.sla.index", "SLA", badge="sla"),
     Area(audit.bp, "jobwarden.audit.index", "Audit log"),
     Area(users.bp, "jobwarden.users.index", "Users", role="admin", own_login_only=True),
+    Area(notifications.bp, "jobwarden.notifications.index", "Notifications", role="admin"),
     # No link of their own: sign-in, actions posted from other pages, fragments, /metrics,
     # a flow (reached from its jobs' pages).
     Area(auth.bp), Area(alerts.bp), Area(actions.bp), Area(metrics.bp), Area(bulk.bp),

@@ -21,6 +21,7 @@ from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import CQ, Row, get_db
 from jobwarden.console.views.metrics import Recent
 from jobwarden.console.web.formatting import age
+from jobwarden.worker.core.notices import STORM_MIN_RETRIES, STORM_SHARE
 
 bp = Blueprint("alerts", __name__)
 
@@ -29,9 +30,8 @@ FAILED_MIN_EXECUTIONS = 20
 #: The outcomes of an execution that failed: its job retried, failed for good, timed out
 #: or ended unknown (a lost worker is not the handler failing: see Stale heartbeats).
 FAILED_OUTCOMES = ("retry", "failed", "unknown", "timeout")
-#: A retry storm: over half of a type's executions retried with one code, 20 or more.
-STORM_SHARE = 0.5
-STORM_MIN_RETRIES = 20
+#: A retry storm: over half of a type's executions retried with one code, 20 or more
+#: (the notifier tells the same condition: worker/core/notices.py).
 GROWING_MIN_DEPTH = 50
 USUAL_MIN_COMPLETIONS = 60
 XMIN_HELD_S = 300

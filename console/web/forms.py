@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from flask_wtf import FlaskForm
 from wtforms import (
+    BooleanField,
     Field,
     HiddenField,
     IntegerField,
@@ -19,6 +20,7 @@ from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optiona
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.schema import ROLES
+from jobwarden.worker.core.targets import FORMATS, TARGET_KINDS
 from jobwarden.worker.ops.operations import DEPENDENTS_CHOICES, REASON_MAX
 from jobwarden.worker.store.schema import JOB_STATUSES
 
@@ -113,3 +115,26 @@ class UserAccessForm(ConsoleForm):
     role = SelectField("Role", choices=list(ROLES),  # type: ignore[arg-type]  # bare values
                        validators=[AnyOf(ROLES)])
     access = SelectField("Access", choices=list(ACCESS))  # type: ignore[arg-type]  # bare values
+
+
+class TargetForm(ActionForm):
+    """Add or edit a notification target (admins; jobwarden.worker.ops.notify_targets
+    checks the values and says what is wrong). Its secrets (URL, signing secret, SMTP
+    password) are never rendered back: left empty on an edit, the stored ones stay."""
+
+    name = StringField(validators=[Optional(), Length(max=100)])
+    kind = SelectField(choices=list(TARGET_KINDS),  # type: ignore[arg-type]  # bare values
+                       validators=[Optional(), AnyOf(TARGET_KINDS)])
+    url = PasswordField(validators=[Optional(), Length(max=2000)])
+    secret = PasswordField(validators=[Optional(), Length(max=500)])
+    format = SelectField(choices=list(FORMATS),  # type: ignore[arg-type]  # bare values
+                         validators=[Optional(), AnyOf(FORMATS)])
+    smtp_host = StringField(validators=[Optional(), Length(max=253)])
+    smtp_port = IntegerField(validators=[Optional(), NumberRange(min=1, max=65535)])
+    smtp_user = StringField(validators=[Optional(), Length(max=200)])
+    smtp_password = PasswordField(validators=[Optional(), Length(max=500)])
+    starttls = BooleanField(default=True)
+    email_from = StringField(validators=[Optional(), Length(max=254)])
+    email_to = StringField(validators=[Optional(), Length(max=6000)])
+    revision = HiddenField(validators=[Optional(), Length(max=12)])
+    clear_secret = BooleanField()

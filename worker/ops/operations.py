@@ -50,11 +50,14 @@ ALLOWED_FROM: dict[str, tuple[JobStatus, ...]] = {
 #: queue and schedule (worker/store/sql/schedules.sql) controls, a schedule run now among
 #: them; the live limits; a bulk cancel or skip started with a dependents choice, a bulk
 #: action continued after its canary, and one stopped (console/data/sql/bulk.sql); a
-#: reconciler's verdict that left a job unknown (worker/ops/reconcile.py).
+#: reconciler's verdict that left a job unknown (worker/ops/reconcile.py); an admin's
+#: notification targets (worker/ops/notify_targets.py).
 AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed",
                    "mark_failed", "run_now", "reschedule", "pause_queue", "resume_queue",
                    "pause_schedule", "resume_schedule", "run_schedule", "set_limit",
-                   "clear_limit", "start_bulk", "continue_bulk", "stop_bulk", "reconcile")
+                   "clear_limit", "start_bulk", "continue_bulk", "stop_bulk", "reconcile",
+                   "add_notify_target", "edit_notify_target", "delete_notify_target",
+                   "test_notify_target")
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}
