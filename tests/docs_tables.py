@@ -170,7 +170,7 @@ def _default(field) -> str:
     from jobwarden.worker.core.durations import DurationRule, written
 
     value = field.get_default(call_default_factory=True)
-    if value is None or value == {}:
+    if value is None or value == {} or value == ():
         return "unset"
     if isinstance(value, bool):
         return "`1`" if value else "`0`"
@@ -179,14 +179,14 @@ def _default(field) -> str:
     return f"`{value}`"
 
 
-def settings_table(model, below=None) -> str:
-    """One row per variable of a settings class (the fields `below`, its base, has are
+def settings_table(model, *below) -> str:
+    """One row per variable of a settings class (the fields of `below`, its bases, are
     left out): its name, what it takes, its default and its help text."""
     from jobwarden.worker.core.settings import env_name
 
     rows = ["| variable | takes | default | what it does |", "| --- | --- | --- | --- |"]
     for name, field in model.model_fields.items():
-        if below is not None and name in below.model_fields:
+        if any(name in base.model_fields for base in below):
             continue
         help_text = " ".join(field.description.split()).replace("|", "\\|")
         rows.append(f"| `{env_name(name)}` | {_kind(field)} | {_default(field)} | "
@@ -200,11 +200,17 @@ def runtime_settings_table() -> str:
     return settings_table(WorkerSettings)
 
 
+def notify_settings_table() -> str:
+    from jobwarden.worker.core.settings import NotifySettings
+
+    return settings_table(NotifySettings)
+
+
 def console_settings_table() -> str:
     from jobwarden.console.core.config import ConsoleSettings
-    from jobwarden.worker.core.settings import WorkerSettings
+    from jobwarden.worker.core.settings import NotifySettings, WorkerSettings
 
-    return settings_table(ConsoleSettings, below=WorkerSettings)
+    return settings_table(ConsoleSettings, WorkerSettings, NotifySettings)
 
 
 CONFIGURATION_PAGE = ROOT / "docs" / "reference" / "configuration.md"
@@ -216,6 +222,7 @@ TABLES = ((OUTCOMES_PAGE, "state-diagram", state_diagram),
           (OUTCOMES_PAGE, "worker-states", worker_states_table),
           (OPERATIONS_PAGE, "metrics", metrics_table),
           (CONFIGURATION_PAGE, "runtime-settings", runtime_settings_table),
+          (CONFIGURATION_PAGE, "notify-settings", notify_settings_table),
           (CONFIGURATION_PAGE, "console-settings", console_settings_table))
 
 

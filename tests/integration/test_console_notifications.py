@@ -138,6 +138,11 @@ def test_an_email_target_shows_no_password_and_a_test_message_is_queued_once(
     messages = parse(admin.get(PAGE).get_data(as_text=True)).all(
         lambda e: e.attrs.get("data-delivery") == key)
     assert [m.attrs["data-state"] for m in messages] == ["waiting"]
+    # the sending job's payload names the target, never its secrets (payloads are shown)
+    job_id = scalar(clean_db, "SELECT id FROM background_jobs")
+    page = admin.get(f"/jobs/{job_id}").get_data(as_text=True)
+    assert "notification" in page and "target" in page
+    assert PASSWORD not in page and "smtp.example.com" not in page
 
 
 @pytest.mark.parametrize("who", ["vera", "otto"])
