@@ -267,3 +267,45 @@ def test_a_target_removed_before_its_message_went_ends_the_job_unsent(clean_db):
         result = conn.execute("SELECT result FROM background_jobs WHERE type = %s",
                               [NOTIFY_TYPE]).fetchone()[0]
     assert result == {"sent": False, "why": "the target was removed"}
+
+
+def test_a_worker_tells_the_webhook_when_a_code_starts_failing(clean_db, monkeypatch):
+    """End to end: handlers fail, the worker's own notifier duty sees the group and its
+    own `jobwarden.notify` job posts it, signed."""
+    from jobwarden import PermanentError, Registry, enqueue, job
+
+    reg = Registry()
+
+    @job("card.charge", registry=reg, max_attempts=1)
+    def charge(ctx, payload):
+        raise PermanentError("CARD_DECLINED", f"card {payload['n']} declined, cvv=123")
+
+    register_notify_job(reg, backoff=FAST)
+    with webhook_receiver() as (url, received):
+        for name, value in {"JOBWARDEN_NOTIFY_WEBHOOK_URL": url,
+                            "JOBWARDEN_NOTIFY_WEBHOOK_SECRET": SECRET,
+                            "JOBWARDEN_CONSOLE_URL": "https://ops.example.com",
+                            "JOBWARDEN_DUTY_INTERVAL": "0.2"}.items():
+            monkeypatch.setenv(name, value)
+        with psycopg.connect(clean_db) as conn:
+            for n in range(3):
+                enqueue(conn, "card.charge", {"n": n}, registry=reg)
+            conn.commit()
+        with running_worker(reg, clean_db):
+            wait_for(lambda: received.all(), "the notifier's message")
+    post = received.all()[0]
+    assert post["verified"]
+    body = post["json"]
+    assert (body["kind"], body["job_type"], body["error_code"]) == (
+        "failed_group", "card.charge", "CARD_DECLINED")
+    assert body["url"] == "https://ops.example.com/failed/group?code=CARD_DECLINED&type=card.charge"
+    assert "cvv=123" not in body["sample"] and "declined" in body["sample"]
+
+
+def test_only_a_worker_serving_the_notify_queue_runs_the_notifier():
+    from jobwarden.worker.duties.periodic import Duties
+
+    reg = registry("app.job")
+    names = {serves: [name for name, _, _ in Duties(reg, worker_id="w", serves=serves)._duties]
+             for serves in (lambda q: q == "default", lambda q: q == "email")}
+    assert ["notify" in n for n in names.values()] == [True, False]

@@ -57,7 +57,7 @@ def address_problem(ip: IPAddress, *, allow_private: bool) -> str | None:
         ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
     if ip.is_link_local or ip in METADATA:
         return f"{ip} is a link-local or metadata address"
-    if ip.is_unspecified or ip.is_multicast or ip.is_reserved:
+    if ip.is_unspecified or ip.is_multicast or (ip.is_reserved and not ip.is_loopback):
         return f"{ip} is not an address a message can go to"
     if not allow_private and (ip.is_loopback or not ip.is_global):
         return (f"{ip} is a loopback, private or shared address (allowed only with "
