@@ -27,6 +27,11 @@ CASES = [
     ("worker", "JOBWARDEN_MAX_PAYLOAD_BYTES", "64k",
      "JOBWARDEN_MAX_PAYLOAD_BYTES: input should be a valid integer, unable to parse string "
      "as an integer (got '64k')"),
+    # the notifier's, read by a worker and the console
+    ("worker", "JOBWARDEN_NOTIFY_SMTP_PORT", "70000",
+     "JOBWARDEN_NOTIFY_SMTP_PORT: input should be less than or equal to 65535 (got '70000')"),
+    ("console", "JOBWARDEN_NOTIFY_WEBHOOK_URL", "file:///etc/passwd",
+     "JOBWARDEN_NOTIFY_WEBHOOK_URL: a webhook URL starts with https:// or http://"),
     ("console", "JOBWARDEN_STALE_AFTER", "abc",
      "JOBWARDEN_STALE_AFTER: 'abc' is not a duration: use e.g. 30, 30s, 5m, 2h or 7d"),
     ("console", "JOBWARDEN_SLA", "send_email",

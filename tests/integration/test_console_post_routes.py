@@ -46,6 +46,14 @@ def routes(app, seeded: dict) -> dict[str, list[tuple[str, dict]]]:
         "jobwarden.bulk.step": [(f"/bulk/{seeded['started']}/step", {})],
         "jobwarden.bulk.resume": [(f"/bulk/{seeded['started']}/continue", {})],
         "jobwarden.bulk.stop": [(f"/bulk/{seeded['started']}/stop", {})],
+        "jobwarden.notifications.add": [("/notifications/targets", {
+            "kind": "webhook", "name": "walk", "url": "https://hooks.example.com/x"})],
+        "jobwarden.notifications.edit": [(f"/notifications/targets/{seeded['target']}", {
+            "name": "walked", "format": "slack", "revision": "1"})],
+        "jobwarden.notifications.delete": [
+            (f"/notifications/targets/{seeded['target']}/delete", {"revision": "1"})],
+        "jobwarden.notifications.test": [("/notifications/test",
+                                          {"target": str(seeded["target"])})],
     }
 
 
@@ -71,6 +79,10 @@ def seeded(app, make_job, clean_db):
                      "VALUES ('paused_q', true, 'ada')")
         otto_id = conn.execute("SELECT id FROM console_users WHERE username = 'otto'"
                                ).fetchone()[0]
+        target = conn.execute("INSERT INTO job_notify_targets (name, kind, url, created_by, "
+                              "updated_by) VALUES ('team hook', 'webhook', "
+                              "'https://hooks.example.com/t', 'ada', 'ada') RETURNING id"
+                              ).fetchone()[0]
     values = {status: make_job(status) for status in ("failed", "pending", "unknown")}
     values["canary"] = [make_job("failed") for _ in range(3)]
     admin = app.test_client()
@@ -87,7 +99,8 @@ def seeded(app, make_job, clean_db):
     assert admin.post(f"/bulk/{started}", data={
         "reason": "canary", "request_id": "c", "mode": "canary", "canary": "1",
         "csrf_token": csrf_token(admin, "/jobs")}).status_code == 303
-    return {**values, "otto_id": otto_id, "selection": selection([values["failed"]]),
+    return {**values, "otto_id": otto_id, "target": target,
+            "selection": selection([values["failed"]]),
             "started": started, "admin": admin}
 
 
