@@ -309,3 +309,37 @@ def test_only_a_worker_serving_the_notify_queue_runs_the_notifier():
     names = {serves: [name for name, _, _ in Duties(reg, worker_id="w", serves=serves)._duties]
              for serves in (lambda q: q == "default", lambda q: q == "email")}
     assert ["notify" in n for n in names.values()] == [True, False]
+
+
+def test_a_name_that_resolves_to_this_machine_when_sent_is_refused_and_the_check_pinned(
+        clean_db, monkeypatch):
+    """DNS answering differently at send time (rebinding): the name passed when saved,
+    and resolves to 127.0.0.1 now: refused. Allowed, the connection goes to the address
+    checked, although the name's next answer (127.0.0.2, where nothing listens) differs."""
+    import socket
+
+    real = socket.getaddrinfo
+    answers: list[str] = []
+
+    def rebinding(host, port, *args, **kwargs):
+        if host != "rebind.example.test":
+            return real(host, port, *args, **kwargs)
+        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+            raise socket.gaierror(socket.EAI_NONAME, "not a number")
+        answers.append("127.0.0.1" if not answers else "127.0.0.2")
+        return real(answers[-1], port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with webhook_receiver() as (url, received):
+        named = url.replace("127.0.0.1", "rebind.example.test")
+        target = Target("1", "rebinding", "webhook", True, url=named, secret=SECRET)
+        closed = NotifySettings.model_validate({})
+        with pytest.raises(delivery.RetryableError) as refused:
+            delivery.deliver(target, Notice(TEST).message(None), 1, closed)
+        assert refused.value.code == delivery.FORBIDDEN and received.all() == []
+        assert "t0ken-path" not in refused.value.message
+        answers.clear()
+        opened = NotifySettings.model_validate({"notify_allow_private": True})
+        delivery.deliver(target, Notice(TEST).message(None), 2, opened)
+    [post] = received.all()
+    assert post["verified"] and post["headers"]["Host"].startswith("rebind.example.test")

@@ -123,3 +123,14 @@ def test_slack_and_email_keep_their_control_characters_out():
     assert "<!channel>" not in text and "&lt;!channel&gt;" in text and "E&lt;1&gt;&amp;" in text
     mail = email(message, "jobs@example.com", ("ops@example.com",))
     assert mail["To"] == "ops@example.com" and "\n" not in mail["Subject"]
+
+
+def test_an_email_header_is_one_line_whatever_the_stored_message_says():
+    """A message read back from the database (written there by hand, say) is cleaned
+    again when it becomes an email."""
+    mail = email({"title": "hi\r\nBcc: thief@evil.example", "text": "t\r\nX: y",
+                  "url": "https://ops.example.com/\r\nBcc: z@evil.example"},
+                 "jobs@example.com", ("ops@example.com",))
+    assert sorted(mail.keys()) == ["Content-Transfer-Encoding", "Content-Type", "From",
+                                   "MIME-Version", "Subject", "To"]
+    assert mail["Subject"] == "[Jobwarden] hi Bcc: thief@evil.example"
