@@ -71,6 +71,25 @@ def test_ten_thousand_failures_of_one_code_are_one_message_and_one_summary(conn)
     assert messages(conn)[-1]["title"] == "New failed group: SMTP_DOWN on mail.send"
 
 
+def test_a_code_failing_on_and_off_within_the_hour_stays_one_group(conn):
+    finish(conn, "mail.send", 1, code="FLAKY")
+    assert len(run(conn)) == 1
+    # quiet for 40 minutes (more than the period, less than the hour), then again
+    age_groups(conn, 40 * 60, rollup=True)
+    assert run(conn) == []
+    finish(conn, "mail.send", 2, code="FLAKY")
+    assert len(run(conn)) == 1
+    assert [(m["title"], m["count"], m["new"]) for m in messages(conn)] == [
+        ("New failed group: FLAKY on mail.send", 1, 1),
+        ("Still failing: FLAKY on mail.send", 3, 2)]
+    # quiet for over an hour: over; the next failure is a new group
+    age_groups(conn, 61 * 60, rollup=True)
+    assert run(conn) == []
+    finish(conn, "mail.send", 1, code="FLAKY")
+    assert len(run(conn)) == 1
+    assert messages(conn)[-1]["title"] == "New failed group: FLAKY on mail.send"
+
+
 def test_a_new_failed_group_says_where_how_many_what_and_since(conn, clean_db):
     # The code retried 40 minutes ago (the streak's start), before its first failure now;
     # the failure's error holds a secret and is 100 kB long.
