@@ -88,9 +88,12 @@ def age_groups(conn, seconds: float, rollup: bool = False) -> None:
     period passes without waiting for it. `rollup`: the rollup's minutes too (what
     happened, happened that long ago)."""
     conn.execute("UPDATE job_notify_groups SET last_sent_at = last_sent_at - "
-                 "make_interval(secs => %s), last_seen_at = last_seen_at - "
-                 "make_interval(secs => %s)", [seconds, seconds])
-    if rollup:
+                 "make_interval(secs => %(s)s), last_seen_at = last_seen_at - "
+                 "make_interval(secs => %(s)s)", {"s": seconds})
+    if rollup:  # then the groups' starts are as old as the minutes they were read from
+        conn.execute("UPDATE job_notify_groups SET started_at = started_at - "
+                     "make_interval(secs => %(s)s), counted_from = counted_from - "
+                     "make_interval(secs => %(s)s)", {"s": seconds})
         conn.execute("UPDATE job_minute_counts SET minute = minute - make_interval(secs => %s)",
                      [seconds])
     conn.commit()
