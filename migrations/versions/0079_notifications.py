@@ -1,7 +1,7 @@
 """Notifications: the targets an admin sets, the notifier's groups, what it sent.
 
 Revision ID: 0079
-Revises: 0075
+Revises: 0078
 Create Date: 2026-12-14
 
 `job_notify_targets`: where messages go, set in the console by an admin (webhooks and
@@ -24,7 +24,7 @@ went. Plain tables the notifier writes on its own period: nothing on a job's pat
 from alembic import op
 
 revision = "0079"
-down_revision = "0075"
+down_revision = "0078"
 branch_labels = None
 depends_on = None
 
