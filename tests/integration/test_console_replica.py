@@ -323,6 +323,9 @@ def seeded(fresh, make_app):
                              "VALUES ('paused_q', true, 'ada')")
     engine.dispose()
     otto_id = one(fresh.primary.url, "SELECT id FROM console_users WHERE username = 'otto'")
+    target = one(fresh.primary.url, "INSERT INTO job_notify_targets (name, kind, url, "
+                 "created_by, updated_by) VALUES ('team hook', 'webhook', "
+                 "'https://hooks.example.com/t', 'ada', 'ada') RETURNING id")
     admin = signed_in(app)
 
     def selection(ids: list[int]) -> str:
@@ -334,7 +337,7 @@ def seeded(fresh, make_app):
     assert admin.post(f"/bulk/{started}", data={
         "reason": "canary", "request_id": "c", "mode": "canary", "canary": "1"}
     ).status_code == 303
-    return app, admin, {**values, "otto_id": otto_id,
+    return app, admin, {**values, "otto_id": otto_id, "target": target,
                         "selection": selection([values["failed"]]), "started": started}
 
 
