@@ -1,0 +1,82 @@
+"""The clean_db fixture truncates only the tables a test wrote to: whatever a test did,
+the next one must find every table, sequence and table statistic as a TRUNCATE of all
+of them leaves it, and none of the tables a test made for itself."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from jobwarden import enqueue
+from tests.conftest import _emptied
+
+
+def state(url: str) -> dict[str, tuple]:
+    """Each public table's rows, main and TOAST blocks and statistics; each sequence's
+    next value."""
+    with psycopg.connect(url) as conn:
+        tables = {name: (conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0],
+                         size, toast, reltuples, relpages)
+                  for name, size, toast, reltuples, relpages in conn.execute(
+                      "SELECT c.relname, pg_relation_size(c.oid), "
+                      "coalesce(pg_relation_size(nullif(c.reltoastrelid, 0)), 0), "
+                      "c.reltuples, c.relpages FROM pg_class c "
+                      "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                      "WHERE n.nspname = 'public' AND c.relkind = 'r' "
+                      "AND c.relname <> 'alembic_version'").fetchall()}
+        sequences = {f"seq {name}": (last, start) for name, last, start in conn.execute(
+            "SELECT sequencename, last_value, start_value FROM pg_sequences "
+            "WHERE schemaname = 'public'").fetchall()}
+    return {**tables, **sequences}
+
+
+def as_truncated(before: dict[str, tuple]) -> dict[str, tuple]:
+    """What TRUNCATE … RESTART IDENTITY leaves: no row, no block, no statistics, every
+    sequence not yet called."""
+    return {name: (None, value[1]) if name.startswith("seq ") else (0, 0, 0, -1.0, 0)
+            for name, value in before.items()}
+
+
+def test_a_clean_database_is_as_a_truncate_of_every_table_leaves_it(clean_db):
+    fresh = state(clean_db)
+    assert fresh == as_truncated(fresh)
+
+
+@pytest.mark.parametrize("write", [
+    "enqueued",           # rows, and the rollup's deltas and minute counts by trigger
+    "deleted",            # a row inserted and deleted: no row, a block, a sequence moved
+    "rolled back",        # a block and a sequence moved, no row ever committed
+    "refused",            # a sequence moved by an insert its NOT NULL refused: no block
+    "analyzed",           # an empty table analyzed: statistics, no block
+    "toasted",            # a value stored out of line
+    "own table",          # a table of the test's own
+])
+def test_whatever_a_test_wrote_the_next_finds_every_table_as_truncated(clean_db, write):
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        if write == "enqueued":
+            enqueue(conn, "clean.probe", {"n": 1})
+        elif write == "deleted":
+            conn.execute("INSERT INTO console_users (username, password_hash, role) "
+                         "VALUES ('gone', 'x', 'viewer')")
+            conn.execute("DELETE FROM console_users")
+        elif write == "rolled back":
+            with pytest.raises(psycopg.errors.RaiseException), conn.transaction():
+                conn.execute("INSERT INTO job_batches (description) VALUES ('never')")
+                conn.execute("DO $$ BEGIN RAISE 'roll back'; END $$")
+        elif write == "refused":
+            with pytest.raises(psycopg.errors.NotNullViolation):
+                conn.execute("INSERT INTO job_audit (job_id) VALUES (NULL)")
+        elif write == "analyzed":
+            conn.execute("ANALYZE queue_controls")
+        elif write == "toasted":
+            conn.execute("INSERT INTO processed_effects (key, result) "
+                         "SELECT 'big', jsonb_build_object('text', string_agg(md5(g::text), '')) "
+                         "FROM generate_series(1, 4000) g")
+        else:
+            conn.execute("CREATE TABLE race_log (n int)")
+            conn.execute("INSERT INTO race_log VALUES (1)")
+    written = state(clean_db)
+    assert written != as_truncated(written) or write == "own table", \
+        f"the {write!r} write left no trace to clean"
+    assert state(_emptied(clean_db)) == as_truncated(
+        {name: value for name, value in written.items() if name != "race_log"})
