@@ -17,13 +17,15 @@ def create_tables(conn) -> None:
     conn.commit()
 
 
-@job("batch.member", lease=2, max_attempts=50)
+# No backoff: a member lost to a kill runs again once its lease lapses, not 5, 10, 20 s
+# later (the default backoff's), which the tests would only wait through.
+@job("batch.member", lease=2, max_attempts=50, backoff=0)
 def member(ctx, payload):
     if payload.get("fail"):
         raise PermanentError("ROW_INVALID", "this row never parses")
 
 
-@job("batch.fan", lease=2, max_attempts=50)
+@job("batch.fan", lease=2, max_attempts=50, backoff=0)
 def fan(ctx, payload):
     # Added in the business transaction: they exist, and count, only if this attempt's
     # completion commits (a killed attempt adds nothing; its retry adds them again).
@@ -32,7 +34,7 @@ def fan(ctx, payload):
                           for n in range(payload[FAN_OUT])])
 
 
-@job("batch.callback", lease=2, max_attempts=50)
+@job("batch.callback", lease=2, max_attempts=50, backoff=0)
 def callback(ctx, payload):
     with ctx.transaction() as conn:
         conn.execute("INSERT INTO batch_callback_runs (job_id, batch_id, event, payload) "

@@ -10,8 +10,9 @@ not be), the runs the callbacks recorded (tests/apps/batch_app.py), and the memb
 final statuses, against which the counts each callback carried and each batch holds
 are checked.
 
-Members: CHAOS_BATCH_MEMBERS (2,000 by default, about 2,900 jobs in all); by hand,
-CHAOS_BATCH_MEMBERS=10000 for the fan-in of 10,000.
+Members: CHAOS_BATCH_MEMBERS (800 by default, about 1,200 jobs in all: a fan-in long
+enough for ten kills, each made as soon as its victim and another worker run members);
+by hand, CHAOS_BATCH_MEMBERS=10000 for the fan-in of 10,000.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.chaos
 
-MEMBERS = int(os.environ.get("CHAOS_BATCH_MEMBERS", "2000"))
-FAILING = range(0, MEMBERS, 200)  # every 200th member of the first batch fails for good
+MEMBERS = int(os.environ.get("CHAOS_BATCH_MEMBERS", "800"))
+FAILING = range(0, MEMBERS, 100)  # every 100th member of the first batch fails for good
 SECOND = MEMBERS // 4             # the second batch: all succeed, one member fans out
 FAN_OUT = MEMBERS // 4
 #: Members spread over queues: two finishes of one queue and type (and outcome) meet at
@@ -38,8 +39,9 @@ FAN_OUT = MEMBERS // 4
 QUEUES = 4
 #: How long the fan-in may take once the faults are over.
 SETTLE = max(120.0, MEMBERS / 25)
-#: At most this many rounds of kills (each under a second).
-KILL_ROUNDS_MAX = 200
+#: Workers killed during the fan-in, of a pool of this many.
+KILLS = 10
+POOL = 4
 
 CALLBACKS = {f"on_{event}": JobSpec("batch.callback", {}) for event in
              ("complete", "success", "failure")}
@@ -60,28 +62,25 @@ def open_batches(url: str) -> tuple[int, int]:
 
 
 def start(workers):
-    return workers.start("tests.apps.batch_app", concurrency=8, poll_interval=0.05)
+    # Two jobs claimed at a time and none buffered: the members spread over the workers,
+    # and a kill loses a few of them where a buffer of 400 would lose most of the fan-in
+    # to a 2 s lease each time.
+    return workers.start("tests.apps.batch_app", concurrency=2, poll_interval=0.05,
+                         options=("--claim-batch", "2", "--buffer", "0"))
 
 
-def running_on(url: str, pid: int, within: float) -> bool:
-    """Whether the worker process `pid` runs a job, waited for up to `within` seconds."""
-    deadline = time.monotonic() + within
-    with psycopg.connect(url, autocommit=True) as conn:
-        while True:
-            if conn.execute("SELECT EXISTS (SELECT 1 FROM background_jobs j "
-                            "JOIN job_workers w ON w.worker_id = j.worker_id "
-                            "WHERE j.status = 'running' AND w.pid = %s)", [pid]).fetchone()[0]:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.02)
-
-
-def ended(url: str) -> float:
-    """The share of the batches' members that have ended."""
-    with psycopg.connect(url) as conn:
-        return conn.execute("SELECT avg((status IN ('completed', 'failed'))::int) "
-                            "FROM background_jobs WHERE batch_id IS NOT NULL").fetchone()[0]
+def progress(conn) -> tuple[dict[int, int], bool, float]:
+    """Jobs running by worker process; whether a member is left to run; the share of the
+    batches' members that have ended."""
+    running = dict(conn.execute(
+        "SELECT w.pid, count(*) FROM background_jobs j "
+        "JOIN job_workers w ON w.worker_id = j.worker_id "
+        "WHERE j.status = 'running' GROUP BY w.pid").fetchall())
+    left, share = conn.execute(
+        "SELECT count(*) FILTER (WHERE status IN ('pending', 'running')) > 0, "
+        "avg((status IN ('completed', 'failed'))::int) "
+        "FROM background_jobs WHERE batch_id IS NOT NULL").fetchone()
+    return running, left, float(share)
 
 
 def settled(url: str) -> bool:
@@ -134,26 +133,34 @@ def test_every_callback_is_enqueued_once_under_kill_9(workers, chaos_db, monkeyp
     monkeypatch.setenv("JOBWARDEN_DUTY_INTERVAL", "0.5")  # recovery and repair, quickly
     first, second = open_batches(chaos_db)
     started = time.monotonic()
-    # Two workers; all through the fan-in one of them is killed and replaced, in turn, at
-    # moments that drift (ten rounds at least, then until nine tenths of the members
-    # have ended): the other has usually warmed up and is working when it happens.
-    pair = [start(workers) for _ in range(2)]
-    for kill in range(KILL_ROUNDS_MAX):
-        if kill >= 10 and ended(chaos_db) >= 0.9:
-            break
-        time.sleep(0.6 + 0.25 * (kill % 4))
-        # Killed while it runs a member, when there is one to run: a worker still starting
-        # (slow on a busy machine) has claimed nothing, and its kill would prove nothing.
-        running_on(chaos_db, pair[kill % 2].pid, within=10.0)
-        pair[kill % 2].kill()
-        pair[kill % 2] = start(workers)
-    wait_for(lambda: settled(chaos_db), timeout=SETTLE, interval=0.5,
+    # Workers killed one after the other all through the fan-in, each while it runs
+    # members and while another worker runs some too (which keeps the fan-in going): the
+    # k-th kill once k tenths of nine tenths of the members have ended, the oldest busy
+    # worker its victim, and a new worker started in its place.
+    pool = [start(workers) for _ in range(POOL)]
+    kills, deadline = 0, time.monotonic() + SETTLE
+    with psycopg.connect(chaos_db, autocommit=True) as conn:
+        while kills < KILLS:
+            running, left, share = progress(conn)
+            if not left:
+                break  # the fan-in is over before the last kill: it proves nothing more
+            busy = [w for w in pool if running.get(w.pid)]
+            if share >= 0.9 * kills / KILLS and len(busy) >= 2:
+                busy[0].kill()
+                pool.remove(busy[0])
+                pool.append(start(workers))
+                kills += 1
+                continue
+            assert time.monotonic() < deadline, "the workers ran no members"
+            time.sleep(0.02)
+    wait_for(lambda: settled(chaos_db), timeout=SETTLE, interval=0.2,
              message="every member and callback to end")
     with psycopg.connect(chaos_db) as conn:
         lost = conn.execute("SELECT count(*) FROM job_executions "
                             "WHERE outcome = 'worker_lost'").fetchone()[0]
     print(f"{MEMBERS} members: settled {time.monotonic() - started:.1f}s after the first "
-          f"start, {kill + 1} rounds of kills; {lost} executions lost to them")
+          f"start, {kills} kills while their victims ran members; {lost} executions lost "
+          f"to them")
     assert lost > 0, "no kill landed while jobs ran"
     check_the_oracle(chaos_db, first, second)
 
