@@ -1,7 +1,8 @@
 """The shipped Prometheus alerting rules, checked and unit-tested by the real promtool.
 
 deploy/prometheus/jobwarden.rules.test.yml holds, for each alert, series for which it must
-fire and series for which it must not; promtool evaluates the rules over them.
+fire and series for which it must not (jobwarden.rules.history.test.yml those of the
+alerts that compare with a week ago); promtool evaluates the rules over them.
 `make test` installs Debian's `prometheus` package (which carries promtool) when missing.
 """
 
@@ -35,13 +36,14 @@ def test_the_alerting_rules_are_valid_prometheus_rules():
 
 
 def test_each_alert_fires_on_its_series_and_stays_quiet_on_the_others():
-    result = promtool("test", "rules", "jobwarden.rules.test.yml")
+    result = promtool("test", "rules", *RULE_TEST_FILES)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
+    assert result.stdout.count("SUCCESS") == len(RULE_TEST_FILES), result.stdout
 
 
 RULES = (RULES_DIR / "jobwarden.rules.yml").read_text()
-RULE_TESTS = (RULES_DIR / "jobwarden.rules.test.yml").read_text()
+RULE_TEST_FILES = ("jobwarden.rules.test.yml", "jobwarden.rules.history.test.yml")
+RULE_TESTS = "\n".join((RULES_DIR / name).read_text() for name in RULE_TEST_FILES)
 OPERATING = (RULES_DIR.parents[1] / "docs" / "guide" / "operating.md").read_text()
 #: The console's address in the rules' tests (their jobwarden_console_info series).
 TEST_CONSOLE = "https://ops.example.com/jobs"
