@@ -164,9 +164,14 @@ def test_publishing_policies_rewrites_none_of_the_jobs_waiting_for_them(conn, cl
                   [xid]) == 0
 
 
+#: Jobs waiting for a policy: three times the most one transaction may move, six of the
+#: duty's transactions of 500 over two of its passes.
+WAITING = 3_000
+
+
 def test_a_worker_brings_waiting_jobs_over_in_small_transactions(conn, clean_db, monkeypatch):
     monkeypatch.setenv("JOBWARDEN_DUTY_INTERVAL", "0.1")
-    enqueue_defaulted(clean_db, "send_email", 20_000)
+    enqueue_defaulted(clean_db, "send_email", WAITING)
     enqueue_defaulted(clean_db, "other_type", 10)
     # Paused, so that no claim takes them: every one moved is the duty's doing. (New: the
     # jobs wait on the default queue, and no worker has declared "email" yet.)
@@ -175,11 +180,11 @@ def test_a_worker_brings_waiting_jobs_over_in_small_transactions(conn, clean_db,
     with running_worker(declare_email(), clean_db):
         wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "
                                 "WHERE type = 'send_email' AND policy_defaults IS NULL "
-                                "AND queue = 'email' AND max_attempts = 3") == 20_000,
+                                "AND queue = 'email' AND max_attempts = 3") == WAITING,
                  timeout=120, message="every waiting job to take the published policy")
     # The console's counts and the CLI's read the stored queue: they agree now.
     assert dict(conn.execute("SELECT queue, count(*) FROM background_jobs "
-                             "WHERE type = 'send_email' GROUP BY queue")) == {"email": 20_000}
+                             "WHERE type = 'send_email' GROUP BY queue")) == {"email": WAITING}
     # A row's xmin is the transaction that last wrote it: no transaction wrote many.
     largest = scalar(clean_db, "SELECT max(n) FROM (SELECT count(*) AS n FROM background_jobs "
                      "WHERE type = 'send_email' GROUP BY xmin::text) AS per_transaction")
