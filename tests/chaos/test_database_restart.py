@@ -78,7 +78,9 @@ def test_after_a_restart_a_worker_claims_only_what_its_heartbeat_renews(workers,
     url = private_cluster.url
     with psycopg.connect(url) as conn:
         create_tables(conn)
-    w = workers.start(concurrency=4, url=url)
+    # A slot for every job enqueued after the restart: all are claimed in the first claims,
+    # the ones that meet a heartbeat not yet back.
+    w = workers.start(concurrency=8, url=url)
     # A few jobs first: every connection of the worker is open when the server dies.
     warm = add_many(url, "chaos.plain", [{"seconds": 0.01} for _ in range(4)])
     wait_for(lambda: status_counts(url) == {"completed": len(warm)}, timeout=60,
