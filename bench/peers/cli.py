@@ -15,7 +15,7 @@ import traceback
 
 from bench.peers import procs, report, walstats
 from bench.peers.dbutil import PEER_STATS, machine, server_settings
-from bench.peers.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Sizes, run
+from bench.peers.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Sizes, drop_templates, run
 from bench.peers.systems import ROOT, NotMeasured, SystemFailed, all_systems, prepare
 
 QUICK = Sizes(jobs=2_000, sleep_jobs=400, io_jobs=3_000, latency_jobs=30, backlog=4_000,
@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"over the {figures.get('done')} jobs done by then", flush=True)
     finally:
         procs.stop_all()
+        drop_templates()
     names = [s.name for s in systems]
     text = report.table(results, names, args.scenarios)
     details = [walstats.detail(name, run_) for name in names

@@ -20,12 +20,14 @@ def with_db(url: str, name: str) -> str:
 
 
 @contextmanager
-def fresh_database(server: str, tag: str):
-    """A new database on the server for one scenario of one system; dropped afterwards
-    (WITH FORCE: a worker that would not stop cannot keep it alive)."""
+def fresh_database(server: str, tag: str, template: str | None = None):
+    """A new database on the server for one scenario of one system (a copy of the
+    database `template` when given); dropped afterwards (WITH FORCE: a worker that would
+    not stop cannot keep it alive)."""
     name = f"jwbench_{tag}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"'
+                      + (f' TEMPLATE "{template}"' if template else ""))
     try:
         yield with_db(server, name)
     finally:

@@ -7,8 +7,9 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import psycopg
@@ -16,7 +17,7 @@ import psycopg
 from bench import rate_windows
 from bench.peers import ceiling, procs, walstats
 from bench.peers.apps.common import IO_SECONDS
-from bench.peers.dbutil import analyze_peer, fresh_database
+from bench.peers.dbutil import analyze_peer, fresh_database, with_db
 from bench.peers.systems import ROOT, NotMeasured, System, SystemFailed
 
 
@@ -127,14 +128,63 @@ def leave_stats(system: System, url: str, peer_stats: str) -> dict:
     return {"stats": "analyzed", **analyze_peer(url, system.name)}
 
 
+#: The installed database each same_install system's scenario databases are copies of, by
+#: (server, system): `jobwarden migrate` took 2-3 s a scenario, a copy a tenth of that.
+_TEMPLATES: dict[tuple[str, str], str] = {}
+#: The URLs of the scenario databases that are such copies: installed already.
+_COPIES: set[str] = set()
+
+
+def _template(system: System, server: str) -> str:
+    """The name of `system`'s installed database on `server`, installed on first use."""
+    key = (server, system.name)
+    if key not in _TEMPLATES:
+        name = f"jwbench_template_{system.name}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            system.install(with_db(server, name), None)
+        except BaseException:
+            with psycopg.connect(server, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            raise
+        _TEMPLATES[key] = name
+    return _TEMPLATES[key]
+
+
+def drop_templates() -> None:
+    """Drop the installed databases the scenarios' databases were copied from."""
+    while _TEMPLATES:
+        (server, _), name = _TEMPLATES.popitem()
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def scenario_database(system: System, server: str, tag: str) -> Iterator[str]:
+    """A fresh database for one scenario of `system`: a copy of its installed database
+    when its install is the same for every scenario (System.same_install), else empty."""
+    if not system.same_install:
+        with fresh_database(server, tag) as url:
+            yield url
+        return
+    with fresh_database(server, tag, _template(system, server)) as url:
+        _COPIES.add(url)
+        try:
+            yield url
+        finally:
+            _COPIES.discard(url)
+
+
 def _setup(system: System, url: str, concurrency: int | None = None) -> None:
-    system.install(url, concurrency)
+    if url not in _COPIES:
+        system.install(url, concurrency)
 
 
 def run(scenario: str, system: System, server: str, sizes: Sizes,
         peer_stats: str = "analyzed") -> dict:
     """Run one scenario for one system in a database created (and dropped) for it."""
-    with fresh_database(server, f"{scenario}_{system.name}") as url:
+    with scenario_database(system, server, f"{scenario}_{system.name}") as url:
         if scenario == "enqueue":
             _setup(system, url)
             seconds = system.enqueue(url, sizes.jobs)
@@ -265,7 +315,8 @@ def rate_limit(system: System, url: str, sizes: Sizes) -> dict:
         raise NotMeasured(system.no_rate_limit)
     rate, concurrency = sizes.limit_rate, sizes.limit_concurrency
     jobs = int(rate * sizes.limit_seconds)
-    system.install_limited(url, concurrency, rate)
+    if url not in _COPIES:
+        system.install_limited(url, concurrency, rate)
     system.enqueue(url, jobs, "limited")
     stamps = os.path.join(tempfile.mkdtemp(prefix="jwbench-ratelimit-"), "stamps")
     env = system.env(url, BENCH_STAMP_FILE=stamps, BENCH_RATE=f"{rate:g}",

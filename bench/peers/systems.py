@@ -46,6 +46,10 @@ class System:
     no_rate_limit: str | None = None
     version: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: Whether install and install_limited make the same schema whatever the scenario
+    #: asks: then each scenario's database is a copy of one installed database
+    #: (scenarios.run), not installed anew.
+    same_install: bool = False
 
     # -- commands -------------------------------------------------------------------------
     def bin(self, name: str) -> str:
@@ -191,7 +195,8 @@ def all_systems() -> list[System]:
             "jobwarden", None, sys.executable, "jobwarden_app",
             "SELECT extract(epoch FROM completed_at) FROM background_jobs "
             "WHERE status = 'completed'",
-            "`jobwarden worker` defaults (threads, LISTEN/NOTIFY + polling)"),
+            "`jobwarden worker` defaults (threads, LISTEN/NOTIFY + polling)",
+            same_install=True),
         PgQueuer(
             "pgqueuer", "pgqueuer", sys.executable, "pgqueuer_app",
             "SELECT extract(epoch FROM created) FROM pgqueuer_log "
