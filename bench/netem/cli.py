@@ -22,6 +22,7 @@ from bench.netem.report import latency_tables, scale_tables
 from bench.netem.runs import Lab, drain_in, open_lab, probe
 from bench.peers import procs
 from bench.peers.dbutil import PEER_STATS, machine
+from bench.peers.scenarios import drop_templates
 from bench.peers.systems import ROOT, PgQueuer, System, SystemFailed, all_systems, prepare
 
 
@@ -189,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     date = dt.datetime.now(dt.UTC)
     with ExitStack() as stack:
         lab = open_lab(stack)  # undone last: the cluster, then the network
+        stack.callback(drop_templates)  # after the workers stop, before the cluster goes
         # Each drain stops its workers itself; this catches any left by an interruption.
         stack.callback(procs.stop_all)
         server = lab.pg.server_settings()

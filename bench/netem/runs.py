@@ -35,9 +35,9 @@ from bench.netem.observe import (
     reset_statements,
     statements,
 )
-from bench.peers.dbutil import fresh_database, with_db
+from bench.peers.dbutil import with_db
 from bench.peers.procs import children
-from bench.peers.scenarios import drain, leave_stats
+from bench.peers.scenarios import drain, install, leave_stats, scenario_database
 from bench.peers.systems import ROOT, System
 
 
@@ -128,7 +128,7 @@ def drain_in(lab: Lab, system: System, hosts: list[netmod.Host], jobs: int, tag:
     """One drain: a fresh database, `jobs` no-op jobs enqueued from the host's namespace,
     the peer analyzed (never Jobwarden), then one worker process in each of `hosts`'
     namespaces, on the system's defaults; through PgBouncer when `pooled`."""
-    with fresh_database(lab.harness, tag) as url, \
+    with scenario_database(system, lab.harness, tag) as url, \
             tempfile.TemporaryDirectory(prefix="jwnetem-claims-") as claim_dir:
         name = urlsplit(url).path.lstrip("/")
         direct = with_db(lab.pg.url, name)
@@ -148,7 +148,7 @@ def drain_in(lab: Lab, system: System, hosts: list[netmod.Host], jobs: int, tag:
                 argv = [sys.executable, "-m", "bench.netem.jw_worker", *argv[1:]]
             return hosts[i].wrap(argv), system.env(worker_url, **env)
 
-        system.install(url, None)
+        install(system, url)
         enqueue_seconds = system.enqueue(url, jobs)
         stats = leave_stats(system, url, peer_stats)
         reset_statements(lab.harness)

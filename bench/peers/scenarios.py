@@ -176,7 +176,8 @@ def scenario_database(system: System, server: str, tag: str) -> Iterator[str]:
             _COPIES.discard(url)
 
 
-def _setup(system: System, url: str, concurrency: int | None = None) -> None:
+def install(system: System, url: str, concurrency: int | None = None) -> None:
+    """Install `system` in a scenario's database, unless it is a copy of an installed one."""
     if url not in _COPIES:
         system.install(url, concurrency)
 
@@ -186,12 +187,12 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
     """Run one scenario for one system in a database created (and dropped) for it."""
     with scenario_database(system, server, f"{scenario}_{system.name}") as url:
         if scenario == "enqueue":
-            _setup(system, url)
+            install(system, url)
             seconds = system.enqueue(url, sizes.jobs)
             return {"jobs": sizes.jobs, "seconds": round(seconds, 3),
                     "jobs_per_s": round(sizes.jobs / seconds, 1)}
         if scenario in ("drain1", "drain2"):
-            _setup(system, url)
+            install(system, url)
             seconds = system.enqueue(url, sizes.jobs)
             stats = leave_stats(system, url, peer_stats)
             out = drain(system, url, sizes.jobs, 1 if scenario == "drain1" else 2,
@@ -200,7 +201,7 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
             out["enqueue_seconds"] = round(seconds, 3)
             return {**out, **stats}
         if scenario == "sleep10ms":
-            _setup(system, url, sizes.sleep_concurrency)
+            install(system, url, sizes.sleep_concurrency)
             system.enqueue(url, sizes.sleep_jobs, "sleep")
             stats = leave_stats(system, url, peer_stats)
             out = drain(system, url, sizes.sleep_jobs, 1, sizes.sleep_concurrency,
@@ -213,10 +214,10 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
         if scenario == "io50ms":
             return io_bound(system, url, sizes, peer_stats)
         if scenario == "latency":
-            _setup(system, url)
+            install(system, url)
             return latency(system, url, sizes)
         if scenario == "backlog":
-            _setup(system, url)
+            install(system, url)
             system.enqueue(url, sizes.backlog)
             stats = leave_stats(system, url, peer_stats)
             out = drain(system, url, sizes.backlog, 1, system.drain_concurrency,
@@ -229,11 +230,11 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
         if scenario == "ceiling":
             if system.name != "jobwarden":
                 raise SystemFailed("the ceiling runs on Jobwarden's schema only")
-            _setup(system, url)
+            install(system, url)
             system.enqueue(url, sizes.jobs)
             return ceiling.raw_loop(url, sizes.jobs, timeout=sizes.drain_timeout)
         if scenario == "wal":
-            _setup(system, url)
+            install(system, url)
             return wal(system, url, sizes, peer_stats)
     raise ValueError(f"unknown scenario {scenario!r}")
 
@@ -243,7 +244,7 @@ def io_bound(system: System, url: str, sizes: Sizes, peer_stats: str) -> dict:
     flight in one worker process. The bound is io_concurrency / IO_SECONDS jobs/s (what
     the waits allow); the database's own limit is the ceiling scenario's figure."""
     argv = system.io_worker_argv(url, sizes.io_concurrency)  # SystemFailed: not driven
-    _setup(system, url, sizes.io_concurrency)
+    install(system, url, sizes.io_concurrency)
     system.enqueue(url, sizes.io_jobs, "io")
     stats = leave_stats(system, url, peer_stats)
     out = drain(system, url, sizes.io_jobs, 1, sizes.io_concurrency, sizes.drain_timeout,
