@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from jobwarden import JobSpec, enqueue_many
-from jobwarden.worker.engine.limits import REFRESH_SECONDS, lock_scopes
+from jobwarden.worker.engine.limits import lock_scopes
 from jobwarden.worker.ops.operations import clear_limit, set_limit
 from tests.apps.rate_limit_app import RATE, TABLES
 from tests.helpers import scalar, status_counts, wait_for
@@ -100,7 +100,14 @@ def test_a_worker_killed_holding_paid_for_jobs_loses_and_doubles_nothing(workers
     assert most_in_a_second(rl_db, "rl.tick") <= RATE
 
 
-def test_a_live_limit_reaches_a_running_worker_and_reverts_when_cleared(workers, rl_db):
+#: The worker's refresh of the live limits (JOBWARDEN_DUTY_INTERVAL shortens REFRESH_SECONDS):
+#: each wait for a change to reach it is this plus a claim.
+REFRESH = 0.5
+
+
+def test_a_live_limit_reaches_a_running_worker_and_reverts_when_cleared(workers, rl_db,
+                                                                      monkeypatch):
+    monkeypatch.setenv("JOBWARDEN_DUTY_INTERVAL", str(REFRESH))
     _enqueue(rl_db, "rl.tick", 40 * RATE)
     workers.start(APP, concurrency=4)
     wait_for(lambda: scalar(rl_db, "SELECT count(*) FROM job_executions") >= 2 * RATE,
@@ -113,17 +120,16 @@ def test_a_live_limit_reaches_a_running_worker_and_reverts_when_cleared(workers,
     # Within the refresh interval (and a claim), the live limit holds: at most its rate in
     # any sliding second (the starts of the last second at the old rate count against it).
     settled = scalar(rl_db, "SELECT %s::timestamptz + make_interval(secs => %s)",
-                     [set_at, REFRESH_SECONDS + 1])
-    wait_for(lambda: scalar(rl_db, "SELECT now() > %s::timestamptz + interval '4 seconds'",
-                            [settled]), timeout=30, message="four seconds under the live limit")
+                     [set_at, REFRESH + 1])
+    wait_for(lambda: scalar(rl_db, "SELECT now() > %s::timestamptz + interval '2 seconds'",
+                            [settled]), timeout=30, message="two seconds under the live limit")
     assert most_in_a_second(rl_db, "rl.tick", since=settled) <= live
     assert scalar(rl_db, "SELECT count(*) FROM job_executions WHERE started_at > %s",
                   [settled]) > 0  # limited, not stopped
     with psycopg.connect(rl_db) as conn:
         assert clear_limit(conn, "type", "rl.tick", actor="ops@example.com",
                            role="operator", reason="provider recovered").ok
-    cleared = scalar(rl_db, "SELECT now() + make_interval(secs => %s)",
-                         [REFRESH_SECONDS + 1])
+    cleared = scalar(rl_db, "SELECT now() + make_interval(secs => %s)", [REFRESH + 1])
     # The declared rate again: some second holds more than the live limit allowed.
     wait_for(lambda: most_in_a_second(rl_db, "rl.tick", since=cleared) > 2 * live,
              timeout=30, message="the declared rate back after clearing")
