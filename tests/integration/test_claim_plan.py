@@ -15,7 +15,7 @@ from jobwarden import JobSpec, enqueue_many
 from jobwarden.worker.engine.config import DEFAULT_CLAIM_BATCH
 from jobwarden.worker.engine.producer import claim, prepare_claims
 from jobwarden.worker.engine.producer import claim_params as claim_jobs_params
-from jobwarden.worker.store.db import connect_kwargs, migrate
+from jobwarden.worker.store.db import connect_kwargs
 from jobwarden.worker.store.jobstore import numbered
 from jobwarden.worker.store.queries import Q
 
@@ -26,10 +26,9 @@ BUFFER_BOUND = 1_000
 
 
 def make_backlog(url: str, keys: int | None = None) -> str:
-    """Migrate `url` and fill background_jobs, never analyzed, with a backlog of jobs of
-    two types interleaved (the claim handles one: it must skip the other), spread over
-    `keys` concurrency keys if given."""
-    migrate(url)
+    """Fill the migrated database `url`'s background_jobs, never analyzed, with a backlog
+    of jobs of two types interleaved (the claim handles one: it must skip the other),
+    spread over `keys` concurrency keys if given."""
     with psycopg.connect(url) as conn:
         # Even on a server with autovacuum on, this table keeps no statistics.
         conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = false)")
@@ -42,8 +41,8 @@ def make_backlog(url: str, keys: int | None = None) -> str:
 
 
 @pytest.fixture
-def backlog_db(empty_database):
-    return make_backlog(empty_database)
+def backlog_db(migrated_database):
+    return make_backlog(migrated_database)
 
 
 def claim_params(limit: int = 10, concurrency_limit: int = 1, queue: str = "default",
@@ -147,10 +146,10 @@ def test_the_claim_takes_the_batch_in_priority_order_skipping_other_types(backlo
     assert {r[2] for r in rows} == {"plan.wanted"}
 
 
-def test_a_backlog_of_keyed_jobs_is_claimed_by_the_same_walk(empty_database):
+def test_a_backlog_of_keyed_jobs_is_claimed_by_the_same_walk(migrated_database):
     # Each job walked past costs a look at its key's running jobs; the walk still stops
     # after the batch and sorts nothing.
-    url = make_backlog(empty_database, keys=1_000)
+    url = make_backlog(migrated_database, keys=1_000)
     buffers, plan = claim_plan(url, concurrency_limit=2)
     assert buffers < BUFFER_BOUND, plan
     assert "background_jobs_claim_rank_idx" in plan

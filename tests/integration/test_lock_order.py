@@ -27,7 +27,6 @@ import pytest
 from jobwarden import Registry, enqueue, job
 from jobwarden.worker.engine.completer import finish_params
 from jobwarden.worker.engine.producer import claim
-from jobwarden.worker.store.db import migrate
 from jobwarden.worker.store.jobstore import numbered
 from jobwarden.worker.store.queries import Q, batch_params
 from tests.helpers import wait_for
@@ -43,12 +42,11 @@ SHAPES = [(0, "custom"), (BATCH - 2, "custom"), (BATCH - 2, "generic")]
 
 
 @pytest.fixture(params=STATISTICS)
-def lock_db(request, empty_database):
+def lock_db(request, migrated_database):
     """A migrated database of its own whose background_jobs' statistics stay as the test
     leaves them (autovacuum off for it: TRUNCATE keeps them, so a shared database's are
     whatever earlier tests left)."""
-    migrate(empty_database)
-    with psycopg.connect(empty_database, autocommit=True) as conn:
+    with psycopg.connect(migrated_database, autocommit=True) as conn:
         conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = false)")
         if request.param == "stale":
             # Statistics of another content: every job ended, none running.
@@ -57,7 +55,7 @@ def lock_db(request, empty_database):
                          "FROM generate_series(1, %s)", [STALE])
             conn.execute("ANALYZE background_jobs")
             conn.execute("TRUNCATE background_jobs RESTART IDENTITY CASCADE")
-    return empty_database, request.param
+    return migrated_database, request.param
 
 
 @pytest.fixture

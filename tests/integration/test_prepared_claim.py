@@ -15,7 +15,7 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.engine.listener import Wakeup
 from jobwarden.worker.engine.producer import ClaimedJob, ClaimSpec, JobBuffer, Producer, claim
 from jobwarden.worker.store import db as store_db
-from jobwarden.worker.store.db import DedicatedConnection, migrate
+from jobwarden.worker.store.db import DedicatedConnection
 from jobwarden.worker.store.jobstore import PreparedQuery
 from jobwarden.worker.store.queries import Query
 
@@ -23,14 +23,13 @@ TYPES = ["prep.a", "prep.b"]
 
 
 @pytest.fixture
-def db(empty_database):
-    migrate(empty_database)
-    with psycopg.connect(empty_database) as conn:
+def db(migrated_database):
+    with psycopg.connect(migrated_database) as conn:
         enqueue_many(conn, [JobSpec(TYPES[i % 2], {"n": i, "to": "ops@example.com"},
                                     priority=i % 3) for i in range(12)]
                      + [JobSpec("prep.other", {"n": 99})])
         conn.commit()
-    return empty_database
+    return migrated_database
 
 
 def producer(url: str, *, listens: bool = False) -> Producer:
