@@ -167,6 +167,12 @@ class Registry:
     def clear(self) -> None:
         self._types.clear()
 
+    def copy(self) -> Registry:
+        """A registry of the same types, to add to without changing this one."""
+        other = Registry()
+        other._types = dict(self._types)
+        return other
+
 
 #: The process-wide registry that `@job` fills and the worker reads.
 registry = Registry()
