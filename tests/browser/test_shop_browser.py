@@ -24,6 +24,7 @@ pytestmark = pytest.mark.browser
 
 SHOP = ROOT / "examples" / "shop"
 PASSWORD = "staff password 1"
+SHOP_TYPES = ["send_confirmation", "charge_card", "sync_crm"]
 
 
 @pytest.fixture
@@ -53,20 +54,26 @@ def shop_url(shop_package, database_url, clean_db, tmp_path):
         cwd=SHOP, stdout=subprocess.DEVNULL, stderr=log,
         env={**os.environ, "DATABASE_URL": database_url, "SHOP_PROVIDERS_URL": url + "/fake",
              "PYTHONPATH": os.pathsep.join([str(SHOP), str(ROOT)])})
-    # As in a deploy, the worker has published its types before the shop relies on them.
-    wait_for(lambda: scalar(database_url, "SELECT count(*) FROM job_types") == 3,
-             message="the shop's worker to publish its job types")
-    yield url
-    stop_worker(worker)
-    log.seek(0)
-    print("the shop's worker said:\n" + log.read()[-20000:])  # shown when the test fails
-    log.close()
-    server.shutdown()
-    with app.app_context():
-        db.session.remove()
-        db.drop_all()
-        db.engine.dispose()
-    app.extensions["jobwarden_db"].dispose()
+    try:
+        # As in a deploy, the worker has published its types before the shop relies on
+        # them (the shop's own three; the worker publishes its built-in ones too).
+        wait_for(lambda: scalar(database_url, "SELECT count(*) FROM job_types "
+                                "WHERE type = ANY(%s)", [SHOP_TYPES]) == 3,
+                 message="the shop's worker to publish its job types")
+        yield url
+    finally:
+        # Also when the wait above fails: a worker left running would go on claiming
+        # the jobs of every later test on this database.
+        stop_worker(worker)
+        log.seek(0)
+        print("the shop's worker said:\n" + log.read()[-20000:])  # shown on a failure
+        log.close()
+        server.shutdown()
+        with app.app_context():
+            db.session.remove()
+            db.drop_all()
+            db.engine.dispose()
+        app.extensions["jobwarden_db"].dispose()
 
 
 @pytest.fixture
