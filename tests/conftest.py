@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import psutil
 import psycopg
 import pytest
 
@@ -120,6 +121,34 @@ def _new_empty_database(server_url: str, template: str | None = None) -> Iterato
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _is_worker(cmdline: list[str]) -> bool:
+    """A `jobwarden worker` process, by its command line (`-m jobwarden.worker.cli` or the
+    console script); not the embedded server, whose data directory is under .jobwarden."""
+    return "worker" in cmdline and any(
+        arg == "jobwarden.worker.cli" or os.path.basename(arg) == "jobwarden" for arg in cmdline)
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_outlives_its_test():
+    """A worker a test started and left running would claim the jobs of the tests after
+    it, which then fail far from the cause: such a worker is killed and its test errors."""
+    yield
+    left = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and _is_worker(proc.cmdline()):
+                left.append(proc)
+        except psutil.Error:  # gone meanwhile
+            continue
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(left, timeout=10)
+    if left:
+        pytest.fail("a worker outlived its test: " + "; ".join(
+            f"pid {p.pid}" for p in left), pytrace=False)
 
 
 @pytest.fixture
