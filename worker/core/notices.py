@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from jobwarden.worker.core.sanitize import redact
+
+if TYPE_CHECKING:
+    from email.message import EmailMessage
 
 #: The job type that sends a message to one target.
 NOTIFY_TYPE = "jobwarden.notify"
@@ -197,6 +199,8 @@ def slack_body(message: dict[str, Any]) -> dict[str, Any]:
 def email(message: dict[str, Any], sender: str, recipients: tuple[str, ...]) -> EmailMessage:
     """The email of a message. Every header value is one clean line (`line`), and the
     addresses were checked (worker/core/destinations.py), so no value ends its header."""
+    from email.message import EmailMessage  # here: every worker imports this module
+
     mail = EmailMessage()
     mail["Subject"] = "[Jobwarden] " + line(message["title"], 200)
     mail["From"] = sender

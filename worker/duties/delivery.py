@@ -17,12 +17,9 @@ checked. Every error said about a send names the URL redacted.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import smtplib
 import socket
-import ssl
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -39,6 +36,8 @@ from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import Q
 
 if TYPE_CHECKING:
+    import http.client
+
     from jobwarden.worker.engine.context import JobContext
 
 log = logging.getLogger("jobwarden.notify")
@@ -136,6 +135,9 @@ def post_webhook(target: Target, message: dict[str, Any], notification_id: int,
         raise RetryableError(FORBIDDEN, f"{shown}: {exc}") from None
     except OSError as exc:
         raise RetryableError(UNREACHABLE, f"{shown}: {exc}") from None
+    import http.client  # here, not at import: every worker imports this module (startup)
+    import ssl
+
     conn: http.client.HTTPConnection = (
         http.client.HTTPSConnection(host, port, timeout=TIMEOUT,
                                     context=ssl.create_default_context())
@@ -174,6 +176,9 @@ def send_email(target: Target, message: dict[str, Any], settings: NotifySettings
         raise RetryableError(FORBIDDEN, f"{target.name}: {exc}") from None
     except OSError as exc:
         raise RetryableError(UNREACHABLE, f"{target.name}: {exc}") from None
+    import smtplib  # here, not at import (startup), like http.client above
+    import ssl
+
     mail = notices.email(message, target.email_from or "", target.email_to)
     where = f"{target.name} ({host}:{target.smtp_port})"
     try:
