@@ -397,7 +397,7 @@ def failed_groups(reader: Reader, limit: int = 500, job_type: str | None = None)
     streaks = {}
     if types:
         streaks = {r["error_code"]: r for r in reader.all(
-            CQ.console_failed_group_streaks, codes=list(types), type=job_type,
+            CQ.failed_group_streaks, codes=list(types), type=job_type,
             types=json.dumps(types))}
     spark = _sparklines(reader, list(types), job_type, lambda r: (r["error_code"], r["type"]))
     for g in groups:

@@ -169,7 +169,7 @@ def test_a_streak_is_walked_by_index_probes(never_analyzed, job_type):
     # each code's group lists the types its failed jobs have (both, or the one asked for)
     types = json.dumps({f"CODE_{c}": [job_type] if job_type else ["t1", "t2"]
                         for c in range(10)})
-    _buffers, plan = explain(never_analyzed, CQ.console_failed_group_streaks,
+    _buffers, plan = explain(never_analyzed, CQ.failed_group_streaks,
                              codes=[f"CODE_{c}" for c in range(10)], type=job_type,
                              types=types)
     shapes = {n["Node Type"] for n in nodes(plan)}

@@ -30,6 +30,7 @@ messages about itself through itself.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -140,7 +141,10 @@ def _failed_groups(conn: CallerConnection, groups: dict[Key, dict[str, Any]]) ->
     # A new group started when its code's streak did (the console's "first seen").
     starts = {}
     for job_type, codes in new.items():
-        for row in store.dicts(Q.failed_group_streaks, {"codes": codes, "type": job_type}):
+        # The console's definition, so the message and its "first seen" agree.
+        only = json.dumps({code: [job_type] for code in codes})
+        for row in store.dicts(Q.failed_group_streaks,
+                               {"codes": codes, "type": job_type, "types": only}):
             starts[(job_type, row["error_code"])] = row["streak_start"]
     for s in found:
         start = starts.get((s.job_type, s.error_code))

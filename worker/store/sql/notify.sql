@@ -8,10 +8,15 @@
 SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.notify')) AS locked, now() AS db_now;
 
 -- name: failed_group_streaks
--- Per error code: when its current streak began (the first minute after the last gap of
--- more than an hour in which the code occurred, failed, retried or unknown), from the
--- per-minute rollup; a retry does not reset it. The console's failed groups show it as
--- "first seen", and a notification of a group as when it started. `last_minute`: its latest occurrence.
+-- The console's failed groups show the start as "first seen", and a notification of
+-- a new group says it started then: one definition for both.
+-- Per error code, among the types its failed group lists (`types`: {code: [type, ...]},
+-- the jobs failed now): when its current streak began (the first minute after the last
+-- gap of more than an hour in which the code occurred in those types, failed, retried or
+-- unknown), from the per-minute rollup; a retry does not reset it. `last_minute`: its
+-- latest occurrence in those types. `latest_any`, `latest_type`: its latest occurrence
+-- of any type (of `type` when given), which may be another type's (a code of old
+-- failures retrying now elsewhere).
 -- Walked back from the latest occurrence an hour at a time: each step asks the index
 -- (error_code, minute) for the code's earliest occurrence from an hour before the
 -- streak's start so far, and the start itself coming back is the gap. So a code costs
@@ -22,13 +27,23 @@ SELECT pg_try_advisory_xact_lock(hashtext('jobwarden.notify')) AS locked, now() 
 -- which the planner cannot estimate; either of them written plainly makes it expect a
 -- row or two, and read and sort every row of the code instead.
 WITH RECURSIVE latest AS (
-    SELECT c.code, (SELECT m.minute FROM job_minute_counts m
-                    WHERE m.error_code = c.code AND m.error_code <> ''
-                      AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
-                                  AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
-                    ORDER BY m.minute DESC
-                    LIMIT 1) AS last_minute
+    SELECT c.code, a.minute AS latest_any, a.type AS latest_type,
+           (SELECT m.minute FROM job_minute_counts m
+            WHERE m.error_code = c.code AND m.error_code <> ''
+              AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
+                          AND (%(type)s::text IS NULL OR m.type = %(type)s::text)
+                          AND (%(types)s::jsonb -> c.code) @> to_jsonb(m.type))
+            ORDER BY m.minute DESC
+            LIMIT 1) AS last_minute
     FROM unnest(%(codes)s::text[]) AS c(code)
+    LEFT JOIN LATERAL (
+        SELECT m.minute, m.type FROM job_minute_counts m
+        WHERE m.error_code = c.code AND m.error_code <> ''
+          AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
+                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
+        ORDER BY m.minute DESC
+        LIMIT 1
+    ) a ON true
 ), walk AS (
     SELECT code, last_minute AS start FROM latest WHERE last_minute IS NOT NULL
     UNION ALL
@@ -39,15 +54,19 @@ WITH RECURSIVE latest AS (
         WHERE m.error_code = w.code AND m.error_code <> ''
           AND m.minute >= w.start - interval '1 hour'
           AND (SELECT m.outcome IN ('failed', 'retried', 'unknown')
-                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text))
+                      AND (%(type)s::text IS NULL OR m.type = %(type)s::text)
+                      AND (%(types)s::jsonb -> w.code) @> to_jsonb(m.type))
         ORDER BY m.minute
         LIMIT 1
     ) p
     WHERE p.minute < w.start
 )
-SELECT w.code AS error_code, min(w.start) AS streak_start, max(w.start) AS last_minute
-FROM walk w
-GROUP BY w.code;
+SELECT l.code AS error_code, min(w.start) AS streak_start, max(w.start) AS last_minute,
+       l.latest_any, l.latest_type
+FROM latest l
+LEFT JOIN walk w ON w.code = l.code
+WHERE l.latest_any IS NOT NULL
+GROUP BY l.code, l.latest_any, l.latest_type;
 
 -- name: notify_failures_recent
 -- Per type and error code: jobs that failed for good in the last hour (the rollup's
