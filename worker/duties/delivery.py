@@ -135,8 +135,9 @@ def post_webhook(target: Target, message: dict[str, Any], notification_id: int,
         raise RetryableError(FORBIDDEN, f"{shown}: {exc}") from None
     except OSError as exc:
         raise RetryableError(UNREACHABLE, f"{shown}: {exc}") from None
-    import http.client  # here, not at import: every worker imports this module (startup)
-    import ssl
+    # Here, not at import: every worker imports this module, and sends a message rarely.
+    import http.client
+    import ssl  # (with http.client)
 
     conn: http.client.HTTPConnection = (
         http.client.HTTPSConnection(host, port, timeout=TIMEOUT,
@@ -176,8 +177,9 @@ def send_email(target: Target, message: dict[str, Any], settings: NotifySettings
         raise RetryableError(FORBIDDEN, f"{target.name}: {exc}") from None
     except OSError as exc:
         raise RetryableError(UNREACHABLE, f"{target.name}: {exc}") from None
-    import smtplib  # here, not at import (startup), like http.client above
-    import ssl
+    # Here, not at import (every worker's start), like http.client above.
+    import smtplib
+    import ssl  # (with smtplib)
 
     mail = notices.email(message, target.email_from or "", target.email_to)
     where = f"{target.name} ({host}:{target.smtp_port})"
