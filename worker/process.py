@@ -154,7 +154,7 @@ class WorkerProcess:
             raise ValueError("no job types registered: --app must import your handlers")
         # The built-in types go into a copy: the caller's registry (the app's, which its
         # web process and tests share) stays what the app registered.
-        registry = registry.copy()
+        registry = registry.clone()
         self.registry = registry
         register_reconcile_job(registry)  # only when one of its types has a reconciler
         register_notify_job(registry)  # sends the notifier's messages (delivery.py)

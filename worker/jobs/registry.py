@@ -167,7 +167,7 @@ class Registry:
     def clear(self) -> None:
         self._types.clear()
 
-    def copy(self) -> Registry:
+    def clone(self) -> Registry:
         """A registry of the same types, to add to without changing this one."""
         other = Registry()
         other._types = dict(self._types)
