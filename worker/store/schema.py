@@ -43,7 +43,7 @@ LIVE_STATUSES = tuple(s.value for s in _LIVE)
 EXECUTION_OUTCOMES = tuple(o.value for o in ExecutionOutcome)
 WORKER_STATES = tuple(w.value for w in WorkerState)
 #: What job_event_totals counts (worker/store/event_totals.py).
-EVENTS = ("recovered", "zombie_outcome", "zombie_lease")
+EVENTS = ("recovered", "zombie_outcome", "zombie_lease", "expired")
 
 
 def check_in(column: str, values: tuple[str, ...]) -> str:
@@ -112,6 +112,11 @@ background_jobs = Table(
     # 'unknown' (it could not tell) or 'error' (it failed); NULL: none answered since the
     # job last ran (a retry clears it).
     Column("reconcile_verdict", Text),
+    # Uniqueness and expiry (migration 0081, docs/guide/uniqueness.md): the deadline after
+    # which the job is never started (NULL: none), and the unique key it was enqueued
+    # under with unique_for or replace (job_unique_keys names the key's holder).
+    Column("expires_at", TS),
+    Column("unique_key", Text),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
@@ -186,6 +191,13 @@ Index(
     postgresql_where=text(
         "idempotency_key IS NOT NULL AND status IN ('pending', 'running')"
     ),
+)
+# Pending jobs that have a deadline (migration 0081): the expiry duty's walk. A job without
+# one never enters it.
+Index(
+    "background_jobs_expiring_idx",
+    background_jobs.c.expires_at,
+    postgresql_where=text("status = 'pending' AND expires_at IS NOT NULL"),
 )
 
 # A batch's members (migration 0074), and those whose status and count differ (none but
@@ -595,6 +607,28 @@ job_event_totals = Table(
     Column("updated_at", TS, nullable=False, server_default=text("now()")),
     CheckConstraint(check_in("event", EVENTS), name="job_event_totals_event_check"),
 )
+
+# Unique keys (migration 0081, worker/jobs/uniqueness.py): the job that holds each, when it
+# was enqueued and until when its window holds the key (NULL: while the job is pending).
+# An enqueue of the key locks its row until the caller's transaction ends.
+job_unique_keys = Table(
+    "job_unique_keys",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("job_id", BigInteger, nullable=False),
+    Column("enqueued_at", TS, nullable=False),
+    Column("held_until", TS),
+)
+# One row per enqueue folded into an existing job (migration 0081): the job page's count.
+job_folds = Table(
+    "job_folds",
+    metadata,
+    Column("job_id", BigInteger, nullable=False),
+    Column("folded_at", TS, nullable=False, server_default=text("now()")),
+    Column("replaced", Boolean, nullable=False),
+)
+Index("job_folds_job_idx", job_folds.c.job_id)
+
 Index(
     "job_executions_lost_idx",
     job_executions.c.finished_at,

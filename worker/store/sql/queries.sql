@@ -64,6 +64,9 @@ WITH locked AS (
     WHERE j.status = 'pending'
       AND (SELECT j.type = ANY(%(types)s::text[])
                   AND j.available_at <= now()
+                  -- A job past its deadline is never started (the expiry duty ends it):
+                  -- NULL for a job without one, which answers at the first test.
+                  AND (j.expires_at IS NULL OR j.expires_at > now())
                   AND (%(queues)s::text[] IS NULL OR q.queue = ANY(%(queues)s::text[]))
                   AND (%(skip_queues)s::text[] IS NULL
                        OR q.queue <> ALL(%(skip_queues)s::text[]))
@@ -197,6 +200,9 @@ WITH clock AS (
     WHERE j.status = 'pending'
       AND (SELECT j.type = ANY(%(types)s::text[])
                   AND j.available_at <= now()
+                  -- A job past its deadline is never started (the expiry duty ends it):
+                  -- NULL for a job without one, which answers at the first test.
+                  AND (j.expires_at IS NULL OR j.expires_at > now())
                   AND (%(queues)s::text[] IS NULL OR q.queue = ANY(%(queues)s::text[]))
                   AND (%(skip_queues)s::text[] IS NULL
                        OR q.queue <> ALL(%(skip_queues)s::text[]))

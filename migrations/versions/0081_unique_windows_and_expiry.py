@@ -1,0 +1,81 @@
+"""Uniqueness windows, debounce and expiry: a job's deadline, its unique key, its folds.
+
+Revision ID: 0081
+Revises: 0079
+Create Date: 2026-12-15
+
+`background_jobs.expires_at`: a deadline (NULL: none). The claims take a pending job only
+while `expires_at IS NULL OR expires_at > now()`, so an expired job is never started; the
+expiry duty (worker/duties/expiry.py) then moves such rows to `failed`, code EXPIRED, in
+batches, by the partial index `background_jobs_expiring_idx`, which holds pending jobs
+that have a deadline and nothing else: a job without one never writes it.
+
+`background_jobs.unique_key`: the key a job was enqueued under with `unique_for` or
+`replace` (docs/guide/uniqueness.md). Not its idempotency key: two jobs of one unique key
+in two windows are two operations, and must not share the effects ledger's keys.
+
+`job_unique_keys`: one row per unique key, naming the job that holds it, when that job
+was enqueued and until when the window holds it. An enqueue of the key locks the row
+(an upsert) until the caller's transaction ends, so concurrent enqueuers of one key
+decide one after the other, each reading the last one's committed answer.
+
+`job_folds`: one row per enqueue folded into an existing job (refused inside its window,
+or a debounce that replaced its payload), for the job page's count. Append-only: a fold
+onto a running job writes no row a worker writes, so an open application transaction
+never holds a lock its completer waits for.
+
+`job_event_totals` counts `expired` too (the expiry duty's counter for /metrics).
+Columns are added without a default (no table rewrite); the index is built
+CONCURRENTLY, outside the migration's transaction.
+"""
+
+from alembic import op
+
+revision = "0081"
+down_revision = "0079"
+branch_labels = None
+depends_on = None
+
+INDEX = "background_jobs_expiring_idx"
+
+
+def upgrade() -> None:
+    op.execute("ALTER TABLE background_jobs ADD COLUMN IF NOT EXISTS expires_at timestamptz")
+    op.execute("ALTER TABLE background_jobs ADD COLUMN IF NOT EXISTS unique_key text")
+    op.execute("""
+        CREATE TABLE job_unique_keys (
+            key         text        PRIMARY KEY,
+            job_id      bigint      NOT NULL,
+            enqueued_at timestamptz NOT NULL,
+            held_until  timestamptz
+        );
+        CREATE TABLE job_folds (
+            job_id    bigint      NOT NULL,
+            folded_at timestamptz NOT NULL DEFAULT now(),
+            replaced  boolean     NOT NULL
+        );
+        CREATE INDEX job_folds_job_idx ON job_folds (job_id);
+        ALTER TABLE job_event_totals DROP CONSTRAINT job_event_totals_event_check;
+        ALTER TABLE job_event_totals ADD CONSTRAINT job_event_totals_event_check
+            CHECK (event IN ('recovered', 'zombie_outcome', 'zombie_lease', 'expired'));
+    """)
+    with op.get_context().autocommit_block():
+        # A build that failed half-way leaves an invalid index of this name behind.
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
+        op.execute(f"CREATE INDEX CONCURRENTLY {INDEX} ON background_jobs (expires_at) "
+                   "WHERE status = 'pending' AND expires_at IS NOT NULL")
+
+
+def downgrade() -> None:
+    with op.get_context().autocommit_block():
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
+    op.execute("""
+        DELETE FROM job_event_totals WHERE event = 'expired';
+        ALTER TABLE job_event_totals DROP CONSTRAINT job_event_totals_event_check;
+        ALTER TABLE job_event_totals ADD CONSTRAINT job_event_totals_event_check
+            CHECK (event IN ('recovered', 'zombie_outcome', 'zombie_lease'));
+        DROP TABLE IF EXISTS job_folds;
+        DROP TABLE IF EXISTS job_unique_keys;
+        ALTER TABLE background_jobs DROP COLUMN IF EXISTS unique_key;
+        ALTER TABLE background_jobs DROP COLUMN IF EXISTS expires_at;
+    """)
