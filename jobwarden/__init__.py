@@ -18,6 +18,7 @@ from jobwarden.worker import (
     BatchState,
     Dep,
     Effect,
+    Enqueued,
     EnqueueError,
     JobCancelled,
     JobContext,
@@ -49,7 +50,7 @@ __version__ = _version()
 
 __all__ = [
     "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "BatchState", "Dep", "Effect",
-    "EnqueueError", "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost",
+    "EnqueueError", "Enqueued", "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost",
     "PermanentError", "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob",
     "Snooze", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "find_batches",
     "get_batch", "job", "open_batch", "open_batch_async", "registry",

@@ -33,10 +33,11 @@ from jobwarden.worker.jobs.enqueue import enqueue, enqueue_async, enqueue_many, 
 from jobwarden.worker.jobs.flows import At, Dep
 from jobwarden.worker.jobs.job_spec import JobSpec
 from jobwarden.worker.jobs.registry import JobType, Registry, job, registry
+from jobwarden.worker.jobs.uniqueness import Enqueued
 
 __all__ = [
     "AmbiguousOutcome", "AsyncEffect", "AsyncJobContext", "At", "BatchState", "Dep", "Effect",
-    "EnqueueError", "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost",
+    "EnqueueError", "Enqueued", "JobCancelled", "JobContext", "JobSpec", "JobType", "LeaseLost",
     "PermanentError", "RateLimited", "Registry", "RetryPolicy", "RetryableError", "SkipJob",
     "Snooze", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "find_batches",
     "get_batch", "job", "open_batch", "open_batch_async", "registry",

@@ -14,15 +14,18 @@ that have a deadline and nothing else: a job without one never writes it.
 `replace` (docs/guide/uniqueness.md). Not its idempotency key: two jobs of one unique key
 in two windows are two operations, and must not share the effects ledger's keys.
 
-`job_unique_keys`: one row per unique key, naming the job that holds it, when that job
-was enqueued and until when the window holds it. An enqueue of the key locks the row
-(an upsert) until the caller's transaction ends, so concurrent enqueuers of one key
-decide one after the other, each reading the last one's committed answer.
+`job_unique_keys`: one row per unique key, naming the job that holds it (NULL only inside
+the enqueue that creates it), when that job was enqueued and until when its window holds
+the key. An enqueue of the key locks the row (an upsert) until the caller's transaction
+ends, so concurrent enqueuers of one key decide one after the other, each reading the
+last one's committed answer. A key goes with its job when retention deletes the job
+(ON DELETE CASCADE, by the index on job_id), so no duty of its own sweeps the table.
 
 `job_folds`: one row per enqueue folded into an existing job (refused inside its window,
 or a debounce that replaced its payload), for the job page's count. Append-only: a fold
 onto a running job writes no row a worker writes, so an open application transaction
-never holds a lock its completer waits for.
+never holds a lock its completer waits for (the foreign key's check takes KEY SHARE, which
+no status change conflicts with). Deleted with its job.
 
 `job_event_totals` counts `expired` too (the expiry duty's counter for /metrics).
 Columns are added without a default (no table rewrite); the index is built
@@ -45,12 +48,13 @@ def upgrade() -> None:
     op.execute("""
         CREATE TABLE job_unique_keys (
             key         text        PRIMARY KEY,
-            job_id      bigint      NOT NULL,
-            enqueued_at timestamptz NOT NULL,
+            job_id      bigint      REFERENCES background_jobs (id) ON DELETE CASCADE,
+            enqueued_at timestamptz NOT NULL DEFAULT now(),
             held_until  timestamptz
         );
+        CREATE INDEX job_unique_keys_job_idx ON job_unique_keys (job_id);
         CREATE TABLE job_folds (
-            job_id    bigint      NOT NULL,
+            job_id    bigint      NOT NULL REFERENCES background_jobs (id) ON DELETE CASCADE,
             folded_at timestamptz NOT NULL DEFAULT now(),
             replaced  boolean     NOT NULL
         );

@@ -19,7 +19,15 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from jobwarden.worker.core.settings import NotifySettings, WorkerSettings
-from jobwarden.worker.duties import batches, flows, notifier, partitions, retention, scheduler
+from jobwarden.worker.duties import (
+    batches,
+    expiry,
+    flows,
+    notifier,
+    partitions,
+    retention,
+    scheduler,
+)
 from jobwarden.worker.engine.limits import REFRESH_SECONDS, LimitBook
 from jobwarden.worker.jobs import job_types
 from jobwarden.worker.jobs.registry import Registry
@@ -53,6 +61,9 @@ class Duties:
             # Live limits an operator set reach this worker's claims within this interval.
             self._duties.append(("limits", min(base or REFRESH_SECONDS, REFRESH_SECONDS),
                                  limits.refresh))
+        # Jobs past their deadline: the claims never start them; this gives them their
+        # final state (failed, EXPIRED) and counts them.
+        self._duties.append(("expiry", base or 5.0, expiry.expire))
         # Dependents no finish released (docs/guide/flows.md): a backstop, not the path.
         self._duties.append(("flows", base or 30.0, flows.repair))
         # Batch members no finish counted (docs/guide/flows.md#batches): a backstop too.

@@ -103,7 +103,7 @@ def _run_schedule(conn: psycopg.Connection, registry: Registry, s: dict[str, Any
     try:
         with conn.transaction():
             ticks = _ticks(s, now)
-            ids = [enqueue(conn, s["type"], s["payload"], run_at=tick,
+            ids: list[int] = [enqueue(conn, s["type"], s["payload"], run_at=tick,
                            idempotency_key=tick_key(s["type"], tick), registry=registry)
                    for tick in ticks]
             advanced = JobStore(conn).rows(Q.schedule_advance, {

@@ -28,6 +28,7 @@ from jobwarden.worker.jobs.registry import (
     check_name,
     registry,
 )
+from jobwarden.worker.jobs.uniqueness import Enqueued, any_unique, terms_of, unique_steps
 from jobwarden.worker.store.jobstore import (
     AsyncJobStore,
     JobStore,
@@ -72,9 +73,10 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
     array literals (see _names_literal)."""
     cols: dict[str, list[Any]] = {name: [] for name in (
         "queues", "types", "versions", "payloads", "priorities", "run_ats", "delays",
-        "max_attempts", "idempotency_keys", "concurrency_keys", "policy_defaults")}
+        "max_attempts", "idempotency_keys", "concurrency_keys", "policy_defaults",
+        "expires_ats", "expires_afters", "unique_keys")}
     (queues, types, versions, payloads, priorities, run_ats, delays, max_attempts,
-     idem_keys, conc_keys, defaults) = cols.values()
+     idem_keys, conc_keys, defaults, expires_ats, expires_afters, unique_keys) = cols.values()
     for spec in specs:
         job_type = reg.get(spec.type)
         version = spec.version
@@ -102,6 +104,11 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
                             else job_type.max_attempts if job_type else DEFAULT_MAX_ATTEMPTS)
         idem_keys.append(spec.idempotency_key)
         conc_keys.append(spec.concurrency_key)
+        # A deadline given wins; else the type's expires_after counts from the run time.
+        expires_ats.append(spec.expires_at.isoformat() if spec.expires_at else None)
+        expires_afters.append(job_type.expires_after if job_type is not None
+                              and spec.expires_at is None else None)
+        unique_keys.append(spec.unique_key)
         # The policy fields that took the documented defaults, for the type's first
         # worker to replace (a text[] per row cannot travel in an array of rows: joined).
         # A type with a known policy took none.
@@ -137,7 +144,9 @@ def enqueue_many(conn: Any, jobs: Iterable[JobSpec | Mapping[str, Any]],
     """Enqueue several jobs in one statement; returns their ids in the order given.
 
     A job whose idempotency key is held by a live (pending or running) job is not
-    inserted: its id in the result is the existing job's.
+    inserted: its id in the result is the existing job's, an `Enqueued` whose `.folded`
+    is True. So is a job folded into the holder of its unique key, and every id of a job
+    with a unique key is an `Enqueued` (docs/guide/uniqueness.md); other ids are ints.
 
     `batch`: the id of a batch they all join (docs/guide/flows.md#batches), which must
     not have completed; its row stays locked until the caller's transaction ends.
@@ -213,6 +222,9 @@ def check_members(specs: list[JobSpec], batch: object) -> None:
     if any(s.idempotency_key is not None for s in specs):
         raise EnqueueError("idempotency_key and batch: a member of a batch cannot take an "
                            "idempotency key", "idempotency_key")
+    if any(s.unique_key is not None or s.unique_for is not None or s.replace for s in specs):
+        raise EnqueueError("unique keys and batch: a member of a batch cannot be folded into "
+                           "another job", "unique_key")
 
 
 def _insert_steps(specs: list[JobSpec], registry: Registry,
@@ -222,7 +234,17 @@ def _insert_steps(specs: list[JobSpec], registry: Registry,
         return []
     # Each type's policy from this process's registry, else from the policies its workers
     # published (job_types), else the documented defaults.
-    known = yield from with_published_policies_steps({spec.type for spec in specs}, registry)
+    types = {spec.type for spec in specs}
+    known = yield from with_published_policies_steps(types, registry)
+    if any_unique(specs, types, known):
+        return (yield from _unique_insert_steps(specs, known, batch))
+    return (yield from _plain_insert_steps(specs, known, batch))
+
+
+def _plain_insert_steps(specs: list[JobSpec], known: Registry,
+                        batch: int | None) -> Steps[list[int]]:
+    """_insert_steps once the types' policies are known and no job has a unique key to
+    settle (those given hold theirs)."""
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
     cols["batch_id"] = batch
@@ -237,15 +259,48 @@ def _insert_steps(specs: list[JobSpec], registry: Registry,
     if missing:
         # Held by a live job that was there first; ON CONFLICT waited for its writer.
         _, live = yield Q.live_jobs_by_idempotency_key, {"keys": missing}
-        by_key.update(dict(live))
+        # Folded into the live job, as a unique key's duplicate is (worker/jobs/uniqueness.py).
+        by_key.update({key: Enqueued(id_, folded=True) for key, id_ in live})
         lost = [k for k in missing if k not in by_key]
         if lost:  # the holder finished between the two statements: insert afresh
             retry = [s for s in specs if s.idempotency_key in lost]
-            again = yield from _insert_steps(retry, registry)
+            again = yield from _plain_insert_steps(retry, known, None)
             for spec, id_ in zip(retry, again, strict=True):
                 by_key[spec.idempotency_key] = id_
     # Identity values are drawn in insertion order, which follows ORDER BY ord.
     return [by_key[k] if k else next(plain_ids) for k in keys]
+
+
+def _unique_insert_steps(specs: list[JobSpec], known: Registry,
+                         batch: int | None) -> Steps[list[int]]:
+    """_insert_steps for a call with unique keys (worker/jobs/uniqueness.py): those jobs by
+    their keys, the others as always; the ids in the order given."""
+    terms = [terms_of(spec, known.get(spec.type)) for spec in specs]
+    if batch is not None and any(t is not None for t in terms):
+        raise EnqueueError("unique keys and batch: a member of a batch cannot be folded into "
+                           "another job", "unique_key")
+    plain = [i for i, t in enumerate(terms) if t is None]
+    unique = [i for i, t in enumerate(terms) if t is not None]
+    ids: list[int] = [0] * len(specs)
+    if plain:
+        plain_ids = yield from _plain_insert_steps([specs[i] for i in plain], known, batch)
+        for i, id_ in zip(plain, plain_ids, strict=True):
+            ids[i] = id_
+
+    def columns(some: list[JobSpec]) -> dict[str, Any]:
+        cols = _columns(some, known, max_payload_bytes())
+        cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
+        return cols
+
+    def insert(some: list[JobSpec]) -> Steps[list[int]]:
+        # The plain insert: the uniqueness is settled, the jobs hold their keys.
+        return (yield from _plain_insert_steps(some, known, batch))
+
+    unique_ids = yield from unique_steps([specs[i] for i in unique],
+                                         [t for t in terms if t is not None], columns, insert)
+    for i, id_ in zip(unique, unique_ids, strict=True):
+        ids[i] = id_
+    return ids
 
 
 def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | None = None,
@@ -253,21 +308,33 @@ def enqueue(conn: Any, type: str, payload: Mapping[str, Any], *, queue: str | No
             max_attempts: int | None = None, idempotency_key: str | None = None,
             version: int | None = None, concurrency_key: str | None = None,
             after: list[Parent] | None = None, batch: int | None = None,
-            registry: Registry = registry) -> int:
-    """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4).
+            unique_key: str | None = None, unique_for: float | str | None = None,
+            replace: bool | None = None, expires_at: datetime | None = None,
+            registry: Registry = registry) -> Enqueued:
+    """Enqueue one job in the caller's transaction and return its id (docs/architecture.md §4),
+    an int whose `.folded` says it is an existing job's (docs/guide/uniqueness.md).
     `after`: job ids (or Dep(id, run_anyway=True)) it waits for (docs/guide/flows.md);
-    `batch`: a batch it joins (enqueue_many)."""
+    `batch`: a batch it joins (enqueue_many); `unique_key`, `unique_for`, `replace`,
+    `expires_at`: docs/guide/uniqueness.md."""
     spec = JobSpec(type=type, payload=payload, queue=queue, priority=priority, run_at=run_at,
                    delay=delay, max_attempts=max_attempts, idempotency_key=idempotency_key,
-                   version=version, concurrency_key=concurrency_key, after=after)
-    return enqueue_many(conn, [spec], batch=batch, registry=registry)[0]
+                   version=version, concurrency_key=concurrency_key, after=after,
+                   unique_key=unique_key, unique_for=unique_for, replace=replace,
+                   expires_at=expires_at)
+    return _enqueued(enqueue_many(conn, [spec], batch=batch, registry=registry)[0])
+
+
+def _enqueued(job_id: int) -> Enqueued:
+    """An id as enqueue returns it (one made by a fresh insert was a plain int)."""
+    return job_id if isinstance(job_id, Enqueued) else Enqueued(job_id)
 
 
 async def enqueue_async(conn: Any, type: str, payload: Mapping[str, Any], *,
                         batch: int | None = None, registry: Registry = registry,
-                        **options: Any) -> int:
+                        **options: Any) -> Enqueued:
     """enqueue for async code (see enqueue_many_async), with enqueue's keywords (queue,
     priority, run_at, delay, max_attempts, idempotency_key, version, concurrency_key, after,
-    batch)."""
+    batch, unique_key, unique_for, replace, expires_at)."""
     spec = JobSpec(type=type, payload=payload, **options)  # a wrong keyword: TypeError
-    return (await enqueue_many_async(conn, [spec], batch=batch, registry=registry))[0]
+    return _enqueued((await enqueue_many_async(conn, [spec], batch=batch,
+                                               registry=registry))[0])

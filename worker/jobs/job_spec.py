@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jobwarden.worker.core.durations import POSITIVE
 from jobwarden.worker.core.errors import EnqueueError
 from jobwarden.worker.jobs.flows import Parent, check_after
 from jobwarden.worker.jobs.registry import check_name
@@ -49,6 +50,16 @@ class JobSpec:
     #: A name for this job within one enqueue_many call, for its other jobs' `after`
     #: (not stored).
     key: str | None = None
+    #: Uniqueness (docs/guide/uniqueness.md): the key, the window after its job's enqueue
+    #: in which another enqueue of it is folded into that job (a duration; None: the
+    #: type's), and debounce: a not yet started job of the key takes this payload and run
+    #: time (None: the type's).
+    unique_key: str | None = None
+    unique_for: float | str | None = None
+    replace: bool | None = None
+    #: The deadline: not started by then, never started (None: the type's expires_after
+    #: from its run time, if it declares one).
+    expires_at: datetime | None = None
 
     def validate(self) -> None:
         """Raise EnqueueError naming the first field that cannot be enqueued as given."""
@@ -72,11 +83,42 @@ class JobSpec:
             if self.after and self.idempotency_key is not None:
                 raise EnqueueError("idempotency_key and after: a job that waits for parents "
                                    "cannot take an idempotency key", "idempotency_key")
-        for field in ("idempotency_key", "concurrency_key", "key"):
+        self._validate_unique()
+        if self.expires_at is not None:
+            if not isinstance(self.expires_at, datetime) or self.expires_at.tzinfo is None:
+                raise EnqueueError("expires_at must be a timezone-aware datetime",
+                                   "expires_at")
+            if self.run_at is not None and self.expires_at <= self.run_at:
+                raise EnqueueError("expires_at is not after run_at: the job could never "
+                                   "start", "expires_at")
+        for field in ("idempotency_key", "concurrency_key", "key", "unique_key"):
             value = getattr(self, field)
             if value is not None:
                 _key(field, value)
         check_payload(self.payload)
+
+    def _validate_unique(self) -> None:
+        if self.unique_for is not None:
+            try:
+                self.unique_for = POSITIVE.parse(self.unique_for)
+            except ValueError as exc:
+                raise EnqueueError(f"unique_for: {exc}", "unique_for") from None
+        if self.replace is not None and not isinstance(self.replace, bool):
+            raise EnqueueError(f"replace must be True or False, not {_short(self.replace)}",
+                               "replace")
+        if self.replace and self.unique_key is None:
+            raise EnqueueError("replace needs a unique_key: the key of the job it replaces",
+                               "unique_key")
+        if self.unique_key is None and self.unique_for is None and not self.replace:
+            return
+        # Two jobs of one unique key in two windows are two operations: they must not
+        # share the idempotency key, which names one operation (the effects ledger's).
+        if self.idempotency_key is not None:
+            raise EnqueueError("idempotency_key and unique_key/unique_for/replace: give "
+                               "one, not both", "idempotency_key")
+        if self.after:
+            raise EnqueueError("after and unique_key/unique_for/replace: a job that waits "
+                               "for parents cannot be folded into another", "after")
 
 
 def check_payload(payload: Any) -> None:

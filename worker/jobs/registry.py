@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobwarden.worker.core.durations import parse_duration
+from jobwarden.worker.core.durations import POSITIVE, parse_duration
 from jobwarden.worker.core.policy import RetryPolicy
 from jobwarden.worker.core.rates import default_burst, parse_rate
 from jobwarden.worker.jobs.cron import check_schedule
@@ -90,6 +90,15 @@ class JobType:
     rate_limit: float | None = None
     rate_burst: float | None = None
     rate_limit_key: str | None = None
+    # Uniqueness and expiry (docs/guide/uniqueness.md), for jobs enqueued where this
+    # declaration is imported: an enqueue with a unique key (or, with unique_for and no
+    # key, the same payload) inside `unique_for` seconds of the key's job's enqueue is
+    # folded into that job; `replace` gives a not yet started job of the key the newer
+    # payload and run time instead (debounce); a job not started within `expires_after`
+    # seconds of its run time is never started (it ends failed, code EXPIRED).
+    unique_for: float | None = None
+    replace: bool = False
+    expires_after: float | None = None
 
     def __call__(self, ctx: Any, payload: Any) -> Any:
         return self.handler(ctx, payload)
@@ -200,6 +209,9 @@ def job(
     rate_limit: str | float | None = None,
     rate_burst: int | None = None,
     rate_limit_key: str | None = None,
+    unique_for: float | str | None = None,
+    replace: bool = False,
+    expires_after: float | str | None = None,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
@@ -214,6 +226,8 @@ def job(
     `rate_limit="100/s"` (or "/m", "/h") claims at most that many jobs of the type per
     unit across all workers, bursts bounded by `rate_burst` (default: one second's worth);
     `rate_limit_key="account.id"` applies the rate to each value of that payload path.
+    `unique_for="10m"`, `replace=True` and `expires_after="1h"`: the defaults of enqueue's
+    keywords of the same names (docs/guide/uniqueness.md).
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -236,6 +250,10 @@ def job(
     if schedule is not None:
         check_schedule(name, schedule, schedule_tz)
     rate = _rate_limit(name, rate_limit, rate_burst, rate_limit_key)
+    unique_s, expires_s = (_positive(name, "unique_for", unique_for),
+                           _positive(name, "expires_after", expires_after))
+    if not isinstance(replace, bool):
+        raise ValueError(f"{name}: replace must be True or False")
 
     def decorate(fn: Handler) -> JobType:
         return registry.register(JobType(
@@ -249,7 +267,8 @@ def job(
             max_snoozes=max_snoozes, rate_limit=rate,
             rate_burst=(None if rate is None else
                         float(rate_burst) if rate_burst is not None else default_burst(rate)),
-            rate_limit_key=rate_limit_key,
+            rate_limit_key=rate_limit_key, unique_for=unique_s, replace=replace,
+            expires_after=expires_s,
         ))
 
     return decorate
@@ -259,6 +278,14 @@ def _seconds(name: str, argument: str, value: float | int | str | None) -> float
     """A duration argument of @job in seconds, or ValueError naming the type and argument."""
     try:
         return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {argument}={exc}") from None
+
+
+def _positive(name: str, argument: str, value: float | int | str | None) -> float | None:
+    """A duration argument that must be more than zero ("0s" is no window), in seconds."""
+    try:
+        return None if value is None else POSITIVE.parse(value)
     except ValueError as exc:
         raise ValueError(f"{name}: {argument}={exc}") from None
 

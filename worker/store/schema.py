@@ -609,21 +609,23 @@ job_event_totals = Table(
 )
 
 # Unique keys (migration 0081, worker/jobs/uniqueness.py): the job that holds each, when it
-# was enqueued and until when its window holds the key (NULL: while the job is pending).
-# An enqueue of the key locks its row until the caller's transaction ends.
+# was enqueued and until when its window holds the key (NULL: no window). An enqueue of
+# the key locks its row until the caller's transaction ends; the key goes with its job.
 job_unique_keys = Table(
     "job_unique_keys",
     metadata,
     Column("key", Text, primary_key=True),
-    Column("job_id", BigInteger, nullable=False),
-    Column("enqueued_at", TS, nullable=False),
+    Column("job_id", BigInteger, ForeignKey("background_jobs.id", ondelete="CASCADE")),
+    Column("enqueued_at", TS, nullable=False, server_default=text("now()")),
     Column("held_until", TS),
 )
+Index("job_unique_keys_job_idx", job_unique_keys.c.job_id)
 # One row per enqueue folded into an existing job (migration 0081): the job page's count.
 job_folds = Table(
     "job_folds",
     metadata,
-    Column("job_id", BigInteger, nullable=False),
+    Column("job_id", BigInteger, ForeignKey("background_jobs.id", ondelete="CASCADE"),
+           nullable=False),
     Column("folded_at", TS, nullable=False, server_default=text("now()")),
     Column("replaced", Boolean, nullable=False),
 )

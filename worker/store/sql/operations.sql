@@ -58,7 +58,10 @@ WITH candidates AS (
         retried_by = %(actor)s::text,
         retried_at = now(),
         -- A reconciler's verdict is of the outcome it was asked about (migration 0077).
-        reconcile_verdict = NULL
+        reconcile_verdict = NULL,
+        -- An operator's retry runs the job whatever its deadline was (an expired job's
+        -- would end it again at once: migration 0081).
+        expires_at = NULL
     FROM target t
     WHERE j.id = t.id
     RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status

@@ -11,22 +11,28 @@
 -- `batch_id`: the batch every job of the call joins (NULL: none; batch_join counted them).
 -- A batch with no idempotency key runs it without the ON CONFLICT clause
 -- (`enqueue_jobs_keyless`, worker/store/queries.py): keep that clause last but RETURNING.
+-- A deadline is `expires_at`, or its type's `expires_after` seconds from the run time
+-- (migration 0081); `unique_keys`: the unique key each job holds (worker/jobs/uniqueness.py).
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
-     idempotency_key, concurrency_key, policy_defaults, batch_id)
+     idempotency_key, concurrency_key, policy_defaults, batch_id, expires_at, unique_key)
 SELECT r.queue, r.type, r.version, r.payload, r.priority,
        COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
        r.max_attempts, r.idempotency_key, r.concurrency_key,
-       string_to_array(r.policy_defaults, ','), %(batch_id)s::bigint
+       string_to_array(r.policy_defaults, ','), %(batch_id)s::bigint,
+       COALESCE(r.expires_at, COALESCE(r.run_at, now() + make_interval(
+           secs => COALESCE(r.delay, 0))) + make_interval(secs => r.expires_after)),
+       r.unique_key
 FROM ROWS FROM (unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
                 unnest(%(versions)s::int[]), jsonb_array_elements(%(payloads)s::jsonb),
                 unnest(%(priorities)s::int[]), unnest(%(run_ats)s::timestamptz[]),
                 unnest(%(delays)s::float8[]), unnest(%(max_attempts)s::int[]),
                 unnest(%(idempotency_keys)s::text[]), unnest(%(concurrency_keys)s::text[]),
-                unnest(%(policy_defaults)s::text[]))
+                unnest(%(policy_defaults)s::text[]), unnest(%(expires_ats)s::timestamptz[]),
+                unnest(%(expires_afters)s::float8[]), unnest(%(unique_keys)s::text[]))
      WITH ORDINALITY AS r(queue, type, version, payload, priority, run_at, delay,
                           max_attempts, idempotency_key, concurrency_key, policy_defaults,
-                          ord)
+                          expires_at, expires_after, unique_key, ord)
 ORDER BY r.ord
 ON CONFLICT (idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
