@@ -287,6 +287,9 @@ class Overview:
     recovered_last_hour: int
     #: Executions that snoozed their job in the last hour (no outcome: not in finished).
     snoozed_last_hour: int = 0
+    #: Jobs failed in the last hour, code EXPIRED: not started by their deadline (no
+    #: execution, so in no rate above).
+    expired_last_hour: int = 0
     #: The raw (status, queue, type, jobs) rows the tables above were summed from.
     count_rows: list[Row] = field(default_factory=list)
 
@@ -318,6 +321,7 @@ def overview(reader: Reader) -> Overview:
         failure_rate=(rates["failed"] / finished) if finished else None,
         recovered_last_hour=rates.get("recovered") or 0,
         snoozed_last_hour=rates.get("snoozed") or 0,
+        expired_last_hour=rates.get("expired") or 0,
         count_rows=count_rows,
     )
 

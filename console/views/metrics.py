@@ -283,14 +283,21 @@ class Recent:
             "refused: learned_by=outcome when their outcome write matched no row, lease when "
             "a heartbeat or their own write found the lease gone first.",
             labels=["type", "learned_by"])
+        expired = CounterMetricFamily(
+            "jobwarden_expired",
+            "Jobs the expiry duty ended (failed, code EXPIRED) because nothing started them "
+            "by their deadline.", labels=["type"])
         for row in self.events:
             if row["event"] == "recovered":
                 recovered.add_metric(_labels(row["type"]), row["total"])
+            elif row["event"] == "expired":
+                expired.add_metric(_labels(row["type"]), row["total"])
             else:
                 learned_by = row["event"].removeprefix("zombie_")
                 zombies.add_metric(_labels(row["type"], learned_by), row["total"])
         yield recovered
         yield zombies
+        yield expired
 
     def database_health(self) -> Iterator[Metric]:
         """The xmin horizon and the job tables' dead tuples: a transaction left open for

@@ -268,7 +268,26 @@ def _plain_insert_steps(specs: list[JobSpec], known: Registry,
             for spec, id_ in zip(retry, again, strict=True):
                 by_key[spec.idempotency_key] = id_
     # Identity values are drawn in insertion order, which follows ORDER BY ord.
-    return [by_key[k] if k else next(plain_ids) for k in keys]
+    ids = [by_key[k] if k else next(plain_ids) for k in keys]
+    if missing or cols["idempotency_keys"] and len(set(keys)) < len(keys):
+        ids = yield from _idempotent_folds(keys, ids)
+    return ids
+
+
+def _idempotent_folds(keys: list[str | None], ids: list[int]) -> Steps[list[int]]:
+    """`ids` with each enqueue a job of the same idempotency key took in marked folded (a
+    live job's, or an earlier job's of the same call), recorded for the jobs' pages."""
+    seen: set[str] = set()
+    out: list[int] = []
+    for key, id_ in zip(keys, ids, strict=True):
+        folded = key is not None and (key in seen or getattr(id_, "folded", False))
+        out.append(Enqueued(id_, folded=True) if folded else id_)
+        if key is not None:
+            seen.add(key)
+    folds = [id_ for id_ in out if getattr(id_, "folded", False)]
+    if folds:
+        yield Q.unique_folds_record, {"job_ids": folds, "replaced": [False] * len(folds)}
+    return out
 
 
 def _unique_insert_steps(specs: list[JobSpec], known: Registry,

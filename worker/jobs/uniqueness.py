@@ -52,6 +52,13 @@ class Enqueued(int):
     def __repr__(self) -> str:
         return f"Enqueued({int(self)}, folded={self.folded}, replaced={self.replaced})"
 
+    # Everywhere else it reads as the id it is: str(), f-strings, %d, URLs, JSON, logs.
+    def __str__(self) -> str:
+        return int.__repr__(self)
+
+    def __format__(self, spec: str) -> str:
+        return int.__format__(int(self), spec)
+
 
 def any_unique(specs: list[JobSpec], types: set[str], known: Registry) -> bool:
     """Whether any of `specs` (validated) takes the unique path: the plain enqueue asks

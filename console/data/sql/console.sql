@@ -32,8 +32,8 @@ FROM background_jobs
 WHERE status = 'pending' AND available_at <= now();
 
 -- name: console_last_hour_rates
--- Jobs that reached each outcome in the last hour (the per-minute rollup), and the
--- executions recovered from lost workers. A snooze puts a job off and is no outcome: it
+-- Jobs that reached each outcome in the last hour (the per-minute rollup), the
+-- executions recovered from lost workers, and the jobs that expired. A snooze puts a job off and is no outcome: it
 -- is counted beside them, never in `finished` (the rates' denominator).
 SELECT coalesce(sum(jobs) FILTER (WHERE outcome <> 'snoozed'), 0)::bigint AS finished,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'snoozed'), 0)::bigint AS snoozed,
@@ -41,7 +41,13 @@ SELECT coalesce(sum(jobs) FILTER (WHERE outcome <> 'snoozed'), 0)::bigint AS fin
        coalesce(sum(jobs) FILTER (WHERE outcome = 'retried'), 0)::bigint AS retried,
        coalesce(sum(jobs) FILTER (WHERE outcome = 'failed'), 0)::bigint AS failed,
        (SELECT count(*) FROM job_executions
-        WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered
+        WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered,
+       -- Jobs failed in the last hour because nothing started them by their deadline
+       -- (migration 0081; no execution, so not in the rollup): the failed index's range.
+       (SELECT count(*) FROM background_jobs
+        WHERE status = 'failed' AND last_error_code = 'EXPIRED'
+          AND failed_at > now() - interval '1 hour'
+          AND failed_at < now() + interval '1 day') AS expired
 FROM job_minute_counts
 WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
   AND minute < now() + interval '1 day';
@@ -257,8 +263,14 @@ SELECT j.*,
        extract(epoch FROM now() - j.heartbeat_at) AS heartbeat_age_s,
        extract(epoch FROM now() - j.created_at) AS age_s,
        extract(epoch FROM j.lease_expires_at - now()) AS lease_left_s,
-       (SELECT b.description FROM job_batches b WHERE b.id = j.batch_id) AS batch_description
+       (SELECT b.description FROM job_batches b WHERE b.id = j.batch_id) AS batch_description,
+       -- Enqueues folded into it (migration 0081): refused by its unique key's window or
+       -- live job, or debounced into it (`replaced`).
+       f.folded, f.folded_replacing
 FROM background_jobs j
+CROSS JOIN LATERAL (
+    SELECT count(*) AS folded, count(*) FILTER (WHERE replaced) AS folded_replacing
+    FROM job_folds WHERE job_id = j.id) AS f
 WHERE j.id = %(job_id)s::bigint;
 
 -- name: console_job_executions

@@ -41,12 +41,13 @@ WHERE started_at > now() - interval '5 minutes' AND started_at < now() + interva
 GROUP BY type, above;
 
 -- name: metrics_event_totals
--- Recovered and zombie executions per type since counting began (job_event_totals, kept
--- in the statements that recover or refuse): real counters, retention never lowers them.
+-- Recovered and zombie executions, and expired jobs, per type since counting began
+-- (job_event_totals, kept in the statements that recover, refuse or expire): real
+-- counters, retention never lowers them.
 -- Every published type gets each event, at zero until it happens, so a counter's series
 -- exists before its first increment (rate() and increase() miss a series' first value).
 SELECT e.event, t.type, coalesce(x.total, 0) AS total
-FROM (VALUES ('recovered'), ('zombie_outcome'), ('zombie_lease')) AS e(event)
+FROM (VALUES ('recovered'), ('zombie_outcome'), ('zombie_lease'), ('expired')) AS e(event)
 CROSS JOIN (SELECT type FROM job_types UNION SELECT type FROM job_event_totals) AS t
 LEFT JOIN job_event_totals x ON x.event = e.event AND x.type = t.type
 ORDER BY t.type, e.event;

@@ -50,11 +50,7 @@ FROM unnest(%(keys)s::text[], %(job_ids)s::bigint[], %(windows)s::float8[])
 WHERE k.key = r.key
 
 -- name: unique_folds_record
--- One row per enqueue folded into an existing job (the job page's count).
+-- One row per enqueue folded into an existing job (the job page's count), by a unique key
+-- or by a live job's idempotency key (worker/jobs/enqueue.py).
 INSERT INTO job_folds (job_id, replaced)
 SELECT * FROM unnest(%(job_ids)s::bigint[], %(replaced)s::bool[])
-
--- name: unique_folds_count
--- How many enqueues were folded into a job, and how many of them replaced its payload.
-SELECT count(*) AS folded, count(*) FILTER (WHERE replaced) AS replaced
-FROM job_folds WHERE job_id = %(job_id)s
