@@ -27,6 +27,8 @@ onto a running job writes no row a worker writes, so an open application transac
 never holds a lock its completer waits for (the foreign key's check takes KEY SHARE, which
 no status change conflicts with). Deleted with its job.
 
+`job_types` publishes a type's `unique_for`, `replace` and `expires_after` with the rest
+of its policy, so an enqueue by a process that never imported the handler applies them.
 `job_event_totals` counts `expired` too (the expiry duty's counter for /metrics).
 Columns are added without a default (no table rewrite); the index is built
 CONCURRENTLY, outside the migration's transaction.
@@ -62,6 +64,9 @@ def upgrade() -> None:
         ALTER TABLE job_event_totals DROP CONSTRAINT job_event_totals_event_check;
         ALTER TABLE job_event_totals ADD CONSTRAINT job_event_totals_event_check
             CHECK (event IN ('recovered', 'zombie_outcome', 'zombie_lease', 'expired'));
+        ALTER TABLE job_types ADD COLUMN unique_for_seconds float8,
+                              ADD COLUMN replace boolean NOT NULL DEFAULT false,
+                              ADD COLUMN expires_after_seconds float8;
     """)
     with op.get_context().autocommit_block():
         # A build that failed half-way leaves an invalid index of this name behind.
@@ -74,6 +79,9 @@ def downgrade() -> None:
     with op.get_context().autocommit_block():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
     op.execute("""
+        ALTER TABLE job_types DROP COLUMN IF EXISTS unique_for_seconds,
+                              DROP COLUMN IF EXISTS replace,
+                              DROP COLUMN IF EXISTS expires_after_seconds;
         DELETE FROM job_event_totals WHERE event = 'expired';
         ALTER TABLE job_event_totals DROP CONSTRAINT job_event_totals_event_check;
         ALTER TABLE job_event_totals ADD CONSTRAINT job_event_totals_event_check

@@ -238,3 +238,24 @@ def test_retention_takes_the_key_with_its_job(clean_db, conn):
     conn.commit()
     assert scalar(clean_db, "SELECT count(*) FROM job_unique_keys") == 0
     assert scalar(clean_db, "SELECT count(*) FROM job_folds") == 0
+
+
+def test_a_process_without_the_handler_applies_the_published_declaration(clean_db, conn):
+    """A web process that never imported the handler (§5 of docs/architecture.md): the
+    window, the debounce and the deadline come from the policy its workers published."""
+    from jobwarden.worker.jobs.job_types import publish_job_types
+
+    declared = Registry()
+    job("digest", unique_for="10m", expires_after="1h", registry=declared)(lambda c, p: None)
+    job("reindex", replace=True, registry=declared)(lambda c, p: None)
+    publish_job_types(conn, list(declared), "w1")
+    conn.commit()
+    elsewhere = Registry()  # knows neither type
+    a = enqueue(conn, "digest", {"user": 1}, registry=elsewhere)
+    b = enqueue(conn, "digest", {"user": 1}, registry=elsewhere)
+    c = enqueue(conn, "reindex", {"v": 1}, unique_key="doc", registry=elsewhere)
+    d = enqueue(conn, "reindex", {"v": 2}, unique_key="doc", registry=elsewhere)
+    conn.commit()
+    assert b == a and b.folded and d == c and d.replaced
+    row = job_row(clean_db, a)
+    assert (row["expires_at"] - row["available_at"]).total_seconds() == 3600

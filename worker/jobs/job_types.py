@@ -12,7 +12,9 @@ when it starts (`publish_job_types`), and:
   (`policy_defaults`); a worker of the type claims such a job as its own policy has it
   (claim_jobs), and its duty brings the rest over in small batches (`adopt_defaulted`),
   never in one statement at start-up (docs/architecture.md §5);
-- the console reads SLA targets from the table, with no application import.
+- the console reads SLA targets from the table, with no application import;
+- an enqueue applies a published type's uniqueness window, debounce and expiry
+  (`unique_for`, `replace`, `expires_after`) as the handler's process would.
 
 Timeout, lease, backoff and repeat safety are never stored per job: the worker that
 runs a job always applies its own handler's.
@@ -50,6 +52,8 @@ def policy_row(job_type: JobType, published_by: str) -> dict[str, Any]:
             "repeat_safe": job_type.repeat_safe,
             "concurrency_limit": job_type.concurrency_limit, "rate_limit": job_type.rate_limit,
             "rate_burst": job_type.rate_burst, "rate_limit_key": job_type.rate_limit_key,
+            "unique_for_seconds": job_type.unique_for, "replace": job_type.replace,
+            "expires_after_seconds": job_type.expires_after,
             "published_by": published_by}
 
 
@@ -116,7 +120,8 @@ def published_policies_steps(names: Iterable[str]) -> Steps[dict[str, JobType]]:
             max_attempts=r["max_attempts"], timeout=r["timeout_seconds"],
             lease=r["lease_seconds"], backoff=RetryPolicy(**r["backoff"]),
             sla=r["sla_seconds"], version=r["version"], repeat_safe=r["repeat_safe"],
-            concurrency_limit=r["concurrency_limit"])
+            concurrency_limit=r["concurrency_limit"], unique_for=r["unique_for_seconds"],
+            replace=r["replace"], expires_after=r["expires_after_seconds"])
     return found
 
 

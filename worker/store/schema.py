@@ -534,6 +534,11 @@ job_types = Table(
     Column("rate_limit", Float),
     Column("rate_burst", Float),
     Column("rate_limit_key", Text),
+    # Declared uniqueness window, debounce and expiry (migration 0081): what an enqueue
+    # by a process without the handler applies (worker/jobs/uniqueness.py).
+    Column("unique_for_seconds", Float),
+    Column("replace", Boolean, nullable=False, server_default=text("false")),
+    Column("expires_after_seconds", Float),
 )
 # Each version of a type's handler, first published when and by which worker (migration
 # 0078, a trigger on job_types: sql/schema/type_versions.sql): the duration chart's marks.
