@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import threading
 import uuid
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -280,6 +281,11 @@ def test_members_join_an_open_batch_from_any_transaction_until_it_completes(conn
     (lambda c, b: enqueue(c, "member", {}, batch="1", registry=REG), "must be a batch's id"),
     (lambda c, b: enqueue(c, "member", {}, batch=b, idempotency_key="k", registry=REG),
      "cannot take an idempotency key"),
+    (lambda c, b: enqueue(c, "member", {}, batch=b, unique_key="k", registry=REG),
+     "cannot be folded into another job"),
+    (lambda c, b: open_batch(c, description="d", on_complete=JobSpec(
+        "done", {}, unique_key="k", expires_at=datetime(2030, 1, 1, tzinfo=UTC)),
+        registry=REG).__enter__(), "takes no unique_key, expires_at"),
     (lambda c, b: open_batch(c, description="", registry=REG).__enter__(),
      "description must be a non-empty string"),
     (lambda c, b: open_batch(c, description="d", owner="x" * 501, registry=REG).__enter__(),

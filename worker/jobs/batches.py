@@ -200,7 +200,11 @@ def _check_callback(event: str, spec: object) -> None:
     spec.validate()
     refused = [name for name, value in (("after", spec.after), ("run_at", spec.run_at),
                                          ("delay", spec.delay),
-                                         ("idempotency_key", spec.idempotency_key))
+                                         ("idempotency_key", spec.idempotency_key),
+                                         ("unique_key", spec.unique_key),
+                                         ("unique_for", spec.unique_for),
+                                         ("replace", spec.replace),
+                                         ("expires_at", spec.expires_at))
                if value]
     if refused:
         raise EnqueueError(f"{field}: a callback is enqueued when it comes due and takes "
