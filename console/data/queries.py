@@ -287,8 +287,8 @@ class Overview:
     recovered_last_hour: int
     #: Executions that snoozed their job in the last hour (no outcome: not in finished).
     snoozed_last_hour: int = 0
-    #: Jobs failed in the last hour, code EXPIRED: not started by their deadline (no
-    #: execution, so in no rate above).
+    #: Jobs failed in the last hour, code EXPIRED: not started by their deadline (also
+    #: among the hour's failed outcomes above, as any job that reached failed).
     expired_last_hour: int = 0
     #: The raw (status, queue, type, jobs) rows the tables above were summed from.
     count_rows: list[Row] = field(default_factory=list)

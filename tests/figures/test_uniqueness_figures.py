@@ -90,3 +90,24 @@ def test_metrics_count_expired_jobs_by_type(operator, expired):
                               "WHERE last_error_code = 'EXPIRED' OR id = "
                               "(SELECT min(id) FROM background_jobs) GROUP BY type"))
     assert {k: v for k, v in shown.items() if v} == {(t,): float(n) for t, n in real.items()}
+
+
+def test_the_rollups_count_expired_jobs_as_failed_and_a_rebuild_agrees(expired):
+    """Expired jobs that never ran: the trigger counts each among the minute's failed
+    outcomes, code EXPIRED, and a rebuild from the records finds them alike."""
+    from tests.figures.test_rollup_rebuild import count_deltas, minute_counts
+
+    live, counts = minute_counts(expired), count_deltas(expired)
+    failed = {k: n for k, n in live.items() if k[3] == "failed"}
+    assert {(k[2], k[4]): n for k, n in failed.items()} == {("mail", "EXPIRED"): 3,
+                                                            ("report", "EXPIRED"): 2}
+    with psycopg.connect(expired) as conn:
+        conn.execute("UPDATE background_jobs SET failed_at = now() WHERE failed_at IS NOT NULL")
+        conn.commit()
+        conn.execute("SELECT jobwarden_rollup_rebuild()")
+        conn.commit()
+    rebuilt = {(k[1], k[2], k[3], k[4]): n for k, n in minute_counts(expired).items()}
+    # The retried job is pending again (no record of its expiry is kept); the other four.
+    assert rebuilt == {("default", "mail", "failed", "EXPIRED"): 2,
+                       ("default", "report", "failed", "EXPIRED"): 2}
+    assert count_deltas(expired) == counts

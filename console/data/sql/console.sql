@@ -43,7 +43,8 @@ SELECT coalesce(sum(jobs) FILTER (WHERE outcome <> 'snoozed'), 0)::bigint AS fin
        (SELECT count(*) FROM job_executions
         WHERE outcome = 'worker_lost' AND finished_at > now() - interval '1 hour') AS recovered,
        -- Jobs failed in the last hour because nothing started them by their deadline
-       -- (migration 0081; no execution, so not in the rollup): the failed index's range.
+       -- (migration 0081; the rollup counts them among `failed`, code EXPIRED, like any
+       -- job that reached failed): a range of the failed index.
        (SELECT count(*) FROM background_jobs
         WHERE status = 'failed' AND last_error_code = 'EXPIRED'
           AND failed_at > now() - interval '1 hour'
