@@ -259,3 +259,12 @@ def test_a_process_without_the_handler_applies_the_published_declaration(clean_d
     assert b == a and b.folded and d == c and d.replaced
     row = job_row(clean_db, a)
     assert (row["expires_at"] - row["available_at"]).total_seconds() == 3600
+
+
+def test_a_refused_payload_writes_no_key(clean_db, conn):
+    """Checked before the key's row is written: a payload over the limit, or one that does
+    not fit the type's model, leaves no key locked or committed."""
+    with pytest.raises(EnqueueError, match="over the"):
+        enqueue(conn, "t", {"blob": "x" * 2_000_000}, unique_key="k", replace=True)
+    conn.commit()
+    assert scalar(clean_db, "SELECT count(*) FROM job_unique_keys") == 0

@@ -300,6 +300,9 @@ def _unique_insert_steps(specs: list[JobSpec], known: Registry,
                            "another job", "unique_key")
     plain = [i for i, t in enumerate(terms) if t is None]
     unique = [i for i, t in enumerate(terms) if t is not None]
+    # Their payloads checked (size, model) before the keys' rows are written and locked:
+    # a refused enqueue writes nothing.
+    _columns([specs[i] for i in unique], known, max_payload_bytes())
     ids: list[int] = [0] * len(specs)
     if plain:
         plain_ids = yield from _plain_insert_steps([specs[i] for i in plain], known, batch)
