@@ -29,12 +29,17 @@ no status change conflicts with). Deleted with its job.
 
 `job_types` publishes a type's `unique_for`, `replace` and `expires_after` with the rest
 of its policy, so an enqueue by a process that never imported the handler applies them.
+`jobwarden_rollup_rebuild()` finds a job that expired after earlier records (a retry's
+execution, an operator's action): the rollups' trigger counts every expiry among the
+failed outcomes, and the rebuild gives what the trigger counted.
 `job_event_totals` counts `expired` too (the expiry duty's counter for /metrics).
 Columns are added without a default (no table rewrite); the index is built
 CONCURRENTLY, outside the migration's transaction.
 """
 
 from alembic import op
+
+from jobwarden.worker.store.schema_sql import load_sql
 
 revision = "0081"
 down_revision = "0079"
@@ -68,6 +73,7 @@ def upgrade() -> None:
                               ADD COLUMN replace boolean NOT NULL DEFAULT false,
                               ADD COLUMN expires_after_seconds float8;
     """)
+    op.execute(load_sql("jobwarden_rollup_rebuild", revision))
     with op.get_context().autocommit_block():
         # A build that failed half-way leaves an invalid index of this name behind.
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
@@ -78,6 +84,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.get_context().autocommit_block():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
+    op.execute(load_sql("jobwarden_rollup_rebuild", "0019"))
     op.execute("""
         ALTER TABLE job_types DROP COLUMN IF EXISTS unique_for_seconds,
                               DROP COLUMN IF EXISTS replace,

@@ -111,3 +111,40 @@ def test_the_rollups_count_expired_jobs_as_failed_and_a_rebuild_agrees(expired):
     assert rebuilt == {("default", "mail", "failed", "EXPIRED"): 2,
                        ("default", "report", "failed", "EXPIRED"): 2}
     assert count_deltas(expired) == counts
+
+
+def test_a_rebuild_finds_a_job_that_expired_waiting_for_its_retry(clean_db):
+    """A retry's execution, then the deadline passes before the next attempt: the trigger
+    counts a retried outcome and a failed one (EXPIRED); so does the rebuild."""
+    from jobwarden import Registry, job
+    from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
+    from jobwarden.worker.engine.completer import Completion, write_batch
+    from jobwarden.worker.engine.producer import claim
+    from tests.figures.test_rollup_rebuild import minute_counts
+
+    reg = Registry()
+    job("flaky", lease=30.0, registry=reg)(lambda ctx, payload: None)
+    with psycopg.connect(clean_db) as conn:
+        job_id = enqueue(conn, "flaky", {}, expires_at=datetime(2100, 1, 1, tzinfo=UTC),
+                         registry=reg)
+        conn.commit()
+        (j,) = claim(conn, types=["flaky"], leases=[30.0], queues=None, limit=1,
+                     worker_id="w1")
+        conn.commit()
+        write_batch(conn, [Completion(job_id=j.id, execution_id=j.execution_id, type=j.type,
+                                      attempt=j.attempt, lease=30.0, status=JobStatus.PENDING,
+                                      outcome=ExecutionOutcome.RETRY, error_code="UPSTREAM",
+                                      error="502", delay=3600, queue=j.queue)])
+        conn.commit()
+        conn.execute("UPDATE background_jobs SET expires_at = now() - interval '1 s' "
+                     "WHERE id = %s", [job_id])
+        conn.commit()
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        assert expire(conn) == 1
+    live = minute_counts(clean_db)
+    assert sorted((k[3], k[4], n) for k, n in live.items()) == [
+        ("failed", "EXPIRED", 1), ("retried", "UPSTREAM", 1)]
+    with psycopg.connect(clean_db) as conn:
+        conn.execute("SELECT jobwarden_rollup_rebuild()")
+        conn.commit()
+    assert minute_counts(clean_db) == live

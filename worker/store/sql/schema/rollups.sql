@@ -187,6 +187,19 @@ BEGIN
         WHERE j.status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
           AND NOT EXISTS (SELECT 1 FROM job_executions e WHERE e.job_id = j.id)
           AND NOT EXISTS (SELECT 1 FROM job_audit a WHERE a.job_id = j.id)
+        UNION ALL
+        -- Expired after earlier records (migration 0081): failed, code EXPIRED, with no
+        -- execution or operator action at or after its failure (those would have ended
+        -- it); the jobs with no record at all are counted just above.
+        SELECT j.failed_at, j.queue, j.type, j.last_error_code, 'failed'
+        FROM background_jobs j
+        WHERE j.status = 'failed' AND j.last_error_code = 'EXPIRED'
+          AND (EXISTS (SELECT 1 FROM job_executions e WHERE e.job_id = j.id)
+               OR EXISTS (SELECT 1 FROM job_audit a WHERE a.job_id = j.id))
+          AND NOT EXISTS (SELECT 1 FROM job_executions e
+                          WHERE e.job_id = j.id AND e.finished_at >= j.failed_at)
+          AND NOT EXISTS (SELECT 1 FROM job_audit a
+                          WHERE a.job_id = j.id AND a.at >= j.failed_at)
     ) o
     WHERE at > now() - interval '8 days'
     GROUP BY 1, 2, 3, 4, 5;
