@@ -268,3 +268,18 @@ def test_a_refused_payload_writes_no_key(clean_db, conn):
         enqueue(conn, "t", {"blob": "x" * 2_000_000}, unique_key="k", replace=True)
     conn.commit()
     assert scalar(clean_db, "SELECT count(*) FROM job_unique_keys") == 0
+
+
+def test_async_enqueues_fold_alike(clean_db):
+    from jobwarden import enqueue_async
+    from tests.helpers import run_async
+
+    async def scenario():
+        async with await psycopg.AsyncConnection.connect(clean_db) as c:
+            a = await enqueue_async(c, "t", {"v": 1}, unique_key="d", replace=True)
+            b = await enqueue_async(c, "t", {"v": 2}, unique_key="d", replace=True)
+            await c.commit()
+            return a, b
+
+    a, b = run_async(scenario())
+    assert b == a and b.replaced and job_row(clean_db, a)["payload"] == {"v": 2}
