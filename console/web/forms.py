@@ -138,3 +138,18 @@ class TargetForm(ActionForm):
     email_to = StringField(validators=[Optional(), Length(max=6000)])
     revision = HiddenField(validators=[Optional(), Length(max=12)])
     clear_secret = BooleanField()
+
+
+class ScheduleForm(ActionForm):
+    """Add or edit a schedule (admins; jobwarden.worker.ops.schedule_edits checks the
+    values as the worker does and says what is wrong). `job_type` names the type on an
+    add; `revision` is the one the admin saw, on an edit or a removal."""
+
+    job_type = StringField(validators=[Optional(), Length(max=200)])
+    cron = StringField(validators=[Optional(), Length(max=200)])
+    timezone = StringField(validators=[Optional(), Length(max=64)])
+    catch_up = BooleanField()
+    # The request itself is bounded (MAX_CONTENT_LENGTH); the payload's own bound is the
+    # enqueue's (max_payload_bytes), checked on save.
+    payload = TextAreaField(validators=[Optional()])
+    revision = HiddenField(validators=[Optional(), Length(max=12)])

@@ -21,7 +21,8 @@ that zone, blind to the repeated hour, and a tick has one spelling (`tick_key`).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -124,3 +125,63 @@ def schedule_problem(job_type: str, cron: str, tz: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+#: How many ticks a schedule's preview shows (the console's Schedules page).
+PREVIEW_TICKS = 5
+
+
+def check_edit(name: str, cron: str, tz: str, now: datetime) -> None:
+    """Raise ValueError (one line) for a schedule an admin may not set in the console: one
+    `check_schedule` refuses (the worker's own check: its parser, its zones), one that
+    fires more than once a minute (a seconds field naming more than one second), or one
+    that never fires."""
+    check_schedule(name, cron, tz)
+    parsed = CronSim(cron, datetime(2000, 1, 1))
+    if len(cron.split()) == 6 and len(parsed.seconds) > 1:
+        raise ValueError(f"{name}: {cron!r} fires more than once a minute; a seconds "
+                         "field may name one second only")
+    try:
+        next_tick(cron, tz, now)
+    except StopIteration:
+        raise ValueError(f"{name}: {cron!r} never fires") from None
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick of a preview: the instant (UTC), its wall-clock time in the schedule's
+    zone, and the offset change on that local day, if any ("UTC+01:00 → UTC+02:00")."""
+    at: datetime
+    local: datetime
+    dst_change: str | None
+
+
+def preview(cron: str, tz: str, after: datetime, count: int = PREVIEW_TICKS) -> list[Tick]:
+    """The next `count` ticks after `after`, as the worker computes them (next_tick), each
+    marked when its local day is one whose UTC offset changes (a daylight saving time
+    day). Raises as next_tick does: check the schedule first."""
+    zone, ticks, at = ZoneInfo(tz), [], after
+    for _ in range(count):
+        try:
+            at = next_tick(cron, tz, at)
+        except StopIteration:
+            break
+        local = at.astimezone(zone)
+        ticks.append(Tick(at, local, _offset_change(local.date(), zone)))
+    return ticks
+
+
+def _offset_change(day: date, zone: ZoneInfo) -> str | None:
+    """How the zone's UTC offset changes from the start of `day` to the start of the next
+    day, or None when it does not."""
+    start = datetime.combine(day, time(0), zone).utcoffset()
+    end = datetime.combine(day + timedelta(days=1), time(0), zone).utcoffset()
+    if start == end or start is None or end is None:
+        return None
+    return f"UTC{_spell(start)} → UTC{_spell(end)}"
+
+
+def _spell(offset: timedelta) -> str:
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"

@@ -57,7 +57,8 @@ AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed"
                    "pause_schedule", "resume_schedule", "run_schedule", "set_limit",
                    "clear_limit", "start_bulk", "continue_bulk", "stop_bulk", "reconcile",
                    "add_notify_target", "edit_notify_target", "delete_notify_target",
-                   "test_notify_target")
+                   "test_notify_target", "add_schedule", "edit_schedule",
+                   "remove_schedule")
 #: The status a terminal action moves a job to.
 TARGET_STATUS = {"skip": JobStatus.SKIPPED, "mark_completed": JobStatus.COMPLETED,
                  "mark_failed": JobStatus.FAILED}

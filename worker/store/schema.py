@@ -572,6 +572,12 @@ job_schedules = Table(
     Column("last_job_id", BigInteger),
     Column("published_by", Text, nullable=False),
     Column("published_at", TS, nullable=False, server_default=text("now()")),
+    # Console edits (migration 0082, worker/ops/schedule_edits.py): the code's declaration
+    # kept beside an edit that wins over it; NULL when no code declares the schedule.
+    Column("declared", JSONB),
+    Column("edited_by", Text),
+    Column("edited_at", TS),
+    Column("revision", Integer, nullable=False, server_default=text("1")),
 )
 Index("job_schedules_due_idx", job_schedules.c.next_run_at,
       postgresql_where=text("NOT paused"))

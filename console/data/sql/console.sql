@@ -649,3 +649,11 @@ UNION ALL
  WHERE e.parent_id = %(job_id)s::bigint
  ORDER BY d.id LIMIT 200)
 ORDER BY 1 DESC, 2;
+
+-- name: schedule_addable_types
+-- The published job types that have no schedule: what an admin may add one to (the
+-- Schedules page's add form).
+SELECT t.type FROM job_types t
+WHERE NOT EXISTS (SELECT 1 FROM job_schedules s WHERE s.type = t.type)
+ORDER BY t.type
+LIMIT 1000;
