@@ -77,7 +77,9 @@ def install(parent: Blueprint) -> None:
 
     @parent.context_processor
     def console_user_context() -> dict[str, Any]:
-        return {"current_user": current_user, "logout_form": LogoutForm(),
+        # formdata=None: the header only renders it (a refused, oversized POST must not be
+        # read again here)
+        return {"current_user": current_user, "logout_form": LogoutForm(formdata=None),
                 "own_login": mounted().own_login, "host_links": host_links,
                 "config_poll": settings()["OVERVIEW_POLL_SECONDS"],
                 "console_settings": settings()}

@@ -91,6 +91,12 @@ def install(bp: Blueprint) -> None:
         return page(400, "Bad request", "The request was malformed (for instance, it held a "
                                         "NUL character), so nothing was read or changed.")
 
+    @bp.errorhandler(413)
+    def too_large(error: Exception) -> ResponseReturnValue:
+        # MAX_CONTENT_LENGTH: a pasted 10 MB payload, say; nothing of it is read
+        return page(413, "Too large", "The form was larger than the console accepts, so "
+                                      "nothing was read or changed.")
+
     @bp.errorhandler(403)
     def forbidden(error: Exception) -> ResponseReturnValue:
         return page(403, "Not allowed", "Your role does not allow this. Nothing was changed.")
