@@ -26,6 +26,12 @@ def routes(app, seeded: dict) -> dict[str, list[tuple[str, dict]]]:
         "jobwarden.queues.queue_action": [("/queues/default/pause", {}),
                                           ("/queues/paused_q/resume", {})],
         "jobwarden.schedules.schedule_action": [("/schedules/nightly_report/pause", {})],
+        "jobwarden.schedules.add": [("/schedules/add", {
+            "job_type": "nightly_report", "cron": "0 4 * * *", "timezone": "UTC"})],
+        "jobwarden.schedules.edit": [("/schedules/nightly_report/edit", {
+            "cron": "0 4 * * *", "timezone": "UTC", "payload": "{}", "revision": "1"})],
+        "jobwarden.schedules.remove": [("/schedules/nightly_report/remove",
+                                        {"revision": "2"})],
         "jobwarden.queues.limit_action": [
             ("/limits/set", {"scope": "queue", "name": "default", "rate": "5/s"}),
             ("/limits/clear", {"scope": "queue", "name": "paused_q"})],

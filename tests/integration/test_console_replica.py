@@ -348,9 +348,11 @@ def checkouts(engine) -> list[int]:
     return counted
 
 
-#: GET pages that decide an action, or manage accounts: the primary, for all they show.
+#: GET pages that decide an action, or manage accounts: the primary, for all they show
+#: (a schedule's preview, for the edit forms, reads no figures at all: only the session).
 PRIMARY_PAGES = ("/jobs/{failed}", "/jobs/{failed}/_live", f"/failed/group?code={OTHER}",
-                 "/bulk/{selection}", "/bulk/{started}/_progress", "/users")
+                 "/bulk/{selection}", "/bulk/{started}/_progress", "/users",
+                 "/schedules/preview?cron=0+3+*+*+*&timezone=Europe/Berlin")
 #: Pages of figures: the standby.
 REPLICA_PAGES = ("/", "/_overview/counts", "/_overview/trends", "/_overview/health",
                  "/failed", "/jobs", "/batches", "/search?q=timed", "/queues",

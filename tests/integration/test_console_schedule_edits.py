@@ -7,6 +7,10 @@ the console")."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -18,7 +22,9 @@ from jobwarden.worker.duties.scheduler import publish, run_once
 from jobwarden.worker.jobs.job_types import publish_job_types
 from tests.console_support import login
 from tests.figures.html_tree import parse
-from tests.helpers import scalar
+from tests.helpers import scalar, start_process, stop_processes, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 PAGE = "/schedules"
 
@@ -346,3 +352,50 @@ def test_an_edit_starts_the_schedule_from_its_next_tick_on_the_database_clock(
     now = datetime.now(UTC)
     assert following == datetime(now.year + 1, 1, 1, tzinfo=UTC) or (
         now < datetime(now.year, 1, 1, tzinfo=UTC) + timedelta(minutes=1))
+
+
+def ticks(url: str, job_type: str) -> list[datetime]:
+    """The ticks a type's schedule enqueued jobs for (its jobs' available_at)."""
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT available_at FROM background_jobs WHERE type = %s "
+            "AND idempotency_key LIKE 'schedule:%%' ORDER BY available_at", (job_type,))]
+
+
+def test_a_running_worker_follows_console_edits_without_a_restart(admin, post_form,
+                                                                  clean_db):
+    """A real worker process: a console edit of a code schedule's cron makes it enqueue on
+    the new one; removing the edit and deleting a console schedule make them stop. Stopped
+    is shown by a witness schedule of the same cron: once it has a tick after the removal,
+    the others would have had it too."""
+    env = {**os.environ, "DATABASE_URL": clean_db, "JOBWARDEN_DUTY_INTERVAL": "0.2"}
+    proc = start_process(
+        [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker",
+         "--app", "tests.apps.schedule_edit_app", "--poll-interval", "0.2"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_types WHERE type IN "
+                                          "('edited', 'witness', 'added')") == 3
+                 and scalar(clean_db, "SELECT count(*) FROM job_schedules") == 1,
+                 timeout=60, message="the app's types and schedule to be published")
+        post_form(admin, f"{PAGE}/edited/edit", form(cron="* * * * *", revision="1"),
+                  token_from=PAGE)
+        for job_type in ("witness", "added"):
+            post_form(admin, f"{PAGE}/add", form(job_type=job_type, cron="* * * * *"),
+                      token_from=PAGE)
+        assert scalar(clean_db, "SELECT count(*) FROM job_schedules WHERE edited_by = 'ada'") \
+            == 3, flashes(admin)
+        # every minute now: each gets its first tick's job (up to a minute away)
+        wait_for(lambda: ticks(clean_db, "edited") and ticks(clean_db, "added"),
+                 timeout=120, message="the edited cron's first tick")
+        post_form(admin, f"{PAGE}/edited/remove", form(revision="2"), token_from=PAGE)
+        post_form(admin, f"{PAGE}/added/remove", form(revision="1"), token_from=PAGE)
+        removed = scalar(clean_db, "SELECT now()")
+        assert row(clean_db, "edited")[0] == "0 0 1 1 *" and row(clean_db, "added") is None
+        wait_for(lambda: [t for t in ticks(clean_db, "witness") if t > removed],
+                 timeout=120, message="a witness tick after the removal")
+        assert [t for t in ticks(clean_db, "edited") if t > removed] == []
+        assert [t for t in ticks(clean_db, "added") if t > removed] == []
+    finally:
+        ((_, err),) = stop_processes([proc], signal.SIGTERM)
+    assert proc.returncode == 0, err.decode()[-2000:]
