@@ -115,6 +115,8 @@ def test_an_admin_edit_wins_over_the_code_until_removed_and_a_republish_keeps_it
                               "catch_up": False}
     assert details["changed"] == ["cron", "timezone", "catch_up", "payload"]
     assert details["overrides_code"] is True
+    subjects = parse(admin.get("/audit").get_data(as_text=True)).all("audit-subject")
+    assert [s.text() for s in subjects] == ["schedule nightly_report"] * 2
 
 
 def test_an_admin_adds_a_schedule_and_deleting_it_stops_it(admin, post_form, clean_db):
