@@ -148,3 +148,26 @@ def test_names_stored_with_capitals_are_lower_cased_so_their_users_can_sign_in(e
         names = sorted(r[0] for r in conn.execute("SELECT username FROM console_users"))
     # Alice can sign in as 'alice' again; Bob and bob would collide, so both stay.
     assert names == ["Bob", "alice", "bob"]
+
+
+def test_schedules_published_before_0082_keep_their_declaration_and_a_downgrade_undoes_edits(
+        empty_database):
+    """0082 backfills `declared` from every existing row (all were published from code);
+    its downgrade drops console-only schedules and puts edited ones back to the code."""
+    migrate(empty_database, "0079")
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("INSERT INTO job_schedules (type, cron, timezone, catch_up, payload, "
+                     "next_run_at, published_by) VALUES ('report', '0 3 * * *', "
+                     "'Europe/Berlin', true, '{\"a\": 1}', now(), 'w1')")
+    migrate(empty_database)
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT declared, edited_by, revision FROM job_schedules"
+                            ).fetchone() == ({"cron": "0 3 * * *", "timezone": "Europe/Berlin",
+                                              "catch_up": True, "payload": {"a": 1}}, None, 1)
+        conn.execute("UPDATE job_schedules SET cron = '0 4 * * *', edited_by = 'ada'")
+        conn.execute("INSERT INTO job_schedules (type, cron, next_run_at, published_by, "
+                     "edited_by) VALUES ('console_only', '0 5 * * *', now(), 'console', 'ada')")
+    downgrade(empty_database, "0079")
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT type, cron FROM job_schedules").fetchall() == [
+            ("report", "0 3 * * *")]
