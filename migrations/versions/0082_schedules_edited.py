@@ -1,7 +1,7 @@
 """Schedules edited from the console: the code's declaration kept beside a console edit.
 
 Revision ID: 0082
-Revises: 0079
+Revises: 0081
 Create Date: 2026-12-06
 
 `job_schedules` holds what the scheduler runs (cron, timezone, catch_up, payload). A
@@ -16,7 +16,7 @@ editing one schedule, the second is refused instead of overwriting what it never
 from alembic import op
 
 revision = "0082"
-down_revision = "0079"
+down_revision = "0081"
 branch_labels = None
 depends_on = None
 
