@@ -77,7 +77,7 @@ class ExecutionControl:
                  snoozes: int = 0,
                  async_pool: Callable[[], Awaitable[AsyncConnectionPool]] | None = None,
                  started: float | None = None, concurrency_key: str | None = None,
-                 batch_id: int | None = None) -> None:
+                 batch_id: int | None = None, trace_context: str | None = None) -> None:
         self.pool = pool
         self.job_id = job_id
         self.execution_id = execution_id
@@ -93,6 +93,8 @@ class ExecutionControl:
         #: added to it in its business transaction, counted as that commits with the
         #: outcome (completer.py, write_batch).
         self.batch_id = batch_id
+        #: The trace the job was enqueued in (worker/core/tracing.py; None: none).
+        self.trace_context = trace_context
         self.batch_added = 0
         #: When the worker decided to start it (time.monotonic()): `started`, given by the
         #: executor from before its lease check, else now.

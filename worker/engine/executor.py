@@ -334,7 +334,7 @@ class Executor:
                                    async_pool=(self.loop().connection_pool
                                                if job_type.is_coroutine else None),
                                    started=decided, concurrency_key=job.concurrency_key,
-                                   batch_id=job.batch_id)
+                                   batch_id=job.batch_id, trace_context=job.trace_context)
         ex = Execution(job, job_type, control, threading.current_thread(),
                        coroutine=job_type.is_coroutine)
         with self._lock:

@@ -81,6 +81,8 @@ class ClaimedJob:
     concurrency_key: str | None = None
     #: The batch it is a member of (None: none): its outcome is counted there.
     batch_id: int | None = None
+    #: The trace it was enqueued in, as the propagator wrote it (None: none).
+    trace_context: str | None = None
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.

@@ -21,6 +21,7 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from jobwarden.worker.core import errors as E
+from jobwarden.worker.core import tracing
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.core.logs import ms_since
 from jobwarden.worker.core.policy import DEFAULT_POLICY
@@ -213,7 +214,17 @@ def with_result(outcome: Outcome, value: Any) -> Outcome:
 def run_handler(job_type: JobType, run: ExecutionControl,
                 payload: dict[str, Any]) -> Outcome | None:
     """Run the handler (given `run.ctx`, its view); returns its Outcome, or None when the
-    execution lost its lease."""
+    execution lost its lease. In a span of its own when tracing is on (tracing.py)."""
+    if not tracing.enabled():
+        return _run_handler(job_type, run, payload)
+    with _span(job_type, run) as span:
+        outcome = _run_handler(job_type, run, payload)
+        _ended(span, outcome)
+    return outcome
+
+
+def _run_handler(job_type: JobType, run: ExecutionControl,
+                 payload: dict[str, Any]) -> Outcome | None:
     exc: BaseException | None = None
     value: Any = None
     try:
@@ -231,6 +242,32 @@ def run_handler(job_type: JobType, run: ExecutionControl,
 
 async def run_handler_async(job_type: JobType, run: ExecutionControl,
                             payload: dict[str, Any]) -> Outcome | None:
+    """run_handler for a coroutine handler, in its task on the lane's loop (whose context
+    the span is current in: the handler's own spans are its children)."""
+    if not tracing.enabled():
+        return await _run_handler_async(job_type, run, payload)
+    with _span(job_type, run) as span:
+        outcome = await _run_handler_async(job_type, run, payload)
+        _ended(span, outcome)
+    return outcome
+
+
+def _span(job_type: JobType, run: ExecutionControl) -> Any:
+    return tracing.execution_span(job_id=run.job_id, job_type=job_type.name,
+                                  queue=run.queue, attempt=run.attempt,
+                                  stored=run.trace_context)
+
+
+def _ended(span: Any, outcome: Outcome | None) -> None:
+    if outcome is None:  # the lease was lost: another execution owns the job now
+        tracing.ended(span, outcome=None, error_code=None, error=None)
+    else:
+        tracing.ended(span, outcome=outcome.outcome.value, error_code=outcome.error_code,
+                      error=outcome.error)
+
+
+async def _run_handler_async(job_type: JobType, run: ExecutionControl,
+                             payload: dict[str, Any]) -> Outcome | None:
     """run_handler for a coroutine handler, in its task on the lane's loop. The executor
     cancels that task on a timeout, an operator's cancel, a lost lease or shutdown: the
     CancelledError ends the handler here and is classified like any other ending

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from jobwarden.worker.core import tracing
 from jobwarden.worker.core.errors import EnqueueError
 from jobwarden.worker.core.sanitize import describe_validation
 from jobwarden.worker.core.settings import WorkerSettings
@@ -248,6 +249,7 @@ def _plain_insert_steps(specs: list[JobSpec], known: Registry,
     cols = _columns(specs, known, max_payload_bytes())
     cols["payloads"] = "[" + ",".join(cols["payloads"]) + "]"
     cols["batch_id"] = batch
+    cols["trace_context"] = tracing.current_context()
     # A batch without idempotency keys needs no conflict arbitration (and its speculative
     # insertion, a WAL record per job): the keyless form of the statement.
     _, inserted = yield (Q.enqueue_jobs if cols["idempotency_keys"] else

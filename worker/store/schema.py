@@ -117,6 +117,9 @@ background_jobs = Table(
     # under with unique_for or replace (job_unique_keys names the key's holder).
     Column("expires_at", TS),
     Column("unique_key", Text),
+    # The W3C trace context it was enqueued in, as the propagator's JSON object (migration
+    # 0084, worker/core/tracing.py); NULL: no trace was current, or no OpenTelemetry.
+    Column("trace_context", Text),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),

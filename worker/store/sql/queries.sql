@@ -9,20 +9,22 @@
 -- quote). A field no job sets comes as a NULL array: ROWS FROM fills it with NULLs.
 -- Typed arrays cost the database less per row than jsonb_to_recordset did.
 -- `batch_id`: the batch every job of the call joins (NULL: none; batch_join counted them).
+-- `trace_context`: the trace the call was made in (NULL: none), the same for every job.
 -- A batch with no idempotency key runs it without the ON CONFLICT clause
 -- (`enqueue_jobs_keyless`, worker/store/queries.py): keep that clause last but RETURNING.
 -- A deadline is `expires_at`, or its type's `expires_after` seconds from the run time
 -- (migration 0081); `unique_keys`: the unique key each job holds (worker/jobs/uniqueness.py).
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
-     idempotency_key, concurrency_key, policy_defaults, batch_id, expires_at, unique_key)
+     idempotency_key, concurrency_key, policy_defaults, batch_id, expires_at, unique_key,
+     trace_context)
 SELECT r.queue, r.type, r.version, r.payload, r.priority,
        COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
        r.max_attempts, r.idempotency_key, r.concurrency_key,
        string_to_array(r.policy_defaults, ','), %(batch_id)s::bigint,
        COALESCE(r.expires_at, COALESCE(r.run_at, now() + make_interval(
            secs => COALESCE(r.delay, 0))) + make_interval(secs => r.expires_after)),
-       r.unique_key
+       r.unique_key, %(trace_context)s::text
 FROM ROWS FROM (unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
                 unnest(%(versions)s::int[]), jsonb_array_elements(%(payloads)s::jsonb),
                 unnest(%(priorities)s::int[]), unnest(%(run_ats)s::timestamptz[]),
@@ -153,14 +155,14 @@ WITH locked AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.concurrency_key, j.available_at, j.batch_id
+              j.concurrency_key, j.available_at, j.batch_id, j.trace_context
 )
 -- No job_executions row yet: a running execution lives on its job row (execution_id,
 -- worker_id, started_at, heartbeat_at, the lease), and finish_executions writes its
 -- history row once, when it ends (migration 0061; job_executions_all shows both).
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
-       batch_id
+       batch_id, trace_context
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: claim_limited_jobs
@@ -392,7 +394,7 @@ WITH clock AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.concurrency_key, j.available_at, j.batch_id
+              j.concurrency_key, j.available_at, j.batch_id, j.trace_context
 ), spent AS (
     -- One token per claimed job from each bucket it drew from, in bucket order (two
     -- claims of different scopes that share a bucket never wait on each other in a cycle):
@@ -424,7 +426,7 @@ WITH clock AS (
 )
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
-       batch_id
+       batch_id, trace_context
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
