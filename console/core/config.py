@@ -13,6 +13,7 @@ module may import it (docs/architecture.md, "Console layers").
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,25 @@ def _runbooks(value: str) -> str:
     return value.strip() or RUNBOOKS
 
 
+#: What a trace link's template must hold: the place the job's trace id goes.
+TRACE_ID = "{trace_id}"
+
+
+def _trace_url(value: str | None) -> str | None:
+    """A trace viewer's link template: an absolute http(s) URL with `{trace_id}` in it
+    (the only placeholder; the id is 32 hex digits, so it needs no quoting)."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if TRACE_ID not in value or not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value):
+        raise ValueError("the trace link must be an absolute http(s) URL holding "
+                         f"{TRACE_ID}, such as https://tempo.example.com/trace/{TRACE_ID}, "
+                         f"not {value!r}")
+    if value.replace(TRACE_ID, "").count("{") or value.replace(TRACE_ID, "").count("}"):
+        raise ValueError(f"the trace link may hold no placeholder but {TRACE_ID}")
+    return value
+
+
 class ConsoleSettings(WorkerSettings, NotifySettings):
     """The console's settings: the runtime's, the notifications' (it shows and tests
     the targets, and its links start with JOBWARDEN_CONSOLE_URL), and its own."""
@@ -59,6 +79,11 @@ class ConsoleSettings(WorkerSettings, NotifySettings):
     console_read_max_lag: PositiveDuration = Field(
         30.0, description="Past this lag the console's pages read DATABASE_URL instead "
                           "of `JOBWARDEN_CONSOLE_READ_URL` (and say why).")
+    console_trace_url: Annotated[str | None, AfterValidator(_trace_url)] = Field(
+        None, json_schema_extra={"kind": "URL template"},
+        description="A job page links to its trace there: an http(s) URL with "
+                    "`{trace_id}` in it (e.g. `https://tempo.example.com/trace/{trace_id}`)"
+                    ", for jobs enqueued in a trace (docs/guide/traces.md).")
     runbook_url: Annotated[str, AfterValidator(_runbooks)] = Field(
         RUNBOOKS, json_schema_extra={"kind": "URL or path"},
         description="Where the alerts' `runbook_url` links point: the operating "
@@ -149,6 +174,8 @@ def load_settings() -> dict[str, Any]:
         # alerts' runbooks are read.
         "EXTERNAL_URL": env.console_url,
         "RUNBOOK_URL": env.runbook_url,
+        # A trace viewer's link for jobs enqueued in a trace (docs/guide/traces.md).
+        "TRACE_URL": env.console_trace_url,
         "PAGE_SIZE": 50,
         "PAGE_SIZE_MAX": 200,
         "OVERVIEW_POLL_SECONDS": 5,

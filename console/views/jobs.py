@@ -7,13 +7,14 @@ from typing import Any
 from flask import Blueprint, abort, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from jobwarden.console.core.config import settings
+from jobwarden.console.core.config import TRACE_ID, settings
 from jobwarden.console.data import flows, suggest
 from jobwarden.console.data.database import CQ
 from jobwarden.console.data.queries import JobFilter, Page, jobs_page
 from jobwarden.console.web.forms import ActionForm
 from jobwarden.console.web.reads import page_reads, primary_page
 from jobwarden.console.web.security import is_htmx
+from jobwarden.worker.core import tracing
 from jobwarden.worker.ops.operations import (
     SELECTION_FROM,
     TAKES_DEPENDENTS,
@@ -59,8 +60,13 @@ def job_context(job_id: int) -> dict[str, Any]:
         audit = reader.all(CQ.console_job_audit, job_id=job_id)
         flow = reader.all(CQ.console_job_flow, job_id=job_id)
     terminal = job["status"] in TERMINAL_STATUSES
+    trace = tracing.trace_id(job.get("trace_context"))
+    template = settings().get("TRACE_URL")
     return {
         "job": job, "executions": executions, "audit": audit,
+        # The trace it was enqueued in, and a link to it when a viewer is configured.
+        "trace_id": trace,
+        "trace_url": template.replace(TRACE_ID, trace) if trace and template else None,
         "parents": [r for r in flow if r["role"] == "parent"],
         "dependents": [r for r in flow if r["role"] == "dependent"],
         # unknown waits for an operator: still worth watching, but nothing moves by itself
