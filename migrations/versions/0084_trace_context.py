@@ -1,7 +1,7 @@
 """The trace context a job was enqueued in.
 
 Revision ID: 0084
-Revises: 0079
+Revises: 0082
 Create Date: 2026-12-06
 
 With OpenTelemetry's API installed and a trace current at enqueue, the job keeps the W3C
@@ -14,7 +14,7 @@ Added without a default: no table rewrite, nothing for the hot path to write.
 from alembic import op
 
 revision = "0084"
-down_revision = "0079"
+down_revision = "0082"
 branch_labels = None
 depends_on = None
 
