@@ -65,7 +65,11 @@ def test_overview_count_tables_fit_their_column(page, sign_in, scenario, width):
         sizes = tables.nth(i).evaluate(
             "t => ({table: t.scrollWidth, column: t.parentElement.clientWidth})")
         assert sizes["table"] <= sizes["column"], (width, i, sizes)
-    expect(page.locator("table.counts th", has_text="total").first).to_be_in_viewport()
+    # The total column is not cut off on the right (below the first screen is fine: the
+    # overview's tiles come first, and a row of them more pushes the tables down).
+    right = page.locator("table.counts th", has_text="total").first.evaluate(
+        "th => th.getBoundingClientRect().right")
+    assert right <= width, (width, right)
 
 
 def test_phone_navigation_collapses_behind_a_menu(page, sign_in, scenario):
