@@ -4,7 +4,7 @@ PYTHON ?= python3
 # The console's port for `make demo` (make demo PORT=8001 when 8000 is taken).
 PORT ?= 8000
 
-.PHONY: setup demo shop test typecheck lint chromium promtool pgbouncer postgresql bench docs \
+.PHONY: setup demo shop test typecheck lint chromium axe promtool pgbouncer postgresql bench docs \
 	docs-serve
 
 # Debian packages some tests need; another apt-get holding the dpkg lock is waited for
@@ -30,6 +30,20 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium for the browser tests"; \
 	  $(APT_INSTALL) chromium; }
+
+# The accessibility tests (tests/browser/test_accessibility.py) load axe-core, pinned, from
+# .axe/ (npm's registry; Debian's npm when there is none). The stamp names the version, so
+# a new pin installs again.
+AXE_VERSION = 4.14.1
+axe: .axe/axe-core-$(AXE_VERSION).installed
+
+.axe/axe-core-$(AXE_VERSION).installed:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing Debian's npm for axe-core"; \
+	  $(APT_INSTALL) npm; }
+	rm -rf .axe && mkdir -p .axe
+	npm install --prefix .axe --no-audit --no-fund --silent axe-core@$(AXE_VERSION)
+	touch $@
 
 # The alerting rules' tests run Debian's promtool (in its `prometheus` package).
 promtool:
@@ -64,7 +78,7 @@ shop: setup
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
 # The type check comes first: a type error fails the run before the tests start.
-test: setup typecheck chromium promtool pgbouncer postgresql
+test: setup typecheck chromium axe promtool pgbouncer postgresql
 	$(VENV)/bin/pytest
 
 # mypy, strict on the runtime and the console (pyproject.toml [tool.mypy]); its cache in
