@@ -10,6 +10,7 @@ as a string.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -111,6 +112,19 @@ class Reader:
         return changed
 
 
+#: What a JSON value too deep for Python's parser reads as (PostgreSQL stores thousands of
+#: levels; json.loads stops near a thousand): the page shows this, not an error.
+TOO_DEEP = {"[not shown]": "nested deeper than the console reads"}
+
+
+def load_json(text: str | bytes) -> Any:
+    """json.loads, except that a value nested too deeply reads as TOO_DEEP."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return TOO_DEEP
+
+
 class ReadingDatabase:
     """One server's engine, for reads: what the pages of figures are given
     (jobwarden.console.web.reads.page_reads), the primary or its read replica alike. It
@@ -127,6 +141,7 @@ class ReadingDatabase:
             pool_recycle=1800,
             # Errors must not carry bound values (password hashes, reasons, keys) into logs.
             hide_parameters=True,
+            json_deserializer=load_json,
             # No server-side prepared statements: optional-filter queries must be planned
             # with their actual parameters, never with a generic plan.
             connect_args={"prepare_threshold": None, "application_name": "jobwarden-console",

@@ -133,14 +133,19 @@ FILTERS = {
 def install(bp: Blueprint) -> None:
     """The console's Jinja filters. Jinja has no per-blueprint filters: they join the
     host's, and a host filter of the same name is an error rather than silently replaced."""
+    # Here, not at the top: the JSON tree escapes through this module's redact_output.
+    from jobwarden.console.web.jsontree import json_tree
+
+    console_filters = {**FILTERS, "json_tree": json_tree}
 
     def register(state: BlueprintSetupState) -> None:
         filters = state.app.jinja_env.filters
-        taken = sorted(name for name, fn in FILTERS.items() if filters.get(name, fn) is not fn)
+        taken = sorted(name for name, fn in console_filters.items()
+                       if filters.get(name, fn) is not fn)
         if taken:
             raise RuntimeError(f"the app already has Jinja filters named {', '.join(taken)}, "
                                "which the Jobwarden console's templates use")
-        filters.update(FILTERS)
+        filters.update(console_filters)
         # Jinja has one finalize per environment: the console's redaction applies while it
         # renders its own pages, and the host's pages keep whatever finalize they had.
         env = state.app.jinja_env

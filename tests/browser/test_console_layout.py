@@ -114,3 +114,49 @@ def test_every_trend_chart_label_shows_whole(page, sign_in, scenario, width):
     labels = page.evaluate(CHART_LABELS, "svg.trend-chart")
     assert {"last min", "-1h"} <= {label["text"] for label in labels}, labels
     assert [label for label in labels if not label["inside"]] == []
+
+
+# How many lines an element's text takes: one client rect per line box of its text.
+LINES = "e => { const r = document.createRange(); r.selectNodeContents(e); " \
+        "return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }"
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_alert_state_pills_take_one_line(page, sign_in, scenario, width):
+    """A state pill ("FIRING", "ok") broke letter by letter in a narrow column."""
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in("vera")
+    pills = page.get_by_test_id("alert-state")
+    expect(pills.first).to_be_visible()
+    assert pills.count() >= 5
+    for i in range(pills.count()):
+        pill = pills.nth(i)
+        assert (pill.inner_text(), pill.evaluate(LINES)) == (pill.inner_text(), 1)
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_the_sign_in_form_is_a_card_of_bounded_width(page, width):
+    """The sign-in card filled the whole width at 1440 (the first screen an alert opens)."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/login")
+    box = page.locator("section.login").bounding_box()
+    assert box["width"] <= 400, box
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+    if width > 500:  # centred on a wide screen
+        assert abs(box["x"] - (width - box["x"] - box["width"])) <= 2, box
+
+
+def test_failed_keeps_every_column_in_view_on_a_phone(page, sign_in, scenario, engine):
+    """At 390 px Failed's next-attempt and sample columns scrolled off to the right."""
+    with engine.begin() as conn:
+        sample_data.seed_retry_storm(conn)
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in("vera")
+    page.goto("/failed")
+    cells = page.locator("#failed-live tbody td")
+    expect(page.get_by_test_id("retrying-next").first).to_be_visible()
+    boxes = cells.evaluate_all(
+        "cs => cs.map(c => { const b = c.getBoundingClientRect();"
+        " return {text: c.innerText.slice(0, 30), left: b.left, right: b.right}; })")
+    assert len(boxes) > 20
+    assert [b for b in boxes if b["left"] < 0 or b["right"] > 390] == []

@@ -126,7 +126,7 @@ def test_the_batches_list_is_newest_first_paged_and_filtered_by_owner(viewer, se
 
 
 def test_the_navigation_reaches_the_batches_list(viewer):
-    nav = viewer.get("/").get_data(as_text=True).split('<nav id="main-nav">')[1]
+    nav = viewer.get("/").get_data(as_text=True).split('<nav id="main-nav" aria-label="Main">')[1]
     assert 'href="/batches"' in nav.split("</nav>")[0]
 
 

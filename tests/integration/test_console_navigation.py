@@ -15,7 +15,7 @@ LINK = re.compile(r'<a href="([^"]+)"[^>]*>([^<]+)')
 
 def nav_links(client) -> list[tuple[str, str]]:
     html = client.get("/jobs").get_data(as_text=True)
-    nav = html.split('<nav id="main-nav">', 1)[1].split("</nav>", 1)[0]
+    nav = html.split('<nav id="main-nav" aria-label="Main">', 1)[1].split("</nav>", 1)[0]
     return [(href, label.strip()) for href, label in LINK.findall(nav)]
 
 
