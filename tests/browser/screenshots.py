@@ -7,7 +7,8 @@
 Seeds a throwaway database with jobwarden.console.data.sample_data's incident scenario and an
 outage still retrying, serves the console, signs in as an admin, retries one job (so the
 audit log has an entry), opens a bulk review, and saves PNGs under docs/screenshots/:
-`<page>.png` at 1440 px wide and `<page>-phone.png` at 390 px.
+`<page>.png` at 1440 px wide and `<page>-phone.png` at 390 px; a few pages (DARK) also
+as `<page>-dark.png`, in the dark colour scheme.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ PAGES = [
     ("login", "/login"),
 ]
 WIDTHS = {"": 1440, "-phone": 390}
+#: Pages also shot in the dark colour scheme (prefers-color-scheme), at 1440: <page>-dark.png.
+DARK = ("overview", "failed-groups", "job-detail-failed", "job-type")
 
 
 def main() -> int:
@@ -120,6 +123,14 @@ def shoot(base: str, ids: dict) -> None:
                 page.wait_for_load_state("networkidle")
                 page.screenshot(path=str(OUT / f"{label}{suffix}.png"), full_page=True)
                 print(OUT / f"{label}{suffix}.png")
+        page.set_viewport_size({"width": 1440, "height": 900})
+        page.emulate_media(color_scheme="dark")
+        for label, path in PAGES:
+            if label in DARK:
+                page.goto(path.format(**ids))
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(OUT / f"{label}-dark.png"), full_page=True)
+                print(OUT / f"{label}-dark.png")
         anonymous = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900})
         for suffix, width in WIDTHS.items():
             anonymous.set_viewport_size({"width": width, "height": 900})
