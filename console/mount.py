@@ -25,6 +25,7 @@ from jobwarden.console.data.replica import ReplicaDatabase
 from jobwarden.console.views import AREAS, overview
 from jobwarden.console.views import install as install_navigation
 from jobwarden.console.web import auth, errors, formatting, reads, security
+from jobwarden.console.web.jsontree import json_tree
 from jobwarden.worker.store.db import parse_url
 
 #: The blueprint's name: every endpoint of the console starts with "jobwarden.".
@@ -139,7 +140,7 @@ def build_blueprint() -> Blueprint:
     auth.install(bp)
     overview.install(bp)
     install_navigation(bp)
-    formatting.install(bp)
+    formatting.install(bp, {"json_tree": json_tree})
     reads.install(bp)
     errors.install(bp)
     return bp

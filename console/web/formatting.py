@@ -4,6 +4,7 @@ and errors, progress."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -130,13 +131,11 @@ FILTERS = {
 }
 
 
-def install(bp: Blueprint) -> None:
-    """The console's Jinja filters. Jinja has no per-blueprint filters: they join the
+def install(bp: Blueprint, more: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    """The console's Jinja filters (FILTERS and `more`: those of modules that build on this
+    one, such as the JSON tree). Jinja has no per-blueprint filters: they join the
     host's, and a host filter of the same name is an error rather than silently replaced."""
-    # Here, not at the top: the JSON tree escapes through this module's redact_output.
-    from jobwarden.console.web.jsontree import json_tree
-
-    console_filters = {**FILTERS, "json_tree": json_tree}
+    console_filters = {**FILTERS, **(more or {})}
 
     def register(state: BlueprintSetupState) -> None:
         filters = state.app.jinja_env.filters
