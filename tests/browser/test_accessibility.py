@@ -80,11 +80,14 @@ NOT_HTML = {
 }
 
 #: Runs axe on `context` (a selector, or the whole document) and returns the serious and
-#: critical violations, each with the CSS targets of its first nodes.
-RUN_AXE = """async ([context, failing, rules]) => {
+#: critical violations, each with the CSS targets of its first nodes. Playwright's evaluate
+#: has no timeout of its own: a run longer than `timeout` ms is an error.
+RUN_AXE = """async ([context, failing, rules, timeout]) => {
   const options = {resultTypes: ['violations']};
   if (rules) options.runOnly = {type: 'rule', values: rules};
-  const result = await axe.run(context || document, options);
+  const late = new Promise((_, fail) => setTimeout(
+    () => fail(new Error(`axe-core ran over ${timeout} ms`)), timeout));
+  const result = await Promise.race([axe.run(context || document, options), late]);
   return result.violations.filter(v => failing.includes(v.impact)).map(v => ({
     rule: v.id, impact: v.impact, help: v.help,
     nodes: v.nodes.slice(0, 6).map(n => n.target.join(' ') + ' :: '
@@ -148,10 +151,10 @@ def check(page, path: str, fragment: bool, rules: list[str] | None) -> tuple[int
     """The status `path` answered with and the serious and critical violations on it."""
     if fragment:
         status = page.evaluate(SHOW_FRAGMENT, [path, VISIT_MS])
-        return status, page.evaluate(RUN_AXE, ["#fragment-host", list(FAILING), rules])
+        return status, page.evaluate(RUN_AXE, ["#fragment-host", list(FAILING), rules, VISIT_MS])
     response = page.goto(path, timeout=VISIT_MS, wait_until="load")
     assert response is not None, path
-    return response.status, page.evaluate(RUN_AXE, [None, list(FAILING), rules])
+    return response.status, page.evaluate(RUN_AXE, [None, list(FAILING), rules, VISIT_MS])
 
 
 def report(where: str, violations: list[dict]) -> list[str]:
