@@ -64,6 +64,9 @@ SWEEP: dict[str, list[tuple[str, bool]]] = {
     "jobwarden.queues.index": [("/queues", False)],
     "jobwarden.queues.job_type": [("/types/export_report", False)],
     "jobwarden.schedules.index": [("/schedules", False)],
+    "jobwarden.schedules.preview": [
+        ("/schedules/preview?cron=0+2+*+*+*&timezone=Europe/Berlin", True),
+        ("/schedules/preview?cron=61+*+*+*+*&timezone=UTC", True)],
     "jobwarden.review.index": [("/review", False)],
     "jobwarden.workers.index": [("/workers", False), ("/workers", True)],
     "jobwarden.sla.index": [("/sla", False), ("/sla", True)],
