@@ -143,9 +143,19 @@ FROM (SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
 -- Live and dead tuples of Jobwarden's busiest tables (the statistics collector's
 -- estimates) and the age of their last vacuum, manual or automatic (NULL: never since
 -- the statistics were reset). The names resolve on the search_path, as the runtime's do.
-SELECT t.name AS table_name, s.n_live_tup AS live, s.n_dead_tup AS dead,
-       extract(epoch FROM now() - greatest(s.last_vacuum, s.last_autovacuum)) AS vacuum_age_s
+-- A partitioned table (job_executions, migration 0066) holds no tuples itself: its
+-- figures are its partitions' sums, and its vacuum age the least recently vacuumed
+-- partition's (pg_partition_tree lists nothing for a plain table: the table stands alone).
+SELECT t.name AS table_name, sum(s.n_live_tup)::bigint AS live,
+       sum(s.n_dead_tup)::bigint AS dead,
+       extract(epoch FROM now() - min(greatest(s.last_vacuum, s.last_autovacuum)))
+           AS vacuum_age_s
 FROM unnest(ARRAY['background_jobs', 'job_executions', 'job_audit', 'processed_effects',
-                  'job_count_deltas', 'job_minute_counts', 'job_workers']) AS t(name)
-JOIN pg_stat_user_tables s ON s.relid = to_regclass(t.name)
+                  'job_count_deltas', 'job_minute_counts', 'job_timings', 'job_workers'])
+         AS t(name)
+JOIN pg_stat_user_tables s
+  ON s.relid = to_regclass(t.name)
+  OR s.relid IN (SELECT p.relid FROM pg_partition_tree(to_regclass(t.name)) AS p
+                 WHERE p.isleaf)
+GROUP BY t.name
 ORDER BY t.name;
