@@ -4,16 +4,25 @@ A type's target is, in order: the console's configuration (JOBWARDEN_SLA), the h
 declaration (`@job(..., sla="30s")`, which its workers publish to `job_types`, so the
 console imports no application code), then JOBWARDEN_SLA_DEFAULT. The target bounds
 time-to-start: from the moment a job may run until a worker starts it.
+
+The hour's percentiles come from the `job_timings` rollup (migration 0080): counts per
+log bucket of ratio 2^(1/8), so a percentile is its bucket's upper edge, at most 9.05%
+above the exact one (`BUCKET_RATIO`) and never below it (at most 1 ms above under 1 ms).
+Counts of executions are exact; "over target" counts the executions whose bucket reaches
+past the target, so it may include some that waited up to 9.05% less than it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from jobwarden.console.data.database import CQ, Reader, Row
 
 BUCKETS = 12  # 5-minute buckets over the last hour
+#: Ratio of a timing bucket's upper edge to its lower one (sql/schema/timings.sql).
+BUCKET_RATIO = 2 ** (1 / 8)
 
 
 @dataclass(frozen=True)
@@ -38,8 +47,11 @@ class SlaRow:
     started: int = 0
     wait_p50_s: float | None = None
     wait_p95_s: float | None = None
+    wait_p99_s: float | None = None
     duration_p50_ms: float | None = None
     duration_p95_ms: float | None = None
+    duration_p99_ms: float | None = None
+    over_target: int = 0  # executions started in the hour whose wait reached past the target
     finished: int = 0
     raised: int = 0  # executions whose handler raised (retry, failed, timeout, unknown)
     final: int = 0  # jobs that reached completed, failed, cancelled or skipped
@@ -103,7 +115,16 @@ def target_for(job_type: str, configured: dict[str, float], declared: dict[str, 
 def sla_rows(reader: Reader, configured: dict[str, float], default: float | None) -> list[SlaRow]:
     """One row per job type seen in the last hour, pending, or with a target."""
     declared = declared_targets(reader)
-    stats = {r["type"]: r for r in reader.all(CQ.console_sla_by_type)}
+    histograms: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    stats: dict[str, dict[str, int]] = {}
+    for h in reader.all(CQ.console_sla_histograms):
+        histograms.setdefault(h["type"], {}).setdefault(h["measure"], []).append(
+            (h["bucket"], h["executions"]))
+        if h["measure"] == "wait":
+            s = stats.setdefault(h["type"], {"started": 0, "finished": 0, "raised": 0})
+            s["started"] += h["executions"]
+            s["finished"] += h["finished"]
+            s["raised"] += h["raised"]
     pending = {r["type"]: r for r in reader.all(CQ.console_sla_pending_by_type)}
     outcomes = {r["type"]: r for r in reader.all(CQ.console_sla_outcomes_by_type)}
     buckets: dict[str, list[Row]] = {}
@@ -118,11 +139,16 @@ def sla_rows(reader: Reader, configured: dict[str, float], default: float | None
             row.pending = pending[name]["pending"]
             row.oldest_pending_s = _f(pending[name]["oldest_pending_s"])
         if name in stats:
-            s = stats[name]
-            row.started, row.finished, row.raised = s["started"], s["finished"], s["raised"]
-            row.wait_p50_s, row.wait_p95_s = _f(s["wait_p50_s"]), _f(s["wait_p95_s"])
-            row.duration_p50_ms = _f(s["duration_p50_ms"])
-            row.duration_p95_ms = _f(s["duration_p95_ms"])
+            st = stats[name]
+            row.started, row.finished, row.raised = st["started"], st["finished"], st["raised"]
+            waits = histograms[name].get("wait", [])
+            runs = histograms[name].get("run", [])
+            row.wait_p50_s, row.wait_p95_s, row.wait_p99_s = (
+                _seconds(percentile(waits, q)) for q in (0.5, 0.95, 0.99))
+            row.duration_p50_ms, row.duration_p95_ms, row.duration_p99_ms = (
+                percentile(runs, q) for q in (0.5, 0.95, 0.99))
+            if target is not None:
+                row.over_target = sum(n for b, n in waits if upper_ms(b) > target * 1000)
         if name in outcomes:
             o = outcomes[name]
             row.final, row.failed, row.unknown = o["final"], o["failed"], o["unknown"]
@@ -146,6 +172,32 @@ def intervals(rows: list[Row], target: float | None,
                      by_bucket[bucket]["started"] if bucket in by_bucket else 0,
                      _over(worst[bucket], target))
             for bucket in reversed(range(BUCKETS))]
+
+
+def upper_ms(bucket: int) -> float:
+    """The upper edge of a timing bucket, in milliseconds: bucket 0 holds [0, 1 ms),
+    bucket b >= 1 holds [2^((b-1)/8), 2^(b/8)) ms (sql/schema/timings.sql)."""
+    return 2 ** (max(bucket, 0) / 8)
+
+
+def percentile(histogram: list[tuple[int, int]], q: float) -> float | None:
+    """The q-quantile (nearest rank: the first time at or past q of the executions, as
+    PostgreSQL's percentile_disc) of a histogram of (bucket, executions), read as its
+    bucket's upper edge in ms; None for no execution."""
+    total = sum(n for _, n in histogram)
+    if total <= 0:
+        return None
+    rank = max(1, math.ceil(q * total - 1e-9))  # the float product may overshoot an integer
+    seen = 0
+    for bucket, n in sorted(histogram):
+        seen += n
+        if seen >= rank:
+            return upper_ms(bucket)
+    return upper_ms(max(b for b, _ in histogram))
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
 
 
 def _f(value: Any) -> float | None:

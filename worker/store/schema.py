@@ -610,6 +610,24 @@ Index(
     job_minute_counts.c.error_code, job_minute_counts.c.minute,
     postgresql_where=text("error_code <> ''"),
 )
+# Time to start and run time per minute an execution started, type and queue, in log
+# buckets of ratio 2^(1/8) (migration 0080, sql/schema/timings.sql): kept by a
+# statement-level trigger on job_executions, read by the SLA page. `measure`: 'wait'
+# (scheduled to started) or 'run' (duration_ms); `raised` counts the executions whose
+# handler raised; `max_ms` is the bucket's largest time, exactly.
+job_timings = Table(
+    "job_timings",
+    metadata,
+    Column("minute", TS, primary_key=True),
+    Column("queue", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("measure", Text, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("executions", BigInteger, nullable=False),
+    Column("raised", BigInteger, nullable=False),
+    Column("max_ms", Float, nullable=False),
+    CheckConstraint("measure IN ('wait', 'run')", name="job_timings_measure_check"),
+)
 # Totals of rare runtime events per type (migration 0013, worker/store/event_totals.py): they
 # outlive retention, so /metrics exposes them as counters.
 job_event_totals = Table(

@@ -344,22 +344,31 @@ FROM job_audit
 WHERE bulk_id = %(bulk_id)s::uuid AND job_id IS NOT NULL
 GROUP BY actor, role, action, reason;
 
--- name: console_sla_by_type
--- Per job type over the last hour: time-to-start and duration percentiles, raised executions.
-SELECT type,
-       count(*) AS started,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_at))
-           AS wait_p50_s,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_at))
-           AS wait_p95_s,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS duration_p50_ms,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS duration_p95_ms,
-       count(*) FILTER (WHERE finished_at IS NOT NULL) AS finished,
-       -- executions whose handler raised (a retry, a failure, a timeout, an ambiguous end)
-       count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown')) AS raised
-FROM job_executions_all
-WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
-GROUP BY type;
+-- name: console_sla_histograms
+-- Per job type over the last hour (the minutes from 59 before this one: as the outcomes'),
+-- its executions' time to start ('wait') and run time ('run') by bucket of the rollup
+-- (migration 0080; console/data/sla.py reads percentiles from them), and the running
+-- executions' time to start, bucketed alike from their job rows (a few: one per slot).
+-- Its cost is bounded by the buckets, not by the executions of the hour.
+SELECT type, measure, bucket, sum(executions)::bigint AS executions,
+       sum(raised)::bigint AS raised, sum(finished)::bigint AS finished
+FROM (
+    SELECT type, measure, bucket, executions, raised, executions AS finished
+    FROM job_timings
+    WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
+      AND minute < now() + interval '1 day'
+    UNION ALL
+    SELECT type, 'wait',
+           jobwarden_timing_bucket(extract(epoch FROM started_at - available_at)::float8
+                                   * 1000),
+           1, 0, 0
+    FROM background_jobs
+    WHERE status = 'running'
+      AND started_at >= date_trunc('minute', now()) - interval '59 minutes'
+      AND started_at < now() + interval '1 day'
+) t
+GROUP BY type, measure, bucket
+ORDER BY type, measure, bucket;
 
 -- name: console_sla_outcomes_by_type
 -- Per job type over the last hour: jobs that reached a final outcome, from the rollup.
@@ -374,13 +383,29 @@ WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
 GROUP BY type;
 
 -- name: console_sla_wait_buckets
--- Per job type and 5-minute bucket of the last hour: the worst time-to-start.
-SELECT type,
-       floor(extract(epoch FROM now() - started_at) / 300)::int AS bucket,
-       max(extract(epoch FROM started_at - scheduled_at)) AS worst_wait_s,
-       count(*) AS started
-FROM job_executions_all
-WHERE started_at > now() - interval '1 hour' AND started_at < now() + interval '1 day'
+-- Per job type and 5-minute interval of the last hour (0: this minute and the 4 before
+-- it): the worst time to start, exactly (each bucket's largest), and how many started,
+-- from the rollup and the running executions' job rows.
+SELECT type, bucket, max(worst_ms) / 1000 AS worst_wait_s, sum(started)::bigint AS started
+FROM (
+    SELECT type,
+           floor(extract(epoch FROM date_trunc('minute', now()) - minute) / 300)::int
+               AS bucket,
+           max_ms AS worst_ms, executions AS started
+    FROM job_timings
+    WHERE measure = 'wait'
+      AND minute >= date_trunc('minute', now()) - interval '59 minutes'
+      AND minute < now() + interval '1 day'
+    UNION ALL
+    SELECT type,
+           floor(extract(epoch FROM date_trunc('minute', now())
+                                    - date_trunc('minute', started_at)) / 300)::int,
+           extract(epoch FROM started_at - available_at)::float8 * 1000, 1
+    FROM background_jobs
+    WHERE status = 'running'
+      AND started_at >= date_trunc('minute', now()) - interval '59 minutes'
+      AND started_at < now() + interval '1 day'
+) t
 GROUP BY type, bucket;
 
 -- name: console_sla_pending_by_type

@@ -3,7 +3,8 @@
 -- The hot path's trigger functions turn JIT off (migration 0067): they plan a few rows'
 -- work, which compiling never pays for.
 
--- Fold the count deltas into one row per key and drop old minutes.
+-- Fold the count deltas into one row per key and drop old minutes (the timings' after
+-- two days: the SLA page reads an hour; migration 0080).
 CREATE OR REPLACE FUNCTION jobwarden_rollup_fold() RETURNS void LANGUAGE plpgsql
 SET jit = off AS $$
 BEGIN
@@ -17,6 +18,7 @@ BEGIN
     SELECT status, queue, type, sum(jobs) FROM gone
     GROUP BY status, queue, type HAVING sum(jobs) <> 0;
     DELETE FROM job_minute_counts WHERE minute < now() - interval '8 days';
+    DELETE FROM job_timings WHERE minute < now() - interval '2 days';
 END $$;
 
 -- Count deltas of a statement's inserted/deleted rows (sign +1 / -1).
