@@ -176,11 +176,17 @@ class Recent:
             "jobwarden_executions_last_5m",
             "Executions finished in the last 5 minutes by queue, type, outcome and error code.",
             labels=["queue", "type", "outcome", "error_code"])
+        last_minute = GaugeMetricFamily(
+            "jobwarden_executions_last_1m",
+            "Executions finished in the last minute by queue, type, outcome and error code "
+            "(0 for a key seen in the last 5 minutes only).",
+            labels=["queue", "type", "outcome", "error_code"])
         for row in self.executions:
-            executions.add_metric(
-                _labels(row["queue"], row["type"], row["outcome"], row["error_code"]),
-                row["executions"])
+            labels = _labels(row["queue"], row["type"], row["outcome"], row["error_code"])
+            executions.add_metric(labels, row["executions"])
+            last_minute.add_metric(labels, row["last_minute"])
         yield executions
+        yield last_minute
         yield _histogram("jobwarden_execution_duration_seconds",
                          "Processing time of executions finished in the last 5 minutes.",
                          self.durations)

@@ -102,6 +102,40 @@ def test_executions_of_the_last_five_minutes(scrape, incident):
     assert shown == {k: float(n) for k, n in real.items()}
 
 
+@pytest.fixture
+def earlier(incident):
+    """Executions that finished 3 minutes ago: in the 5-minute window, not the last
+    minute's (every execution of the incident finished in the last few seconds)."""
+    with psycopg.connect(incident.url) as conn:
+        conn.execute("""
+            INSERT INTO job_executions (job_id, execution_id, attempt, queue, type,
+                                        worker_id, scheduled_at, started_at, finished_at,
+                                        outcome, error_code, duration_ms)
+            SELECT 200000 + g, gen_random_uuid(), 1, 'email', 'mail.send', 'earlier:1:aa',
+                   now() - interval '4 min', now() - interval '4 min',
+                   now() - interval '3 min', o, c, 5
+            FROM generate_series(1, 3) AS g,
+                 (VALUES ('retry', 'SMTP_TIMEOUT'), ('completed', NULL),
+                         ('failed', 'EARLIER_ONLY')) AS x (o, c)""")
+    return incident
+
+
+def test_executions_of_the_last_minute_for_the_storm_alert(operator, earlier):
+    text = operator.get("/metrics").get_data(as_text=True)
+    window = Counter((q, t, o, c or "") for q, t, o, c in rows(earlier.url, """
+        SELECT queue, type, outcome, error_code FROM job_executions
+        WHERE finished_at > now() - interval '5 minutes'"""))
+    real = Counter((q, t, o, c or "") for q, t, o, c in rows(earlier.url, """
+        SELECT queue, type, outcome, error_code FROM job_executions
+        WHERE finished_at > now() - interval '1 minute'"""))
+    shown = metric(text, "jobwarden_executions_last_1m", "queue", "type", "outcome",
+                   "error_code")
+    # Every key of the 5 minutes is there, at 0 when none of its executions is recent.
+    assert shown == {k: float(real.get(k, 0)) for k in window}
+    assert shown[("email", "mail.send", "failed", "EARLIER_ONLY")] == 0
+    assert sum(shown.values()) == sum(real.values()) > 0
+
+
 def histogram(text: str, name: str) -> dict[str, tuple[dict[str, float], float, float]]:
     """{type: ({le: cumulative count}, count, sum)} of a gauge histogram."""
     out: dict[str, tuple[dict, float, float]] = {}

@@ -32,7 +32,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 def test_the_alerting_rules_are_valid_prometheus_rules():
     result = promtool("check", "rules", "jobwarden.rules.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 14 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
 
 
 def test_each_alert_fires_on_its_series_and_stays_quiet_on_the_others():
@@ -62,7 +62,7 @@ def alerts() -> dict[str, str]:
 
 def test_every_alert_links_to_its_console_view_and_to_its_runbook():
     found = alerts()
-    assert len(found) == 11
+    assert len(found) == 12
     for name, body in found.items():
         console = re.search(r"^\s+console_url: '(.+)'$", body, re.M)
         runbook = re.search(r"^\s+runbook_url: '(.+)'$", body, re.M)
@@ -77,7 +77,7 @@ def test_every_alert_links_to_its_console_view_and_to_its_runbook():
 
 
 def test_the_failed_rate_and_retry_storm_alerts_keep_the_error_code():
-    for name in ("JobwardenFailedRateHigh", "JobwardenRetryStorm"):
+    for name in ("JobwardenFailedRateHigh", "JobwardenRetryStorm", "JobwardenFailureStorm"):
         body = alerts()[name]
         assert "sum by (type, error_code)" in body
         assert "code={{ $labels.error_code | urlquery }}&type={{ $labels.type | urlquery }}" in body

@@ -8,8 +8,11 @@
 -- and a two-sided one for a few rows (the index on the time).
 
 -- name: metrics_executions_recent
--- Executions finished in the last 5 minutes per queue, type, outcome and error code.
-SELECT queue, type, outcome, coalesce(error_code, '') AS error_code, count(*) AS executions
+-- Executions finished in the last 5 minutes per queue, type, outcome and error code, and
+-- of those in the last minute (the failure-storm alert's window: a steady outage fills it
+-- within a minute, where the healthy runs from before it still fill 5).
+SELECT queue, type, outcome, coalesce(error_code, '') AS error_code, count(*) AS executions,
+       count(*) FILTER (WHERE finished_at > now() - interval '1 minute') AS last_minute
 FROM job_executions
 WHERE finished_at > now() - interval '5 minutes' AND finished_at < now() + interval '1 day'
   AND outcome IS NOT NULL
