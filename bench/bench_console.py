@@ -13,6 +13,15 @@ The bulk reviews are of two selections it makes first (one failed group, every f
 job), timing the request that makes each; --bulk-chunks N also times N chunks of a bulk
 retry (which changes the database).
 The goal: each page under 150 ms median at 10,000,000 jobs.
+
+--live-rate N runs a live load while the pages are timed: a worker process (bench.noop_app)
+and a feeder enqueueing N no-op jobs a minute, so the last hour's history grows as it does
+in production; the run prints the executions a minute the worker achieved over the timing.
+--only picks pages by label (`--only SLA,"failed groups"`); the SLA page's median and p95
+are compared with the Failed page's (the goal: within 2x, issue 39), e.g.
+
+    DATABASE_URL=... .venv/bin/python bench/bench_console.py --jobs 3000000 --failed 300000 \
+        --live-rate 1500 --only "SLA,failed groups"
 """
 
 from __future__ import annotations
@@ -20,7 +29,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -244,7 +255,8 @@ def report_counts(url: str) -> None:
         print(f"  {codes} error codes among failed jobs")
 
 
-def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, float]]:
+def measure(url: str, requests: int, chunks: int = 0,
+            only: set[str] | None = None) -> list[tuple[str, float, float]]:
     from jobwarden.console import create_app
     from jobwarden.console.cli.accounts import user_add, user_reset
 
@@ -273,8 +285,11 @@ def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, 
     window = app.extensions["jobwarden_console"].settings["SEARCH_WINDOW"]
     # The bulk reviews: one failed group, and every failed job (the selection is made by
     # one request each, timed once: a POST that stores the ids).
-    reviews = {}
+    reviews = {"review_group": "", "review_failed": ""}
+    pages = [(label, path) for label, path in PAGES if not only or label in only]
     for name, form in (("review_group", {"error_code": "ERR_07"}), ("review_failed", {})):
+        if not any("{" + name + "}" in path for _, path in pages):
+            continue
         started = time.perf_counter()
         response = client.post("/bulk/select", data={"action": "retry", "all_matching": "1",
                                                       "status": "failed", **form})
@@ -283,7 +298,7 @@ def measure(url: str, requests: int, chunks: int = 0) -> list[tuple[str, float, 
         reviews[name] = response.headers["Location"].split("/bulk/", 1)[1].split("?")[0]
         print(f"  selecting for {name.replace('_', ' ')}: {took:.0f} ms (once)", flush=True)
     results = []
-    for label, path in PAGES:
+    for label, path in pages:
         path = path.format(second_page=second_page + 1, some_job=some_job,
                            older_window=max(newest + 1 - window, 2), old_failed=old_failed,
                            old_hour=old_hour, old_hour_end=old_hour_end,
@@ -328,6 +343,45 @@ def time_chunks(client, selection: str, chunks: int) -> None:
           f"over {len(timings)} chunks", flush=True)
 
 
+class LiveLoad:
+    """A worker process draining no-op jobs that a feeder thread enqueues at `rate` a
+    minute (one INSERT a second), as production traffic adds to the history."""
+
+    def __init__(self, url: str, rate: int):
+        self.url, self.rate = url, rate
+        self.stopping = threading.Event()
+        self.feeder = threading.Thread(target=self._feed, daemon=True)
+        root = str(Path(__file__).resolve().parent.parent)
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING", "worker",
+             "--app", "bench.noop_app", "--concurrency", "8"],
+            cwd=root, env=dict(os.environ, DATABASE_URL=url, PYTHONPATH=root))
+        self.feeder.start()
+
+    def _feed(self) -> None:
+        owed = 0.0
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stopping.wait(1.0):
+                owed += self.rate / 60
+                n, owed = int(owed), owed - int(owed)
+                conn.execute("INSERT INTO background_jobs (queue, type, payload) "
+                             "SELECT 'default', 'noop', '{}' FROM generate_series(1, %s)", [n])
+
+    def executions_since(self, since: float) -> int:
+        """Executions of the live load the worker finished since `since` (epoch s)."""
+        with psycopg.connect(self.url) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM job_executions WHERE type = 'noop' "
+                "AND finished_at >= to_timestamp(%s) AND finished_at < now() + interval '1 day'",
+                [since]).fetchone()[0]
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.feeder.join(timeout=10)
+        self.worker.terminate()
+        self.worker.wait(timeout=60)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=1_000_000)
@@ -340,6 +394,11 @@ def main(argv=None) -> int:
     p.add_argument("--database", default="jobwarden_bench", help="database name to (re)create")
     p.add_argument("--reuse", action="store_true", help="time an already filled database")
     p.add_argument("--load-only", action="store_true", help="fill the database, time nothing")
+    p.add_argument("--live-rate", type=int, default=0, metavar="N",
+                   help="run a worker and enqueue N no-op jobs a minute while timing")
+    p.add_argument("--warm-up", type=float, default=90.0, metavar="S",
+                   help="seconds of live load before the timing starts")
+    p.add_argument("--only", default="", help="comma-separated page labels to time")
     p.add_argument("--bulk-chunks", type=int, default=0, metavar="N",
                    help="also time N chunks of a bulk retry of group ERR_19 (changes the "
                         "database: those jobs go back to pending)")
@@ -351,8 +410,29 @@ def main(argv=None) -> int:
     report_counts(url)
     if args.load_only:
         return 0
-    print(f"server time over {args.requests} requests per page (in-process, no network):")
-    results = measure(url, args.requests, args.bulk_chunks)
+    load = LiveLoad(url, args.live_rate) if args.live_rate else None
+    try:
+        if load:
+            print(f"live load: {args.live_rate} jobs a minute, {args.warm_up:.0f} s warm-up",
+                  flush=True)
+            time.sleep(args.warm_up)
+        began = time.time()
+        print(f"server time over {args.requests} requests per page (in-process, no network):")
+        only = {label.strip() for label in args.only.split(",") if label.strip()}
+        results = measure(url, args.requests, args.bulk_chunks, only)
+        if load:
+            done = load.executions_since(began)
+            print(f"live load during the timing: {done:,} executions in "
+                  f"{time.time() - began:.0f} s, "
+                  f"{done / max(time.time() - began, 1) * 60:,.0f} a minute", flush=True)
+    finally:
+        if load:
+            load.stop()
+    by_label = {r[0].split(" (")[0]: r for r in results}
+    if "SLA" in by_label and "failed groups" in by_label:
+        sla, failed = by_label["SLA"], by_label["failed groups"]
+        print(f"SLA / Failed: median {sla[1] / failed[1]:.2f}x, p95 {sla[2] / failed[2]:.2f}x "
+              f"(goal: within 2x)")
     slow = [r for r in results if r[1] > 150]
     print("all pages under 150 ms median" if not slow else
           "over 150 ms median: " + ", ".join(r[0] for r in slow))
