@@ -8,7 +8,9 @@ jobs with their executions, and completes them with the worker's own batch state
 (`finish_executions`, --batch rows each, one transaction per statement, as the completer
 commits them), once with the rollup triggers of migration 0009 enabled and once
 disabled, alternating which goes first. Prints the time per statement for each and the
-difference.
+difference. `--which timings` toggles the history's timings triggers of migration 0080
+instead, with jobs claimed as the current runtime claims them (no history row until the
+end: finish_executions inserts it, which the trigger reads).
 """
 
 from __future__ import annotations
@@ -47,13 +49,24 @@ SELECT id, execution_id, 1, queue, type, 'w', now(), now() FROM jobs
 """
 
 
-def one_run(conn, jobs: int, batch: int, triggers: bool) -> float:
+TIMINGS_TRIGGERS = ("job_executions_timings_insert", "job_executions_timings_update")
+#: Running jobs as the current runtime leaves them: no history row yet (migration 0061).
+SEED_RUNNING = SEED.split("RETURNING")[0].replace("WITH jobs AS (\n", "")
+
+
+def one_run(conn, jobs: int, batch: int, triggers: bool, which: str = "rollups") -> float:
     """Seconds spent completing `jobs` running jobs in `batch`-row statements."""
     state = "ENABLE" if triggers else "DISABLE"
-    for name in TRIGGERS:
-        conn.execute(f"ALTER TABLE background_jobs {state} TRIGGER {name}")
+    table, names = (("job_executions", TIMINGS_TRIGGERS) if which == "timings"
+                    else ("background_jobs", TRIGGERS))
+    for name in names:
+        conn.execute(f"ALTER TABLE {table} {state} TRIGGER {name}")
     conn.execute("TRUNCATE background_jobs CASCADE")
-    conn.execute(SEED, {"jobs": jobs})
+    if which == "timings":
+        conn.execute("TRUNCATE job_executions")
+        conn.execute(SEED_RUNNING, {"jobs": jobs})
+    else:
+        conn.execute(SEED, {"jobs": jobs})
     conn.execute("VACUUM background_jobs")
     rows = conn.execute("SELECT id, execution_id FROM background_jobs ORDER BY id").fetchall()
     started = time.perf_counter()
@@ -72,6 +85,9 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--database", default="jobwarden_bench_rollup")
+    p.add_argument("--which", choices=("rollups", "timings"), default="rollups",
+                   help="the triggers toggled: background_jobs' rollups or the history's "
+                        "timings (migration 0080)")
     args = p.parse_args(argv)
     server = dbmod.normalize_url(os.environ.get("DATABASE_URL") or dbmod.database_url())
     with psycopg.connect(server, autocommit=True) as admin:
@@ -83,7 +99,8 @@ def main(argv=None) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         for r in range(args.rounds):
             for triggers in ((True, False) if r % 2 == 0 else (False, True)):
-                timings[triggers].append(one_run(conn, args.jobs, args.batch, triggers))
+                timings[triggers].append(one_run(conn, args.jobs, args.batch, triggers,
+                                                args.which))
     statements = args.jobs / args.batch
     on, off = statistics.median(timings[True]), statistics.median(timings[False])
     print(f"{args.jobs:,} jobs completed in {args.batch}-row statements, "

@@ -12,8 +12,10 @@ import pytest
 from jobwarden.console.web.formatting import age, percent
 from tests.figures.conftest import SLA_S, rows
 
-#: The hour the page reads: the minutes from 59 before this one (the rollup's keys).
-HOUR = "started_at >= date_trunc('minute', now()) - interval '59 minutes'"
+#: The start of the 5 minutes a time falls in, from the epoch (the rollup's periods).
+PERIOD = "to_timestamp(floor(extract(epoch FROM {}) / 300) * 300)"
+#: The hour the page reads: the 5 minutes now and the 11 before them.
+HOUR = f"started_at >= {PERIOD.format('now()')} - interval '55 minutes'"
 #: How far a percentile read from the rollup's buckets may be above the exact one
 #: (docs/guide/console.md, "SLA"), with a float's rounding at a bucket's edge.
 RATIO = 2 ** (1 / 8) * (1 + 1e-9)
@@ -147,10 +149,10 @@ def test_breached_intervals_count_the_five_minutes_whose_worst_wait_passed_the_t
     for type_, card in page.items():
         target = targets.get(type_)
         worst = [0.0] * 12
-        # Intervals of whole minutes: 0 is this minute and the four before it.
+        # Intervals of 5 whole minutes: 0 is the one now.
         for ago_s, wait_s in rows(incident.url, f"""
-            SELECT extract(epoch FROM date_trunc('minute', now())
-                                      - date_trunc('minute', started_at))::float8,
+            SELECT extract(epoch FROM {PERIOD.format('now()')}
+                                      - {PERIOD.format('started_at')})::float8,
                    extract(epoch FROM started_at - scheduled_at)::float8
             FROM job_executions_all WHERE type = %s AND {HOUR}""", [type_]):
             bucket = int(ago_s // 300)

@@ -180,8 +180,22 @@ def test_a_streak_is_walked_by_index_probes(never_analyzed, job_type):
     assert probes and max(n["Actual Loops"] for n in probes) <= 10 * (7 * 24 + 2), plan
 
 
-@pytest.mark.parametrize("query", ["console_sla_by_type", "console_sla_wait_buckets",
-                                   "metrics_executions_recent", "metrics_duration_histogram",
+@pytest.mark.parametrize("query", ["console_sla_histograms", "console_sla_wait_buckets"])
+def test_the_sla_page_reads_the_hour_of_the_timings_rollup_not_the_executions(
+        never_analyzed, query):
+    """Migration 0080: the SLA page's cost is the rollup's hour (bounded by its buckets),
+    whatever the number of executions in it."""
+    buffers, plan = explain(never_analyzed, getattr(CQ, query))
+    relations = {n.get("Relation Name") for n in nodes(plan)} - {None}
+    assert relations == {"job_timings", "background_jobs"}, plan
+    # through its key, whose first column is the period (an index or bitmap scan)
+    assert not [n for n in nodes(plan) if n["Node Type"] == "Seq Scan"
+                and n.get("Relation Name") == "job_timings"], plan
+    assert any(n.get("Index Name") == "job_timings_pkey" for n in nodes(plan)), plan
+    assert buffers < 100, plan
+
+
+@pytest.mark.parametrize("query", ["metrics_executions_recent", "metrics_duration_histogram",
                                    "metrics_time_to_start_histogram"])
 def test_a_trailing_window_of_executions_reads_the_window(never_analyzed, query):
     # the fill's executions run 3 s apart: the last hour holds 1,200 of 200,000

@@ -17,7 +17,7 @@ INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, worker_i
 """
 
 #: The rollup's rows, as the trigger left them.
-TIMINGS = """SELECT minute, queue, type, measure, bucket, executions, raised, max_ms
+TIMINGS = """SELECT period, queue, type, measure, bucket, executions, raised, max_ms
              FROM job_timings ORDER BY 1, 2, 3, 4, 5"""
 
 
@@ -126,12 +126,12 @@ def test_the_trigger_and_the_rebuild_agree_and_truncate_empties_the_rollup(conn,
     assert conn.execute("SELECT count(*) FROM job_timings").fetchone()[0] == 0
 
 
-def test_the_fold_drops_minutes_older_than_two_days(conn, clean_db):
-    conn.execute("""INSERT INTO job_timings (minute, queue, type, measure, bucket,
+def test_the_fold_drops_periods_older_than_two_days(conn, clean_db):
+    conn.execute("""INSERT INTO job_timings (period, queue, type, measure, bucket,
                                              executions, raised, max_ms)
-                    VALUES (date_trunc('minute', now()) - interval '3 days', 'q', 't',
+                    VALUES (jobwarden_timing_period(now()) - interval '3 days', 'q', 't',
                             'wait', 1, 1, 0, 1),
-                           (date_trunc('minute', now()) - interval '1 day', 'q', 't',
+                           (jobwarden_timing_period(now()) - interval '1 day', 'q', 't',
                             'wait', 1, 1, 0, 1)""")
     conn.execute("SELECT jobwarden_rollup_fold()")
     conn.commit()

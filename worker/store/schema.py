@@ -610,7 +610,7 @@ Index(
     job_minute_counts.c.error_code, job_minute_counts.c.minute,
     postgresql_where=text("error_code <> ''"),
 )
-# Time to start and run time per minute an execution started, type and queue, in log
+# Time to start and run time per 5 minutes an execution started in, type and queue, in log
 # buckets of ratio 2^(1/8) (migration 0080, sql/schema/timings.sql): kept by a
 # statement-level trigger on job_executions, read by the SLA page. `measure`: 'wait'
 # (scheduled to started) or 'run' (duration_ms); `raised` counts the executions whose
@@ -618,7 +618,7 @@ Index(
 job_timings = Table(
     "job_timings",
     metadata,
-    Column("minute", TS, primary_key=True),
+    Column("period", TS, primary_key=True),
     Column("queue", Text, primary_key=True),
     Column("type", Text, primary_key=True),
     Column("measure", Text, primary_key=True),

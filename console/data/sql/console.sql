@@ -345,8 +345,8 @@ WHERE bulk_id = %(bulk_id)s::uuid AND job_id IS NOT NULL
 GROUP BY actor, role, action, reason;
 
 -- name: console_sla_histograms
--- Per job type over the last hour (the minutes from 59 before this one: as the outcomes'),
--- its executions' time to start ('wait') and run time ('run') by bucket of the rollup
+-- Per job type over the last hour (the 5-minute period now and the 11 before it), its
+-- executions' time to start ('wait') and run time ('run') by bucket of the rollup
 -- (migration 0080; console/data/sla.py reads percentiles from them), and the running
 -- executions' time to start, bucketed alike from their job rows (a few: one per slot).
 -- Its cost is bounded by the buckets, not by the executions of the hour.
@@ -355,8 +355,8 @@ SELECT type, measure, bucket, sum(executions)::bigint AS executions,
 FROM (
     SELECT type, measure, bucket, executions, raised, executions AS finished
     FROM job_timings
-    WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
-      AND minute < now() + interval '1 day'
+    WHERE period >= jobwarden_timing_period(now()) - interval '55 minutes'
+      AND period < now() + interval '1 day'
     UNION ALL
     SELECT type, 'wait',
            jobwarden_timing_bucket(extract(epoch FROM started_at - available_at)::float8
@@ -364,11 +364,10 @@ FROM (
            1, 0, 0
     FROM background_jobs
     WHERE status = 'running'
-      AND started_at >= date_trunc('minute', now()) - interval '59 minutes'
+      AND started_at >= jobwarden_timing_period(now()) - interval '55 minutes'
       AND started_at < now() + interval '1 day'
 ) t
-GROUP BY type, measure, bucket
-ORDER BY type, measure, bucket;
+GROUP BY type, measure, bucket;
 
 -- name: console_sla_outcomes_by_type
 -- Per job type over the last hour: jobs that reached a final outcome, from the rollup.
@@ -383,27 +382,27 @@ WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
 GROUP BY type;
 
 -- name: console_sla_wait_buckets
--- Per job type and 5-minute interval of the last hour (0: this minute and the 4 before
--- it): the worst time to start, exactly (each bucket's largest), and how many started,
--- from the rollup and the running executions' job rows.
+-- Per job type and 5-minute interval of the last hour (0: the period now), the worst time
+-- to start, exactly (each bucket's largest), and how many started, from the rollup and
+-- the running executions' job rows.
 SELECT type, bucket, max(worst_ms) / 1000 AS worst_wait_s, sum(started)::bigint AS started
 FROM (
     SELECT type,
-           floor(extract(epoch FROM date_trunc('minute', now()) - minute) / 300)::int
+           floor(extract(epoch FROM jobwarden_timing_period(now()) - period) / 300)::int
                AS bucket,
            max_ms AS worst_ms, executions AS started
     FROM job_timings
     WHERE measure = 'wait'
-      AND minute >= date_trunc('minute', now()) - interval '59 minutes'
-      AND minute < now() + interval '1 day'
+      AND period >= jobwarden_timing_period(now()) - interval '55 minutes'
+      AND period < now() + interval '1 day'
     UNION ALL
     SELECT type,
-           floor(extract(epoch FROM date_trunc('minute', now())
-                                    - date_trunc('minute', started_at)) / 300)::int,
+           floor(extract(epoch FROM jobwarden_timing_period(now())
+                                    - jobwarden_timing_period(started_at)) / 300)::int,
            extract(epoch FROM started_at - available_at)::float8 * 1000, 1
     FROM background_jobs
     WHERE status = 'running'
-      AND started_at >= date_trunc('minute', now()) - interval '59 minutes'
+      AND started_at >= jobwarden_timing_period(now()) - interval '55 minutes'
       AND started_at < now() + interval '1 day'
 ) t
 GROUP BY type, bucket;

@@ -18,7 +18,7 @@ BEGIN
     SELECT status, queue, type, sum(jobs) FROM gone
     GROUP BY status, queue, type HAVING sum(jobs) <> 0;
     DELETE FROM job_minute_counts WHERE minute < now() - interval '8 days';
-    DELETE FROM job_timings WHERE minute < now() - interval '2 days';
+    DELETE FROM job_timings WHERE period < now() - interval '2 days';
 END $$;
 
 -- Count deltas of a statement's inserted/deleted rows (sign +1 / -1).

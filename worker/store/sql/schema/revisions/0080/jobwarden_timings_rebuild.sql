@@ -1,4 +1,4 @@
--- The minutes of executions started since `since` ago again from the history, the rest
+-- The periods of executions started since `since` ago again from the history, the rest
 -- dropped (migration 0080 fills the last hour, the SLA page's; a repair after a restore).
 -- The same grouping as the trigger's. An execution starts before it finishes: the bound
 -- on finished_at skips the older weeks' partitions.
@@ -7,8 +7,8 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     LOCK TABLE job_executions IN SHARE MODE;
     DELETE FROM job_timings;
-    INSERT INTO job_timings (minute, queue, type, measure, bucket, executions, raised, max_ms)
-    SELECT date_trunc('minute', e.started_at), e.queue, e.type, m.measure,
+    INSERT INTO job_timings (period, queue, type, measure, bucket, executions, raised, max_ms)
+    SELECT jobwarden_timing_period(e.started_at), e.queue, e.type, m.measure,
            jobwarden_timing_bucket(m.ms), count(*),
            count(*) FILTER (WHERE e.outcome IN ('retry', 'failed', 'timeout', 'unknown')),
            max(m.ms)

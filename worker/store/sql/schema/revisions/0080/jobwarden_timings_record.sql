@@ -1,14 +1,14 @@
 -- A statement's finished executions into the rollup: one upsert per key, in key order so
--- two statements never deadlock (as job_minute_counts'). A row is keyed by the minute
--- its execution started, as the SLA page's hour is. An UPDATE counts the rows it closed
+-- two statements never deadlock (as job_minute_counts'). A row is keyed by the 5 minutes
+-- its execution started in, as the SLA page's hour and its intervals are. An UPDATE counts the rows it closed
 -- (an execution opened by a runtime from before migration 0061), and only those.
 CREATE OR REPLACE FUNCTION jobwarden_timings_record() RETURNS trigger LANGUAGE plpgsql
 SET jit = off AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO job_timings AS t (minute, queue, type, measure, bucket, executions,
+        INSERT INTO job_timings AS t (period, queue, type, measure, bucket, executions,
                                       raised, max_ms)
-        SELECT date_trunc('minute', e.started_at), e.queue, e.type, m.measure,
+        SELECT jobwarden_timing_period(e.started_at), e.queue, e.type, m.measure,
                jobwarden_timing_bucket(m.ms), count(*),
                count(*) FILTER (WHERE e.outcome IN ('retry', 'failed', 'timeout', 'unknown')),
                max(m.ms)
@@ -19,14 +19,16 @@ BEGIN
         WHERE e.finished_at IS NOT NULL AND m.ms IS NOT NULL
         GROUP BY 1, 2, 3, 4, 5
         ORDER BY 1, 2, 3, 4, 5
-        ON CONFLICT (minute, queue, type, measure, bucket)
+        ON CONFLICT (period, queue, type, measure, bucket)
         DO UPDATE SET executions = t.executions + EXCLUDED.executions,
                       raised = t.raised + EXCLUDED.raised,
                       max_ms = greatest(t.max_ms, EXCLUDED.max_ms);
-    ELSE
-        INSERT INTO job_timings AS t (minute, queue, type, measure, bucket, executions,
+    ELSIF EXISTS (SELECT 1 FROM old_rows WHERE finished_at IS NULL) THEN
+        -- (A statement-level trigger fires for every UPDATE, finish_executions' of no
+        -- open row included: nothing to read then.)
+        INSERT INTO job_timings AS t (period, queue, type, measure, bucket, executions,
                                       raised, max_ms)
-        SELECT date_trunc('minute', e.started_at), e.queue, e.type, m.measure,
+        SELECT jobwarden_timing_period(e.started_at), e.queue, e.type, m.measure,
                jobwarden_timing_bucket(m.ms), count(*),
                count(*) FILTER (WHERE e.outcome IN ('retry', 'failed', 'timeout', 'unknown')),
                max(m.ms)
@@ -38,7 +40,7 @@ BEGIN
           AND e.id IN (SELECT o.id FROM old_rows o WHERE o.finished_at IS NULL)
         GROUP BY 1, 2, 3, 4, 5
         ORDER BY 1, 2, 3, 4, 5
-        ON CONFLICT (minute, queue, type, measure, bucket)
+        ON CONFLICT (period, queue, type, measure, bucket)
         DO UPDATE SET executions = t.executions + EXCLUDED.executions,
                       raised = t.raised + EXCLUDED.raised,
                       max_ms = greatest(t.max_ms, EXCLUDED.max_ms);
