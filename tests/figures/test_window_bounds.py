@@ -1,8 +1,8 @@
 """The trailing windows of the console's figures, with records on both sides of each
 bound: the last hour of outcomes (the minute rollup: this minute and the 59 before it;
-/failed's retrying and failed groups read it too),
-the last hour of recoveries and of the SLA page's executions, a worker's last 5 minutes
-of executions (per minute) and the metrics' 5-minute families.
+/failed's retrying and failed groups read it too), the last hour of recoveries, the SLA
+page's hour of executions (its timings rollup: the 5 minutes now and the 11 before), a
+worker's last 5 minutes of executions (per minute) and the metrics' 5-minute families.
 
 Records are written into the base tables at times relative to the database clock and
 the rollup is rebuilt from them (jobwarden_rollup_rebuild, the runtime's own function).
@@ -24,7 +24,7 @@ import pytest
 from tests.figures.conftest import WORKER, rows
 from tests.figures.test_console_figures import metric_samples
 from tests.figures.test_overview_figures import by_testid
-from tests.figures.test_sla_figures import cards, shown
+from tests.figures.test_sla_figures import HOUR, PERIOD, cards, shown
 
 #: How far from a bound that is not a minute's edge a record is written: the clock moves
 #: while a page is read, and a record must stay on its side (checked, see `stable`).
@@ -125,6 +125,17 @@ def seed(url: str) -> Seeded:
                     _execution(conn, job_type="mail.send", queue="email", status="completed",
                                outcome="completed", finished=at, worker=OTHER_WORKER)
         inside["usual"], outside["usual"] = 2 + 3, 5 + 7
+        # The SLA page's hour (its timings rollup, migration 0080): the 5 minutes now and
+        # the 11 before, executions started at its first instant and a millisecond before.
+        # Handed back (no outcome any other window counts), their jobs waiting a day.
+        (period,) = conn.execute(f"SELECT {PERIOD.format('now()')}").fetchone()
+        first_period = period - timedelta(minutes=55)
+        for at, n in ((first_period, 2), (first_period - timedelta(milliseconds=1), 3)):
+            for _ in range(n):
+                _execution(conn, job_type="sla.bound", queue="sla", status="pending",
+                           outcome="handed_back", finished=at + timedelta(seconds=1),
+                           worker=OTHER_WORKER)
+        inside["sla"], outside["sla"] = 2, 3
         conn.execute("SELECT jobwarden_rollup_rebuild()")
         conn.commit()
     return Seeded(now, minute, inside, outside)
@@ -234,20 +245,21 @@ def test_the_sla_pages_failure_rate_counts_only_the_last_hour(operator, seeded):
                       AND a.to_status IN ('completed', 'failed', 'cancelled', 'skipped',
                                           'unknown')
                 ) o GROUP BY 1""", {"t": t}))
-        started = {t: rows(url, """
+        started = {t: rows(url, f"""
             SELECT count(*), count(finished_at),
                    count(*) FILTER (WHERE outcome IN ('retry', 'failed', 'timeout', 'unknown'))
-            FROM job_executions_all WHERE type = %s AND started_at > now() - interval '1 hour'
+            FROM job_executions_all WHERE type = %s AND {HOUR}
             """, [t])[0] for t in page}
-        (lost_started,) = rows(url, """
+        (sla_started,) = rows(url, f"""
             SELECT count(*) FROM job_executions e JOIN background_jobs j ON j.id = e.job_id
-            WHERE j.payload @> %s::jsonb AND e.outcome = 'worker_lost'
-              AND e.started_at > now() - interval '1 hour'""", [MARK])[0]
-        return page, per_type, marked_in_hour(url, "failed"), started, lost_started
+            WHERE j.payload @> %s::jsonb AND e.type = 'sla.bound' AND e.{HOUR}""", [MARK])[0]
+        return page, per_type, marked_in_hour(url, "failed"), started, sla_started
 
-    bounds, (page, per_type, marked_failed, started, lost_started) = read_stable(url, read)
+    bounds, (page, per_type, marked_failed, started, sla_started) = read_stable(url, read)
     assert marked_failed == bounds.inside["failed"]
-    assert lost_started == bounds.inside["recovered"]
+    assert sla_started == bounds.inside["sla"]
+    assert shown(page["sla.bound"], "raised-rate").endswith(
+        f"0 of {bounds.inside['sla']} finished executions, {bounds.inside['sla']} started")
     for type_, outcomes in per_type.items():
         final = sum(n for o, n in outcomes.items() if o != "unknown")
         failed = outcomes.get("failed", 0)

@@ -110,6 +110,19 @@ def test_hostile_times_land_in_a_bounded_bucket_and_the_page_renders(
     assert page.status_code == 200 and b'data-type="odd"' in page.data
 
 
+def test_a_start_in_the_future_counts_in_the_hour_and_in_no_interval(operator, conn, clean_db):
+    """Clock skew: an execution whose start is ahead of the database's clock (a row
+    written by hand, a restored clock) is one of the hour's started executions, and of no
+    5-minute interval (none is ahead of now): the page still renders its 12."""
+    conn.execute(INSERT + """
+        VALUES (1, gen_random_uuid(), 1, 'q', 'ahead', 'w', now() + interval '1 hour',
+                now() + interval '1 hour', now() + interval '2 hours', 'completed', 3)""")
+    conn.commit()
+    card = operator.get("/sla").get_data(as_text=True).split('data-type="ahead"')[1]
+    assert "0 of 1 finished executions, 1 started" in card
+    assert "0 of 12 five-minute intervals" in card
+
+
 def test_the_trigger_and_the_rebuild_agree_and_truncate_empties_the_rollup(conn, clean_db):
     conn.execute(INSERT + """
         SELECT g, gen_random_uuid(), 1, 'q' || g % 2, 't' || g % 3, 'w',

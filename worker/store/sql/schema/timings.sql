@@ -7,7 +7,10 @@
 -- and an hour of a busy type spread over many buckets is a fifth of the rows to read.
 CREATE OR REPLACE FUNCTION jobwarden_timing_period(t timestamptz) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT to_timestamp(floor(extract(epoch FROM t) / 300) * 300)
+    -- Immutable throughout (an interval's epoch, not a timestamptz's, which is only
+    -- stable): the planner inlines it, not a function call per row in the trigger.
+    SELECT to_timestamp(floor(extract(epoch FROM t - timestamptz '1970-01-01 00:00:00+00')
+                              / 300) * 300)
 $$;
 
 -- The bucket of a time in milliseconds: 0 holds [0, 1 ms) (and a negative time: a clock
