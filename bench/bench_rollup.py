@@ -8,7 +8,7 @@ jobs with their executions, and completes them with the worker's own batch state
 (`finish_executions`, --batch rows each, one transaction per statement, as the completer
 commits them), once with the rollup triggers of migration 0009 enabled and once
 disabled, alternating which goes first. Prints the time per statement for each and the
-difference. `--which timings` toggles the history's timings triggers of migration 0080
+difference. `--which timings` toggles the history's timings triggers of migration 0086
 instead, with jobs claimed as the current runtime claims them (no history row until the
 end: finish_executions inserts it, which the trigger reads).
 """
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     p.add_argument("--database", default="jobwarden_bench_rollup")
     p.add_argument("--which", choices=("rollups", "timings"), default="rollups",
                    help="the triggers toggled: background_jobs' rollups or the history's "
-                        "timings (migration 0080)")
+                        "timings (migration 0086)")
     args = p.parse_args(argv)
     server = dbmod.normalize_url(os.environ.get("DATABASE_URL") or dbmod.database_url())
     with psycopg.connect(server, autocommit=True) as admin:

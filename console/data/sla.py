@@ -5,7 +5,7 @@ declaration (`@job(..., sla="30s")`, which its workers publish to `job_types`, s
 console imports no application code), then JOBWARDEN_SLA_DEFAULT. The target bounds
 time-to-start: from the moment a job may run until a worker starts it.
 
-The hour's percentiles come from the `job_timings` rollup (migration 0080): counts per
+The hour's percentiles come from the `job_timings` rollup (migration 0086): counts per
 log bucket of ratio 2^(1/8), so a percentile is its bucket's upper edge, at most 9.05%
 above the exact one (`BUCKET_RATIO`) and never below it (at most 1 ms above under 1 ms).
 Counts of executions are exact; "over target" counts the executions whose bucket reaches

@@ -125,7 +125,7 @@ def seed(url: str) -> Seeded:
                     _execution(conn, job_type="mail.send", queue="email", status="completed",
                                outcome="completed", finished=at, worker=OTHER_WORKER)
         inside["usual"], outside["usual"] = 2 + 3, 5 + 7
-        # The SLA page's hour (its timings rollup, migration 0080): the 5 minutes now and
+        # The SLA page's hour (its timings rollup, migration 0086): the 5 minutes now and
         # the 11 before, executions started at its first instant and a millisecond before.
         # Handed back (no outcome any other window counts), their jobs waiting a day.
         (period,) = conn.execute(f"SELECT {PERIOD.format('now()')}").fetchone()

@@ -183,7 +183,7 @@ def test_a_streak_is_walked_by_index_probes(never_analyzed, job_type):
 @pytest.mark.parametrize("query", ["console_sla_histograms", "console_sla_wait_buckets"])
 def test_the_sla_page_reads_the_hour_of_the_timings_rollup_not_the_executions(
         never_analyzed, query):
-    """Migration 0080: the SLA page's cost is the rollup's hour (bounded by its buckets),
+    """Migration 0086: the SLA page's cost is the rollup's hour (bounded by its buckets),
     whatever the number of executions in it."""
     buffers, plan = explain(never_analyzed, getattr(CQ, query))
     relations = {n.get("Relation Name") for n in nodes(plan)} - {None}

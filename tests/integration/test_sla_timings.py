@@ -1,4 +1,4 @@
-"""The timings rollup (migration 0080) behind the SLA page: kept by the history's trigger
+"""The timings rollup (migration 0086) behind the SLA page: kept by the history's trigger
 whatever writes it, bounded against hostile values, pruned, and read by the page."""
 
 from __future__ import annotations

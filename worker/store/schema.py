@@ -611,7 +611,7 @@ Index(
     postgresql_where=text("error_code <> ''"),
 )
 # Time to start and run time per 5 minutes an execution started in, type and queue, in log
-# buckets of ratio 2^(1/8) (migration 0080, sql/schema/timings.sql): kept by a
+# buckets of ratio 2^(1/8) (migration 0086, sql/schema/timings.sql): kept by a
 # statement-level trigger on job_executions, read by the SLA page. `measure`: 'wait'
 # (scheduled to started) or 'run' (duration_ms); `raised` counts the executions whose
 # handler raised; `max_ms` is the bucket's largest time, exactly.

@@ -347,7 +347,7 @@ GROUP BY actor, role, action, reason;
 -- name: console_sla_histograms
 -- Per job type over the last hour (the 5-minute period now and the 11 before it), its
 -- executions' time to start ('wait') and run time ('run') by bucket of the rollup
--- (migration 0080; console/data/sla.py reads percentiles from them), and the running
+-- (migration 0086; console/data/sla.py reads percentiles from them), and the running
 -- executions' time to start, bucketed alike from their job rows (a few: one per slot).
 -- Its cost is bounded by the buckets, not by the executions of the hour.
 SELECT type, measure, bucket, sum(executions)::bigint AS executions,

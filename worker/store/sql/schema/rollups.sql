@@ -4,7 +4,7 @@
 -- work, which compiling never pays for.
 
 -- Fold the count deltas into one row per key and drop old minutes (the timings' after
--- two days: the SLA page reads an hour; migration 0080).
+-- two days: the SLA page reads an hour; migration 0086).
 CREATE OR REPLACE FUNCTION jobwarden_rollup_fold() RETURNS void LANGUAGE plpgsql
 SET jit = off AS $$
 BEGIN

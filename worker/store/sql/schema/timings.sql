@@ -1,4 +1,4 @@
--- Time to start and run time per 5 minutes, job type and queue (migration 0080), kept by a
+-- Time to start and run time per 5 minutes, job type and queue (migration 0086), kept by a
 -- statement-level trigger on job_executions: the SLA page reads an hour of these, not an
 -- hour of executions, so its cost does not grow with the traffic.
 
@@ -84,7 +84,7 @@ BEGIN
 END $$;
 
 -- The periods of executions started since `since` ago again from the history, the rest
--- dropped (migration 0080 fills the last hour, the SLA page's; a repair after a restore).
+-- dropped (migration 0086 fills the last hour, the SLA page's; a repair after a restore).
 -- The same grouping as the trigger's. An execution starts before it finishes: the bound
 -- on finished_at skips the older weeks' partitions.
 CREATE OR REPLACE FUNCTION jobwarden_timings_rebuild(since interval DEFAULT '2 days')

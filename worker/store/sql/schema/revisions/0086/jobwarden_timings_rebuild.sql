@@ -1,5 +1,5 @@
 -- The periods of executions started since `since` ago again from the history, the rest
--- dropped (migration 0080 fills the last hour, the SLA page's; a repair after a restore).
+-- dropped (migration 0086 fills the last hour, the SLA page's; a repair after a restore).
 -- The same grouping as the trigger's. An execution starts before it finishes: the bound
 -- on finished_at skips the older weeks' partitions.
 CREATE OR REPLACE FUNCTION jobwarden_timings_rebuild(since interval DEFAULT '2 days')

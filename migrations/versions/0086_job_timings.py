@@ -1,7 +1,7 @@
 """Time to start and run time per 5 minutes, kept by a trigger: the SLA page reads a rollup.
 
-Revision ID: 0080
-Revises: 0079
+Revision ID: 0086
+Revises: 0084
 Create Date: 2026-12-06
 
 The SLA page read and sorted every execution of the last hour for its percentiles (118,916
@@ -43,8 +43,8 @@ from alembic import op
 
 from jobwarden.worker.store.schema_sql import load_sql
 
-revision = "0080"
-down_revision = "0079"
+revision = "0086"
+down_revision = "0084"
 branch_labels = None
 depends_on = None
 
