@@ -6,7 +6,8 @@ from before the migration) is gone, so every worker keeps `WEEKS_AHEAD` weeks re
 start and then hourly; creating one that exists is a no-op, so workers need not agree
 on who does it. Retention (retention.py) drops the weeks older than the history's age
 that hold no attempt of a job still kept (migration 0071): one short lock and a file
-unlinked, instead of a DELETE per execution.
+unlinked, instead of a DELETE per execution. The log lines of the executions that went
+(job_execution_logs, migration 0083) are deleted in the same transaction.
 """
 
 from __future__ import annotations
@@ -42,13 +43,19 @@ def drop_expired(conn: psycopg.Connection, older_than: float) -> list[str]:
     nothing this pass."""
     try:
         with conn.transaction():
-            dropped = [name for (name,) in JobStore(conn).rows(
+            store = JobStore(conn)
+            dropped = [name for (name,) in store.rows(
                 Q.drop_execution_partitions, {"older_than": older_than})]
+            # The log lines of the executions that went (now, or in a pass that failed
+            # after its drop): every pass, in the drop's transaction.
+            logs = store.one(Q.drop_execution_logs, {"older_than": older_than})[0]
     except psycopg.errors.LockNotAvailable:
         log.info("history partitions not dropped this pass: job_executions is busy",
                  extra={"action": "partitions_busy"})
         return []
-    if dropped:
-        log.info("dropped history partitions %s", ", ".join(dropped),
-                 extra={"action": "partitions_dropped", "partitions": dropped})
+    if dropped or logs:
+        log.info("dropped history partitions %s (and %d executions' log lines)",
+                 ", ".join(dropped) or "none", logs,
+                 extra={"action": "partitions_dropped", "partitions": dropped,
+                        "execution_logs": logs})
     return dropped

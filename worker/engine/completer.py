@@ -82,6 +82,10 @@ class Completion:
     #: Members the handler added to that batch in the business transaction this outcome
     #: commits with (ctx.add_to_batch): counted into the batch before the outcome is.
     batch_added: int = 0
+    #: The attempt's log lines as JSON text (None: it logged nothing), and how many were
+    #: dropped past the cap (attempt_log.py): written with the outcome, in its transaction.
+    log_lines: str | None = None
+    log_dropped: int = 0
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
@@ -152,7 +156,23 @@ def _write(store: JobStore, batch: list[Completion]) -> dict[UUID, str]:
             store.rows(Q.batch_grow, params)
         if members := _members(rows):
             count_batches(store, members)
-    return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
+    owned = {execution_id: status for _job_id, execution_id, status, _, _ in rows}
+    if (logs := log_params(batch, owned)) is not None:
+        store.rows(Q.insert_execution_logs, logs)
+    return owned
+
+
+def log_params(batch: list[Completion], owned: dict[UUID, str]) -> dict[str, list[Any]] | None:
+    """insert_execution_logs' parameters for the executions of `batch` that logged and
+    whose outcome was written (`owned`); None: none did. A refused outcome's lines go
+    with it: its execution was recorded by whoever took the job over."""
+    logged = [c for c in batch if c.log_lines is not None and c.execution_id in owned]
+    if not logged:
+        return None
+    return {"execution_ids": [c.execution_id for c in logged],
+            "job_ids": [c.job_id for c in logged],
+            "lines": [c.log_lines for c in logged],
+            "dropped": [c.log_dropped for c in logged]}
 
 
 async def write_batch_async(conn: psycopg.AsyncConnection,
@@ -170,13 +190,17 @@ async def write_batch_async(conn: psycopg.AsyncConnection,
         if members := _members(rows):
             log_callbacks(await store.rows(Q.batch_count,
                                            {"job_ids": members, "close_ids": None}))
-    return {execution_id: status for _job_id, execution_id, status, _, _ in rows}
+    owned = {execution_id: status for _job_id, execution_id, status, _, _ in rows}
+    if (logs := log_params(batch, owned)) is not None:
+        await store.rows(Q.insert_execution_logs, logs)
+    return owned
 
 
 def _needs_transaction(conn: CallerConnection, batch: list[Completion]) -> bool:
     """Whether `conn` commits each statement on its own and `batch` holds a member of a
-    batch (whose count must commit with its outcome)."""
-    return (any(c.batch_id is not None for c in batch)
+    batch (whose count must commit with its outcome) or an attempt's log lines (kept
+    with their outcome or not at all)."""
+    return (any(c.batch_id is not None or c.log_lines is not None for c in batch)
             and isinstance(conn, psycopg.Connection) and conn.autocommit
             and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 

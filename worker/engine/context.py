@@ -27,6 +27,7 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
 from jobwarden.worker.core.sanitize import sanitize_payload
 from jobwarden.worker.core.storable import storable_json, storable_text
+from jobwarden.worker.engine.attempt_log import AttemptLog
 from jobwarden.worker.jobs import batches
 from jobwarden.worker.jobs.batches import Jobs
 from jobwarden.worker.jobs.registry import Registry
@@ -70,6 +71,11 @@ class ExecutionControl:
     business transaction, the cancel signal and how the execution is being ended (timeout,
     operator cancel, lost lease). The executor, runner, heartbeat and shutdown use it; the
     handler is given only `ctx`, its JobContext."""
+
+    # The attempt's log lines (attempt_log.py), made when its first line arrives: class
+    # defaults, so that an execution that logs nothing sets neither.
+    _attempt_log: AttemptLog | None = None
+    _log_taken = False
 
     def __init__(self, *, pool: ConnectionPool, job_id: int, execution_id: UUID, attempt: int,
                  max_attempts: int, type: str, queue: str, version: int, checkpoint: Any = None,
@@ -139,6 +145,27 @@ class ExecutionControl:
         handler that kept its ctx still has it, and its ctx still has this control."""
         self.on_cancel = None
         self.__dict__.pop("ctx", None)
+
+    # -- log lines ---------------------------------------------------------------------
+    def attempt_log(self) -> AttemptLog | None:
+        """This attempt's lines, made on the first (None: taken already, the attempt is
+        over and a later line is not kept)."""
+        log = self._attempt_log
+        if log is None:
+            with self._lock:
+                if self._attempt_log is None and not self._log_taken:
+                    self._attempt_log = AttemptLog()
+                log = self._attempt_log
+        return log
+
+    def take_log(self) -> tuple[str | None, int]:
+        """The lines kept, as JSON text (None: none), and how many were dropped; the
+        log is closed (runner.completion takes them with the outcome)."""
+        # No lock: a line racing this from a thread the handler left running is lost
+        # either way, and most executions never logged.
+        self._log_taken = True
+        log = self._attempt_log
+        return (None, 0) if log is None else log.take()
 
     # -- cancellation ------------------------------------------------------------------
     @property

@@ -35,6 +35,7 @@ from jobwarden.worker.core.settings import WorkerSettings
 from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
 from jobwarden.worker.core.storable import storable_json, storable_text
 from jobwarden.worker.core.transitions import TRANSITIONS, next_status
+from jobwarden.worker.engine.attempt_log import CURRENT
 from jobwarden.worker.engine.completer import (
     STORE_REFUSED,
     Completion,
@@ -227,6 +228,8 @@ def _run_handler(job_type: JobType, run: ExecutionControl,
                  payload: dict[str, Any]) -> Outcome | None:
     exc: BaseException | None = None
     value: Any = None
+    # What is logged from here until the handler returns is this attempt's (attempt_log.py).
+    token = CURRENT.set(run)
     try:
         value = job_type(run.ctx, prepare_payload(job_type, payload, run.version))
     except LeaseLost:
@@ -234,6 +237,8 @@ def _run_handler(job_type: JobType, run: ExecutionControl,
         return None
     except BaseException as e:  # every failure is classified and recorded, never lost:
         exc = e  # a SystemExit ends this job, not the thread that ran it
+    finally:
+        CURRENT.reset(token)
     if run.lease_lost:
         run.close_transaction(commit=False)
         return None
@@ -274,6 +279,8 @@ async def _run_handler_async(job_type: JobType, run: ExecutionControl,
     (classify reads why: timeout, operator cancel)."""
     exc: BaseException | None = None
     value: Any = None
+    # This task's context: the tasks the handler starts copy it, and log for it too.
+    token = CURRENT.set(run)
     try:
         value = await job_type(run.ctx, prepare_payload(job_type, payload, run.version))
     except LeaseLost:
@@ -286,6 +293,8 @@ async def _run_handler_async(job_type: JobType, run: ExecutionControl,
         exc = e
     except BaseException as e:  # classified and recorded, never lost: a SystemExit or a
         exc = e  # KeyboardInterrupt let through would stop the lane's loop
+    finally:
+        CURRENT.reset(token)
     if run.lease_lost:
         await run.close_async_transaction(commit=False)
         return None
@@ -297,8 +306,10 @@ class CommitUncertain(Exception):
 
 
 def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Completion:
-    """The outcome as the completer writes it, with progress not yet written."""
+    """The outcome as the completer writes it, with progress not yet written and the
+    attempt's log lines (taken: a line logged after this is not kept)."""
     progress, checkpoint = run.take_pending()
+    lines, dropped = run.take_log()
     return Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
                       attempt=run.attempt, lease=lease, status=outcome.status,
                       outcome=outcome.outcome, error_code=outcome.error_code,
@@ -306,7 +317,7 @@ def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Complet
                       checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
                       duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key,
                       result=outcome.result, batch_id=run.batch_id,
-                      batch_added=run.batch_added)
+                      batch_added=run.batch_added, log_lines=lines, log_dropped=dropped)
 
 
 def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:

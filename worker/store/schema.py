@@ -738,3 +738,17 @@ job_notify_deliveries = Table(
     Column("sent_at", TS),
 )
 Index("job_notify_deliveries_target_idx", job_notify_deliveries.c.target)
+
+# Each attempt's log lines (migration 0083, docs/guide/logging.md): one row per execution
+# that logged, written with its outcome; [time, level, logger, message] lines, redacted
+# and capped by the worker, and how many lines past the cap were dropped.
+job_execution_logs = Table(
+    "job_execution_logs",
+    metadata,
+    Column("execution_id", UUID(as_uuid=True), primary_key=True),
+    Column("job_id", BigInteger, nullable=False),
+    Column("finished_at", TS, nullable=False),
+    Column("lines", JSONB, nullable=False),
+    Column("dropped", Integer, nullable=False, server_default="0"),
+)
+Index("job_execution_logs_finished_idx", job_execution_logs.c.finished_at)

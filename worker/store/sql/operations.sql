@@ -422,3 +422,19 @@ FROM jobwarden_ensure_execution_partitions(make_interval(days => %(days)s::int))
 -- front of the history's writes (the next pass tries again).
 SELECT name
 FROM jobwarden_drop_execution_partitions(make_interval(secs => %(older_than)s::float8)) AS name;
+
+-- name: drop_execution_logs
+-- Retention of the attempts' log lines: those of executions no longer in job_executions
+-- (their week was dropped, or their job deleted with the history from before migration
+-- 0066), among those older than `older_than` seconds (the history's age: no younger
+-- execution is gone). Returns how many. The execution finished when its lines were
+-- written (the same transaction's now()): its finished_at narrows the lookup to its week.
+WITH gone AS (
+    DELETE FROM job_execution_logs l
+    WHERE l.finished_at < now() - make_interval(secs => %(older_than)s::float8)
+      AND NOT EXISTS (SELECT 1 FROM job_executions e
+                      WHERE e.execution_id = l.execution_id
+                        AND e.finished_at = l.finished_at)
+    RETURNING 1
+)
+SELECT count(*) FROM gone;

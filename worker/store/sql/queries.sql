@@ -782,3 +782,13 @@ SELECT to_regclass('alembic_version') IS NOT NULL;
 -- name: schema_revisions
 -- The migration revisions the database is at (Alembic's alembic_version).
 SELECT version_num FROM alembic_version ORDER BY version_num;
+
+-- name: insert_execution_logs
+-- The log lines of executions whose outcomes this transaction just wrote (write_batch):
+-- one row each, finished when their execution did (the same transaction's now()). An
+-- execution has one outcome, so one row; DO NOTHING keeps a retried write harmless.
+INSERT INTO job_execution_logs (execution_id, job_id, finished_at, lines, dropped)
+SELECT x.execution_id, x.job_id, now(), x.lines, x.dropped
+FROM unnest(%(execution_ids)s::uuid[], %(job_ids)s::bigint[], %(lines)s::jsonb[],
+            %(dropped)s::int[]) AS x(execution_id, job_id, lines, dropped)
+ON CONFLICT (execution_id) DO NOTHING
