@@ -57,6 +57,9 @@ def job_context(job_id: int) -> dict[str, Any]:
         if job is None:
             abort(404)
         executions = reader.all(CQ.console_job_executions, job_id=job_id)
+        logs = {r["execution_id"]: r for r in reader.all(
+            CQ.console_job_execution_logs,
+            execution_ids=[e["execution_id"] for e in executions])}
         audit = reader.all(CQ.console_job_audit, job_id=job_id)
         flow = reader.all(CQ.console_job_flow, job_id=job_id)
     terminal = job["status"] in TERMINAL_STATUSES
@@ -67,6 +70,8 @@ def job_context(job_id: int) -> dict[str, Any]:
         # The trace it was enqueued in, and a link to it when a viewer is configured.
         "trace_id": trace,
         "trace_url": template.replace(TRACE_ID, trace) if trace and template else None,
+        # each attempt's log lines, by execution id (attempts that logged nothing: none)
+        "logs": logs,
         "parents": [r for r in flow if r["role"] == "parent"],
         "dependents": [r for r in flow if r["role"] == "dependent"],
         # unknown waits for an operator: still worth watching, but nothing moves by itself

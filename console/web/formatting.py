@@ -72,6 +72,16 @@ def time_input(value: datetime | None) -> str:
     return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def line_time(value: float | None) -> Markup:
+    """A log line's time (unix seconds): to the millisecond in UTC, the instant itself
+    machine-readable in <time datetime>."""
+    if value is None:
+        return Markup("—")
+    moment = datetime.fromtimestamp(float(value), UTC)
+    return Markup('<time datetime="{}">{}</time>').format(
+        moment.isoformat(), moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}")
+
+
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
@@ -128,6 +138,7 @@ FILTERS = {
     "age": age, "millis": millis, "when": when, "iso": iso, "percent": percent,
     "sanitized_json": sanitized_json, "sanitized_text": sanitized_text,
     "progress_fraction": progress_fraction, "time_input": time_input,
+    "line_time": line_time,
 }
 
 

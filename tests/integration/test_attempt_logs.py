@@ -324,3 +324,34 @@ def test_retention_deletes_the_lines_of_executions_that_are_gone(reg, conn, clea
     with psycopg.connect(clean_db, autocommit=True) as pruner:
         partitions.drop_expired(pruner, older_than=0.0)
     assert scalar(clean_db, "SELECT count(*) FROM job_execution_logs") == 0
+
+
+def test_the_job_page_shows_each_attempts_lines_escaped_and_redacted_to_a_viewer(
+        reg, conn, clean_db, viewer):
+    @job("page_logger", registry=reg, max_attempts=2, backoff=0.05)
+    def page_logger(ctx, payload):
+        ctx.log.warning("attempt %d <script>alert(1)</script> password=swordfish42",
+                        ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("again")
+
+    job_id = enqueue(conn, "page_logger", {})
+    conn.commit()
+    with running_worker(reg, clean_db):
+        wait_for(lambda: settled(clean_db, job_id), message="the job to settle")
+    first, second = log_rows(clean_db, job_id)
+    # A row as a writer that did not redact would leave it (display redacts again), with
+    # lines dropped past the cap.
+    conn.execute("UPDATE job_execution_logs SET dropped = 7, lines = lines || "
+                 "'[[1765000000.5, \"ERROR\", \"raw\", \"Bearer abcdef0123456789xyz\"]]' "
+                 "WHERE execution_id = %s", [second["execution_id"]])
+    conn.commit()
+    html = viewer.get(f"/jobs/{job_id}").get_data(as_text=True)
+    assert 'data-testid="log-1"' in html and 'data-testid="log-2"' in html
+    assert "<details class=\"attempt-log\"" in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "swordfish42" not in html and "abcdef0123456789xyz" not in html
+    assert 'data-testid="log-kept-1">1<' in html and 'data-testid="log-kept-2">2<' in html
+    assert 'data-testid="log-dropped-2">7<' in html and "log-dropped-1" not in html
+    assert '<time datetime="2025-12-06T05:46:40.500000+00:00">05:46:40.500</time>' in html
+    assert 'class="level-warning"' in html and 'class="level-error"' in html

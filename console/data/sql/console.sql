@@ -284,6 +284,13 @@ FROM job_executions_all
 WHERE job_id = %(job_id)s::bigint
 ORDER BY attempt, id NULLS LAST;
 
+-- name: console_job_execution_logs
+-- The log lines of a job's attempts (job_execution_logs, migration 0083), by execution id
+-- (its primary key): one row per attempt that logged; the running one has none yet.
+SELECT execution_id, lines, dropped, jsonb_array_length(lines) AS kept
+FROM job_execution_logs
+WHERE execution_id = ANY(%(execution_ids)s::uuid[]);
+
 -- name: console_job_audit
 -- The operator actions on one job, newest first.
 SELECT id, actor, role, action, reason, from_status, to_status, at, request_id, bulk_id
