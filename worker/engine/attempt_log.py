@@ -110,7 +110,9 @@ def line_text(record: logging.LogRecord) -> str:
     elif record.exc_text:
         text = f"{text}\n{record.exc_text}"
     whole = len(text)
-    text = storable_text(redact(text[:REDACT_WINDOW])) or ""
+    text = redact(text[:REDACT_WINDOW])
+    if "\x00" in text or not text.isascii():  # most lines are plain ASCII: nothing to do
+        text = storable_text(text) or ""
     if whole > LINE_CHARS:
         text = f"{text[:LINE_CHARS]}… [{whole - LINE_CHARS} chars cut]"
     return text
