@@ -58,3 +58,19 @@ def test_a_line_after_the_take_is_not_kept_nor_counted():
     log.add(record("after"))
     assert json.loads(lines or "[]")[0][3] == "during" and dropped == 0
     assert log.take() == (None, 0)
+
+
+def test_warnings_still_reach_stderr_when_the_application_configured_no_logging(capsys):
+    from jobwarden.worker.engine import attempt_log
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers[:] = []
+    try:
+        attempt_log.install()
+        logging.getLogger("app.unconfigured").warning("told on stderr")
+        logging.getLogger("app.unconfigured").info("below lastResort's level")
+    finally:
+        root.handlers[:] = saved
+    err = capsys.readouterr().err
+    assert "told on stderr" in err and "below" not in err

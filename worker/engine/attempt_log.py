@@ -120,19 +120,39 @@ def line_text(record: logging.LogRecord) -> str:
 
 class AttemptLogHandler(logging.Handler):
     """Keeps each record emitted while an attempt is current in that attempt's lines.
-    Outside an attempt it returns at once, without the handler's lock or filters."""
+    Outside an attempt it returns at once, without the handler's lock or filters.
+
+    A handler on the root logger stops `logging.lastResort` (warnings to stderr when an
+    application configured no logging): when it is the only handler a record met, it
+    passes the record on to lastResort as logging would have without it."""
 
     def handle(self, record: logging.LogRecord) -> bool:
         attempt = CURRENT.get()
-        if attempt is None:
-            return False
-        log = attempt.attempt_log()
-        if log is not None:
-            log.add(record)
-        return True
+        if attempt is not None:
+            log = attempt.attempt_log()
+            if log is not None:
+                log.add(record)
+        if len(logging.root.handlers) == 1 and _met_no_other_handler(record):
+            last = logging.lastResort
+            if last is not None and record.levelno >= last.level:
+                last.handle(record)
+        return attempt is not None
 
     def emit(self, record: logging.LogRecord) -> None:
         self.handle(record)
+
+
+def _met_no_other_handler(record: logging.LogRecord) -> bool:
+    """Whether no logger between the record's and the root has a handler (the root has
+    only this one): logging then found one handler, this, and did not use lastResort."""
+    logger: logging.Logger | None = logging.getLogger(record.name)
+    while logger is not None and logger is not logging.root:
+        if logger.handlers:
+            return False
+        if not logger.propagate:
+            return True  # it never reached this handler; logging used lastResort itself
+        logger = logger.parent
+    return True
 
 
 _install_lock = threading.Lock()
