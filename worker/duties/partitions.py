@@ -7,7 +7,7 @@ start and then hourly; creating one that exists is a no-op, so workers need not 
 on who does it. Retention (retention.py) drops the weeks older than the history's age
 that hold no attempt of a job still kept (migration 0071): one short lock and a file
 unlinked, instead of a DELETE per execution. The log lines of the executions that went
-(job_execution_logs, migration 0083) are deleted in the same transaction.
+(job_execution_logs, migration 0087) are deleted in the same transaction.
 """
 
 from __future__ import annotations

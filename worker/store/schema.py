@@ -739,7 +739,7 @@ job_notify_deliveries = Table(
 )
 Index("job_notify_deliveries_target_idx", job_notify_deliveries.c.target)
 
-# Each attempt's log lines (migration 0083, docs/guide/logging.md): one row per execution
+# Each attempt's log lines (migration 0087, docs/guide/logging.md): one row per execution
 # that logged, written with its outcome; [time, level, logger, message] lines, redacted
 # and capped by the worker, and how many lines past the cap were dropped.
 job_execution_logs = Table(

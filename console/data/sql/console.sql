@@ -285,7 +285,7 @@ WHERE job_id = %(job_id)s::bigint
 ORDER BY attempt, id NULLS LAST;
 
 -- name: console_job_execution_logs
--- The log lines of a job's attempts (job_execution_logs, migration 0083), by execution id
+-- The log lines of a job's attempts (job_execution_logs, migration 0087), by execution id
 -- (its primary key): one row per attempt that logged; the running one has none yet.
 SELECT execution_id, lines, dropped, jsonb_array_length(lines) AS kept
 FROM job_execution_logs

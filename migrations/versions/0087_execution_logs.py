@@ -1,7 +1,7 @@
 """Each attempt's log lines, kept beside its execution.
 
-Revision ID: 0083
-Revises: 0079
+Revision ID: 0087
+Revises: 0086
 Create Date: 2026-12-06
 
 `job_execution_logs`: one row per execution whose handler logged (most log nothing and
@@ -17,8 +17,8 @@ execution is gone, those old enough first (worker/duties/partitions.py).
 
 from alembic import op
 
-revision = "0083"
-down_revision = "0079"
+revision = "0087"
+down_revision = "0086"
 branch_labels = None
 depends_on = None
 
