@@ -71,8 +71,10 @@ def test_each_schedules_source_and_next_five_runs(client, scheduled):  # noqa: F
             assert instants[0] == next_run, type_
         for tick, at in zip(ticks, instants, strict=True):
             local = at.astimezone(zone)
+            # the weekday, then the time as every timestamp is shown (zone, then age)
             assert tick.one(lambda e: e.tag == "time").text() == \
-                f"{local:%a %Y-%m-%d %H:%M:%S} {local.tzname()}"
+                f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+            assert tick.text().startswith(f"{local:%a} "), tick.text()
             dst = tick.maybe(lambda e: e.attrs.get("data-testid") == "preview-dst")
             assert (dst is not None) == offset_changes(local.date(), zone), (type_, at)
             marked += dst is not None
