@@ -75,9 +75,10 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
     cols: dict[str, list[Any]] = {name: [] for name in (
         "queues", "types", "versions", "payloads", "priorities", "run_ats", "delays",
         "max_attempts", "idempotency_keys", "concurrency_keys", "policy_defaults",
-        "expires_ats", "expires_afters", "unique_keys")}
+        "expires_ats", "expires_afters", "unique_keys", "fair_paths")}
     (queues, types, versions, payloads, priorities, run_ats, delays, max_attempts,
-     idem_keys, conc_keys, defaults, expires_ats, expires_afters, unique_keys) = cols.values()
+     idem_keys, conc_keys, defaults, expires_ats, expires_afters, unique_keys,
+     fair_paths) = cols.values()
     for spec in specs:
         job_type = reg.get(spec.type)
         version = spec.version
@@ -110,6 +111,8 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
         expires_afters.append(job_type.expires_after if job_type is not None
                               and spec.expires_at is None else None)
         unique_keys.append(spec.unique_key)
+        # The fair key is read from the stored payload in SQL (enqueue_jobs).
+        fair_paths.append(job_type.fair_key if job_type is not None else None)
         # The policy fields that took the documented defaults, for the type's first
         # worker to replace (a text[] per row cannot travel in an array of rows: joined).
         # A type with a known policy took none.

@@ -54,6 +54,7 @@ def policy_row(job_type: JobType, published_by: str) -> dict[str, Any]:
             "rate_burst": job_type.rate_burst, "rate_limit_key": job_type.rate_limit_key,
             "unique_for_seconds": job_type.unique_for, "replace": job_type.replace,
             "expires_after_seconds": job_type.expires_after,
+            "fair_key": job_type.fair_key, "fair_weights": job_type.fair_weights or None,
             "published_by": published_by}
 
 
@@ -121,7 +122,8 @@ def published_policies_steps(names: Iterable[str]) -> Steps[dict[str, JobType]]:
             lease=r["lease_seconds"], backoff=RetryPolicy(**r["backoff"]),
             sla=r["sla_seconds"], version=r["version"], repeat_safe=r["repeat_safe"],
             concurrency_limit=r["concurrency_limit"], unique_for=r["unique_for_seconds"],
-            replace=r["replace"], expires_after=r["expires_after_seconds"])
+            replace=r["replace"], expires_after=r["expires_after_seconds"],
+            fair_key=r["fair_key"], fair_weights=dict(r["fair_weights"] or {}))
     return found
 
 

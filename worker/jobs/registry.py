@@ -99,6 +99,11 @@ class JobType:
     unique_for: float | None = None
     replace: bool = False
     expires_after: float | None = None
+    # Fair share (docs/guide/fair-share.md): a dotted payload path whose value is each
+    # job's fair key (claim_fair_jobs takes from each key in turn), and the jobs a key
+    # takes per turn when it is not 1 (`fair_weights={"gold": 3}`).
+    fair_key: str | None = None
+    fair_weights: dict[str, int] = field(default_factory=dict)
 
     def __call__(self, ctx: Any, payload: Any) -> Any:
         return self.handler(ctx, payload)
@@ -212,6 +217,8 @@ def job(
     unique_for: float | str | None = None,
     replace: bool = False,
     expires_after: float | str | None = None,
+    fair_key: str | None = None,
+    fair_weights: dict[str, int] | None = None,
     registry: Registry = registry,
 ) -> Callable[[Handler], JobType]:
     """Declare a job type: `@job("send_email", queue="email", max_attempts=5, sla="30s")`.
@@ -228,6 +235,9 @@ def job(
     `rate_limit_key="account.id"` applies the rate to each value of that payload path.
     `unique_for="10m"`, `replace=True` and `expires_after="1h"`: the defaults of enqueue's
     keywords of the same names (docs/guide/uniqueness.md).
+    `fair_key="tenant.id"` claims the type's jobs from each value of that payload path in
+    turn, `fair_weights={"big": 3}` jobs per turn for the keys named (default 1;
+    docs/guide/fair-share.md).
     """
     check_name("job type", name)
     check_name("queue", queue)
@@ -254,6 +264,7 @@ def job(
                            _positive(name, "expires_after", expires_after))
     if not isinstance(replace, bool):
         raise ValueError(f"{name}: replace must be True or False")
+    weights = _fair(name, fair_key, fair_weights)
 
     def decorate(fn: Handler) -> JobType:
         return registry.register(JobType(
@@ -268,7 +279,7 @@ def job(
             rate_burst=(None if rate is None else
                         float(rate_burst) if rate_burst is not None else default_burst(rate)),
             rate_limit_key=rate_limit_key, unique_for=unique_s, replace=replace,
-            expires_after=expires_s,
+            expires_after=expires_s, fair_key=fair_key, fair_weights=weights,
         ))
 
     return decorate
@@ -292,6 +303,33 @@ def _positive(name: str, argument: str, value: float | int | str | None) -> floa
 
 #: A rate_limit_key: a dotted path of payload keys ("account.id").
 KEY_PATH_PATTERN = re.compile(r"\A[A-Za-z0-9_-]{1,100}(\.[A-Za-z0-9_-]{1,100}){0,7}\Z")
+
+
+#: The most jobs one fair key takes per turn (`fair_weights`).
+MAX_FAIR_WEIGHT = 100
+
+
+def _fair(name: str, fair_key: str | None,
+          fair_weights: dict[str, int] | None) -> dict[str, int]:
+    """The declared fair weights once the fair key path and each weight are checked."""
+    if fair_key is None:
+        if fair_weights:
+            raise ValueError(f"{name}: fair_weights need a fair_key")
+        return {}
+    # A path, like rate_limit_key: the enqueue reads it from the payload in SQL, so a job
+    # gets its key alike whoever enqueued it.
+    if not isinstance(fair_key, str) or not KEY_PATH_PATTERN.match(fair_key):
+        raise ValueError(f"{name}: fair_key must be a dotted payload path like "
+                         f"'tenant.id', not {fair_key!r}")
+    weights = dict(fair_weights or {})
+    for key, weight in weights.items():
+        if not isinstance(key, str):
+            raise ValueError(f"{name}: fair_weights keys must be strings, not {key!r}")
+        if (not isinstance(weight, int) or isinstance(weight, bool)
+                or not 1 <= weight <= MAX_FAIR_WEIGHT):
+            raise ValueError(f"{name}: fair_weights[{key[:50]!r}] must be a whole number "
+                             f"from 1 to {MAX_FAIR_WEIGHT}, not {weight!r}")
+    return weights
 
 
 def _rate_limit(name: str, rate_limit: str | float | None, rate_burst: int | None,

@@ -120,6 +120,9 @@ background_jobs = Table(
     # The W3C trace context it was enqueued in, as the propagator's JSON object (migration
     # 0084, worker/core/tracing.py); NULL: no trace was current, or no OpenTelemetry.
     Column("trace_context", Text),
+    # Fair share (migration 0085, docs/guide/fair-share.md): the value of its type's
+    # `fair_key` payload path ('' when the payload lacks it); NULL for a type without one.
+    Column("fair_key", Text),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
@@ -143,6 +146,14 @@ Index(
     background_jobs.c.status, text("jobwarden_claim_rank(available_at, priority)"),
     background_jobs.c.id,
     postgresql_where=text("status = 'pending'"),
+)
+# The fair claim's walk (claim_fair_jobs, migration 0085): pending jobs that have a fair
+# key, by key, then in claim order; no row of a job without one.
+Index(
+    "background_jobs_fair_idx",
+    background_jobs.c.fair_key, text("jobwarden_claim_rank(available_at, priority)"),
+    background_jobs.c.id,
+    postgresql_where=text("status = 'pending' AND fair_key IS NOT NULL"),
 )
 # Recovery scans only running jobs by lease expiry.
 Index(
@@ -542,6 +553,9 @@ job_types = Table(
     Column("unique_for_seconds", Float),
     Column("replace", Boolean, nullable=False, server_default=text("false")),
     Column("expires_after_seconds", Float),
+    # Declared fair key path and per-key weights (migration 0085).
+    Column("fair_key", Text),
+    Column("fair_weights", JSONB),
 )
 # Each version of a type's handler, first published when and by which worker (migration
 # 0078, a trigger on job_types: sql/schema/type_versions.sql): the duration chart's marks.

@@ -6,17 +6,17 @@
 INSERT INTO job_types
     (type, queue, max_attempts, timeout_seconds, lease_seconds, backoff, sla_seconds,
      version, repeat_safe, concurrency_limit, rate_limit, rate_burst, rate_limit_key,
-     unique_for_seconds, replace, expires_after_seconds, published_by)
+     unique_for_seconds, replace, expires_after_seconds, fair_key, fair_weights, published_by)
 SELECT r.type, r.queue, r.max_attempts, r.timeout_seconds, r.lease_seconds, r.backoff,
        r.sla_seconds, r.version, r.repeat_safe, r.concurrency_limit, r.rate_limit,
        r.rate_burst, r.rate_limit_key, r.unique_for_seconds, coalesce(r.replace, false),
-       r.expires_after_seconds, r.published_by
+       r.expires_after_seconds, r.fair_key, r.fair_weights, r.published_by
 FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
     type text, queue text, max_attempts int, timeout_seconds float8, lease_seconds float8,
     backoff jsonb, sla_seconds float8, version int, repeat_safe boolean,
     concurrency_limit int, rate_limit float8, rate_burst float8, rate_limit_key text,
     unique_for_seconds float8, replace boolean, expires_after_seconds float8,
-    published_by text)
+    fair_key text, fair_weights jsonb, published_by text)
 ORDER BY r.type
 ON CONFLICT (type) DO UPDATE
 SET queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
@@ -27,6 +27,7 @@ SET queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
     rate_burst = EXCLUDED.rate_burst, rate_limit_key = EXCLUDED.rate_limit_key,
     unique_for_seconds = EXCLUDED.unique_for_seconds, replace = EXCLUDED.replace,
     expires_after_seconds = EXCLUDED.expires_after_seconds,
+    fair_key = EXCLUDED.fair_key, fair_weights = EXCLUDED.fair_weights,
     published_by = EXCLUDED.published_by, published_at = now()
 -- During a rolling deploy a restarting old worker must not undo the new declaration.
 WHERE job_types.version <= EXCLUDED.version
@@ -36,7 +37,7 @@ RETURNING type
 -- The published policies of the given job types.
 SELECT type, queue, max_attempts, timeout_seconds, lease_seconds, backoff, sla_seconds,
        version, repeat_safe, concurrency_limit, unique_for_seconds, replace,
-       expires_after_seconds
+       expires_after_seconds, fair_key, fair_weights
 FROM job_types
 WHERE type = ANY(%(types)s::text[])
 
