@@ -83,6 +83,7 @@ from jobwarden.worker.engine.producer import (
     JobBuffer,
     Producer,
     ProducerSettings,
+    fair_weights,
 )
 from jobwarden.worker.engine.watchdog import Watchdog
 from jobwarden.worker.jobs.job_types import publish_job_types
@@ -391,7 +392,9 @@ class WorkerProcess:
             type_queues=[t.queue for t in self.types],
             type_max_attempts=[t.max_attempts for t in self.types],
             queues=list(lane.queues) if lane.queues is not None else None,
-            skip_queues=list(lane.excluded) or None, worker_id=self.worker_id)
+            skip_queues=list(lane.excluded) or None, worker_id=self.worker_id,
+            fair_types=[t.name for t in self.types if t.fair_key is not None] or None,
+            fair_weights=fair_weights(self.types))
         settings = ProducerSettings(claim_batch=self.config.claim_batch,
                                     buffer_size=self.config.buffer_size,
                                     poll_interval=self.config.poll_interval)

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from uuid import UUID
@@ -48,7 +48,7 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
 from jobwarden.worker.core.logs import waiting_event
 from jobwarden.worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
 from jobwarden.worker.engine.listener import Wakeup, listen_on, read_notifies
-from jobwarden.worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
+from jobwarden.worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobType
 from jobwarden.worker.store.db import DedicatedConnection, pooled
 from jobwarden.worker.store.jobstore import JobStore, PreparedQuery
 from jobwarden.worker.store.queries import Q
@@ -83,6 +83,8 @@ class ClaimedJob:
     batch_id: int | None = None
     #: The trace it was enqueued in, as the propagator wrote it (None: none).
     trace_context: str | None = None
+    #: Its fair key (claim_fair_jobs only; None: claimed by another claim, or none).
+    fair_key: str | None = None
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.
@@ -129,6 +131,74 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
         return JobStore(conn).records(Q.claim_jobs, params, ClaimedJob, prepare=True)
     return JobStore(conn).records(Q.claim_limited_jobs, {**params, **limited.params},
                                   ClaimedJob, prepare=True)
+
+
+#: Most distinct fair keys one fair claim walks (one index probe each): over claims the
+#: walk goes round every key (claim_fair_jobs' `after`).
+FAIR_WALK_KEYS = 200
+
+
+#: Most fair claims in a row while each takes some jobs and the batch is not full: a
+#: key with fewer jobs than its share leaves the rest of the batch to the next round,
+#: whose walk no longer meets that key.
+FAIR_ROUNDS = 4
+
+
+def claim_fair(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str | None,
+               limited: LimitedClaim | None = None) -> list[ClaimedJob]:
+    """A lane's fair claim (claim_fair_jobs): up to `limit` jobs of its fair types, each
+    key in turn, the walk starting after the key `after`. The `limited` claim's types and
+    queues are left to it (a limit wins over fairness). One statement: its batch may be
+    short of `limit` while jobs wait (fair_rounds)."""
+    fair = set(c.fair_types or ()) - set(limited.types if limited else ())
+    keep = [i for i, t in enumerate(c.types) if t in fair]
+    if not keep:
+        return []
+    skip = c.skip_queues if limited is None or not limited.queues else sorted(
+        set(c.skip_queues or []) | set(limited.queues))
+    params = claim_params(types=[c.types[i] for i in keep],
+                          leases=[c.leases[i] for i in keep], queues=c.queues, limit=limit,
+                          worker_id=c.worker_id, skip_queues=skip,
+                          limits=_pick(c.limits, keep), type_queues=_pick(c.type_queues, keep),
+                          type_max_attempts=_pick(c.type_max_attempts, keep))
+    weights = c.fair_weights or {}
+    params.update(after=after, keys=min(FAIR_WALK_KEYS, limit), weight_keys=list(weights) or None,
+                  weights=list(weights.values()) or None)
+    return JobStore(conn).records(Q.claim_fair_jobs, params, ClaimedJob, prepare=True)
+
+
+def fair_rounds(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str | None,
+                limited: LimitedClaim | None = None) -> tuple[list[ClaimedJob], str | None]:
+    """Fair claims until the batch is full, one takes nothing, or FAIR_ROUNDS: the jobs,
+    and the key the next claim's walk starts after."""
+    jobs: list[ClaimedJob] = []
+    for _ in range(FAIR_ROUNDS):
+        got = claim_fair(conn, c, limit - len(jobs), after, limited)
+        after = fair_cursor(got, after) if got else after
+        jobs += got
+        if not got or len(jobs) >= limit:
+            break
+    return jobs, after if jobs else None
+
+
+def fair_weights(types: Iterable[JobType]) -> dict[str, int] | None:
+    """The lane's fair weights, key by key: the largest any of its types declares."""
+    out: dict[str, int] = {}
+    for t in types:
+        for key, weight in t.fair_weights.items():
+            out[key] = max(weight, out.get(key, 1))
+    return out or None
+
+
+def fair_cursor(jobs: list[ClaimedJob], after: str | None) -> str | None:
+    """The key the next fair claim's walk starts after: the last key (in the walk's order:
+    the keys after `after`, then round from the first) this claim took a job of. None
+    (start from the first key) when it took none."""
+    keys = {j.fair_key for j in jobs if j.fair_key is not None}
+    if not keys:
+        return None
+    wrapped = {k for k in keys if after is not None and k <= after}
+    return max(wrapped or keys)
 
 
 def prepare_claims(conn: psycopg.Connection) -> None:
@@ -277,6 +347,16 @@ class ClaimSpec:
     limits: list[int] | None = None
     type_queues: list[str] | None = None
     type_max_attempts: list[int] | None = None
+    #: The types with a fair key (claim_fair_jobs takes them; the plain claim, the rest),
+    #: and the weights they declare, key by key (the largest when two types differ).
+    fair_types: list[str] | None = None
+    fair_weights: dict[str, int] | None = None
+
+    @property
+    def plain_types(self) -> list[str]:
+        """The types the plain claim takes: all but the fair ones."""
+        fair = set(self.fair_types or ())
+        return [t for t in self.types if t not in fair] if fair else self.types
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -335,6 +415,8 @@ class Producer:
         #: The lane's unlimited claim, prepared by name on that connection with every
         #: parameter but its batch size dumped ahead (None: through a pooler, or not yet).
         self._claim_jobs: PreparedQuery | None = None
+        #: The fair key the next fair claim's walk starts after (fair_cursor).
+        self._fair_after: str | None = None
         #: A notification for this lane was read since the last claim began.
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
@@ -600,10 +682,13 @@ class Producer:
             if not pooled():
                 c = self.claims
                 if self._claim_jobs is None:
+                    keep = [i for i, t in enumerate(c.types) if t in c.plain_types]
                     self._claim_jobs = PreparedQuery(Q.claim_jobs, claim_params(
-                        types=c.types, leases=c.leases, queues=c.queues, limit=0,
-                        worker_id=c.worker_id, skip_queues=c.skip_queues, limits=c.limits,
-                        type_queues=c.type_queues, type_max_attempts=c.type_max_attempts),
+                        types=c.plain_types, leases=[c.leases[i] for i in keep],
+                        queues=c.queues, limit=0, worker_id=c.worker_id,
+                        skip_queues=c.skip_queues, limits=_pick(c.limits, keep),
+                        type_queues=_pick(c.type_queues, keep),
+                        type_max_attempts=_pick(c.type_max_attempts, keep)),
                         ("limit",), conn)
                 self._claim_jobs.prepare(conn)
             self._prepared = conn
@@ -639,15 +724,22 @@ class Producer:
             elif limited_waiting(conn, limited):
                 self._held_back = limited
             limit -= len(jobs)
+        if c.fair_types and limit > 0:
+            # Fair-keyed work: each key in turn (claim_fair_jobs). Limited types and
+            # queues are the limited claim's: a type both limited and fair is claimed
+            # there, within its limits but not in turns.
+            fair = self._claim_fair(conn, limit, limited)
+            jobs += fair
+            limit -= len(fair)
         # Everything else: the one statement of an unlimited claim, without the limited
-        # types and queues when there are any.
-        types = c.types if limited is None else [t for t in c.types
-                                                 if t not in limited.types]
+        # and fair types and limited queues when there are any.
+        types = c.plain_types if limited is None else [t for t in c.plain_types
+                                                       if t not in limited.types]
         prepared = self._claim_jobs
         if limit > 0 and limited is None and prepared is not None \
-                and prepared.prepared_on(conn):
+                and prepared.prepared_on(conn) and types:
             # The common case, and the one an idle worker's job start waits for.
-            jobs = prepared.records(conn, ClaimedJob, limit=limit)
+            jobs += prepared.records(conn, ClaimedJob, limit=limit)
         elif limit > 0 and types:
             skip = c.skip_queues if limited is None or not limited.queues else sorted(
                 set(c.skip_queues or []) | set(limited.queues))
@@ -662,6 +754,12 @@ class Producer:
         # A backlog after an idle spell: plan again, once these jobs are handed on
         # (_replan).
         self._conn.handled(len(jobs))
+        return jobs
+
+    def _claim_fair(self, conn: psycopg.Connection, limit: int,
+                    limited: LimitedClaim | None) -> list[ClaimedJob]:
+        jobs, self._fair_after = fair_rounds(conn, self.claims, limit, self._fair_after,
+                                             limited)
         return jobs
 
     def _claim_limited(self, conn: psycopg.Connection, limited: LimitedClaim,

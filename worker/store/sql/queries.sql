@@ -14,27 +14,36 @@
 -- (`enqueue_jobs_keyless`, worker/store/queries.py): keep that clause last but RETURNING.
 -- A deadline is `expires_at`, or its type's `expires_after` seconds from the run time
 -- (migration 0081); `unique_keys`: the unique key each job holds (worker/jobs/uniqueness.py).
+-- `fair_paths`: each job's type's fair_key path (NULL: none, and so no fair key): the
+-- key is that payload value, '' when the payload lacks it, and a value longer than 200
+-- characters goes by its SHA-256 (the fair index's entries stay small; migration 0085).
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
      idempotency_key, concurrency_key, policy_defaults, batch_id, expires_at, unique_key,
-     trace_context)
+     trace_context, fair_key)
 SELECT r.queue, r.type, r.version, r.payload, r.priority,
        COALESCE(r.run_at, now() + make_interval(secs => COALESCE(r.delay, 0))),
        r.max_attempts, r.idempotency_key, r.concurrency_key,
        string_to_array(r.policy_defaults, ','), %(batch_id)s::bigint,
        COALESCE(r.expires_at, COALESCE(r.run_at, now() + make_interval(
            secs => COALESCE(r.delay, 0))) + make_interval(secs => r.expires_after)),
-       r.unique_key, %(trace_context)s::text
+       r.unique_key, %(trace_context)s::text,
+       CASE WHEN r.fair_path IS NOT NULL THEN (
+           SELECT CASE WHEN length(v.k) <= 200 THEN v.k
+                       ELSE 'sha256:' || encode(sha256(convert_to(v.k, 'UTF8')), 'hex') END
+           FROM (SELECT coalesce(r.payload #>> string_to_array(r.fair_path, '.'), '') AS k) AS v)
+       END
 FROM ROWS FROM (unnest(%(queues)s::text[]), unnest(%(types)s::text[]),
                 unnest(%(versions)s::int[]), jsonb_array_elements(%(payloads)s::jsonb),
                 unnest(%(priorities)s::int[]), unnest(%(run_ats)s::timestamptz[]),
                 unnest(%(delays)s::float8[]), unnest(%(max_attempts)s::int[]),
                 unnest(%(idempotency_keys)s::text[]), unnest(%(concurrency_keys)s::text[]),
                 unnest(%(policy_defaults)s::text[]), unnest(%(expires_ats)s::timestamptz[]),
-                unnest(%(expires_afters)s::float8[]), unnest(%(unique_keys)s::text[]))
+                unnest(%(expires_afters)s::float8[]), unnest(%(unique_keys)s::text[]),
+                unnest(%(fair_paths)s::text[]))
      WITH ORDINALITY AS r(queue, type, version, payload, priority, run_at, delay,
                           max_attempts, idempotency_key, concurrency_key, policy_defaults,
-                          expires_at, expires_after, unique_key, ord)
+                          expires_at, expires_after, unique_key, fair_path, ord)
 ORDER BY r.ord
 ON CONFLICT (idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
@@ -427,6 +436,161 @@ WITH clock AS (
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
        batch_id, trace_context
+FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
+
+-- name: claim_fair_jobs
+-- claim_jobs for a lane's types with a fair key (docs/guide/fair-share.md): each key of
+-- those types takes its turn, so one key's backlog never holds another key's first job
+-- behind it. Jobs without a fair key never take this path (the plain claim leaves out
+-- only the fair types). `walk`: the distinct keys with pending jobs, one probe of
+-- background_jobs_fair_idx each (a loose index scan: a key's 100,000 jobs cost one
+-- descent, not 100,000 rows), starting after `after` (the last key the lane's previous
+-- fair claim reached) and wrapping round, at most `keys` of them: over many claims every
+-- key is reached in turn. `picked`: each walked key's oldest runnable jobs of the handled
+-- types, at most its share of the batch (`limit` split by weight: `weight_keys` and
+-- `weights`, parallel; a key not named weighs 1), locked as claim_jobs locks. The batch
+-- then takes them turn by turn (a key's first `weight` jobs in turn 1, ...), in walk
+-- order within a turn. The rest is claim_jobs' (row filters, slots, the claim's write);
+-- the result adds each job's fair key (the caller's next `after`: fair_cursor).
+-- The plan without statistics: each probe and each key's pick is an ORDER BY ... LIMIT on
+-- the partial index whose predicate the statement repeats, so the planner walks it.
+WITH RECURSIVE walk(key, wrapped, n) AS (
+    SELECT f.key, f.wrapped, 1
+    FROM ((SELECT j.fair_key AS key, false AS wrapped FROM background_jobs j
+           WHERE j.status = 'pending' AND j.fair_key IS NOT NULL
+             AND j.fair_key > %(after)s::text
+           ORDER BY j.fair_key LIMIT 1)
+          UNION ALL
+          (SELECT j.fair_key, true FROM background_jobs j
+           WHERE j.status = 'pending' AND j.fair_key IS NOT NULL
+           ORDER BY j.fair_key LIMIT 1)
+          LIMIT 1) AS f
+    UNION ALL
+    SELECT f.key, f.wrapped, w.n + 1
+    FROM walk w
+    CROSS JOIN LATERAL (
+        (SELECT j.fair_key AS key, w.wrapped AS wrapped FROM background_jobs j
+         WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.fair_key > w.key
+         ORDER BY j.fair_key LIMIT 1)
+        UNION ALL
+        -- Past the last key: once round to the first (NULL `after`: started there).
+        (SELECT j.fair_key, true FROM background_jobs j
+         WHERE NOT w.wrapped AND j.status = 'pending' AND j.fair_key IS NOT NULL
+         ORDER BY j.fair_key LIMIT 1)
+        LIMIT 1) AS f
+    WHERE w.n < %(keys)s::int
+      -- Round once: after wrapping, up to `after` itself.
+      AND NOT (f.wrapped AND %(after)s::text IS NOT NULL AND f.key > %(after)s::text)
+), weighed AS (
+    SELECT w.key, w.n, coalesce((
+               SELECT x.weight FROM unnest(%(weight_keys)s::text[], %(weights)s::int[])
+                                    AS x(key, weight)
+               WHERE x.key = w.key LIMIT 1), 1) AS weight
+    FROM walk w
+), shared AS (
+    -- Each key's share of the batch by weight, at least one job.
+    SELECT k.key, k.n, k.weight,
+           ceil(%(limit)s::int * k.weight::float8 / sum(k.weight) OVER ())::int AS share
+    FROM weighed k
+), picked AS (
+    SELECT k.key, k.n, k.weight, c.id, c.type, c.concurrency_key, c.priority, c.available_at
+    FROM shared k
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
+        FROM background_jobs j
+        WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.fair_key = k.key
+          AND (SELECT j.type = ANY(%(types)s::text[])
+                      AND j.available_at <= now()
+                      AND (j.expires_at IS NULL OR j.expires_at > now())
+                      AND (%(queues)s::text[] IS NULL OR q.queue = ANY(%(queues)s::text[]))
+                      AND (%(skip_queues)s::text[] IS NULL
+                           OR q.queue <> ALL(%(skip_queues)s::text[]))
+                      AND NOT EXISTS (SELECT 1 FROM queue_controls qc
+                                      WHERE qc.queue = q.queue AND qc.paused)
+                      AND (j.concurrency_key IS NULL OR (
+                            SELECT count(*) FROM background_jobs r
+                            WHERE r.concurrency_key = j.concurrency_key
+                              AND r.status = 'running')
+                          < (%(policy)s::jsonb -> j.type ->> 'limit')::int)
+               FROM (SELECT CASE WHEN 'queue' = ANY(j.policy_defaults)
+                                 THEN %(policy)s::jsonb -> j.type ->> 'queue'
+                                 ELSE j.queue END AS queue) AS q)
+        ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
+        LIMIT (SELECT k.share)
+        FOR UPDATE OF j SKIP LOCKED) AS c
+), locked AS (
+    -- Turn by turn: a key's nth job is in turn ceil(n / weight).
+    SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at
+    FROM (SELECT p.*, row_number() OVER (
+                     PARTITION BY p.key
+                     ORDER BY jobwarden_claim_rank(p.available_at, p.priority), p.id) AS nth
+          FROM picked p) AS p
+    ORDER BY ceil(p.nth::float8 / p.weight), p.n, p.nth
+    LIMIT %(limit)s::int
+), keyed AS (
+    -- The batch's jobs that have a key, numbered within their key in claim order, with
+    -- their type's limit.
+    SELECT l.id, l.type, l.concurrency_key,
+           (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
+               PARTITION BY l.concurrency_key
+               ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
+    FROM locked l
+    WHERE l.concurrency_key IS NOT NULL
+), free_slots AS (
+    -- Each key's free slots, numbered smallest first: its nth job takes the nth. Only
+    -- the first (running + jobs in the batch) numbers can be among them.
+    SELECT k.concurrency_key, s.slot,
+           row_number() OVER (PARTITION BY k.concurrency_key ORDER BY s.slot) AS nth
+    FROM (SELECT q.concurrency_key, max(q.lim) AS lim, count(*) AS jobs,
+                 ARRAY(SELECT r.concurrency_slot FROM background_jobs r
+                       WHERE r.concurrency_key = q.concurrency_key
+                         AND r.status = 'running') AS taken
+          FROM keyed q GROUP BY q.concurrency_key) AS k
+    CROSS JOIN LATERAL generate_series(
+        0, least(k.lim, cardinality(k.taken) + k.jobs) - 1) AS s(slot)
+    WHERE s.slot <> ALL (k.taken)
+), selected AS (
+    -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
+    -- others stay pending: their key has no room left).
+    SELECT id, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    UNION ALL
+    SELECT q.id, q.type, f.slot::smallint
+    FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
+    WHERE f.slot < q.lim
+), claimed AS (
+    UPDATE background_jobs j
+    SET status = 'running',
+        execution_id = gen_random_uuid(),
+        attempts = j.attempts + 1,
+        worker_id = %(worker_id)s,
+        started_at = now(),
+        heartbeat_at = now(),
+        lease_seconds = p.lease,
+        lease_expires_at = now() + make_interval(secs => p.lease),
+        cancel_requested_at = NULL,
+        concurrency_slot = coalesce(s.slot, 0),
+        -- The fields that took defaults take the policy in the write the claim does
+        -- anyway (a retry or a hand-back keeps them: the job is no longer defaulted).
+        queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN p.queue ELSE j.queue END,
+        max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
+                            THEN p.max_attempts ELSE j.max_attempts END,
+        policy_defaults = NULL
+    FROM selected s
+    CROSS JOIN LATERAL (
+        SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
+               (t.policy ->> 'max_attempts')::int AS max_attempts
+        FROM (SELECT %(policy)s::jsonb -> s.type AS policy) AS t) AS p
+    WHERE j.id = s.id
+    RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
+              j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
+              j.concurrency_key, j.available_at, j.batch_id, j.trace_context, j.fair_key
+)
+-- No job_executions row yet: a running execution lives on its job row (execution_id,
+-- worker_id, started_at, heartbeat_at, the lease), and finish_executions writes its
+-- history row once, when it ends (migration 0061; job_executions_all shows both).
+SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
+       execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
+       batch_id, trace_context, fair_key
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
