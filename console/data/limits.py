@@ -92,6 +92,34 @@ def _row(r: dict[str, Any]) -> LimitRow:
         waiting=r["waiting"])
 
 
+#: Most fair keys a type's page lists (those whose oldest due job has waited longest).
+FAIR_KEYS_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class FairKeyRow:
+    """One fair key of a type with pending jobs, as its page shows it."""
+
+    key: str
+    backlog: int
+    due: int
+    oldest_wait_s: float | None
+    #: Its oldest due job has waited longer than the type's SLA target.
+    starved: bool
+
+
+def fair_keys(reader: Reader, job_type: str,
+              sla_s: float | None) -> tuple[list[FairKeyRow], int]:
+    """The type's fair keys with pending jobs (at most FAIR_KEYS_SHOWN, longest waiting
+    first) and how many there are in all."""
+    rows = reader.all(CQ.console_fair_keys, type=job_type, limit=FAIR_KEYS_SHOWN)
+    return [FairKeyRow(key=r["fair_key"], backlog=r["backlog"], due=r["due"],
+                       oldest_wait_s=r["oldest_wait_s"],
+                       starved=(sla_s is not None and r["oldest_wait_s"] is not None
+                                and r["oldest_wait_s"] > sla_s))
+            for r in rows], (rows[0]["keys"] if rows else 0)
+
+
 def job_type_policy(reader: Reader, job_type: str) -> dict[str, Any] | None:
     """A type's published policy, or None when no worker published it."""
     return reader.one(CQ.console_job_type_policy, type=job_type)

@@ -11,7 +11,13 @@ from flask.typing import ResponseReturnValue
 from jobwarden.console.data import queries
 from jobwarden.console.data.database import get_db
 from jobwarden.console.data.durations import STARTS_LIMIT, duration_history
-from jobwarden.console.data.limits import RATE_WINDOW, job_type_policy, limits
+from jobwarden.console.data.limits import (
+    FAIR_KEYS_SHOWN,
+    RATE_WINDOW,
+    fair_keys,
+    job_type_policy,
+    limits,
+)
 from jobwarden.console.web import charts
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.forms import ActionForm, LimitForm, given
@@ -52,19 +58,23 @@ def index() -> ResponseReturnValue:
 def job_type(job_type: str) -> ResponseReturnValue:
     """One job type: its published policy, its limit (declared and live) with who set it,
     its current rate, running and waiting jobs; its handler's p50 and p95 durations per
-    bucket over `?range=` (24h or 7d) with the marks of versions and worker starts."""
+    bucket over `?range=` (24h or 7d) with the marks of versions and worker starts; and,
+    for a type with a fair key, each key's backlog and oldest wait, flagged past the SLA."""
     if not NAME_PATTERN.match(job_type):
         abort(404)
     with page_reads().reading() as reader:
         policy = job_type_policy(reader, job_type)
         found = limits(reader, "type", job_type)
         durations = duration_history(reader, job_type, request.args.get("range", ""))
+        fair, fair_total = fair_keys(reader, job_type,
+                                     policy["sla_seconds"] if policy else None)
     form = LimitForm.fresh() if current_user.has_role("operator") else None
     return render_template("jobwarden/job_type.html", name=job_type, policy=policy,
                            limit=found[0] if found else None, form=form,
                            rate_window=RATE_WINDOW, durations=durations,
                            duration_chart=charts.duration_chart(durations),
-                           starts_limit=STARTS_LIMIT)
+                           starts_limit=STARTS_LIMIT, fair=fair, fair_total=fair_total,
+                           fair_shown=FAIR_KEYS_SHOWN)
 
 
 @bp.post("/queues/<queue>/<action>")

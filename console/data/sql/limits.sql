@@ -40,5 +40,22 @@ ORDER BY s.scope, s.name;
 -- One job type's published policy (its page), or nothing if no worker published it.
 SELECT type, queue, max_attempts, timeout_seconds, lease_seconds, sla_seconds, version,
        repeat_safe, concurrency_limit, rate_limit, rate_burst, rate_limit_key,
-       published_by, published_at
+       fair_key, fair_weights, published_by, published_at
 FROM job_types WHERE type = %(type)s::text;
+
+-- name: console_fair_keys
+-- A fair-keyed type's keys with pending jobs (its page, docs/guide/fair-share.md): each
+-- key's backlog (pending jobs), how many of them are due, and the wait of its oldest due
+-- job in seconds (NULL: none due yet); the `limit` keys whose oldest due job has waited
+-- longest, and how many keys have pending jobs in all (`keys`). One pass over the type's
+-- pending jobs that have a key (the walk the claims make would need the type's keys).
+SELECT fair_key, backlog, due, oldest_wait_s, count(*) OVER () AS keys
+FROM (SELECT fair_key, count(*) AS backlog,
+             count(*) FILTER (WHERE available_at <= now()) AS due,
+             extract(epoch FROM now() - min(available_at) FILTER (
+                 WHERE available_at <= now()))::float8 AS oldest_wait_s
+      FROM background_jobs
+      WHERE status = 'pending' AND type = %(type)s::text AND fair_key IS NOT NULL
+      GROUP BY fair_key) AS k
+ORDER BY oldest_wait_s DESC NULLS LAST, fair_key
+LIMIT %(limit)s::int;
