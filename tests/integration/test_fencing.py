@@ -134,8 +134,7 @@ def context(pool, row) -> JobContext:
 
 def execution(pool, row) -> ExecutionControl:
     (job_id, queue, type_name, version, _payload, _prio, attempts, max_attempts,
-     execution_id, checkpoint, idempotency_key, _snoozes, _key, _batch,
-     _trace) = row
+     execution_id, checkpoint, idempotency_key, _snoozes, _key, _batch, *_) = row
     return ExecutionControl(pool=pool, job_id=job_id, execution_id=execution_id,
                             attempt=attempts, max_attempts=max_attempts, type=type_name,
                             queue=queue, version=version, checkpoint=checkpoint,
