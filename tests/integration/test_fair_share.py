@@ -19,6 +19,7 @@ from jobwarden.worker.engine.producer import (
     fair_cursor,
     fair_rounds,
 )
+from jobwarden.worker.jobs.job_types import adopt_defaulted, publish_job_types
 from tests.helpers import running_worker, scalar, status_counts, stop_processes, wait_for
 from tests.integration.test_claim_race import start_worker
 
@@ -232,3 +233,19 @@ def test_fair_claims_of_racing_and_restarted_workers_run_each_job_once(conn, cle
     assert scalar(clean_db, "SELECT count(DISTINCT job_id) FROM fair_log") == jobs
     assert scalar(clean_db, "SELECT max(attempts) FROM background_jobs") == 1
     assert scalar(clean_db, "SELECT count(DISTINCT pid) FROM fair_log") >= 3
+
+
+def test_a_job_enqueued_before_the_type_was_published_gets_its_key_when_adopted(
+        conn, clean_db):
+    # No declaration where it is enqueued, none published: no key yet, and the fair claim
+    # does not see it.
+    job_id = enqueue(conn, "tenant.work", {"tenant": "early"}, registry=Registry())
+    conn.commit()
+    assert scalar(clean_db, "SELECT fair_key FROM background_jobs") is None
+    assert _claim(clean_db, 10) == []
+    # Its worker publishes the type, and its duty adopts the job: it has its key.
+    publish_job_types(conn, list(_registry()), "w-fair")
+    conn.commit()
+    with psycopg.connect(clean_db, autocommit=True) as c:
+        assert adopt_defaulted(c, ["tenant.work"]) == 1
+    assert [j.id for j in _claim(clean_db, 10)] == [job_id]

@@ -48,6 +48,8 @@ WHERE type = ANY(%(types)s::text[])
 -- a statement that rewrites every such job at once (a claim applies the policy by itself).
 -- The partial index background_jobs_policy_defaults_idx holds exactly these jobs. Rows a
 -- claim or another worker's batch holds are skipped; the UPDATE re-checks both states.
+-- A type published with a fair key gives such a job its key, read from the payload as
+-- enqueue_jobs reads it (until then the fair claim cannot see the job).
 WITH batch AS (
     SELECT j.id FROM background_jobs j
     WHERE j.type = ANY(%(types)s::text[])
@@ -60,6 +62,11 @@ UPDATE background_jobs j
 SET queue = CASE WHEN 'queue' = ANY(j.policy_defaults) THEN t.queue ELSE j.queue END,
     max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                         THEN t.max_attempts ELSE j.max_attempts END,
+    fair_key = CASE WHEN j.fair_key IS NOT NULL OR t.fair_key IS NULL THEN j.fair_key ELSE (
+        SELECT CASE WHEN length(v.k) <= 200 THEN v.k
+                    ELSE 'sha256:' || encode(sha256(convert_to(v.k, 'UTF8')), 'hex') END
+        FROM (SELECT coalesce(j.payload #>> string_to_array(t.fair_key, '.'), '') AS k) AS v)
+    END,
     policy_defaults = NULL
 FROM batch b, job_types t
 WHERE j.id = b.id
