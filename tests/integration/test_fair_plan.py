@@ -75,5 +75,4 @@ def test_the_fair_claim_walks_the_fair_index_on_a_never_analyzed_backlog(
     assert "external merge" not in plan, plan
     # 51 keys: two probes each, and each claimed job's update and index entries; the
     # backlog alone is about 2,000 heap pages and 100,000 tuples.
-    print("BUFFERS", limit, generic, buffers)
     assert buffers < 30 * (limit + 2 * (SMALL_KEYS + 1)), plan
