@@ -255,3 +255,23 @@ def test_a_job_enqueued_before_the_type_was_published_gets_its_key_when_adopted(
     with psycopg.connect(clean_db, autocommit=True) as c:
         assert adopt_defaulted(c, ["tenant.work"]) == 1
     assert [j.id for j in _claim(clean_db, 10)] == [job_id]
+
+
+def test_a_plain_type_beside_a_fair_burst_is_not_held_behind_it(conn, clean_db):
+    # One lane serves both kinds: the fair claim takes half the batch, the plain claim the
+    # rest, so a plain job enqueued after a fair burst starts while the burst still waits.
+    reg = _registry()
+    job("tenant.slow", fair_key="tenant", registry=reg)(lambda ctx, p: time.sleep(0.005))
+    enqueue_many(conn, [JobSpec("tenant.slow", {"tenant": "big", "n": i})
+                        for i in range(3000)], registry=reg)
+    conn.commit()
+    with running_worker(reg, clean_db, concurrency=2):
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                                          "WHERE status = 'completed'") >= 20)
+        enqueue(conn, "plain.work", {"n": 1}, registry=reg)
+        conn.commit()
+        wait_for(lambda: scalar(clean_db, "SELECT status FROM background_jobs "
+                                          "WHERE type = 'plain.work'") == "completed",
+                 timeout=60)
+        assert scalar(clean_db, "SELECT count(*) FROM background_jobs "
+                                "WHERE fair_key = 'big' AND status = 'pending'") > 1500

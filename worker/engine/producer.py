@@ -724,17 +724,22 @@ class Producer:
             elif limited_waiting(conn, limited):
                 self._held_back = limited
             limit -= len(jobs)
-        if c.fair_types and limit > 0:
-            # Fair-keyed work: each key in turn (claim_fair_jobs). Limited types and
-            # queues are the limited claim's: a type both limited and fair is claimed
-            # there, within its limits but not in turns.
-            fair = self._claim_fair(conn, limit, limited)
-            jobs += fair
-            limit -= len(fair)
         # Everything else: the one statement of an unlimited claim, without the limited
         # and fair types and limited queues when there are any.
         types = c.plain_types if limited is None else [t for t in c.plain_types
                                                        if t not in limited.types]
+        fair_part = 0
+        if c.fair_types and limit > 0:
+            # Fair-keyed work: each key in turn (claim_fair_jobs). Limited types and
+            # queues are the limited claim's: a type both limited and fair is claimed
+            # there, within its limits but not in turns. Beside plain types, half the
+            # batch, so neither kind's backlog holds the other behind it.
+            fair_part = limit - limit // 2 if types else limit
+            fair = self._claim_fair(conn, fair_part, limited)
+            jobs += fair
+            limit -= len(fair)
+            fair_part = fair_part if len(fair) == fair_part else 0  # more may wait
+        before = len(jobs)
         prepared = self._claim_jobs
         if limit > 0 and limited is None and prepared is not None \
                 and prepared.prepared_on(conn) and types:
@@ -749,6 +754,11 @@ class Producer:
                           type_max_attempts=_pick(c.type_max_attempts, keep),
                           queues=c.queues, skip_queues=skip, limit=limit,
                           worker_id=c.worker_id)
+        limit -= len(jobs) - before
+        if fair_part and types and limit > 0:
+            # The plain work left room in the batch: the fair work that filled its half
+            # may fill the rest.
+            jobs += self._claim_fair(conn, limit, limited)
         for job in jobs:
             job.granted_at = sent
         # A backlog after an idle spell: plan again, once these jobs are handed on
