@@ -83,8 +83,10 @@ class ClaimedJob:
     batch_id: int | None = None
     #: The trace it was enqueued in, as the propagator wrote it (None: none).
     trace_context: str | None = None
-    #: Its fair key (claim_fair_jobs only; None: claimed by another claim, or none).
+    #: Its fair key (claim_fair_jobs only; None: claimed by another claim, or none),
+    #: and its claim's last key in the walk's order (the next fair claim's `after`).
     fair_key: str | None = None
+    fair_last: str | None = None
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.
@@ -174,7 +176,7 @@ def fair_rounds(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str |
     jobs: list[ClaimedJob] = []
     for _ in range(FAIR_ROUNDS):
         got = claim_fair(conn, c, limit - len(jobs), after, limited)
-        after = fair_cursor(got, after) if got else after
+        after = fair_cursor(got) or after
         jobs += got
         if not got or len(jobs) >= limit:
             break
@@ -190,15 +192,11 @@ def fair_weights(types: Iterable[JobType]) -> dict[str, int] | None:
     return out or None
 
 
-def fair_cursor(jobs: list[ClaimedJob], after: str | None) -> str | None:
-    """The key the next fair claim's walk starts after: the last key (in the walk's order:
-    the keys after `after`, then round from the first) this claim took a job of. None
-    (start from the first key) when it took none."""
-    keys = {j.fair_key for j in jobs if j.fair_key is not None}
-    if not keys:
-        return None
-    wrapped = {k for k in keys if after is not None and k <= after}
-    return max(wrapped or keys)
+def fair_cursor(jobs: list[ClaimedJob]) -> str | None:
+    """The key the next fair claim's walk starts after: the last key (in the walk's order,
+    as the server's collation sorts keys) this claim took a job of. None (start from the
+    first key) when it took none."""
+    return jobs[0].fair_last if jobs else None
 
 
 def prepare_claims(conn: psycopg.Connection) -> None:

@@ -451,7 +451,7 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- `weights`, parallel; a key not named weighs 1), locked as claim_jobs locks. The batch
 -- then takes them turn by turn (a key's first `weight` jobs in turn 1, ...), in walk
 -- order within a turn. The rest is claim_jobs' (row filters, slots, the claim's write);
--- the result adds each job's fair key (the caller's next `after`: fair_cursor).
+-- the result adds each job's fair key, and the claim's last key (the next `after`).
 -- The plan without statistics: each probe and each key's pick is an ORDER BY ... LIMIT on
 -- the partial index whose predicate the statement repeats, so the planner walks it.
 WITH RECURSIVE walk(key, wrapped, n) AS (
@@ -520,7 +520,7 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
         FOR UPDATE OF j SKIP LOCKED) AS c
 ), locked AS (
     -- Turn by turn: a key's nth job is in turn ceil(n / weight).
-    SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at
+    SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at, p.n
     FROM (SELECT p.*, row_number() OVER (
                      PARTITION BY p.key
                      ORDER BY jobwarden_claim_rank(p.available_at, p.priority), p.id) AS nth
@@ -590,7 +590,11 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
 -- history row once, when it ends (migration 0061; job_executions_all shows both).
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
-       batch_id, trace_context, fair_key
+       batch_id, trace_context, fair_key,
+       -- The claim's last key in the walk's order (the server's collation): the next
+       -- claim's `after`.
+       (SELECT k.key FROM locked l JOIN claimed d ON d.id = l.id
+        JOIN walk k ON k.n = l.n ORDER BY l.n DESC LIMIT 1) AS fair_last
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
