@@ -413,8 +413,11 @@ class Producer:
         #: The lane's unlimited claim, prepared by name on that connection with every
         #: parameter but its batch size dumped ahead (None: through a pooler, or not yet).
         self._claim_jobs: PreparedQuery | None = None
-        #: The fair key the next fair claim's walk starts after (fair_cursor).
+        #: The fair key the next fair claim's walk starts after (fair_cursor), and until
+        #: when (time.monotonic) a lane with fair types makes no plain claim: its last
+        #: one found no plain work.
         self._fair_after: str | None = None
+        self._plain_idle_until = 0.0
         #: A notification for this lane was read since the last claim began.
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
@@ -726,13 +729,17 @@ class Producer:
         # and fair types and limited queues when there are any.
         types = c.plain_types if limited is None else [t for t in c.plain_types
                                                        if t not in limited.types]
+        # Beside fair types the plain claim walks past their pending jobs (they are in
+        # the claim index too): one that found no plain work is not made again for a
+        # poll interval, so a fair backlog is not read through at every claim.
+        plain = bool(types) and (not c.fair_types or time.monotonic() >= self._plain_idle_until)
         fair_part = 0
         if c.fair_types and limit > 0:
             # Fair-keyed work: each key in turn (claim_fair_jobs). Limited types and
             # queues are the limited claim's: a type both limited and fair is claimed
-            # there, within its limits but not in turns. Beside plain types, half the
+            # there, within its limits but not in turns. Beside plain work, half the
             # batch, so neither kind's backlog holds the other behind it.
-            fair_part = limit - limit // 2 if types else limit
+            fair_part = limit - limit // 2 if plain else limit
             fair = self._claim_fair(conn, fair_part, limited)
             jobs += fair
             limit -= len(fair)
@@ -740,10 +747,10 @@ class Producer:
         before = len(jobs)
         prepared = self._claim_jobs
         if limit > 0 and limited is None and prepared is not None \
-                and prepared.prepared_on(conn) and types:
+                and prepared.prepared_on(conn) and plain:
             # The common case, and the one an idle worker's job start waits for.
             jobs += prepared.records(conn, ClaimedJob, limit=limit)
-        elif limit > 0 and types:
+        elif limit > 0 and plain:
             skip = c.skip_queues if limited is None or not limited.queues else sorted(
                 set(c.skip_queues or []) | set(limited.queues))
             keep = [i for i, t in enumerate(c.types) if t in types]
@@ -752,11 +759,14 @@ class Producer:
                           type_max_attempts=_pick(c.type_max_attempts, keep),
                           queues=c.queues, skip_queues=skip, limit=limit,
                           worker_id=c.worker_id)
-        limit -= len(jobs) - before
-        if fair_part and types and limit > 0:
-            # The plain work left room in the batch: the fair work that filled its half
-            # may fill the rest.
-            jobs += self._claim_fair(conn, limit, limited)
+        if c.fair_types and plain and limit > 0:
+            if len(jobs) - before < limit:
+                self._plain_idle_until = time.monotonic() + self.settings.poll_interval
+            limit -= len(jobs) - before
+            if fair_part and limit > 0:
+                # The plain work left room in the batch: the fair work that filled its
+                # half may fill the rest.
+                jobs += self._claim_fair(conn, limit, limited)
         for job in jobs:
             job.granted_at = sent
         # A backlog after an idle spell: plan again, once these jobs are handed on
