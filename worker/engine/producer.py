@@ -730,8 +730,9 @@ class Producer:
         types = c.plain_types if limited is None else [t for t in c.plain_types
                                                        if t not in limited.types]
         # Beside fair types the plain claim walks past their pending jobs (they are in
-        # the claim index too): one that found no plain work is not made again for a
-        # poll interval, so a fair backlog is not read through at every claim.
+        # the claim index too): one that found no plain work while fair work filled its
+        # half is not made again for a poll interval, so a fair backlog is not read
+        # through at every claim.
         plain = bool(types) and (not c.fair_types or time.monotonic() >= self._plain_idle_until)
         fair_part = 0
         if c.fair_types and limit > 0:
@@ -760,7 +761,9 @@ class Producer:
                           queues=c.queues, skip_queues=skip, limit=limit,
                           worker_id=c.worker_id)
         if c.fair_types and plain and limit > 0:
-            if len(jobs) - before < limit:
+            if fair_part and len(jobs) - before < limit:
+                # Only while fair work fills its half: with few fair jobs pending there
+                # is little to walk past, and plain jobs start as soon as ever.
                 self._plain_idle_until = time.monotonic() + self.settings.poll_interval
             limit -= len(jobs) - before
             if fair_part and limit > 0:
