@@ -120,7 +120,7 @@ background_jobs = Table(
     # The W3C trace context it was enqueued in, as the propagator's JSON object (migration
     # 0084, worker/core/tracing.py); NULL: no trace was current, or no OpenTelemetry.
     Column("trace_context", Text),
-    # Fair share (migration 0085, docs/guide/fair-share.md): the value of its type's
+    # Fair share (migration 0088, docs/guide/fair-share.md): the value of its type's
     # `fair_key` payload path ('' when the payload lacks it); NULL for a type without one.
     Column("fair_key", Text),
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
@@ -147,7 +147,7 @@ Index(
     background_jobs.c.id,
     postgresql_where=text("status = 'pending'"),
 )
-# The fair claim's walk (claim_fair_jobs, migration 0085): pending jobs that have a fair
+# The fair claim's walk (claim_fair_jobs, migration 0088): pending jobs that have a fair
 # key, by key, then in claim order; no row of a job without one.
 Index(
     "background_jobs_fair_idx",
@@ -553,7 +553,7 @@ job_types = Table(
     Column("unique_for_seconds", Float),
     Column("replace", Boolean, nullable=False, server_default=text("false")),
     Column("expires_after_seconds", Float),
-    # Declared fair key path and per-key weights (migration 0085).
+    # Declared fair key path and per-key weights (migration 0088).
     Column("fair_key", Text),
     Column("fair_weights", JSONB),
 )

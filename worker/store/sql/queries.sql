@@ -16,7 +16,7 @@
 -- (migration 0081); `unique_keys`: the unique key each job holds (worker/jobs/uniqueness.py).
 -- `fair_paths`: each job's type's fair_key path (NULL: none, and so no fair key): the
 -- key is that payload value, '' when the payload lacks it, and a value longer than 200
--- characters goes by its SHA-256 (the fair index's entries stay small; migration 0085).
+-- characters goes by its SHA-256 (the fair index's entries stay small; migration 0088).
 INSERT INTO background_jobs
     (queue, type, version, payload, priority, available_at, max_attempts,
      idempotency_key, concurrency_key, policy_defaults, batch_id, expires_at, unique_key,

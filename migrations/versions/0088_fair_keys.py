@@ -1,7 +1,7 @@
 """Fair share across tenants: each job's fair key, and the index its claim walks.
 
-Revision ID: 0085
-Revises: 0084
+Revision ID: 0088
+Revises: 0087
 Create Date: 2026-12-06
 
 A type declared with `fair_key="tenant.id"` (a dotted payload path) stores that value of
@@ -16,8 +16,8 @@ the handler. The index is built CONCURRENTLY, outside the migration's transactio
 
 from alembic import op
 
-revision = "0085"
-down_revision = "0084"
+revision = "0088"
+down_revision = "0087"
 branch_labels = None
 depends_on = None
 
