@@ -36,6 +36,7 @@ def _reset_provider() -> None:
     # same way (opentelemetry-test-utils' reset_trace_globals).
     trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
     trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    tracing.recheck()
 
 
 @pytest.fixture
@@ -46,6 +47,7 @@ def spans():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     _reset_provider()
     trace.set_tracer_provider(provider)
+    tracing.recheck()
     yield exporter
     provider.shutdown()
     _reset_provider()
@@ -227,3 +229,21 @@ def test_the_job_page_links_to_the_trace_when_a_viewer_is_configured(clean_db, u
         other = client.get(f"/jobs/{plain}").get_data(as_text=True)
         assert 'data-testid="job-trace"' in other and trace_hex not in other
         app.extensions["jobwarden_db"].dispose()
+
+
+def test_a_provider_set_after_the_worker_started_is_seen_at_the_next_recheck(monkeypatch):
+    """`enabled` asks the API at most once a RECHECK_SECONDS (the question costs an
+    environment lookup per execution); a provider set later is seen at the next one."""
+    now = [1000.0]
+    monkeypatch.setattr(tracing.time, "monotonic", lambda: now[0])
+    _reset_provider()
+    assert not tracing.enabled()
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+    try:
+        assert not tracing.enabled()  # the answer of the last check, until the next
+        now[0] += tracing.RECHECK_SECONDS
+        assert tracing.enabled()
+    finally:
+        provider.shutdown()
+        _reset_provider()
