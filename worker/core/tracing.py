@@ -118,12 +118,13 @@ def execution_span(*, job_id: int, job_type: str, queue: str, attempt: int,
         return
     assert trace is not None
     carrier = _carrier(stored)
-    enqueued = (trace.get_current_span(propagate.extract(carrier)).get_span_context()
-                if carrier else None)
+    extracted = propagate.extract(carrier) if carrier else None
+    enqueued = (trace.get_current_span(extracted).get_span_context()
+                if extracted is not None else None)
     if enqueued is not None and not enqueued.is_valid:
         enqueued = None
     first = attempt <= 1
-    parent = propagate.extract(carrier) if enqueued is not None and first else None
+    parent = extracted if enqueued is not None and first else None
     links = [Link(enqueued)] if enqueued is not None and not first else None
     attributes: dict[str, Any] = {
         "messaging.system": "jobwarden", "messaging.operation.type": "process",
