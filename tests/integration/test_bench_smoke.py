@@ -147,3 +147,30 @@ def test_the_flows_benchmark_times_both_drains_every_hop_and_the_single_job(serv
     assert 0 <= figures["chain"]["hop_ms"]["p50"] <= figures["chain"]["hop_ms"]["p99"]
     assert figures["single"]["samples"] == 3
     assert 0 <= figures["single"]["start_ms"]["p50"] <= figures["single"]["start_ms"]["p99"]
+
+
+def test_the_cost_benchmark_gives_each_job_its_cpu_and_statements(tmp_path):
+    """bench/bench_cost.py on its private cluster: per-job CPU on both sides, the
+    statements that spent it (the claim and the finish by name), and an ablation arm."""
+    out = tmp_path / "cost.json"
+    bench("bench_cost.py", "--jobs", "3000", "--rounds", "1", "--json", str(out),
+          "--variant", "no-timings:ALTER TABLE job_executions "
+          "DISABLE TRIGGER job_executions_timings_insert", timeout=300)
+    runs = json.loads(out.read_text())
+    assert [r["checkout"] for r in runs] == [ROOT, "no-timings"]
+    for run in runs:
+        assert 0 < run["jobs"] <= 3000
+        for figure in ("jobs_per_s", "server_us_per_job", "worker_us_per_job"):
+            assert run[figure] > 0, (figure, run[figure])
+        top = {s["query"].split()[2] for s in run["statements"]
+               if s["toplevel"] and s["query"].startswith("-- jobwarden:")}
+        assert {"claim_jobs", "finish_executions"} <= top, top
+        # Every claimed job is finished by some statement in the window: the finish
+        # statements' rows cover the window's jobs.
+        finished = sum(s["rows"] for s in run["statements"]
+                       if s["query"].startswith("-- jobwarden: finish_executions"))
+        assert finished >= run["jobs"], (finished, run["jobs"])
+    timed = [s for s in runs[0]["statements"] if "job_timings" in s["query"]
+             and not s["toplevel"]]
+    assert timed and not [s for s in runs[1]["statements"] if "INSERT INTO job_timings"
+                          in s["query"]]
