@@ -361,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             ap.error(f"--set wants NAME=VALUE, not {item!r}")
         settings[name] = value
+    # Stopped by a signal, unwind through `finally`: the cluster is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cluster = PrivateCluster(settings=settings)
     runs: list[dict] = []
     try:
@@ -374,10 +376,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({k: v for k, v in run.items() if k != "statements"}),
                       flush=True)
     finally:
-        if args.keep_log:
-            log = cluster.dir / "server.log"
-            print(log.read_text() if log.exists() else "(no server log)")
-        cluster.destroy()
+        try:
+            if args.keep_log:
+                log = cluster.dir / "server.log"
+                print(log.read_text() if log.exists() else "(no server log)")
+        finally:
+            cluster.destroy()
     print()
     print(report(runs, args.top))
     if args.json:
