@@ -10,9 +10,15 @@ ROWS = [
     ("drain1", "jobs_per_s", "no-op drain, 1 process, jobs/s", True),
     ("drain1", "steady_jobs_per_s", "no-op drain, 1 process, steady state (10–90%), jobs/s",
      True),
+    ("drain1_busy", "jobs_per_s", "no-op drain, 1 process, one core busy, jobs/s", True),
+    ("drain1_busy", "steady_jobs_per_s", "no-op drain, 1 process, one core busy, steady "
+     "state, jobs/s", True),
     ("drain2", "jobs_per_s", "no-op drain, 2 processes, jobs/s", True),
     ("drain2", "steady_jobs_per_s", "no-op drain, 2 processes, steady state (10–90%), jobs/s",
      True),
+    ("drain2_busy", "jobs_per_s", "no-op drain, 2 processes, one core busy, jobs/s", True),
+    ("drain2_busy", "steady_jobs_per_s", "no-op drain, 2 processes, one core busy, steady "
+     "state, jobs/s", True),
     ("sleep10ms", "jobs_per_s", "10 ms jobs, 1 process, jobs/s", True),
     ("io50ms", "jobs_per_s", "50 ms async I/O jobs, 500 in flight, 1 process, jobs/s", True),
     ("io50ms", "steady_jobs_per_s", "50 ms async I/O jobs, steady state (10–90%), jobs/s",
