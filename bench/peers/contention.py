@@ -59,6 +59,7 @@ def cpu_load(cpu: int | None = None) -> Iterator[dict]:
         figures["load_core_share"] = round(used / max(time.monotonic() - start, 1e-6), 3)
     finally:
         procs.stop(proc, grace=2.0)
+        figures["load_exit"] = proc.poll()  # the signal that stopped it, negated
 
 
 def spin(cpu: int) -> None:
