@@ -87,6 +87,7 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
     assert report["contention_load"] == jw["drain1_busy"][0]["load"]
     assert f"one core busy: {report['contention_load']}" in done.stdout
     assert "| no-op drain, 2 processes, one core busy, jobs/s |" in report["table"]
+    assert "| one core busy, 1 process: the loop's share of its core |" in report["table"]
     # The rate limit: 20/s across 2 processes, 100 jobs; each started once, no second
     # (sliding or whole) above the limit + its burst of one second's worth, and at least
     # one second while work waited (so the steady figures are the limit's, not empty).
