@@ -22,6 +22,9 @@ PY312 = os.environ.get("BENCH_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/pyth
 #: The versions measured (also pinned in pyproject.toml's `bench` extra).
 PINS = {"pgqueuer": "1.6.0", "chancy": "0.26.0", "procrastinate": "3.10.0", "oban": "0.7.0",
         "awa-pg": "0.6.9"}
+#: awa-pg's jobs in flight per worker process in the drains: its throughput follows it, and
+#: 1,000 was its best when first measured here (docs/benchmarks.md); settable to try others.
+AWA_MAX_WORKERS = int(os.environ.get("BENCH_AWA_MAX_WORKERS", "1000"))
 SQL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql")
 
 
@@ -253,9 +256,9 @@ def all_systems() -> list[System]:
             "are Oban Pro's (queue meta for extensions)"),
         Awa(
             "awa", "awa-pg", sys.executable, "awa_app", _sql("awa_finished.sql"),
-            "`AsyncClient.start([(\"default\", 1000)])` (queue-storage engine, 1,000 in "
-            "flight, async handlers)",
-            drain_concurrency=1000, same_install=True,
+            f"`AsyncClient.start([(\"default\", {AWA_MAX_WORKERS})])` (queue-storage engine, "
+            f"{AWA_MAX_WORKERS:,} in flight, async handlers)",
+            drain_concurrency=AWA_MAX_WORKERS, same_install=True,
             finish_groups_sql=_sql("awa_finish_batches.sql"),
             no_rate_limit="no rate limit across processes in awa-pg 0.6.9: a queue's "
             "rate_limit is a token bucket in each worker process (its ADR-010)"),

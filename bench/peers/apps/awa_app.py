@@ -28,9 +28,8 @@ from bench.peers.apps.common import (
 )
 
 QUEUE = "default"
-#: Jobs in flight in one worker process when the scenario does not set it: awa's
-#: throughput follows the number in flight, and 1,000 was its best on this machine
-#: (docs/benchmarks.md).
+#: Jobs in flight in one worker process when the harness does not say
+#: (bench/peers/systems.py's AWA_MAX_WORKERS always does).
 MAX_WORKERS = 1000
 
 
