@@ -13,9 +13,16 @@ import sys
 import time
 import traceback
 
-from bench.peers import procs, report, walstats
+from bench.peers import contention, procs, report, walstats
 from bench.peers.dbutil import PEER_STATS, machine, server_settings
-from bench.peers.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Sizes, drop_templates, run
+from bench.peers.scenarios import (
+    BUSY,
+    DEFAULT_SCENARIOS,
+    SCENARIOS,
+    Sizes,
+    drop_templates,
+    run,
+)
 from bench.peers.systems import ROOT, NotMeasured, SystemFailed, all_systems, prepare
 
 QUICK = Sizes(jobs=2_000, sleep_jobs=400, io_jobs=3_000, latency_jobs=30, backlog=4_000,
@@ -166,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": host,
         "sizes": vars(sizes), "rounds": rounds, "scenarios": args.scenarios,
         "peer_stats": args.peer_stats,
+        # What "one core busy" was, when a *_busy scenario ran (bench/peers/contention.py).
+        "contention_load": contention.describe(contention.busy_cpu())
+        if set(BUSY) & set(args.scenarios) else None,
         "systems": {s.name: {"version": s.version, "settings": s.settings,
                              "failed": unavailable.get(s.name)} for s in systems},
         "results": results,
@@ -214,6 +224,8 @@ def _summary_lines(out: dict) -> list[str]:
                                   if out["peer_stats"] == "analyzed" else
                                   "never analyzed (as shipped)")
              + "; Jobwarden's: never analyzed"]
+    if out["contention_load"]:
+        lines.append(f"one core busy: {out['contention_load']}")
     if s["jobwarden_drain1_share_of_ceiling"] is not None:
         lines.append(f"Jobwarden's 1-process drain is {s['jobwarden_drain1_share_of_ceiling']:.1%}"
                      " of the raw SQL ceiling")

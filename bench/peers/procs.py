@@ -90,7 +90,7 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _cpu_ticks(pid: int) -> int:
+def cpu_ticks(pid: int) -> int:
     """utime + stime of `pid` so far, in clock ticks (/proc/<pid>/stat fields 14 and 15;
     the command name, field 2, may hold spaces, so split after its closing paren)."""
     try:
@@ -142,7 +142,7 @@ class RssWatch:
                 if kb:
                     self.roots[root].add(pid)
                     self.peaks[pid] = max(self.peaks.get(pid, 0), kb)
-                self.ticks[pid] = max(self.ticks.get(pid, 0), _cpu_ticks(pid))
+                self.ticks[pid] = max(self.ticks.get(pid, 0), cpu_ticks(pid))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

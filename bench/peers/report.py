@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import statistics
 
-#: (scenario, figure, row label, higher is better)
+#: (scenario, figure, row label, higher is better; None: a condition of the run, no ratio)
 ROWS = [
     ("enqueue", "jobs_per_s", "bulk enqueue, jobs/s", True),
     ("drain1", "jobs_per_s", "no-op drain, 1 process, jobs/s", True),
     ("drain1", "steady_jobs_per_s", "no-op drain, 1 process, steady state (10–90%), jobs/s",
      True),
+    ("drain1_busy", "jobs_per_s", "no-op drain, 1 process, one core busy, jobs/s", True),
+    ("drain1_busy", "steady_jobs_per_s", "no-op drain, 1 process, one core busy, steady "
+     "state, jobs/s", True),
     ("drain2", "jobs_per_s", "no-op drain, 2 processes, jobs/s", True),
     ("drain2", "steady_jobs_per_s", "no-op drain, 2 processes, steady state (10–90%), jobs/s",
      True),
+    ("drain2_busy", "jobs_per_s", "no-op drain, 2 processes, one core busy, jobs/s", True),
+    ("drain2_busy", "steady_jobs_per_s", "no-op drain, 2 processes, one core busy, steady "
+     "state, jobs/s", True),
+    # How busy that core was: what the machine left the loop (1.0: the whole core).
+    ("drain1_busy", "load_core_share", "one core busy, 1 process: the loop's share of its "
+     "core", None),
+    ("drain2_busy", "load_core_share", "one core busy, 2 processes: the loop's share of its "
+     "core", None),
     ("sleep10ms", "jobs_per_s", "10 ms jobs, 1 process, jobs/s", True),
     ("io50ms", "jobs_per_s", "50 ms async I/O jobs, 500 in flight, 1 process, jobs/s", True),
     ("io50ms", "steady_jobs_per_s", "50 ms async I/O jobs, steady state (10–90%), jobs/s",
@@ -87,7 +98,7 @@ def table(results: dict, systems: list[str], scenarios: list[str]) -> str:
     jw = "jobwarden" in systems
     head = ["figure"] + systems + ([f"jobwarden / {p}" for p in peers] if jw else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for scenario, figure, label, _higher in ROWS:
+    for scenario, figure, label, higher in ROWS:
         if scenario != "*" and scenario not in scenarios:
             continue
         cells, meds = [], {}
@@ -98,6 +109,9 @@ def table(results: dict, systems: list[str], scenarios: list[str]) -> str:
         ratios = []
         if jw:
             for p in peers:
+                if higher is None:
+                    ratios.append("")
+                    continue
                 a, b = meds.get("jobwarden"), meds.get(p)
                 ratios.append(f"{a / b:.2f}×" if a and b else "")
         lines.append("| " + " | ".join([label] + cells + ratios) + " |")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import psycopg
 
 from bench import rate_windows
-from bench.peers import ceiling, procs, walstats
+from bench.peers import ceiling, contention, procs, walstats
 from bench.peers.apps.common import IO_SECONDS
 from bench.peers.dbutil import analyze_peer, fresh_database, with_db
 from bench.peers.systems import ROOT, NotMeasured, System, SystemFailed
@@ -43,8 +44,11 @@ class Sizes:
     poll: float = 0.25
 
 
-SCENARIOS = ("enqueue", "drain1", "drain2", "sleep10ms", "io50ms", "latency", "backlog",
-             "ratelimit", "ceiling", "wal")
+SCENARIOS = ("enqueue", "drain1", "drain2", "drain1_busy", "drain2_busy", "sleep10ms",
+             "io50ms", "latency", "backlog", "ratelimit", "ceiling", "wal")
+#: The no-op drains again with one core spinning (bench/peers/contention.py): worker
+#: processes of each.
+BUSY = {"drain1_busy": 1, "drain2_busy": 2}
 #: What a run without --only measures: `wal` checkpoints the server and decodes its WAL,
 #: so it runs when asked for (`--only wal`).
 DEFAULT_SCENARIOS = tuple(s for s in SCENARIOS if s != "wal")
@@ -55,12 +59,34 @@ def _db_now(url: str) -> float:
         return float(conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
 
 
-def _finished(conn, system: System) -> list[float]:
-    return [float(r[0]) for r in conn.execute(system.finished_sql).fetchall()]
+class Finishes:
+    """A system's successful finishes, read from its own tables at each poll: the count
+    (is the drain done?) and, at the end, the epoch of each.
 
+    A system whose finished records may be pruned before the scenario ends
+    (System.finish_groups_sql: awa-pg's ring) is read by groups, each kept as last seen:
+    a group gone from the tables still counts, with the finish times it had."""
 
-def _count(conn, system: System) -> int:
-    return conn.execute(f"SELECT count(*) FROM ({system.finished_sql}) AS f").fetchone()[0]
+    def __init__(self, system: System):
+        self.system = system
+        self.groups: dict[str, tuple[int, float]] = {}  # key -> (finishes, epoch)
+
+    def _poll(self, conn) -> None:
+        for key, n, epoch in conn.execute(self.system.finish_groups_sql).fetchall():
+            self.groups[key] = (int(n), float(epoch))
+
+    def count(self, conn) -> int:
+        if self.system.finish_groups_sql is None:
+            return conn.execute(f"SELECT count(*) FROM ({self.system.finished_sql}) AS f"
+                                ).fetchone()[0]
+        self._poll(conn)
+        return sum(n for n, _ in self.groups.values())
+
+    def times(self, conn) -> list[float]:
+        if self.system.finish_groups_sql is None:
+            return [float(r[0]) for r in conn.execute(self.system.finished_sql).fetchall()]
+        self._poll(conn)
+        return [epoch for n, epoch in self.groups.values() for _ in range(n)]
 
 
 def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | None,
@@ -83,7 +109,8 @@ def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | 
         with procs.RssWatch(started) as rss, psycopg.connect(url, autocommit=True) as conn, \
                 (observe or (lambda _: nullcontext()))(started):
             deadline = time.monotonic() + timeout
-            while _count(conn, system) < jobs:
+            finishes = Finishes(system)
+            while finishes.count(conn) < jobs:
                 dead = [p for p in started if p.poll() is not None]
                 if dead:
                     raise SystemFailed(f"worker exited ({dead[0].returncode}): "
@@ -92,7 +119,7 @@ def drain(system: System, url: str, jobs: int, workers: int, concurrency: int | 
                     timed_out = True
                     break
                 time.sleep(poll)
-            times = _finished(conn, system)
+            times = finishes.times(conn)
             now = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())")
                         .fetchone()[0])
     finally:
@@ -200,6 +227,18 @@ def run(scenario: str, system: System, server: str, sizes: Sizes,
             out.pop("times"), out.pop("t0")
             out["enqueue_seconds"] = round(seconds, 3)
             return {**out, **stats}
+        if scenario in BUSY:
+            install(system, url)
+            seconds = system.enqueue(url, sizes.jobs)
+            stats = leave_stats(system, url, peer_stats)
+            # The load starts after the enqueue and the ANALYZE, before the workers, and
+            # stops once they have: the same for every system.
+            with contention.cpu_load() as load:
+                out = drain(system, url, sizes.jobs, BUSY[scenario], system.drain_concurrency,
+                            sizes.drain_timeout, sizes.poll, scenario)
+            out.pop("times"), out.pop("t0")
+            out["enqueue_seconds"] = round(seconds, 3)
+            return {**out, **load, **stats}
         if scenario == "sleep10ms":
             install(system, url, sizes.sleep_concurrency)
             system.enqueue(url, sizes.sleep_jobs, "sleep")
@@ -287,12 +326,18 @@ def latency(system: System, url: str, sizes: Sizes) -> dict:
             # Warm up: the worker is idle and listening once one job has gone through.
             system.driver(url, "trickle", "--jobs", "1", "--rate", "1", "--out", commits,
                           timeout=60)
-            _wait(conn, system, 1, 60, worker, log)
+            finishes = Finishes(system)
+            _wait(conn, finishes, 1, 60, worker, log)
             os.unlink(stamps)
-            system.driver(url, "trickle", "--jobs", str(sizes.latency_jobs),
-                          "--rate", str(sizes.latency_rate), "--out", commits,
-                          timeout=sizes.latency_jobs / sizes.latency_rate + 60)
-            _wait(conn, system, sizes.latency_jobs + 1, 60, worker, log)
+            trickle = _Background(lambda: system.driver(
+                url, "trickle", "--jobs", str(sizes.latency_jobs),
+                "--rate", str(sizes.latency_rate), "--out", commits,
+                timeout=sizes.latency_jobs / sizes.latency_rate + 60))
+            while not trickle.done(1.0):
+                if system.finish_groups_sql is not None:
+                    finishes.count(conn)  # seen before the ring prunes them
+            trickle.result()
+            _wait(conn, finishes, sizes.latency_jobs + 1, 60, worker, log)
     finally:
         procs.stop(worker)
     start = _read(stamps)
@@ -341,9 +386,33 @@ def rate_limit(system: System, url: str, sizes: Sizes) -> dict:
             else round(100 * counted["steady_share"], 1)}
 
 
-def _wait(conn, system: System, n: int, timeout: float, worker, log: str) -> None:
+class _Background:
+    """A call run on a thread of its own: the harness goes on reading the database."""
+
+    def __init__(self, call: Callable[[], object]):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # re-raised on the harness's thread by result()
+            self._error = exc
+
+    def done(self, wait: float) -> bool:
+        self._thread.join(wait)
+        return not self._thread.is_alive()
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def _wait(conn, finishes: Finishes, n: int, timeout: float, worker, log: str) -> None:
     deadline = time.monotonic() + timeout
-    while _count(conn, system) < n:
+    while finishes.count(conn) < n:
         if worker.poll() is not None:
             raise SystemFailed(f"worker exited ({worker.returncode}): {procs.tail(log)}")
         if time.monotonic() > deadline:

@@ -20,7 +20,12 @@ VENV_BIN = os.path.dirname(sys.executable)
 OBAN_VENV = os.environ.get("BENCH_OBAN_VENV", os.path.join(ROOT, ".venv-oban"))
 PY312 = os.environ.get("BENCH_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/python3.12")
 #: The versions measured (also pinned in pyproject.toml's `bench` extra).
-PINS = {"pgqueuer": "1.6.0", "chancy": "0.26.0", "procrastinate": "3.10.0", "oban": "0.7.0"}
+PINS = {"pgqueuer": "1.6.0", "chancy": "0.26.0", "procrastinate": "3.10.0", "oban": "0.7.0",
+        "awa-pg": "0.6.9"}
+#: awa-pg's jobs in flight per worker process in the drains: its throughput follows it, and
+#: 1,000 was its best when first measured here (docs/benchmarks.md); settable to try others.
+AWA_MAX_WORKERS = int(os.environ.get("BENCH_AWA_MAX_WORKERS", "1000"))
+SQL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql")
 
 
 class SystemFailed(Exception):
@@ -50,6 +55,10 @@ class System:
     #: asks: then each scenario's database is a copy of one installed database
     #: (scenarios.run), not installed anew.
     same_install: bool = False
+    #: For a system whose records of finished jobs may be pruned while a scenario runs:
+    #: rows of (key, finishes, epoch), one a group of finishes written together, which the
+    #: harness keeps as it sees them (scenarios.Finishes). None: finished_sql is read.
+    finish_groups_sql: str | None = None
 
     # -- commands -------------------------------------------------------------------------
     def bin(self, name: str) -> str:
@@ -188,6 +197,25 @@ class Oban(System):
                 "--cron-modules", "bench.peers.apps.oban_app"]
 
 
+class Awa(System):
+    """awa-pg: no worker CLI, so its driver's `worker` subcommand is the worker process
+    (bench/peers/apps/awa_app.py), and its install is the driver's too: `migrate`, then
+    the first worker start that puts a new database on its queue-storage engine."""
+
+    def install(self, url, concurrency):
+        self.driver(url, "install", timeout=120)
+
+    def worker_argv(self, url, concurrency):
+        return [self.python, "-m", f"bench.peers.apps.{self.app}", "worker",
+                "--concurrency", str(concurrency or self.drain_concurrency)]
+
+
+def _sql(name: str) -> str:
+    with open(os.path.join(SQL_DIR, name)) as f:
+        return "\n".join(line for line in f.read().splitlines()
+                         if not line.lstrip().startswith("--"))
+
+
 def all_systems() -> list[System]:
     """Every system, Jobwarden first; whether each can run is checked by `prepare`."""
     return [
@@ -226,6 +254,14 @@ def all_systems() -> list[System]:
             drain_concurrency=10,
             no_rate_limit="no rate limit in oban-py 0.7.0: global limits and rate limits "
             "are Oban Pro's (queue meta for extensions)"),
+        Awa(
+            "awa", "awa-pg", sys.executable, "awa_app", _sql("awa_finished.sql"),
+            f"`AsyncClient.start([(\"default\", {AWA_MAX_WORKERS})])` (queue-storage engine, "
+            f"{AWA_MAX_WORKERS:,} in flight, async handlers)",
+            drain_concurrency=AWA_MAX_WORKERS, same_install=True,
+            finish_groups_sql=_sql("awa_finish_batches.sql"),
+            no_rate_limit="no rate limit across processes in awa-pg 0.6.9: a queue's "
+            "rate_limit is a token bucket in each worker process (its ADR-010)"),
     ]
 
 

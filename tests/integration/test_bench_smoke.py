@@ -11,12 +11,19 @@ import re
 import subprocess
 import sys
 
+import psycopg
+
+from bench.peers.scenarios import Finishes
+from bench.peers.systems import System
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 FIGURES = {
     "enqueue": ["jobs_per_s"],
     "drain1": ["jobs_per_s", "peak_rss_mb"],
     "drain2": ["jobs_per_s", "peak_rss_mb"],
+    "drain1_busy": ["jobs_per_s", "peak_rss_mb", "load_core_share"],
+    "drain2_busy": ["jobs_per_s", "peak_rss_mb", "load_core_share"],
     "sleep10ms": ["jobs_per_s", "ideal_jobs_per_s"],
     "io50ms": ["jobs_per_s", "bound_jobs_per_s", "peak_rss_mb"],
     "latency": ["p50_ms", "p99_ms"],
@@ -63,9 +70,24 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
                 assert math.isfinite(run[figure]), (scenario, figure, run)
             else:
                 assert run[figure] > 0, (scenario, figure, run)
-    for scenario in ("drain1", "drain2", "sleep10ms", "io50ms", "backlog"):
+    for scenario in ("drain1", "drain2", "drain1_busy", "drain2_busy", "sleep10ms", "io50ms",
+                     "backlog"):
         assert jw[scenario][0]["done"] == jw[scenario][0]["jobs"]
         assert not jw[scenario][0]["timed_out"]
+    # The contention load: one busy loop pinned to the harness's last core, running through
+    # each busy drain (its share of that core is what the machine left it), stopped after.
+    busy_cpu = max(os.sched_getaffinity(0))
+    for scenario, workers in (("drain1_busy", 1), ("drain2_busy", 2)):
+        run = jw[scenario][0]
+        assert run["workers"] == workers and run["load_cpu"] == busy_cpu
+        assert 0 < run["load_core_share"] <= 1.1, run
+        assert f"pinned to CPU {busy_cpu}" in run["load"]
+        # Stopped as its drain ended (the harness kills whatever is left at exit anyway).
+        assert run["load_exit"] is not None, "the busy loop outlived its drain"
+    assert report["contention_load"] == jw["drain1_busy"][0]["load"]
+    assert f"one core busy: {report['contention_load']}" in done.stdout
+    assert "| no-op drain, 2 processes, one core busy, jobs/s |" in report["table"]
+    assert "| one core busy, 1 process: the loop's share of its core |" in report["table"]
     # The rate limit: 20/s across 2 processes, 100 jobs; each started once, no second
     # (sliding or whole) above the limit + its burst of one second's worth, and at least
     # one second while work waited (so the steady figures are the limit's, not empty).
@@ -174,3 +196,19 @@ def test_the_cost_benchmark_gives_each_job_its_cpu_and_statements(tmp_path):
              and not s["toplevel"]]
     assert timed and not [s for s in runs[1]["statements"] if "INSERT INTO job_timings"
                           in s["query"]]
+def test_finishes_a_system_prunes_during_a_scenario_still_count(server_url):
+    """awa-pg truncates a ring slot's finished records ~16 s after it opened: the harness
+    keeps each group of finishes as last seen, so one pruned still counts, with its times,
+    and one whose finishes shrank (a tombstone) counts what is left."""
+    system = System("pruning", None, sys.executable, "", finished_sql="", settings="",
+                    finish_groups_sql="SELECT key, n, epoch FROM pg_temp.finish_groups")
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE finish_groups (key text, n int, epoch float8)")
+        conn.execute("INSERT INTO finish_groups VALUES ('a', 2, 10.0), ('b', 1, 11.0)")
+        finishes = Finishes(system)
+        assert finishes.count(conn) == 3
+        conn.execute("DELETE FROM finish_groups WHERE key = 'a'")
+        conn.execute("UPDATE finish_groups SET n = 0 WHERE key = 'b'")
+        conn.execute("INSERT INTO finish_groups VALUES ('c', 1, 12.0)")
+        assert finishes.count(conn) == 3
+        assert sorted(finishes.times(conn)) == [10.0, 10.0, 12.0]

@@ -40,10 +40,12 @@ def write_stamp(index: int) -> None:
 
 def driver(enqueue_batch: Callable[[str, list[int]], None],
            enqueue_one: Callable[[str, int], None] | None = None,
-           install: Callable[[argparse.Namespace], None] | None = None) -> int:
+           install: Callable[[argparse.Namespace], None] | None = None,
+           worker: Callable[[argparse.Namespace], None] | None = None) -> int:
     """The driver CLI. `enqueue_batch(kind, indexes)` commits one batch of jobs;
     `enqueue_one(kind, index)` commits one job in its own transaction (default: a batch of
-    one). Async systems wrap their calls in a loop of their own."""
+    one). Async systems wrap their calls in a loop of their own. `worker(args)` runs a
+    worker until it is told to stop, for a system without a worker CLI of its own."""
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     i = sub.add_parser("install")
@@ -57,7 +59,13 @@ def driver(enqueue_batch: Callable[[str, list[int]], None],
     t.add_argument("--jobs", type=int, required=True)
     t.add_argument("--rate", type=float, required=True)
     t.add_argument("--out", required=True)
+    if worker is not None:
+        w = sub.add_parser("worker")
+        w.add_argument("--concurrency", type=int, help="jobs in flight (default: the app's)")
     args = ap.parse_args()
+    if args.cmd == "worker":
+        worker(args)
+        return 0
     if args.cmd == "install":
         if install is not None:
             install(args)
