@@ -230,6 +230,10 @@ def test_fair_claims_of_racing_and_restarted_workers_run_each_job_once(conn, cle
                  timeout=120)
         stop_processes(procs[:1], signal.SIGTERM)
         procs.append(start_worker("tests.apps.fair_app", "--concurrency", "4"))
+        # Registered, so it handles the SIGTERM below: on a busy machine the others may
+        # drain the rest before it has started, and a stop that came sooner killed it.
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_workers") >= 4,
+                 timeout=60, message="the new worker to register")
         wait_for(lambda: status_counts(clean_db).get("completed") == jobs, timeout=120,
                  interval=0.2, message=f"{jobs} jobs to complete")
     finally:
