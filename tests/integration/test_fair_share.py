@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 from collections import Counter
 
@@ -13,14 +14,18 @@ import psycopg
 import pytest
 
 from jobwarden import EnqueueError, JobSpec, Registry, enqueue, enqueue_many, job
+from jobwarden.worker.engine.listener import Wakeup
 from jobwarden.worker.engine.producer import (
     ClaimedJob,
     ClaimSpec,
+    JobBuffer,
+    Producer,
     claim_fair,
     fair_cursor,
     fair_rounds,
 )
 from jobwarden.worker.jobs.job_types import adopt_defaulted, publish_job_types
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import running_worker, scalar, status_counts, stop_processes, wait_for
 from tests.integration.test_claim_race import start_worker
 
@@ -133,6 +138,31 @@ def test_the_walk_goes_round_every_key_over_claims(conn, clean_db, monkeypatch):
         order.append("".join(sorted(j.fair_key or "?" for j in got)))
         after = fair_cursor(got)
     assert order == ["abc", "ade", "bcd", "abe"]
+
+
+def test_a_lane_claims_fair_work_through_its_own_prepared_statement(conn, clean_db):
+    # As the plain claim: prepared by name on the claim connection, every parameter but
+    # the batch size and the walk's start dumped once; the start NULL at first, then the
+    # last key taken, so each claim gives every key its turn.
+    reg = _registry()
+    enqueue_many(conn, [JobSpec("tenant.work", {"tenant": k, "n": i})
+                        for k in "abc" for i in range(6)], registry=reg)
+    conn.commit()
+    p = Producer(conn=DedicatedConnection(clean_db), claims=_spec(), buffer=JobBuffer(),
+                 concurrency=4, running=lambda: 0, job_seconds=lambda: None, wake=Wakeup(),
+                 stop=threading.Event())
+    got = [p._claim(3) for _ in range(4)]
+    assert [sorted(j.fair_key or "?" for j in g) for g in got] == [["a", "b", "c"]] * 4
+    assert len({j.id for g in got for j in g}) == 12
+    # The first claim made two fair rounds around its plain one (half the batch each
+    # way, then the rest), each later one a single round: five runs of one statement,
+    # and psycopg prepared none of its own for it.
+    assert p._conn.get().execute(
+        "SELECT name, generic_plans FROM pg_prepared_statements "
+        "WHERE statement LIKE '-- jobwarden: claim_fair_jobs%'").fetchall() == [
+        ("jobwarden_claim_fair_jobs", 5)]
+    # The next claim's walk starts after the last key this one took.
+    assert fair_cursor(got[-1]) == "c"
 
 
 def test_a_job_without_a_fair_key_is_left_to_the_plain_claim(conn, clean_db):
