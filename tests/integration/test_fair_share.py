@@ -20,6 +20,7 @@ from jobwarden.worker.engine.producer import (
     ClaimSpec,
     JobBuffer,
     Producer,
+    ProducerSettings,
     claim_fair,
     fair_cursor,
     fair_rounds,
@@ -140,6 +141,14 @@ def test_the_walk_goes_round_every_key_over_claims(conn, clean_db, monkeypatch):
     assert order == ["abc", "ade", "bcd", "abe"]
 
 
+def _producer(url: str, *, listens: bool = False, poll: float = 2.0) -> Producer:
+    """A lane of tenant.work (fair) and plain.work, claimed by hand (Producer._claim)."""
+    return Producer(conn=DedicatedConnection(url), claims=_spec(), buffer=JobBuffer(),
+                    concurrency=4, running=lambda: 0, job_seconds=lambda: None,
+                    wake=Wakeup(), stop=threading.Event(), listens=listens,
+                    settings=ProducerSettings(poll_interval=poll))
+
+
 def test_a_lane_claims_fair_work_through_its_own_prepared_statement(conn, clean_db):
     # As the plain claim: prepared by name on the claim connection, every parameter but
     # the batch size and the walk's start dumped once; the start NULL at first, then the
@@ -148,9 +157,7 @@ def test_a_lane_claims_fair_work_through_its_own_prepared_statement(conn, clean_
     enqueue_many(conn, [JobSpec("tenant.work", {"tenant": k, "n": i})
                         for k in "abc" for i in range(6)], registry=reg)
     conn.commit()
-    p = Producer(conn=DedicatedConnection(clean_db), claims=_spec(), buffer=JobBuffer(),
-                 concurrency=4, running=lambda: 0, job_seconds=lambda: None, wake=Wakeup(),
-                 stop=threading.Event())
+    p = _producer(clean_db)
     got = [p._claim(3) for _ in range(4)]
     assert [sorted(j.fair_key or "?" for j in g) for g in got] == [["a", "b", "c"]] * 4
     assert len({j.id for g in got for j in g}) == 12
@@ -309,3 +316,44 @@ def test_a_plain_type_beside_a_fair_burst_is_not_held_behind_it(conn, clean_db):
                  timeout=60)
         assert scalar(clean_db, "SELECT count(*) FROM background_jobs "
                                 "WHERE fair_key = 'big' AND status = 'pending'") > 1500
+
+
+def _claimed_types(jobs: list[ClaimedJob]) -> Counter:
+    return Counter(j.type for j in jobs)
+
+
+def test_a_notification_ends_the_plain_claims_rest_behind_a_fair_backlog(conn, clean_db):
+    # The plain claim found nothing beside a fair backlog: it rests, for a poll interval
+    # of 30 s here. A plain job's notification ends the rest within moments (a few
+    # times the empty claim's own time), not at the poll.
+    reg = _registry()
+    enqueue_many(conn, [JobSpec("tenant.work", {"tenant": "big", "n": i})
+                        for i in range(2000)], registry=reg)
+    conn.commit()
+    p = _producer(clean_db, listens=True, poll=30.0)
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}  # its plain claim: none
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}  # resting
+    job_id = enqueue(conn, "plain.work", {"n": 1}, registry=reg)
+    conn.commit()
+    p._sleep(5.0)  # as the claim loop waits: the notification wakes it
+    assert p._notified
+    deadline, ids = time.monotonic() + 5.0, set()
+    while job_id not in ids and time.monotonic() < deadline:
+        ids |= {j.id for j in p._claim(10)}
+        time.sleep(0.02)
+    assert job_id in ids
+
+
+def test_the_rest_ends_when_fair_work_no_longer_fills_the_batch(conn, clean_db):
+    # No notification (this lane does not listen): once the fair jobs are fewer than
+    # the batch, the same claim makes the plain one.
+    reg = _registry()
+    enqueue_many(conn, [JobSpec("tenant.work", {"tenant": "big", "n": i})
+                        for i in range(25)], registry=reg)
+    conn.commit()
+    p = _producer(clean_db, poll=30.0)
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}
+    enqueue(conn, "plain.work", {"n": 1}, registry=reg)
+    conn.commit()
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}  # resting: fair fills it
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 5, "plain.work": 1}

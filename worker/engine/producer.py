@@ -141,6 +141,14 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
 FAIR_WALK_KEYS = 200
 
 
+#: How long, in multiples of the plain claim that found no plain work beside a fair
+#: backlog, its rest lasts at least once a notification came for the lane (it may be for
+#: plain work): reading past the backlog then takes at most about 1/20 of the lane's
+#: time however often jobs are enqueued, and a plain job enqueued meanwhile waits that
+#: long (0.1 s behind 20,000 fair jobs), not a poll interval.
+PLAIN_REST_FACTOR = 20
+
+
 #: Most fair claims in a row while each takes some jobs and the batch is not full: a
 #: key with fewer jobs than its share leaves the rest of the batch to the next round,
 #: whose walk no longer meets that key.
@@ -440,6 +448,10 @@ class Producer:
         #: one found no plain work.
         self._fair_after: str | None = None
         self._plain_idle_until = 0.0
+        #: A notification for the lane came since its last plain claim (it may be for
+        #: plain work), and when (time.monotonic) that ends the rest.
+        self._plain_noted = False
+        self._plain_noted_after = 0.0
         #: A notification for this lane was read since the last claim began.
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
@@ -698,6 +710,7 @@ class Producer:
         read of it for a thread that is awake already)."""
         if self._serves is None or self._serves(queue):
             self._notified = True
+            self._plain_noted = True
 
     def _connection(self) -> psycopg.Connection:
         """The claim connection; a new one is set to plan its claims once
@@ -763,9 +776,13 @@ class Producer:
                                                        if t not in limited.types]
         # Beside fair types the plain claim walks past their pending jobs (they are in
         # the claim index too): one that found no plain work while fair work filled its
-        # half is not made again for a poll interval, so a fair backlog is not read
-        # through at every claim.
-        plain = bool(types) and (not c.fair_types or time.monotonic() >= self._plain_idle_until)
+        # half is not made again for a poll interval (the rest), so a fair backlog is not
+        # read through at every claim. A notification for the lane ends the rest once
+        # it lasted PLAIN_REST_FACTOR times that empty claim; so does a fair claim that
+        # no longer fills the batch.
+        now = time.monotonic()
+        plain = bool(types) and (not c.fair_types or now >= self._plain_idle_until or (
+            self._plain_noted and now >= self._plain_noted_after))
         fair_part = 0
         if c.fair_types and limit > 0:
             # Fair-keyed work: each key in turn (claim_fair_jobs). Limited types and
@@ -776,8 +793,13 @@ class Producer:
             fair = self._claim_fair(conn, fair_part, limited)
             jobs += fair
             limit -= len(fair)
+            # Fewer fair jobs are runnable than the batch: little to walk past.
+            plain = plain or (bool(types) and len(fair) < fair_part)
             fair_part = fair_part if len(fair) == fair_part else 0  # more may wait
         before = len(jobs)
+        started = time.monotonic()
+        if plain and limit > 0:
+            self._plain_noted = False  # this claim finds what was notified so far
         prepared = self._claim_jobs
         if limit > 0 and limited is None and prepared is not None \
                 and prepared.prepared_on(conn) and plain:
@@ -796,7 +818,10 @@ class Producer:
             if fair_part and len(jobs) - before < limit:
                 # Only while fair work fills its half: with few fair jobs pending there
                 # is little to walk past, and plain jobs start as soon as ever.
-                self._plain_idle_until = time.monotonic() + self.settings.poll_interval
+                now = time.monotonic()
+                self._plain_idle_until = now + self.settings.poll_interval
+                self._plain_noted_after = min(self._plain_idle_until,
+                                              now + PLAIN_REST_FACTOR * (now - started))
             limit -= len(jobs) - before
             if fair_part and limit > 0:
                 # The plain work left room in the batch: the fair work that filled its
