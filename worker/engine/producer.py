@@ -145,7 +145,8 @@ FAIR_WALK_KEYS = 200
 #: backlog, its rest lasts at least once a notification came for the lane (it may be for
 #: plain work): reading past the backlog then takes at most about 1/20 of the lane's
 #: time however often jobs are enqueued, and a plain job enqueued meanwhile waits that
-#: long (0.1 s behind 20,000 fair jobs), not a poll interval.
+#: long (0.2-0.3 s behind 20,000 fair jobs on a busy 2-core machine), not a poll
+#: interval (docs/guide/fair-share.md).
 PLAIN_REST_FACTOR = 20
 
 
