@@ -147,3 +147,11 @@ def test_the_flows_benchmark_times_both_drains_every_hop_and_the_single_job(serv
     assert 0 <= figures["chain"]["hop_ms"]["p50"] <= figures["chain"]["hop_ms"]["p99"]
     assert figures["single"]["samples"] == 3
     assert 0 <= figures["single"]["start_ms"]["p50"] <= figures["single"]["start_ms"]["p99"]
+
+
+def test_the_fair_claim_benchmark_times_both_claims(server_url):
+    figures = json.loads(bench("bench_fair.py", "claim", "--jobs", "400", "--rounds", "3",
+                               url=server_url))
+    assert set(figures["median_ms"]) == {"plain", "fair"}
+    assert all(v > 0 for v in figures["median_ms"].values()), figures
+    assert figures["fair_over_plain"] > 0
