@@ -3,6 +3,7 @@
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/bench_fair.py burst --big 100000 --keys 50 --each 10
     DATABASE_URL=... .venv/bin/python bench/bench_fair.py single --jobs 20000 --rounds 4
+    DATABASE_URL=... .venv/bin/python bench/bench_fair.py claim --jobs 20000 --rounds 200
 
 `burst`: enqueues --big jobs of tenant 'big', then --each jobs of each of --keys other
 tenants (enqueued after the burst: FIFO would start them last), all of `bench.tenant`
@@ -16,6 +17,14 @@ server's clock), the worst small tenant, and how much of the burst had started b
 alternating --rounds times each: the fair claim's cost when there is nothing to share
 (seconds from the first start to the last end, medians and their ratio). Figures, not
 a pass/fail test: the machine is shared.
+
+`claim`: the two claims alone, on one database that holds --jobs jobs of a plain type
+and --jobs of one fair key: a claim of 200 of each kind through the lane's own prepared
+statement (as a worker's producer runs it), alternating --rounds times, each rolled
+back so every claim meets the same backlog. Reports the median time of each and the CPU
+its server session spent per claim (from /proc: the server must run on this machine).
+One session takes the machine's noise for both alike, where the drains above vary by 2x
+on a busy machine.
 """
 
 from __future__ import annotations
@@ -34,9 +43,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_backlog import create_database, pct  # noqa: E402
-from jobwarden import Registry, job  # noqa: E402
-from jobwarden.worker.jobs.enqueue import JobSpec, enqueue_many  # noqa: E402
+from jobwarden import JobSpec, Registry, job  # noqa: E402
+from jobwarden.worker.engine.producer import (  # noqa: E402
+    ClaimedJob,
+    ClaimSpec,
+    claim_params,
+    fair_params,
+    prepare_claims,
+)
+from jobwarden.worker.jobs.enqueue import enqueue_many  # noqa: E402
 from jobwarden.worker.store.db import database_url, migrate  # noqa: E402
+from jobwarden.worker.store.jobstore import PreparedQuery  # noqa: E402
+from jobwarden.worker.store.queries import Q  # noqa: E402
 
 WAITS = """
 SELECT fair_key_of, extract(epoch FROM started_at - %(t0)s)::float8
@@ -164,6 +182,68 @@ def single(args: argparse.Namespace, server: str) -> dict:
             "fair_over_plain": round(med["fair"] / med["plain"], 3)}
 
 
+def _session_cpu(pid: int) -> float:
+    """Seconds of CPU the server process `pid` has used (utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def claims(args: argparse.Namespace, server: str) -> dict:
+    name, url = create_database(server)
+    try:
+        migrate(url)
+        reg = Registry()
+        job("bench.plain", lease=30, registry=reg)(lambda ctx, p: None)
+        with psycopg.connect(url) as conn:
+            for offset in range(0, args.jobs, 10_000):
+                enqueue_many(conn, [JobSpec("bench.plain", {"tenant": "only", "n": i})
+                                    for i in range(offset, min(args.jobs, offset + 10_000))],
+                             registry=reg)
+            conn.commit()
+        _enqueue(url, True, [("only", args.jobs)])
+        with psycopg.connect(url, autocommit=True) as conn:
+            prepare_claims(conn)
+            spec = ClaimSpec(types=["bench.tenant"], leases=[30.0], worker_id="bench",
+                             fair_types=["bench.tenant"])
+            plain = PreparedQuery(Q.claim_jobs, claim_params(
+                types=["bench.plain"], leases=[30.0], queues=None, limit=0,
+                worker_id="bench"), ("limit",), conn)
+            params = fair_params(spec, 0, None)
+            assert params is not None  # bench.tenant is fair
+            fair = PreparedQuery(Q.claim_fair_jobs, params, ("limit", "after", "keys"), conn)
+            plain.prepare(conn)
+            fair.prepare(conn)
+            run = {"plain": lambda: plain.records(conn, ClaimedJob, limit=200),
+                   "fair": lambda: fair.records(conn, ClaimedJob, limit=200, after="only",
+                                                keys=200)}
+            pid = conn.info.backend_pid
+            ms: dict[str, list[float]] = {"plain": [], "fair": []}
+            cpu = {"plain": 0.0, "fair": 0.0}
+            for i in range(args.rounds + 10):  # the first 10: warming up
+                for kind in ("plain", "fair") if i % 2 else ("fair", "plain"):
+                    conn.execute("BEGIN")
+                    c0, t0 = _session_cpu(pid), time.perf_counter()
+                    got = run[kind]()
+                    t1 = time.perf_counter()
+                    conn.execute("ROLLBACK")
+                    c1 = _session_cpu(pid)
+                    assert len(got) == 200, (kind, len(got))
+                    if i >= 10:
+                        ms[kind].append((t1 - t0) * 1000)
+                        cpu[kind] += c1 - c0
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    med = {k: round(statistics.median(v), 3) for k, v in ms.items()}
+    per = {k: round(v * 1000 / args.rounds, 3) for k, v in cpu.items()}
+    return {"mode": "claim", "jobs": args.jobs, "rounds": args.rounds,
+            "median_ms": med, "server_cpu_ms_per_claim": per,
+            "fair_over_plain": round(med["fair"] / med["plain"], 3),
+            "fair_over_plain_cpu": round(per["fair"] / per["plain"], 3) if per["plain"] else None,
+            "load": os.getloadavg()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -180,12 +260,15 @@ def main() -> int:
     s.add_argument("--jobs", type=int, default=20_000)
     s.add_argument("--rounds", type=int, default=4)
     s.add_argument("--concurrency", type=int, default=8)
-    for p in (b, s):
+    c = sub.add_parser("claim")
+    c.add_argument("--jobs", type=int, default=20_000)
+    c.add_argument("--rounds", type=int, default=200)
+    for p in (b, s, c):
         p.add_argument("--json", help="write the figures here too")
     args = ap.parse_args()
     figures = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-               **(burst(args, database_url()) if args.mode == "burst"
-                  else single(args, database_url()))}
+               **{"burst": burst, "single": single, "claim": claims}[args.mode](
+                   args, database_url())}
     print(json.dumps(figures, indent=2))
     if args.json:
         with open(args.json, "w") as f:

@@ -212,3 +212,9 @@ def test_finishes_a_system_prunes_during_a_scenario_still_count(server_url):
         conn.execute("INSERT INTO finish_groups VALUES ('c', 1, 12.0)")
         assert finishes.count(conn) == 3
         assert sorted(finishes.times(conn)) == [10.0, 10.0, 12.0]
+def test_the_fair_claim_benchmark_times_both_claims(server_url):
+    figures = json.loads(bench("bench_fair.py", "claim", "--jobs", "400", "--rounds", "3",
+                               url=server_url))
+    assert set(figures["median_ms"]) == {"plain", "fair"}
+    assert all(v > 0 for v in figures["median_ms"].values()), figures
+    assert figures["fair_over_plain"] > 0

@@ -76,3 +76,39 @@ def test_the_fair_claim_walks_the_fair_index_on_a_never_analyzed_backlog(
     # 51 keys: two probes each, and each claimed job's update and index entries; the
     # backlog alone is about 2,000 heap pages and 100,000 tuples.
     assert buffers < 30 * (limit + 2 * (SMALL_KEYS + 1)), plan
+
+
+def _turn_sorts(plan: object) -> list[dict]:
+    """The plan's sorts by turn (claim_fair_jobs' `locked`: ORDER BY ceil(nth / weight))."""
+    found: list[dict] = []
+    if isinstance(plan, dict):
+        if any("ceil(" in key for key in plan.get("Sort Key", [])):
+            found.append(plan)
+        for value in plan.values():
+            found += _turn_sorts(value)
+    elif isinstance(plan, list):
+        for value in plan:
+            found += _turn_sorts(value)
+    return found
+
+
+@pytest.mark.parametrize("keys, sorted_rows", [(1, 0), (3, 10)])
+def test_jobs_of_one_key_are_not_sorted_into_turns(migrated_database, keys, sorted_rows):
+    # One key with work has all the batch for its share: no turn is cut, and the claim
+    # costs what the plain claim costs, less nothing but the walk. Three keys of
+    # ceil(10 / 3) = 4 each pick 12 for 10: the turns decide which 10.
+    reg = Registry()
+    job("plan.fair", fair_key="tenant", registry=reg)(lambda ctx, p: None)
+    with psycopg.connect(migrated_database) as conn:
+        enqueue_many(conn, [JobSpec("plan.fair", {"tenant": f"k{i % keys}", "n": i})
+                            for i in range(300)], registry=reg)
+        conn.commit()
+        values = claim_params(types=["plan.fair"], leases=[30.0], queues=None, limit=10,
+                              worker_id="plan-fair")
+        values.update(after=None, keys=FAIR_WALK_KEYS, weight_keys=None, weights=None)
+        (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + Q.claim_fair_jobs,
+                               values).fetchone()
+        conn.rollback()
+    sorts = _turn_sorts(plan)
+    assert sorts, json.dumps(plan)
+    assert sum(s.get("Actual Rows", 0) for s in sorts) == sorted_rows, json.dumps(plan)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 from collections import Counter
 
@@ -13,14 +14,19 @@ import psycopg
 import pytest
 
 from jobwarden import EnqueueError, JobSpec, Registry, enqueue, enqueue_many, job
+from jobwarden.worker.engine.listener import Wakeup
 from jobwarden.worker.engine.producer import (
     ClaimedJob,
     ClaimSpec,
+    JobBuffer,
+    Producer,
+    ProducerSettings,
     claim_fair,
     fair_cursor,
     fair_rounds,
 )
 from jobwarden.worker.jobs.job_types import adopt_defaulted, publish_job_types
+from jobwarden.worker.store.db import DedicatedConnection
 from tests.helpers import running_worker, scalar, status_counts, stop_processes, wait_for
 from tests.integration.test_claim_race import start_worker
 
@@ -135,6 +141,37 @@ def test_the_walk_goes_round_every_key_over_claims(conn, clean_db, monkeypatch):
     assert order == ["abc", "ade", "bcd", "abe"]
 
 
+def _producer(url: str, *, listens: bool = False, poll: float = 2.0) -> Producer:
+    """A lane of tenant.work (fair) and plain.work, claimed by hand (Producer._claim)."""
+    return Producer(conn=DedicatedConnection(url), claims=_spec(), buffer=JobBuffer(),
+                    concurrency=4, running=lambda: 0, job_seconds=lambda: None,
+                    wake=Wakeup(), stop=threading.Event(), listens=listens,
+                    settings=ProducerSettings(poll_interval=poll))
+
+
+def test_a_lane_claims_fair_work_through_its_own_prepared_statement(conn, clean_db):
+    # As the plain claim: prepared by name on the claim connection, every parameter but
+    # the batch size and the walk's start dumped once; the start NULL at first, then the
+    # last key taken, so each claim gives every key its turn.
+    reg = _registry()
+    enqueue_many(conn, [JobSpec("tenant.work", {"tenant": k, "n": i})
+                        for k in "abc" for i in range(6)], registry=reg)
+    conn.commit()
+    p = _producer(clean_db)
+    got = [p._claim(3) for _ in range(4)]
+    assert [sorted(j.fair_key or "?" for j in g) for g in got] == [["a", "b", "c"]] * 4
+    assert len({j.id for g in got for j in g}) == 12
+    # The first claim made two fair rounds around its plain one (half the batch each
+    # way, then the rest), each later one a single round: five runs of one statement,
+    # and psycopg prepared none of its own for it.
+    assert p._conn.get().execute(
+        "SELECT name, generic_plans FROM pg_prepared_statements "
+        "WHERE statement LIKE '-- jobwarden: claim_fair_jobs%'").fetchall() == [
+        ("jobwarden_claim_fair_jobs", 5)]
+    # The next claim's walk starts after the last key this one took.
+    assert fair_cursor(got[-1]) == "c"
+
+
 def test_a_job_without_a_fair_key_is_left_to_the_plain_claim(conn, clean_db):
     reg = _registry()
     enqueue(conn, "plain.work", {"tenant": "x"}, registry=reg)
@@ -230,6 +267,10 @@ def test_fair_claims_of_racing_and_restarted_workers_run_each_job_once(conn, cle
                  timeout=120)
         stop_processes(procs[:1], signal.SIGTERM)
         procs.append(start_worker("tests.apps.fair_app", "--concurrency", "4"))
+        # Registered, so it handles the SIGTERM below: on a busy machine the others may
+        # drain the rest before it has started, and a stop that came sooner killed it.
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_workers") >= 4,
+                 timeout=60, message="the new worker to register")
         wait_for(lambda: status_counts(clean_db).get("completed") == jobs, timeout=120,
                  interval=0.2, message=f"{jobs} jobs to complete")
     finally:
@@ -275,3 +316,44 @@ def test_a_plain_type_beside_a_fair_burst_is_not_held_behind_it(conn, clean_db):
                  timeout=60)
         assert scalar(clean_db, "SELECT count(*) FROM background_jobs "
                                 "WHERE fair_key = 'big' AND status = 'pending'") > 1500
+
+
+def _claimed_types(jobs: list[ClaimedJob]) -> Counter:
+    return Counter(j.type for j in jobs)
+
+
+def test_a_notification_ends_the_plain_claims_rest_behind_a_fair_backlog(conn, clean_db):
+    # The plain claim found nothing beside a fair backlog: it rests, for a poll interval
+    # of 30 s here. A plain job's notification ends the rest within moments (a few
+    # times the empty claim's own time), not at the poll.
+    reg = _registry()
+    enqueue_many(conn, [JobSpec("tenant.work", {"tenant": "big", "n": i})
+                        for i in range(2000)], registry=reg)
+    conn.commit()
+    p = _producer(clean_db, listens=True, poll=30.0)
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}  # its plain claim: none
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}  # resting
+    job_id = enqueue(conn, "plain.work", {"n": 1}, registry=reg)
+    conn.commit()
+    p._sleep(5.0)  # as the claim loop waits: the notification wakes it
+    assert p._notified
+    deadline, ids = time.monotonic() + 5.0, set()
+    while job_id not in ids and time.monotonic() < deadline:
+        ids |= {j.id for j in p._claim(10)}
+        time.sleep(0.02)
+    assert job_id in ids
+
+
+def test_the_rest_ends_when_fair_work_no_longer_fills_the_batch(conn, clean_db):
+    # No notification (this lane does not listen): once the fair jobs are fewer than
+    # the batch, the same claim makes the plain one.
+    reg = _registry()
+    enqueue_many(conn, [JobSpec("tenant.work", {"tenant": "big", "n": i})
+                        for i in range(25)], registry=reg)
+    conn.commit()
+    p = _producer(clean_db, poll=30.0)
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}
+    enqueue(conn, "plain.work", {"n": 1}, registry=reg)
+    conn.commit()
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 10}  # resting: fair fills it
+    assert _claimed_types(p._claim(10)) == {"tenant.work": 5, "plain.work": 1}

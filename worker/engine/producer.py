@@ -37,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal, Protocol
 from uuid import UUID
 
@@ -84,9 +85,9 @@ class ClaimedJob:
     #: The trace it was enqueued in, as the propagator wrote it (None: none).
     trace_context: str | None = None
     #: Its fair key (claim_fair_jobs only; None: claimed by another claim, or none),
-    #: and its claim's last key in the walk's order (the next fair claim's `after`).
+    #: and that key's place in its claim's walk (fair_cursor).
     fair_key: str | None = None
-    fair_last: str | None = None
+    fair_step: int | None = None
     #: Learned by a heartbeat while the job waited in the buffer.
     cancel_requested: bool = False
     #: Its lease was lost while it waited (the worker froze past it): never start it.
@@ -140,22 +141,29 @@ def claim(conn: psycopg.Connection, *, types: list[str], leases: list[float],
 FAIR_WALK_KEYS = 200
 
 
+#: How long, in multiples of the plain claim that found no plain work beside a fair
+#: backlog, its rest lasts at least once a notification came for the lane (it may be for
+#: plain work): reading past the backlog then takes at most about 1/20 of the lane's
+#: time however often jobs are enqueued, and a plain job enqueued meanwhile waits that
+#: long (0.2-0.3 s behind 20,000 fair jobs on a busy 2-core machine), not a poll
+#: interval (docs/guide/fair-share.md).
+PLAIN_REST_FACTOR = 20
+
+
 #: Most fair claims in a row while each takes some jobs and the batch is not full: a
 #: key with fewer jobs than its share leaves the rest of the batch to the next round,
 #: whose walk no longer meets that key.
 FAIR_ROUNDS = 4
 
 
-def claim_fair(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str | None,
-               limited: LimitedClaim | None = None) -> list[ClaimedJob]:
-    """A lane's fair claim (claim_fair_jobs): up to `limit` jobs of its fair types, each
-    key in turn, the walk starting after the key `after`. The `limited` claim's types and
-    queues are left to it (a limit wins over fairness). One statement: its batch may be
-    short of `limit` while jobs wait (fair_rounds)."""
+def fair_params(c: ClaimSpec, limit: int, after: str | None,
+                limited: LimitedClaim | None = None) -> dict[str, Any] | None:
+    """claim_fair_jobs' parameters for lane `c` (None: it has no fair type the `limited`
+    claim leaves to it)."""
     fair = set(c.fair_types or ()) - set(limited.types if limited else ())
     keep = [i for i, t in enumerate(c.types) if t in fair]
     if not keep:
-        return []
+        return None
     skip = c.skip_queues if limited is None or not limited.queues else sorted(
         set(c.skip_queues or []) | set(limited.queues))
     params = claim_params(types=[c.types[i] for i in keep],
@@ -166,16 +174,35 @@ def claim_fair(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str | 
     weights = c.fair_weights or {}
     params.update(after=after, keys=min(FAIR_WALK_KEYS, limit), weight_keys=list(weights) or None,
                   weights=list(weights.values()) or None)
+    return params
+
+
+def claim_fair(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str | None,
+               limited: LimitedClaim | None = None,
+               prepared: PreparedQuery | None = None) -> list[ClaimedJob]:
+    """A lane's fair claim (claim_fair_jobs): up to `limit` jobs of its fair types, each
+    key in turn, the walk starting after the key `after`. The `limited` claim's types and
+    queues are left to it (a limit wins over fairness). One statement: its batch may be
+    short of `limit` while jobs wait (fair_rounds). `prepared`: the lane's own, prepared
+    on `conn` with the parameters of a claim without `limited` dumped ahead
+    (Producer._connection), which such a claim runs."""
+    if limited is None and prepared is not None and prepared.prepared_on(conn):
+        return prepared.records(conn, ClaimedJob, limit=limit, after=after,
+                                keys=min(FAIR_WALK_KEYS, limit))
+    params = fair_params(c, limit, after, limited)
+    if params is None:
+        return []
     return JobStore(conn).records(Q.claim_fair_jobs, params, ClaimedJob, prepare=True)
 
 
 def fair_rounds(conn: psycopg.Connection, c: ClaimSpec, limit: int, after: str | None,
-                limited: LimitedClaim | None = None) -> tuple[list[ClaimedJob], str | None]:
+                limited: LimitedClaim | None = None,
+                prepared: PreparedQuery | None = None) -> tuple[list[ClaimedJob], str | None]:
     """Fair claims until the batch is full, one takes nothing, or FAIR_ROUNDS: the jobs,
     and the key the next claim's walk starts after."""
     jobs: list[ClaimedJob] = []
     for _ in range(FAIR_ROUNDS):
-        got = claim_fair(conn, c, limit - len(jobs), after, limited)
+        got = claim_fair(conn, c, limit - len(jobs), after, limited, prepared)
         after = fair_cursor(got) or after
         jobs += got
         if not got or len(jobs) >= limit:
@@ -196,7 +223,7 @@ def fair_cursor(jobs: list[ClaimedJob]) -> str | None:
     """The key the next fair claim's walk starts after: the last key (in the walk's order,
     as the server's collation sorts keys) this claim took a job of. None (start from the
     first key) when it took none."""
-    return jobs[0].fair_last if jobs else None
+    return max(jobs, key=attrgetter("fair_step")).fair_key if jobs else None
 
 
 def prepare_claims(conn: psycopg.Connection) -> None:
@@ -413,11 +440,19 @@ class Producer:
         #: The lane's unlimited claim, prepared by name on that connection with every
         #: parameter but its batch size dumped ahead (None: through a pooler, or not yet).
         self._claim_jobs: PreparedQuery | None = None
+        #: The lane's fair claim (claim_fair_jobs) without limited work, prepared there
+        #: likewise, every parameter but the batch size and the walk's start dumped ahead
+        #: (None: no fair types, through a pooler, or not yet).
+        self._claim_fair_jobs: PreparedQuery | None = None
         #: The fair key the next fair claim's walk starts after (fair_cursor), and until
         #: when (time.monotonic) a lane with fair types makes no plain claim: its last
         #: one found no plain work.
         self._fair_after: str | None = None
         self._plain_idle_until = 0.0
+        #: A notification for the lane came since its last plain claim (it may be for
+        #: plain work), and when (time.monotonic) that ends the rest.
+        self._plain_noted = False
+        self._plain_noted_after = 0.0
         #: A notification for this lane was read since the last claim began.
         self._notified = False
         #: Whether the last claim took all it asked for (there may be more waiting).
@@ -631,6 +666,9 @@ class Producer:
         prepared = self._claim_jobs
         if prepared is not None and prepared.prepared_on(conn):
             prepared.records(conn, ClaimedJob, limit=0)
+        fair = self._claim_fair_jobs
+        if fair is not None and fair.prepared_on(conn):
+            fair.records(conn, ClaimedJob, limit=0, after=None, keys=0)
 
     def _may_run_here(self, job: ClaimedJob) -> bool:
         """Whether the thread that claimed `job` runs it: another thread waits to take
@@ -673,6 +711,7 @@ class Producer:
         read of it for a thread that is awake already)."""
         if self._serves is None or self._serves(queue):
             self._notified = True
+            self._plain_noted = True
 
     def _connection(self) -> psycopg.Connection:
         """The claim connection; a new one is set to plan its claims once
@@ -692,6 +731,13 @@ class Producer:
                         type_max_attempts=_pick(c.type_max_attempts, keep)),
                         ("limit",), conn)
                 self._claim_jobs.prepare(conn)
+                if self._claim_fair_jobs is None and c.fair_types:
+                    params = fair_params(c, 0, None)
+                    if params is not None:
+                        self._claim_fair_jobs = PreparedQuery(
+                            Q.claim_fair_jobs, params, ("limit", "after", "keys"), conn)
+                if self._claim_fair_jobs is not None:
+                    self._claim_fair_jobs.prepare(conn)
             self._prepared = conn
         if self.listens and conn is not self._listening:
             self._listening = None
@@ -731,9 +777,13 @@ class Producer:
                                                        if t not in limited.types]
         # Beside fair types the plain claim walks past their pending jobs (they are in
         # the claim index too): one that found no plain work while fair work filled its
-        # half is not made again for a poll interval, so a fair backlog is not read
-        # through at every claim.
-        plain = bool(types) and (not c.fair_types or time.monotonic() >= self._plain_idle_until)
+        # half is not made again for a poll interval (the rest), so a fair backlog is not
+        # read through at every claim. A notification for the lane ends the rest once
+        # it lasted PLAIN_REST_FACTOR times that empty claim; so does a fair claim that
+        # no longer fills the batch.
+        now = time.monotonic()
+        plain = bool(types) and (not c.fair_types or now >= self._plain_idle_until or (
+            self._plain_noted and now >= self._plain_noted_after))
         fair_part = 0
         if c.fair_types and limit > 0:
             # Fair-keyed work: each key in turn (claim_fair_jobs). Limited types and
@@ -744,8 +794,13 @@ class Producer:
             fair = self._claim_fair(conn, fair_part, limited)
             jobs += fair
             limit -= len(fair)
+            # Fewer fair jobs are runnable than the batch: little to walk past.
+            plain = plain or (bool(types) and len(fair) < fair_part)
             fair_part = fair_part if len(fair) == fair_part else 0  # more may wait
         before = len(jobs)
+        started = time.monotonic()
+        if plain and limit > 0:
+            self._plain_noted = False  # this claim finds what was notified so far
         prepared = self._claim_jobs
         if limit > 0 and limited is None and prepared is not None \
                 and prepared.prepared_on(conn) and plain:
@@ -764,7 +819,10 @@ class Producer:
             if fair_part and len(jobs) - before < limit:
                 # Only while fair work fills its half: with few fair jobs pending there
                 # is little to walk past, and plain jobs start as soon as ever.
-                self._plain_idle_until = time.monotonic() + self.settings.poll_interval
+                now = time.monotonic()
+                self._plain_idle_until = now + self.settings.poll_interval
+                self._plain_noted_after = min(self._plain_idle_until,
+                                              now + PLAIN_REST_FACTOR * (now - started))
             limit -= len(jobs) - before
             if fair_part and limit > 0:
                 # The plain work left room in the batch: the fair work that filled its
@@ -780,7 +838,7 @@ class Producer:
     def _claim_fair(self, conn: psycopg.Connection, limit: int,
                     limited: LimitedClaim | None) -> list[ClaimedJob]:
         jobs, self._fair_after = fair_rounds(conn, self.claims, limit, self._fair_after,
-                                             limited)
+                                             limited, self._claim_fair_jobs)
         return jobs
 
     def _claim_limited(self, conn: psycopg.Connection, limited: LimitedClaim,

@@ -120,7 +120,7 @@ class PreparedQuery:
 
     Not through a transaction pooler: a statement prepared by name lives in one server
     session (the producer claims through a cursor there, `JobStore.records`). `varying`
-    parameters are ints or strs, sent as their text."""
+    parameters are ints or strs, sent as their text, or None, sent as NULL."""
 
     __slots__ = ("query", "name", "_sql", "_fixed", "_places", "_on")
 
@@ -150,7 +150,8 @@ class PreparedQuery:
     def prepared_on(self, conn: psycopg.Connection) -> bool:
         return conn is self._on and not conn.closed
 
-    def records(self, conn: psycopg.Connection, record: type[T], **varying: int | str) -> list[T]:
+    def records(self, conn: psycopg.Connection, record: type[T],
+                **varying: int | str | None) -> list[T]:
         """Run it on `conn` (prepared there) with these values of the varying parameters:
         every row built into `record` from its columns, as `JobStore.records` builds
         them. On an autocommit connection it is a transaction of its own; inside
@@ -158,7 +159,7 @@ class PreparedQuery:
         it never opens one)."""
         params = list(self._fixed)
         for name, value in varying.items():
-            params[self._places[name]] = str(value).encode()
+            params[self._places[name]] = None if value is None else str(value).encode()
         with conn.lock:
             # A None is a NULL to libpq, which psycopg's stub does not say.
             result = conn.pgconn.exec_prepared(self.name, cast(Any, params))

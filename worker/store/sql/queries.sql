@@ -448,10 +448,11 @@ FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 -- fair claim reached) and wrapping round, at most `keys` of them: over many claims every
 -- key is reached in turn. `picked`: each walked key's oldest runnable jobs of the handled
 -- types, at most its share of the batch (`limit` split by weight: `weight_keys` and
--- `weights`, parallel; a key not named weighs 1), locked as claim_jobs locks. The batch
--- then takes them turn by turn (a key's first `weight` jobs in turn 1, ...), in walk
--- order within a turn. The rest is claim_jobs' (row filters, slots, the claim's write);
--- the result adds each job's fair key, and the claim's last key (the next `after`).
+-- `weights`, parallel; a key not named weighs 1), locked as claim_jobs locks. When they
+-- are more than the batch, it takes them turn by turn (a key's first `weight` jobs in
+-- turn 1, ...), in walk order within a turn; else all of them, unsorted. The rest is claim_jobs' (row filters, slots, the claim's write);
+-- the result adds each job's fair key and its key's place in the walk (the key of the
+-- highest is the next `after`).
 -- The plan without statistics: each probe and each key's pick is an ORDER BY ... LIMIT on
 -- the partial index whose predicate the statement repeats, so the planner walks it.
 WITH RECURSIVE walk(key, wrapped, n) AS (
@@ -518,19 +519,31 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
         ORDER BY jobwarden_claim_rank(j.available_at, j.priority), j.id
         LIMIT (SELECT k.share)
         FOR UPDATE OF j SKIP LOCKED) AS c
+), fits AS (
+    -- Whether every picked job fits in the batch: one key with work (a single key's
+    -- share is the batch), or shares that add up to it, or keys with fewer jobs left.
+    SELECT count(*) <= %(limit)s::int AS yes FROM picked
 ), locked AS (
-    -- Turn by turn: a key's nth job is in turn ceil(n / weight).
+    -- Then the batch is all of them, in no order (claimed takes them as a set): no turn
+    -- is cut, so none is sorted. The test is one value, known before either branch
+    -- runs, and the other branch is never run.
     SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at, p.n
-    FROM (SELECT p.*, row_number() OVER (
-                     PARTITION BY p.key
-                     ORDER BY jobwarden_claim_rank(p.available_at, p.priority), p.id) AS nth
-          FROM picked p) AS p
-    ORDER BY ceil(p.nth::float8 / p.weight), p.n, p.nth
-    LIMIT %(limit)s::int
+    FROM picked p
+    WHERE (SELECT f.yes FROM fits f)
+    UNION ALL
+    -- Else turn by turn: a key's nth job is in turn ceil(n / weight).
+    (SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at, p.n
+     FROM (SELECT p.*, row_number() OVER (
+                      PARTITION BY p.key
+                      ORDER BY jobwarden_claim_rank(p.available_at, p.priority), p.id) AS nth
+           FROM picked p) AS p
+     WHERE NOT (SELECT f.yes FROM fits f)
+     ORDER BY ceil(p.nth::float8 / p.weight), p.n, p.nth
+     LIMIT %(limit)s::int)
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
-    SELECT l.id, l.type, l.concurrency_key,
+    SELECT l.id, l.type, l.concurrency_key, l.n,
            (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
@@ -552,9 +565,9 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
 ), selected AS (
     -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
     -- others stay pending: their key has no room left).
-    SELECT id, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    SELECT id, type, n, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
     UNION ALL
-    SELECT q.id, q.type, f.slot::smallint
+    SELECT q.id, q.type, q.n, f.slot::smallint
     FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
     WHERE f.slot < q.lim
 ), claimed AS (
@@ -583,7 +596,8 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
     WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
-              j.concurrency_key, j.available_at, j.batch_id, j.trace_context, j.fair_key
+              j.concurrency_key, j.available_at, j.batch_id, j.trace_context, j.fair_key,
+              s.n
 )
 -- No job_executions row yet: a running execution lives on its job row (execution_id,
 -- worker_id, started_at, heartbeat_at, the lease), and finish_executions writes its
@@ -591,10 +605,9 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
 SELECT id, queue, type, version, payload, priority, attempts, max_attempts,
        execution_id, checkpoint, idempotency_key, snoozes, concurrency_key,
        batch_id, trace_context, fair_key,
-       -- The claim's last key in the walk's order (the server's collation): the next
-       -- claim's `after`.
-       (SELECT k.key FROM locked l JOIN claimed d ON d.id = l.id
-        JOIN walk k ON k.n = l.n ORDER BY l.n DESC LIMIT 1) AS fair_last
+       -- Its key's place in the walk: the key of the claim's highest is its last in the
+       -- walk's order (the server's collation), the next claim's `after` (fair_cursor).
+       n
 FROM claimed ORDER BY jobwarden_claim_rank(available_at, priority), id
 
 -- name: finish_executions
