@@ -222,11 +222,15 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
         try:
             # The window opens once the worker has started and finished its first
             # jobs: its start (imports, registration) is not a job's cost.
-            while (first := done()) < min(jobs // 20, 2_000):
+            while done() < min(jobs // 20, 2_000):
                 time.sleep(0.005)
             conn.execute(f"SELECT pg_stat_statements_reset() {MARK}")
             opened = time.monotonic()
             server0, worker0 = cluster_ticks(postmaster, {mine}), ticks(worker.pid)
+            # Counted after the reset: a finish that ended in between is in both the
+            # statistics and `first`, so the window's jobs are never more than the
+            # statements it recorded finished.
+            first = done()
             recorder = perf_start(postmaster, mine, tag) if perf else None
             spy = subprocess.Popen(
                 [shutil.which("py-spy") or os.path.join(bin_dir, "py-spy"), "record",
