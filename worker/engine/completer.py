@@ -90,9 +90,11 @@ class Completion:
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
-        # cap what the handler raised here, once, for both.
-        self.error_code = storable_text(sanitize_error_code(self.error_code))
-        self.error = sanitize_text(self.error)
+        # cap what the handler raised here, once, for both (a completion has neither).
+        if self.error_code is not None:
+            self.error_code = storable_text(sanitize_error_code(self.error_code))
+        if self.error is not None:
+            self.error = sanitize_text(self.error)
 
     def event(self, action: str) -> dict[str, Any]:
         """The `extra` of a log line about this outcome (worker/core/logs.py)."""

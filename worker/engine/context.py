@@ -412,7 +412,9 @@ class HandlerContext:
         # The pool its own writes use. Test handlers (tests/apps) borrow it for their
         # bookkeeping; it is not part of the handler API.
         self._pool = control.pool
-        self._idempotency_base = job_idempotency_key or f"{control.type}:{control.job_id}"
+        # The job's key, or None: its type and id stand in, formatted on first use (most
+        # handlers never ask for a key).
+        self._job_idempotency_key = job_idempotency_key
         self.job_id = control.job_id
         self.execution_id = control.execution_id
         self.attempt = control.attempt
@@ -477,7 +479,8 @@ class HandlerContext:
         Send it to providers that accept an Idempotency-Key so a retry after a lost
         response is recognised as the same operation.
         """
-        return ":".join([self._idempotency_base, *map(str, parts)])
+        base = self._job_idempotency_key or f"{self._control.type}:{self._control.job_id}"
+        return ":".join([base, *map(str, parts)])
 
 
 class JobContext(HandlerContext):

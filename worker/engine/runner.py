@@ -70,9 +70,12 @@ class Outcome:
 
     def __post_init__(self) -> None:
         # Built from whatever the handler raised: make it storable here, once, so every
-        # writer of outcomes stores it as it is.
-        self.error_code = storable_text(self.error_code)
-        self.error = storable_text(self.error)
+        # writer of outcomes stores it as it is. (Most outcomes are completions, with
+        # neither: nothing to call then.)
+        if self.error_code is not None:
+            self.error_code = storable_text(self.error_code)
+        if self.error is not None:
+            self.error = storable_text(self.error)
 
     @property
     def retrying(self) -> bool:
@@ -242,7 +245,8 @@ def _run_handler(job_type: JobType, run: ExecutionControl,
     if run.lease_lost:
         run.close_transaction(commit=False)
         return None
-    return with_result(classify(exc, run, job_type), value)
+    outcome = classify(exc, run, job_type)
+    return outcome if value is None else with_result(outcome, value)
 
 
 async def run_handler_async(job_type: JobType, run: ExecutionControl,
@@ -298,7 +302,8 @@ async def _run_handler_async(job_type: JobType, run: ExecutionControl,
     if run.lease_lost:
         await run.close_async_transaction(commit=False)
         return None
-    return with_result(classify(exc, run, job_type), value)
+    outcome = classify(exc, run, job_type)
+    return outcome if value is None else with_result(outcome, value)
 
 
 class CommitUncertain(Exception):
