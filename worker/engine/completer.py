@@ -22,8 +22,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from operator import attrgetter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -108,8 +108,9 @@ class Completion:
 _SPENT = {o.value: t.attempt_spent for o, t in TRANSITIONS.items()}
 
 
-#: A Completion's job id (the sort key of a batch), read in C.
+#: A Completion's job id (the sort key of a batch) and lease, read in C.
 _job_id = attrgetter("job_id")
+_lease = attrgetter("lease")
 
 
 def finish_params(batch: list[Completion]) -> dict[str, list[Any] | None]:
@@ -410,7 +411,7 @@ class Completer:
                     return
 
     def _write_with_retry(self, batch: list[Completion], conn: DedicatedConnection) -> None:
-        give_up = time.monotonic() + max(3 * max(c.lease for c in batch), 10.0)
+        give_up = time.monotonic() + max(3 * max(map(_lease, batch)), 10.0)
         backoff = Backoff(first=0.2, cap=5.0)
         while True:
             try:
@@ -429,10 +430,12 @@ class Completer:
                 self._give_up.wait(wait)
         conn.handled(len(batch))  # a backlog after an idle spell: plan again (below)
         self.written += len(owned)
-        if self._on_keys_freed is not None and any(
-                c.concurrency_key is not None and c.execution_id in owned for c in batch):
+        if self._on_keys_freed is not None and _frees_keys(batch, owned):
             self._on_keys_freed()
-        refused = [c for c in batch if c.execution_id not in owned]
+        # Each outcome has its own execution: all were written when as many were owned
+        # (and then no execution id is hashed again: a UUID's hash is a Python call).
+        refused = ([] if len(owned) == len(batch)
+                   else [c for c in batch if c.execution_id not in owned])
         recorded: dict[UUID, str] = {}
         if refused:
             self.refused += len(refused)
@@ -442,6 +445,15 @@ class Completer:
                 conn.drop()
         log_outcomes(batch, owned, recorded)
         conn.replan()
+
+
+def _frees_keys(batch: list[Completion], owned: dict[UUID, str]) -> bool:
+    """Whether a written outcome of `batch` ended an execution that held a concurrency
+    key (a loop, not any() over a generator: most outcomes hold none)."""
+    for c in batch:
+        if c.concurrency_key is not None and c.execution_id in owned:
+            return True
+    return False
 
 
 def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUID, str]:
@@ -458,9 +470,12 @@ def log_outcomes(batch: list[Completion], owned: dict[UUID, str],
     because its execution no longer owned the job (with how that execution was recorded).
     Every writer of outcomes — this thread's batches, a handler's own transaction —
     says it the same way."""
+    if (len(owned) == len(batch) and not log.isEnabledFor(logging.DEBUG)
+            and list(owned.values()).count(JobStatus.COMPLETED) == len(owned)):
+        return  # every outcome written, each a completion: their lines are DEBUG's
     for c in batch:
-        if c.execution_id in owned:
-            log_written(c, owned[c.execution_id])
+        if (status := owned.get(c.execution_id)) is not None:
+            log_written(c, status)
         else:
             log.warning("job %s: execution %s no longer owns the job (recorded as %s); its "
                         "%s result is discarded", c.job_id, c.execution_id,
