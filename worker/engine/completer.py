@@ -96,6 +96,15 @@ class Completion:
         if self.error is not None:
             self.error = sanitize_text(self.error)
 
+    def row(self) -> dict[str, Any]:
+        """The outcome as one row of finish_executions (see finish_params)."""
+        return {"job_id": self.job_id, "execution_id": self.execution_id,
+                "status": self.status.value, "outcome": self.outcome.value,
+                "error_code": self.error_code, "error": self.error,
+                "delay": self.delay, "progress": self.progress,
+                "checkpoint": self.checkpoint, "traceback": self.traceback,
+                "lapsed_only": self.lapsed_only, "result": self.result}
+
     def event(self, action: str) -> dict[str, Any]:
         """The `extra` of a log line about this outcome (worker/core/logs.py)."""
         return execution_event(action, job_id=self.job_id, job_type=self.type,
@@ -113,29 +122,54 @@ _job_id = attrgetter("job_id")
 _lease = attrgetter("lease")
 
 
-def finish_params(batch: list[Completion]) -> dict[str, list[Any] | None]:
-    """finish_executions' parameters: the outcomes as parallel arrays, sorted by job id
-    (so concurrent batches lock rows in one order). progress and checkpoint are JSON
-    text. Whether each attempt stays spent is the transitions table's word on its
-    outcome; `pending_ids`: the rows sent back to pending (the statement reads their
-    available_at before it rewrites it). Read straight off the Completions, one array
-    at a time: a dict per row and an enum lookup per outcome cost the drain ~1 µs a job.
-    Statuses and outcomes go as their plain text (`_value_`: the enum's `.value` is a
-    Python-level property)."""
+def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
+    """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
+    concurrent batches lock rows in one order). progress and checkpoint are JSON text.
+    Whether each attempt stays spent is the transitions table's word on its outcome;
+    `pending_ids`: the rows sent back to pending (the statement reads their available_at
+    before it rewrites it). For rows as dicts (Completion.row); the worker's own write
+    paths take `completion_params`, the same arrays read straight off Completions."""
+    rows = sorted(rows, key=lambda r: r["job_id"])
+    spent = {o: t.attempt_spent for o, t in TRANSITIONS.items()}
+    return {"job_ids": [r["job_id"] for r in rows],
+            "execution_ids": [r["execution_id"] for r in rows],
+            "statuses": [r["status"] for r in rows], "outcomes": [r["outcome"] for r in rows],
+            "error_codes": [r["error_code"] for r in rows], "errors": [r["error"] for r in rows],
+            "delays": [r["delay"] for r in rows], "progress": [r["progress"] for r in rows],
+            "checkpoints": [r["checkpoint"] for r in rows],
+            "tracebacks": [r.get("traceback") for r in rows],
+            "attempts_spent": [spent[ExecutionOutcome(r["outcome"])] for r in rows],
+            "lapsed_only": [r.get("lapsed_only", False) for r in rows],
+            # Most jobs return nothing: one NULL then, which unnest pads to every row.
+            "results": ([r.get("result") for r in rows]
+                        if any(r.get("result") is not None for r in rows) else None),
+            "pending_ids": [r["job_id"] for r in rows if r["status"] == JobStatus.PENDING]}
+
+
+#: Whether an attempt that ended so stays spent, by outcome (the transitions table's word).
+_SPENT = {o.value: t.attempt_spent for o, t in TRANSITIONS.items()}
+#: A Completion's job id (the sort key of a batch) and lease, read in C.
+_job_id = attrgetter("job_id")
+_lease = attrgetter("lease")
+
+
+def completion_params(batch: list[Completion]) -> dict[str, list[Any] | None]:
+    """finish_params of the Completions' rows, read straight off them, one array at a
+    time: a dict per row, and an enum built per outcome to look up whether its attempt
+    stays spent, cost the no-op drain about 1 µs a job. Statuses and outcomes go as
+    their plain text (`_value_`: the enum's `.value` is a Python-level property)."""
     batch = sorted(batch, key=_job_id)
     outcomes = [c.outcome._value_ for c in batch]
-    statuses = [c.status._value_ for c in batch]
     results = [c.result for c in batch]
     return {"job_ids": [c.job_id for c in batch],
             "execution_ids": [c.execution_id for c in batch],
-            "statuses": statuses, "outcomes": outcomes,
+            "statuses": [c.status._value_ for c in batch], "outcomes": outcomes,
             "error_codes": [c.error_code for c in batch], "errors": [c.error for c in batch],
             "delays": [c.delay for c in batch], "progress": [c.progress for c in batch],
             "checkpoints": [c.checkpoint for c in batch],
             "tracebacks": [c.traceback for c in batch],
             "attempts_spent": [_SPENT[o] for o in outcomes],
             "lapsed_only": [c.lapsed_only for c in batch],
-            # Most jobs return nothing: one NULL then, which unnest pads to every row.
             "results": None if results.count(None) == len(results) else results,
             "pending_ids": [c.job_id for c in batch if c.status is JobStatus.PENDING]}
 
@@ -155,7 +189,7 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
 
 
 def _write(store: JobStore, batch: list[Completion]) -> dict[UUID, str]:
-    rows = store.rows(Q.finish_executions, finish_params(batch))
+    rows = store.rows(Q.finish_executions, completion_params(batch))
     owned, in_flows = _read(rows)
     if in_flows:
         if parents := _parents(rows):
@@ -187,7 +221,7 @@ async def write_batch_async(conn: psycopg.AsyncConnection,
     """write_batch on a coroutine handler's AsyncConnection (its business transaction):
     the same statements and parameters."""
     store = AsyncJobStore(conn)
-    rows = await store.rows(Q.finish_executions, finish_params(batch))
+    rows = await store.rows(Q.finish_executions, completion_params(batch))
     owned, in_flows = _read(rows)
     if in_flows:
         if parents := _parents(rows):
