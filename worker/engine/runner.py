@@ -315,14 +315,23 @@ def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Complet
     attempt's log lines (taken: a line logged after this is not kept)."""
     progress, checkpoint = run.take_pending()
     lines, dropped = run.take_log()
-    return Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
-                      attempt=run.attempt, lease=lease, status=outcome.status,
-                      outcome=outcome.outcome, error_code=outcome.error_code,
-                      error=outcome.error, delay=outcome.delay, progress=progress,
-                      checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
-                      duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key,
-                      result=outcome.result, batch_id=run.batch_id,
-                      batch_added=run.batch_added, log_lines=lines, log_dropped=dropped)
+    c = Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
+                   attempt=run.attempt, lease=lease, status=outcome.status,
+                   outcome=outcome.outcome, error_code=outcome.error_code,
+                   error=outcome.error, delay=outcome.delay, progress=progress,
+                   checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
+                   duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key)
+    # What most executions have none of is set only when there is some: each keyword
+    # of the call costs (these five were 0.2 us a job of the no-op drain).
+    if outcome.result is not None:
+        c.result = outcome.result
+    if run.batch_id is not None:
+        c.batch_id = run.batch_id
+    if run.batch_added:
+        c.batch_added = run.batch_added
+    if lines is not None or dropped:
+        c.log_lines, c.log_dropped = lines, dropped
+    return c
 
 
 def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:
