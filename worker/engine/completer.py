@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -36,6 +37,14 @@ from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
 from jobwarden.worker.core.storable import storable_text
 from jobwarden.worker.core.transitions import TRANSITIONS
 from jobwarden.worker.engine.producer import ClaimedJob
+from jobwarden.worker.store.arrays import (
+    bool_array,
+    float_array,
+    int_array,
+    uuid_array,
+    word,
+    word_array,
+)
 from jobwarden.worker.store.db import DedicatedConnection
 from jobwarden.worker.store.event_totals import ZOMBIE_OUTCOME, count
 from jobwarden.worker.store.jobstore import AsyncJobStore, JobStore
@@ -89,9 +98,11 @@ class Completion:
 
     def __post_init__(self) -> None:
         # Every outcome reaches the database and the log through a Completion: redact and
-        # cap what the handler raised here, once, for both.
-        self.error_code = storable_text(sanitize_error_code(self.error_code))
-        self.error = sanitize_text(self.error)
+        # cap what the handler raised here, once, for both (a completion has neither).
+        if self.error_code is not None:
+            self.error_code = storable_text(sanitize_error_code(self.error_code))
+        if self.error is not None:
+            self.error = sanitize_text(self.error)
 
     def row(self) -> dict[str, Any]:
         """The outcome as one row of finish_executions (see finish_params)."""
@@ -110,12 +121,22 @@ class Completion:
                                error_code=self.error_code)
 
 
+#: Whether an attempt that ended so stays spent, by outcome (the transitions table's word).
+_SPENT = {o.value: t.attempt_spent for o, t in TRANSITIONS.items()}
+
+
+#: A Completion's job id (the sort key of a batch) and lease, read in C.
+_job_id = attrgetter("job_id")
+_lease = attrgetter("lease")
+
+
 def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
     """finish_executions' parameters: the rows as parallel arrays, sorted by job id (so
     concurrent batches lock rows in one order). progress and checkpoint are JSON text.
     Whether each attempt stays spent is the transitions table's word on its outcome;
     `pending_ids`: the rows sent back to pending (the statement reads their available_at
-    before it rewrites it)."""
+    before it rewrites it). For rows as dicts (Completion.row); the worker's own write
+    paths take `completion_params`, the same arrays read straight off Completions."""
     rows = sorted(rows, key=lambda r: r["job_id"])
     spent = {o: t.attempt_spent for o, t in TRANSITIONS.items()}
     return {"job_ids": [r["job_id"] for r in rows],
@@ -133,6 +154,50 @@ def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
             "pending_ids": [r["job_id"] for r in rows if r["status"] == JobStatus.PENDING]}
 
 
+#: Whether an attempt that ended so stays spent, by outcome (the transitions table's word).
+_SPENT = {o.value: t.attempt_spent for o, t in TRANSITIONS.items()}
+#: A Completion's job id (the sort key of a batch) and lease, read in C.
+_job_id = attrgetter("job_id")
+_lease = attrgetter("lease")
+
+
+def completion_params(batch: list[Completion]) -> dict[str, Any]:
+    """finish_params of the Completions' rows, read straight off them, one array at a
+    time: a dict per row, and an enum built per outcome to look up whether its attempt
+    stays spent, cost the no-op drain about 1 µs a job. The arrays that never need
+    quoting (ids, words, numbers, flags) go as array text joined in C
+    (worker/store/arrays.py: psycopg's element-by-element dumping cost ~5 µs a job);
+    an array of free text with no value in it goes as one NULL, which unnest pads to
+    every row (most outcomes have no error, progress, checkpoint or result)."""
+    batch = sorted(batch, key=_job_id)
+    outcomes = [c.outcome._value_ for c in batch]
+    return {"job_ids": int_array([c.job_id for c in batch]),
+            "execution_ids": uuid_array([c.execution_id for c in batch]),
+            "statuses": word_array([c.status._value_ for c in batch]),
+            "outcomes": word_array(outcomes),
+            "error_codes": _texts([c.error_code for c in batch]),
+            "errors": _texts([c.error for c in batch]),
+            "delays": float_array([c.delay for c in batch]),
+            "progress": _texts([c.progress for c in batch]),
+            "checkpoints": _texts([c.checkpoint for c in batch]),
+            "tracebacks": _texts([c.traceback for c in batch]),
+            "attempts_spent": bool_array([_SPENT[o] for o in outcomes]),
+            "lapsed_only": bool_array([c.lapsed_only for c in batch]),
+            "results": _texts([c.result for c in batch]),
+            "pending_ids": int_array([c.job_id for c in batch
+                                      if c.status is JobStatus.PENDING])}
+
+
+def _texts(values: list[str | None]) -> list[str | None] | None:
+    """A text array for psycopg to quote, or None (one NULL) when it holds no value."""
+    return None if values.count(None) == len(values) else values
+
+
+# Statuses and outcomes are joined unquoted (word_array): each must be a plain word.
+for _member in (*JobStatus, *ExecutionOutcome):
+    word(_member.value)
+
+
 def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, str]:
     """Run finish_executions for `batch` on `conn`; returns {execution_id: new status}
     for the executions that still owned their jobs (the others were refused). The one
@@ -148,15 +213,15 @@ def write_batch(conn: CallerConnection, batch: list[Completion]) -> dict[UUID, s
 
 
 def _write(store: JobStore, batch: list[Completion]) -> dict[UUID, str]:
-    rows = store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
-    if _in_flows(rows):
+    rows = store.rows(Q.finish_executions, completion_params(batch))
+    owned, in_flows = _read(rows)
+    if in_flows:
         if parents := _parents(rows):
             store.rows(Q.release_dependents, {"parent_ids": parents, "as_completed": False})
         for params in _grown(batch, rows):
             store.rows(Q.batch_grow, params)
         if members := _members(rows):
             count_batches(store, members)
-    owned = {execution_id: status for _job_id, execution_id, status, _, _ in rows}
     if (logs := log_params(batch, owned)) is not None:
         store.rows(Q.insert_execution_logs, logs)
     return owned
@@ -180,8 +245,9 @@ async def write_batch_async(conn: psycopg.AsyncConnection,
     """write_batch on a coroutine handler's AsyncConnection (its business transaction):
     the same statements and parameters."""
     store = AsyncJobStore(conn)
-    rows = await store.rows(Q.finish_executions, finish_params([c.row() for c in batch]))
-    if _in_flows(rows):
+    rows = await store.rows(Q.finish_executions, completion_params(batch))
+    owned, in_flows = _read(rows)
+    if in_flows:
         if parents := _parents(rows):
             await store.rows(Q.release_dependents,
                              {"parent_ids": parents, "as_completed": False})
@@ -190,7 +256,6 @@ async def write_batch_async(conn: psycopg.AsyncConnection,
         if members := _members(rows):
             log_callbacks(await store.rows(Q.batch_count,
                                            {"job_ids": members, "close_ids": None}))
-    owned = {execution_id: status for _job_id, execution_id, status, _, _ in rows}
     if (logs := log_params(batch, owned)) is not None:
         await store.rows(Q.insert_execution_logs, logs)
     return owned
@@ -200,17 +265,26 @@ def _needs_transaction(conn: CallerConnection, batch: list[Completion]) -> bool:
     """Whether `conn` commits each statement on its own and `batch` holds a member of a
     batch (whose count must commit with its outcome) or an attempt's log lines (kept
     with their outcome or not at all)."""
-    return (any(c.batch_id is not None or c.log_lines is not None for c in batch)
-            and isinstance(conn, psycopg.Connection) and conn.autocommit
-            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+    if not (isinstance(conn, psycopg.Connection) and conn.autocommit
+            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE):
+        return False
+    for c in batch:  # a loop, not any() over a generator: a third of the time a job
+        if c.batch_id is not None or c.log_lines is not None:
+            return True
+    return False
 
 
-def _in_flows(rows: list[tuple[Any, ...]]) -> bool:
-    """Whether a finish touched a job with edges its snapshot missed or a batch's member
-    (the two last columns). One pass, and the only one for a batch of ordinary jobs: the
-    three readings below cost the no-op drain about 1 µs a job."""
-    return any(has_dependents or batch_id is not None
-               for _, _, _, has_dependents, batch_id in rows)
+def _read(rows: list[tuple[Any, ...]]) -> tuple[dict[UUID, str], bool]:
+    """finish_executions' rows as {execution_id: new status} for the executions that
+    still owned their jobs, and whether the finish touched a job with edges its snapshot
+    missed or a batch's member (the two last columns): then the readings below follow.
+    Columns, not rows: transposed and read in C, with no Python step per job (the three
+    readings below, made for every batch, cost the no-op drain about 1 µs a job)."""
+    if not rows:
+        return {}, False
+    _, execution_ids, statuses, has_dependents, batch_ids = zip(*rows, strict=True)
+    return (dict(zip(execution_ids, statuses, strict=True)),
+            any(has_dependents) or batch_ids.count(None) != len(batch_ids))
 
 
 def _grown(batch: list[Completion], rows: list[tuple[Any, ...]]) -> list[dict[str, int]]:
@@ -395,7 +469,7 @@ class Completer:
                     return
 
     def _write_with_retry(self, batch: list[Completion], conn: DedicatedConnection) -> None:
-        give_up = time.monotonic() + max(3 * max(c.lease for c in batch), 10.0)
+        give_up = time.monotonic() + max(3 * max(map(_lease, batch)), 10.0)
         backoff = Backoff(first=0.2, cap=5.0)
         while True:
             try:
@@ -414,10 +488,12 @@ class Completer:
                 self._give_up.wait(wait)
         conn.handled(len(batch))  # a backlog after an idle spell: plan again (below)
         self.written += len(owned)
-        if self._on_keys_freed is not None and any(
-                c.concurrency_key is not None and c.execution_id in owned for c in batch):
+        if self._on_keys_freed is not None and _frees_keys(batch, owned):
             self._on_keys_freed()
-        refused = [c for c in batch if c.execution_id not in owned]
+        # Each outcome has its own execution: all were written when as many were owned
+        # (and then no execution id is hashed again: a UUID's hash is a Python call).
+        refused = ([] if len(owned) == len(batch)
+                   else [c for c in batch if c.execution_id not in owned])
         recorded: dict[UUID, str] = {}
         if refused:
             self.refused += len(refused)
@@ -427,6 +503,15 @@ class Completer:
                 conn.drop()
         log_outcomes(batch, owned, recorded)
         conn.replan()
+
+
+def _frees_keys(batch: list[Completion], owned: dict[UUID, str]) -> bool:
+    """Whether a written outcome of `batch` ended an execution that held a concurrency
+    key (a loop, not any() over a generator: most outcomes hold none)."""
+    for c in batch:
+        if c.concurrency_key is not None and c.execution_id in owned:
+            return True
+    return False
 
 
 def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUID, str]:
@@ -443,9 +528,12 @@ def log_outcomes(batch: list[Completion], owned: dict[UUID, str],
     because its execution no longer owned the job (with how that execution was recorded).
     Every writer of outcomes — this thread's batches, a handler's own transaction —
     says it the same way."""
+    if (len(owned) == len(batch) and not log.isEnabledFor(logging.DEBUG)
+            and list(owned.values()).count(JobStatus.COMPLETED) == len(owned)):
+        return  # every outcome written, each a completion: their lines are DEBUG's
     for c in batch:
-        if c.execution_id in owned:
-            log_written(c, owned[c.execution_id])
+        if (status := owned.get(c.execution_id)) is not None:
+            log_written(c, status)
         else:
             log.warning("job %s: execution %s no longer owns the job (recorded as %s); its "
                         "%s result is discarded", c.job_id, c.execution_id,

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, Literal
-from uuid import UUID
 
 from psycopg_pool import ConnectionPool
 
@@ -133,7 +132,10 @@ class Executor:
         # Told of each abandoned thread: the worker counts them over all its lanes.
         self._on_abandoned = on_abandoned
         self.timeout_grace = timeout_grace
-        self._running: dict[UUID, Execution] = {}
+        # The executions running, in the order they began. Keyed by the Execution itself
+        # (eq=False: hashed by identity, in C), not its execution id: a UUID's hash is a
+        # Python call, and this dict is written and read three times a job.
+        self._running: dict[Execution, None] = {}
         self._abandoned: list[Execution] = []
         self._lock = threading.Lock()
         self._slots = 0
@@ -289,7 +291,7 @@ class Executor:
 
     def running(self) -> list[Execution]:
         with self._lock:
-            return list(self._running.values())
+            return list(self._running)
 
     def active(self) -> int:
         return len(self._running)
@@ -338,7 +340,7 @@ class Executor:
         ex = Execution(job, job_type, control, threading.current_thread(),
                        coroutine=job_type.is_coroutine)
         with self._lock:
-            self._running[job.execution_id] = ex
+            self._running[ex] = None
         return ex
 
     def _confirm_lease(self, job: ClaimedJob, job_type: JobType) -> bool | None:
@@ -402,8 +404,7 @@ class Executor:
     def _retire(self, ex: Execution) -> None:
         """_ended but for the slot: no longer running, its handler's references dropped."""
         with self._lock:
-            if self._running.get(ex.control.execution_id) is ex:
-                del self._running[ex.control.execution_id]
+            self._running.pop(ex, None)
         ex.control.forget_handler()
 
     # -- coroutine handlers --------------------------------------------------------------
@@ -590,7 +591,7 @@ class Executor:
             ex.abandoned = True
         ex.control.request_cancel()  # a task is cancelled too (ExecutionControl.on_cancel)
         with self._lock:
-            self._running.pop(ex.control.execution_id, None)
+            self._running.pop(ex, None)
             self._abandoned = [e for e in self._abandoned if e.alive()]
             if ex.alive():
                 self._abandoned.append(ex)

@@ -70,9 +70,12 @@ class Outcome:
 
     def __post_init__(self) -> None:
         # Built from whatever the handler raised: make it storable here, once, so every
-        # writer of outcomes stores it as it is.
-        self.error_code = storable_text(self.error_code)
-        self.error = storable_text(self.error)
+        # writer of outcomes stores it as it is. (Most outcomes are completions, with
+        # neither: nothing to call then.)
+        if self.error_code is not None:
+            self.error_code = storable_text(self.error_code)
+        if self.error is not None:
+            self.error = storable_text(self.error)
 
     @property
     def retrying(self) -> bool:
@@ -242,7 +245,8 @@ def _run_handler(job_type: JobType, run: ExecutionControl,
     if run.lease_lost:
         run.close_transaction(commit=False)
         return None
-    return with_result(classify(exc, run, job_type), value)
+    outcome = classify(exc, run, job_type)
+    return outcome if value is None else with_result(outcome, value)
 
 
 async def run_handler_async(job_type: JobType, run: ExecutionControl,
@@ -298,7 +302,8 @@ async def _run_handler_async(job_type: JobType, run: ExecutionControl,
     if run.lease_lost:
         await run.close_async_transaction(commit=False)
         return None
-    return with_result(classify(exc, run, job_type), value)
+    outcome = classify(exc, run, job_type)
+    return outcome if value is None else with_result(outcome, value)
 
 
 class CommitUncertain(Exception):
@@ -310,14 +315,23 @@ def completion(run: ExecutionControl, outcome: Outcome, lease: float) -> Complet
     attempt's log lines (taken: a line logged after this is not kept)."""
     progress, checkpoint = run.take_pending()
     lines, dropped = run.take_log()
-    return Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
-                      attempt=run.attempt, lease=lease, status=outcome.status,
-                      outcome=outcome.outcome, error_code=outcome.error_code,
-                      error=outcome.error, delay=outcome.delay, progress=progress,
-                      checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
-                      duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key,
-                      result=outcome.result, batch_id=run.batch_id,
-                      batch_added=run.batch_added, log_lines=lines, log_dropped=dropped)
+    c = Completion(job_id=run.job_id, execution_id=run.execution_id, type=run.type,
+                   attempt=run.attempt, lease=lease, status=outcome.status,
+                   outcome=outcome.outcome, error_code=outcome.error_code,
+                   error=outcome.error, delay=outcome.delay, progress=progress,
+                   checkpoint=checkpoint, traceback=outcome.traceback, queue=run.queue,
+                   duration_ms=ms_since(run.started), concurrency_key=run.concurrency_key)
+    # What most executions have none of is set only when there is some: each keyword
+    # of the call costs (these five were 0.2 us a job of the no-op drain).
+    if outcome.result is not None:
+        c.result = outcome.result
+    if run.batch_id is not None:
+        c.batch_id = run.batch_id
+    if run.batch_added:
+        c.batch_added = run.batch_added
+    if lines is not None or dropped:
+        c.log_lines, c.log_dropped = lines, dropped
+    return c
 
 
 def complete_in_transaction(run: ExecutionControl, outcome: Outcome, lease: float) -> bool:
