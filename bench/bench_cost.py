@@ -59,16 +59,17 @@ SETTINGS = {
 MARK = "/* bench_cost */"
 TICK = os.sysconf("SC_CLK_TCK")
 
-#: What a statement does, by the first pattern its text matches (order matters: a claim
-#: statement also names background_jobs).
+#: What a statement does, by the first pattern its text matches (order matters: the
+#: finish statement also names job_executions, a rollup trigger's new_rows).
 CATEGORIES = [
-    ("claim", r"claim_|FOR UPDATE SKIP LOCKED|status = 'running'.*RETURNING"),
-    ("timings rollup", r"job_timings"),
-    ("count rollups", r"job_minute_counts|job_state_counts|job_type_counts|_counts\b"),
-    ("history insert", r"INSERT INTO job_executions"),
-    ("history update", r"UPDATE job_executions"),
-    ("finish", r"complete|finish|status = 'completed'|outcome"),
-    ("heartbeat", r"heartbeat|lease"),
+    ("claim", r"^-- jobwarden: claim_"),
+    ("finish: outcome, history row, flows' release", r"^-- jobwarden: finish_executions"),
+    ("timings rollup (trigger)", r"job_timings|FROM old_rows WHERE finished_at"),
+    ("count rollups (trigger)", r"job_count_deltas|job_minute_counts|new_rows|old_rows"),
+    ("worker heartbeat", r"^-- jobwarden: worker_heartbeat"),
+    ("duties (expiry, retention, partitions, repairs)",
+     r"^-- jobwarden: (expire|retention|ensure_|drop_|flow_|batch|job_types_adopt|limits_"
+     r"|schedules|rollup)"),
     ("transaction", r"^(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SET |SHOW |SELECT set_config)"),
     ("listen/notify", r"LISTEN|NOTIFY|pg_notify"),
 ]
@@ -174,7 +175,7 @@ def perf_table(tag: str) -> list[tuple[str, float]]:
                 counts[name] += 1
                 break
         else:
-            counts["other (idle loop, background processes, kernel)"] += 1
+            counts["other: kernel (syscalls, WAL flush), background processes, unnamed frames"] += 1
     return [(k, v / total) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])] \
         if total else []
 
@@ -282,7 +283,8 @@ def by_category(run: dict) -> dict[str, dict[str, float]]:
     apart (their time is already inside the top-level statement that ran them)."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"us": 0.0, "calls": 0.0})
     for s in run["statements"]:
-        key = s["category"] if s["toplevel"] else f"  inside: {s['category']}"
+        what = category(s["query"])
+        key = what if s["toplevel"] else f"  inside: {what}"
         out[key]["us"] += s["ms"] * 1000 / run["jobs"]
         out[key]["calls"] += s["calls"] / run["jobs"]
     return dict(out)
