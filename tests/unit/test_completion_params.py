@@ -92,7 +92,7 @@ def test_a_uuid_goes_as_hex_and_a_text_id_is_read_as_one():
         uuid_array(["not-a-uuid"])
 
 
-@pytest.mark.parametrize("bad", ["", "a,b", "a b", "{x}", 'q"', "é"])
+@pytest.mark.parametrize("bad", ["", "a,b", "a b", "{x}", 'q"', "é", "NULL", "null"])
 def test_a_word_that_would_need_quoting_is_refused(bad):
     with pytest.raises(ValueError):
         word(bad)

@@ -154,13 +154,6 @@ def finish_params(rows: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
             "pending_ids": [r["job_id"] for r in rows if r["status"] == JobStatus.PENDING]}
 
 
-#: Whether an attempt that ended so stays spent, by outcome (the transitions table's word).
-_SPENT = {o.value: t.attempt_spent for o, t in TRANSITIONS.items()}
-#: A Completion's job id (the sort key of a batch) and lease, read in C.
-_job_id = attrgetter("job_id")
-_lease = attrgetter("lease")
-
-
 def completion_params(batch: list[Completion]) -> dict[str, Any]:
     """finish_params of the Completions' rows, read straight off them, one array at a
     time: a dict per row, and an enum built per outcome to look up whether its attempt

@@ -55,6 +55,8 @@ def word_array(values: Sequence[str]) -> str:
 def word(value: str) -> str:
     """`value`, checked to be a word word_array may join unquoted (for tests and for the
     enums' values, checked once at import by their users)."""
-    if not value or not value.replace("_", "").isalnum() or not value.isascii():
+    # NULL (any case) unquoted in an array literal is a null element, not the word.
+    if (not value or not value.replace("_", "").isalnum() or not value.isascii()
+            or value.upper() == "NULL"):
         raise ValueError(f"not a word an array literal may hold unquoted: {value!r}")
     return value
