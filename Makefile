@@ -78,8 +78,11 @@ shop: setup
 
 # DATABASE_URL selects the PostgreSQL server; without it the tests use the embedded one.
 # The type check comes first: a type error fails the run before the tests start.
+# TEST_PROCESSES test processes share the files, a whole file each (its module fixtures
+# start once); `make test TEST_PROCESSES=0` runs them all in one.
+TEST_PROCESSES ?= 2
 test: setup typecheck chromium axe promtool pgbouncer postgresql
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadfile
 
 # mypy, strict on the runtime and the console (pyproject.toml [tool.mypy]); its cache in
 # .mypy_cache makes a run after a small change take seconds.

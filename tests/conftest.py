@@ -74,10 +74,36 @@ def _embedded_running(home) -> bool:
     return True
 
 
+#: Whether the controller started the embedded server (and so stops it at the end).
+_STARTED_EMBEDDED = pytest.StashKey[bool]()
+
+
+def _shares_the_run(config) -> bool:
+    """Whether this process runs tests beside others (pytest-xdist's `-n N`, N > 0), as
+    their controller or as one of them."""
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", 0))
+
+
+def pytest_configure(config):
+    # Under xdist the embedded server is the controller's to start and stop: a test
+    # process that stopped it when its own tests ended would cut off the others'.
+    if os.environ.get("DATABASE_URL") or hasattr(config, "workerinput"):
+        return
+    if _shares_the_run(config):
+        home = dbmod.jobwarden_home()
+        config.stash[_STARTED_EMBEDDED] = not _embedded_running(home)
+        dbmod.database_url()
+
+
+def pytest_unconfigure(config):
+    if config.stash.get(_STARTED_EMBEDDED, False):
+        stop_embedded(dbmod.jobwarden_home())
+
+
 @pytest.fixture(scope="session")
-def server_url():
-    if os.environ.get("DATABASE_URL"):
-        yield dbmod.database_url()
+def server_url(pytestconfig):
+    if os.environ.get("DATABASE_URL") or _shares_the_run(pytestconfig):
+        yield dbmod.database_url()  # the controller started it (pytest_configure)
         return
     # The embedded server of this checkout (./.jobwarden). One that was running already
     # (`make demo` leaves it running) stays as it was; one the suite started is stopped

@@ -65,6 +65,7 @@ def statuses(db, jobs: list[ClaimedJob]) -> list[str]:
 
 def lock_waiters(db) -> int:
     return db.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                      "AND datname = current_database() "
                       "AND query LIKE '%%finish_executions%%'").fetchone()[0]
 
 

@@ -201,7 +201,8 @@ def test_a_chunk_waits_for_the_other_operators_and_leaves_its_jobs_alone(group, 
             done.set()), daemon=True).start()
         wait_for(lambda: conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-            "'jobwarden-console' AND wait_event_type = 'Lock'").fetchone()[0] == 1,
+            "'jobwarden-console' AND wait_event_type = 'Lock' "
+            "AND datname = current_database()").fetchone()[0] == 1,
             message="otto's chunk waiting for ada's rows")
         assert not done.is_set()
         conn.commit()
