@@ -65,6 +65,21 @@ def pytest_terminal_summary(terminalreporter, config):
                                     f"--randomly-seed={seed}")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A test process under xdist sends each report to the controller as UTF-8, which a
+    # lone surrogate (a handler that logged undecodable bytes, as the attempt-log tests
+    # do on purpose) cannot be: the whole run then stops with an internal error. Such
+    # characters are shown escaped instead, in the captured output and log.
+    outcome = yield
+    report = outcome.get_result()
+    report.sections = [(title, _printable(text)) for title, text in report.sections]
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _embedded_running(home) -> bool:
     pidfile = embedded_datadir(home) / "postmaster.pid"
     try:
