@@ -159,7 +159,6 @@ WHERE i.indrelid = ANY(%(tables)s::regclass[]) AND NOT i.indisprimary
   AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
 ORDER BY 1
 """
-LAST_INDEX = "job_executions_started_idx"
 
 
 def _with_dbname(url: str, name: str) -> str:
@@ -207,25 +206,19 @@ def prepare(server_url: str, name: str, args) -> str:
         seed_retry_storm(url, args.retrying)
         # Session settings only (the shared server is not reconfigured): room to sort.
         conn.execute("SET maintenance_work_mem = '256MB'")
-        for index, definition in indexes:
-            if index != LAST_INDEX:
-                conn.execute(definition)
+        for _, definition in indexes:
+            conn.execute(definition)
         for table, constraint, definition in constraints:
             conn.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{constraint}" {definition}')
-        step(f"{len(indexes) - 1} indexes and {len(constraints)} constraints built")
+        step(f"{len(indexes)} indexes and {len(constraints)} constraints built")
         # The triggers counted the inserts; the per-minute history of outcomes that
         # happened "before" the fill comes from the jobs' timestamps. No ANALYZE: the
         # pages are timed on the statistics a database without autovacuum has (none for
-        # these tables), as the queue's own benchmarks are. On never-analyzed tables the
-        # rebuild's lateral "next execution" look-up walks job_executions_started_idx
-        # filtering by job (a scan of the index per execution: it ran over 19 minutes at
-        # 1,000,000 jobs); without that index it takes (job_id, attempt), one probe each,
-        # and hash joins do the rest. So that index is built after the rebuild.
+        # these tables), as the queue's own benchmarks are.
         with conn.transaction():
             conn.execute("SET LOCAL enable_nestloop = off")
             conn.execute("SET LOCAL work_mem = '256MB'")
             conn.execute("SELECT jobwarden_rollup_rebuild()")
-        conn.execute(dict(indexes)[LAST_INDEX])
         step("rollups rebuilt")
         # A plain VACUUM (no ANALYZE) sets the visibility map, as any vacuum of a table
         # this size would, so index-only scans read no heap (bench/README.md@eb7c2f0, "Console

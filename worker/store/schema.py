@@ -344,7 +344,7 @@ job_executions = Table(
 )
 Index("job_executions_execution_idx", job_executions.c.execution_id)
 Index("job_executions_job_idx", job_executions.c.job_id, job_executions.c.attempt)
-Index("job_executions_started_idx", job_executions.c.started_at)
+# None on started_at (migration 0091): the reads of a window of starts bound finished_at too.
 Index("job_executions_finished_idx", job_executions.c.finished_at)
 # A type's handler durations by time (migration 0078; console/data/sql/durations.sql):
 # the executions a handler ended, their durations beside the key for an index-only scan.

@@ -643,12 +643,15 @@ FROM (
 -- name: console_queue_waits
 -- Per given queue: its jobs that started in the last 5 minutes and the median of how long
 -- they had waited for it (scheduled to started): what a job due in it now can expect. A
--- queue none of whose jobs started then has no row. Reads the window by started_at.
+-- queue none of whose jobs started then has no row. An execution ends after it starts:
+-- the window of starts is read through the history's finish index (job_executions
+-- keeps none on started_at).
 SELECT queue, count(*) AS started,
        percentile_cont(0.5) WITHIN GROUP (
            ORDER BY extract(epoch FROM started_at - scheduled_at)) AS wait_s
 FROM job_executions
 WHERE started_at > now() - interval '5 minutes' AND started_at < now() + interval '1 day'
+  AND finished_at > now() - interval '5 minutes' AND finished_at < now() + interval '1 day'
   AND queue = ANY(%(queues)s::text[])
 GROUP BY queue;
 

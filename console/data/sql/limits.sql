@@ -5,10 +5,10 @@
 -- limit) with its declared and live limits, who set the live one, when and why, and its
 -- figures from the base tables: executions started in the last 10 seconds (the current
 -- rate, per second, is a tenth of it; the running ones' start is on their job row, so
--- job_executions_all), jobs running, and due jobs waiting. The started count walks
--- job_executions_started_idx over the last 10 seconds only (bounded above too, so a
--- never-analyzed table keeps the index); the others read the running and pending rows
--- through their partial indexes.
+-- job_executions_all), jobs running, and due jobs waiting. The started count walks the
+-- history's finish index over the last 10 seconds only (an execution ends after it
+-- starts; bounded above too, so a never-analyzed table keeps the index); the others read
+-- the running and pending rows through their partial indexes.
 WITH scopes AS (
     SELECT 'type' AS scope, type AS name FROM job_types WHERE rate_limit IS NOT NULL
     UNION
@@ -20,6 +20,8 @@ SELECT s.scope, s.name, t.rate_limit AS declared_rate, t.rate_burst AS declared_
        (SELECT count(*) FROM job_executions_all e
         WHERE e.started_at >= now() - interval '10 seconds'
           AND e.started_at < now() + interval '1 day'
+          AND (e.finished_at >= now() - interval '10 seconds'
+               AND e.finished_at < now() + interval '1 day' OR e.finished_at IS NULL)
           AND CASE WHEN s.scope = 'type' THEN e.type = s.name ELSE e.queue = s.name END)
            AS started_10s,
        (SELECT count(*) FROM background_jobs j
