@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -33,18 +34,6 @@ from jobwarden.worker.engine.config import (
 )
 from jobwarden.worker.jobs.enqueue import enqueue
 from jobwarden.worker.jobs.registry import registry
-from jobwarden.worker.ops.operations import (
-    JOB_ACTIONS,
-    ActionResult,
-    UnknownQueue,
-    clear_limit,
-    live_limits,
-    pause_queue,
-    queue_controls,
-    resume_queue,
-    set_all_queues,
-    set_limit,
-)
 from jobwarden.worker.ops.reconcile import reconcilable_types, reconcile
 from jobwarden.worker.process import WorkerProcess
 from jobwarden.worker.store.db import (
@@ -57,6 +46,9 @@ from jobwarden.worker.store.db import (
 from jobwarden.worker.store.embedded import stop_embedded
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import Q
+
+if TYPE_CHECKING:
+    from jobwarden.worker.ops.operations import ActionResult
 
 
 def load_app(module: str) -> None:
@@ -136,6 +128,10 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         if not args.mark or not args.reason:
             print("jobwarden reconcile: give --as and --reason with a job id", file=sys.stderr)
             return 2
+        # The operator actions are imported by the commands that take them, not by every
+        # command: the worker would load them for nothing (tests/unit/test_worker_imports.py).
+        from jobwarden.worker.ops.operations import JOB_ACTIONS
+
         with connect() as conn:
             result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
                 conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
@@ -177,6 +173,9 @@ def _reconcile_auto(args: argparse.Namespace) -> int:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
+    # Imported here, as in cmd_reconcile: the worker never takes these actions.
+    from jobwarden.worker.ops.operations import queue_controls, set_all_queues
+
     with connect() as conn:
         if args.queue_command == "list":
             controls = queue_controls(conn)
@@ -211,6 +210,9 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 def cmd_limits(args: argparse.Namespace) -> int:
     """`jobwarden limits list|set|clear`: the live limits of queues and types (audited)."""
+    # Imported here, as in cmd_reconcile: the worker never takes these actions.
+    from jobwarden.worker.ops.operations import UnknownQueue, clear_limit, live_limits, set_limit
+
     with connect() as conn:
         if args.limits_command == "list":
             rows = live_limits(conn)
@@ -249,6 +251,9 @@ def cmd_limits(args: argparse.Namespace) -> int:
 
 def _queue_action(conn: psycopg.Connection, args: argparse.Namespace) -> ActionResult:
     """`jobwarden queue pause|resume NAME`: one queue's action."""
+    # Imported here, as in cmd_reconcile: the worker never takes these actions.
+    from jobwarden.worker.ops.operations import pause_queue, resume_queue
+
     if args.queue_command == "pause":
         return pause_queue(conn, args.name, actor=_actor(args), role="admin",
                            reason=args.reason, new=args.new)
