@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 UNLOADED = {
     # The operator actions: the queue, limits and reconcile commands, and the console.
     "jobwarden.worker.ops.operations": "worker/cli/commands.py, worker/ops/reconcile.py",
+    # JSON log lines (--log-format json).
+    "pythonjsonlogger": "worker/core/logs.py json_formatter",
 }
 
 WORKER_START = """
