@@ -32,7 +32,12 @@ from jobwarden.worker.process import WorkerProcess
 # A URL that nothing connects to: making the worker opens no connection.
 WorkerProcess(commands.registry, WorkerConfig(url="postgresql://nobody@127.0.0.1:1/none",
                                               queues=args.queues))
-print(json.dumps({"loaded": sorted(m for m in %r if m in sys.modules)}))
+from jobwarden.worker.core import sanitize
+out = {"loaded": sorted(m for m in %r if m in sys.modules),
+       "compiled_at_start": sanitize._compiled.cache_info().currsize > 0}
+out["redacted"] = sanitize.redact("Authorization: Bearer abc.def")
+out["compiled_at_first_use"] = sanitize._compiled.cache_info().currsize > 0
+print(json.dumps(out))
 """
 
 
@@ -54,3 +59,9 @@ def test_an_async_app_in_a_lane_of_its_own_too():
     out = _worker_start("worker", "--app", "bench.peers.apps.jobwarden_app",
                         "--queues", "io=500")
     assert out["loaded"] == []
+
+
+def test_the_redaction_patterns_are_compiled_at_their_first_use_not_at_import():
+    out = _worker_start("worker", "--app", "bench.noop_app")
+    assert (out["compiled_at_start"], out["compiled_at_first_use"]) == (False, True)
+    assert out["redacted"] == "Authorization: [REDACTED]"
