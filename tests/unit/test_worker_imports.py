@@ -20,6 +20,8 @@ UNLOADED = {
     "jobwarden.worker.ops.operations": "worker/cli/commands.py, worker/ops/reconcile.py",
     # JSON log lines (--log-format json).
     "pythonjsonlogger": "worker/core/logs.py json_formatter",
+    # Tracing: once the application itself has imported the API.
+    "opentelemetry.trace": "worker/core/tracing.py in_use",
 }
 
 WORKER_START = """
