@@ -202,7 +202,10 @@ class WorkerProcess:
             check=ConnectionPool.check_connection,
             kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-control")
-        self.completer = Completer([DedicatedConnection(self.url)
+        #: The connections of the worker's hot duties, one each: opened together while
+        #: the worker registers (run(), `open_ahead`).
+        self._dedicated: list[DedicatedConnection] = []
+        self.completer = Completer([self._dedicated_connection()
                                     for _ in range(config.flush_writers)],
                                    batch_size=config.flush_batch,
                                    interval=config.flush_interval, give_up=self._give_up,
@@ -215,7 +218,7 @@ class WorkerProcess:
                              serves=lambda queue: any(lane.serves(queue)
                                                       for lane in self.lanes))
         self.heartbeat = Heartbeat(
-            conn=DedicatedConnection(self.url), worker_id=self.worker_id,
+            conn=self._dedicated_connection(), worker_id=self.worker_id,
             executors=[rt.executor for rt in self._lanes], completer=self.completer,
             interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
             recover=partial(recovery.recover_pass, registry=self.registry,
@@ -224,6 +227,11 @@ class WorkerProcess:
         for rt in self._lanes:  # claims wait while its beats fail (Producer._renewable)
             rt.producer.renewal = self.heartbeat
         self.watchdog = Watchdog([rt.executor for rt in self._lanes])
+
+    def _dedicated_connection(self, **options: Any) -> DedicatedConnection:
+        conn = DedicatedConnection(self.url, **options)
+        self._dedicated.append(conn)
+        return conn
 
     # -- lifecycle ---------------------------------------------------------------------
     def _keys_freed(self) -> None:
@@ -266,17 +274,20 @@ class WorkerProcess:
         attempt_log.install()
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)
+        # Connected while the worker registers: its first beat, claim and finish then
+        # find their connections made (DedicatedConnection.open_ahead). Nothing is sent
+        # on them before registration has checked the schema.
+        for conn in self._dedicated:
+            conn.open_ahead()
         try:
             registered = self._register()
         except SchemaOutOfDate:  # nothing was written: the caller says why, in one line
-            self.control_pool.close(timeout=5)
-            self.pool.close(timeout=5)
+            self._close_unstarted()
             raise
         if not registered:
             # Stopped while still retrying registration: nothing was claimed or started,
             # so saying "started" (and then "stopped") would tell of a worker that never ran.
-            self.control_pool.close(timeout=5)
-            self.pool.close(timeout=5)
+            self._close_unstarted()
             log.info("worker %s stopped before it started: it never reached the database",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
@@ -400,7 +411,7 @@ class WorkerProcess:
                                     poll_interval=self.config.poll_interval)
         listens = self.producers_listen
         producer = Producer(
-            conn=DedicatedConnection(self.url, **(
+            conn=self._dedicated_connection(**(
                 {"application_name": LISTEN_APPLICATION_NAME} if listens else {})),
             claims=claims, settings=settings,
             buffer=buffer, concurrency=lane.slots, running=executor.active,
@@ -421,6 +432,13 @@ class WorkerProcess:
         except psycopg.Error as exc:
             log.warning("live limits not read yet (%s): the duties will read them", exc,
                         extra={"action": "limits_unread"})
+
+    def _close_unstarted(self) -> None:
+        """Close what run() opened, for a worker that never started."""
+        for conn in self._dedicated:
+            conn.drop()
+        self.control_pool.close(timeout=5)
+        self.pool.close(timeout=5)
 
     def _slot_threads(self, lane: Lane) -> int:
         """Slot threads for a lane: one per slot, but one alone when every type whose
