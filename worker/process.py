@@ -291,7 +291,6 @@ class WorkerProcess:
             log.info("worker %s stopped before it started: it never reached the database",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
-        self._read_limits()
         completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
         threads = [self._thread("heartbeat", self.heartbeat.run, self._closing),
@@ -424,10 +423,11 @@ class WorkerProcess:
             name=lane.label)
         return LaneRuntime(lane, wake, buffer, executor, producer)
 
-    def _read_limits(self) -> None:
-        """The live limits before the first claim (after it, the duties re-read them)."""
+    def _read_limits(self, conn: psycopg.Connection) -> None:
+        """The live limits before the first claim (after it, the duties re-read them), on
+        the registration's connection, in a transaction of their own."""
         try:
-            with self.control_pool.connection() as conn:
+            with conn.transaction():
                 self.limits.refresh(conn)
         except psycopg.Error as exc:
             log.warning("live limits not read yet (%s): the duties will read them", exc,
@@ -503,6 +503,8 @@ class WorkerProcess:
                         "job_types": [t.name for t in self.types],
                         "concurrency": self.concurrency, "version": _version()})
                     publish_job_types(conn, self.types, published_by=self.worker_id)
+                    conn.commit()  # registered, whatever the read of the limits meets
+                    self._read_limits(conn)
                 return True
             except DB_UNREACHABLE as exc:
                 wait = backoff.next()
