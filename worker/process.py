@@ -293,6 +293,8 @@ class WorkerProcess:
             return 0
         completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
+        # The heartbeat first: the producers' first claim waits for its first beat
+        # (Producer._renewable).
         threads = [self._thread("heartbeat", self.heartbeat.run, self._closing),
                    self._thread("watchdog", self.watchdog.run, self._closing),
                    self._thread("duties", self.duties.run, self.control_pool, self._closing)]
@@ -303,9 +305,9 @@ class WorkerProcess:
         producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
                      for rt in self._lanes]
-        for t in completers:
-            t.start()
         for t in threads:
+            t.start()
+        for t in completers:
             t.start()
         for rt in self._lanes:
             rt.executor.start()
