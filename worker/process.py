@@ -94,6 +94,7 @@ from jobwarden.worker.store.db import (
     DedicatedConnection,
     SchemaOutOfDate,
     check_schema,
+    code_heads,
     connect_kwargs,
     database_url,
 )
@@ -489,6 +490,9 @@ class WorkerProcess:
 
     def _register(self) -> bool:
         """Register, retrying while the database is unreachable; False if stopped first."""
+        # The migrations this code knows, read from their files (check_schema) while the
+        # control pool's first connection is made, not after it.
+        code_heads()
         backoff = Backoff()
         while not self._stop.is_set():
             try:
