@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -161,7 +162,7 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "migrate"],
                        env=dict(os.environ, DATABASE_URL=template_url, PYTHONPATH=ROOT),
                        cwd=ROOT, check=True, capture_output=True)
-        template = template_url.rsplit("/", 1)[1]
+        template = urlsplit(template_url).path.lstrip("/")
         for n in range(args.rounds):
             for checkout in checkouts:
                 out = one_round(checkout, server, template, args.jobs, args.kind,
