@@ -94,6 +94,7 @@ from jobwarden.worker.store.db import (
     DedicatedConnection,
     SchemaOutOfDate,
     check_schema,
+    code_heads,
     connect_kwargs,
     database_url,
 )
@@ -202,7 +203,10 @@ class WorkerProcess:
             check=ConnectionPool.check_connection,
             kwargs={"connect_timeout": 5, **connect_kwargs()},
             name="jobwarden-control")
-        self.completer = Completer([DedicatedConnection(self.url)
+        #: The connections of the worker's hot duties, one each: opened together while
+        #: the worker registers (run(), `open_ahead`).
+        self._dedicated: list[DedicatedConnection] = []
+        self.completer = Completer([self._dedicated_connection()
                                     for _ in range(config.flush_writers)],
                                    batch_size=config.flush_batch,
                                    interval=config.flush_interval, give_up=self._give_up,
@@ -215,7 +219,7 @@ class WorkerProcess:
                              serves=lambda queue: any(lane.serves(queue)
                                                       for lane in self.lanes))
         self.heartbeat = Heartbeat(
-            conn=DedicatedConnection(self.url), worker_id=self.worker_id,
+            conn=self._dedicated_connection(), worker_id=self.worker_id,
             executors=[rt.executor for rt in self._lanes], completer=self.completer,
             interval=self.heartbeat_interval, recovery_interval=self.recovery_interval,
             recover=partial(recovery.recover_pass, registry=self.registry,
@@ -224,6 +228,11 @@ class WorkerProcess:
         for rt in self._lanes:  # claims wait while its beats fail (Producer._renewable)
             rt.producer.renewal = self.heartbeat
         self.watchdog = Watchdog([rt.executor for rt in self._lanes])
+
+    def _dedicated_connection(self, **options: Any) -> DedicatedConnection:
+        conn = DedicatedConnection(self.url, **options)
+        self._dedicated.append(conn)
+        return conn
 
     # -- lifecycle ---------------------------------------------------------------------
     def _keys_freed(self) -> None:
@@ -266,23 +275,27 @@ class WorkerProcess:
         attempt_log.install()
         self.pool.open(wait=False)
         self.control_pool.open(wait=False)
+        # Connected while the worker registers: its first beat, claim and finish then
+        # find their connections made (DedicatedConnection.open_ahead). Nothing is sent
+        # on them before registration has checked the schema.
+        for conn in self._dedicated:
+            conn.open_ahead()
         try:
             registered = self._register()
         except SchemaOutOfDate:  # nothing was written: the caller says why, in one line
-            self.control_pool.close(timeout=5)
-            self.pool.close(timeout=5)
+            self._close_unstarted()
             raise
         if not registered:
             # Stopped while still retrying registration: nothing was claimed or started,
             # so saying "started" (and then "stopped") would tell of a worker that never ran.
-            self.control_pool.close(timeout=5)
-            self.pool.close(timeout=5)
+            self._close_unstarted()
             log.info("worker %s stopped before it started: it never reached the database",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
-        self._read_limits()
         completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
+        # The heartbeat first: the producers' first claim waits for its first beat
+        # (Producer._renewable).
         threads = [self._thread("heartbeat", self.heartbeat.run, self._closing),
                    self._thread("watchdog", self.watchdog.run, self._closing),
                    self._thread("duties", self.duties.run, self.control_pool, self._closing)]
@@ -293,9 +306,9 @@ class WorkerProcess:
         producers = [threading.Thread(target=self._produce, args=(rt,), daemon=True,
                                       name=f"producer-{rt.lane.label}")
                      for rt in self._lanes]
-        for t in completers:
-            t.start()
         for t in threads:
+            t.start()
+        for t in completers:
             t.start()
         for rt in self._lanes:
             rt.executor.start()
@@ -400,7 +413,7 @@ class WorkerProcess:
                                     poll_interval=self.config.poll_interval)
         listens = self.producers_listen
         producer = Producer(
-            conn=DedicatedConnection(self.url, **(
+            conn=self._dedicated_connection(**(
                 {"application_name": LISTEN_APPLICATION_NAME} if listens else {})),
             claims=claims, settings=settings,
             buffer=buffer, concurrency=lane.slots, running=executor.active,
@@ -413,14 +426,22 @@ class WorkerProcess:
             name=lane.label)
         return LaneRuntime(lane, wake, buffer, executor, producer)
 
-    def _read_limits(self) -> None:
-        """The live limits before the first claim (after it, the duties re-read them)."""
+    def _read_limits(self, conn: psycopg.Connection) -> None:
+        """The live limits before the first claim (after it, the duties re-read them), on
+        the registration's connection, in a transaction of their own."""
         try:
-            with self.control_pool.connection() as conn:
+            with conn.transaction():
                 self.limits.refresh(conn)
         except psycopg.Error as exc:
             log.warning("live limits not read yet (%s): the duties will read them", exc,
                         extra={"action": "limits_unread"})
+
+    def _close_unstarted(self) -> None:
+        """Close what run() opened, for a worker that never started."""
+        for conn in self._dedicated:
+            conn.drop()
+        self.control_pool.close(timeout=5)
+        self.pool.close(timeout=5)
 
     def _slot_threads(self, lane: Lane) -> int:
         """Slot threads for a lane: one per slot, but one alone when every type whose
@@ -469,6 +490,9 @@ class WorkerProcess:
 
     def _register(self) -> bool:
         """Register, retrying while the database is unreachable; False if stopped first."""
+        # The migrations this code knows, read from their files (check_schema) while the
+        # control pool's first connection is made, not after it.
+        code_heads()
         backoff = Backoff()
         while not self._stop.is_set():
             try:
@@ -485,6 +509,8 @@ class WorkerProcess:
                         "job_types": [t.name for t in self.types],
                         "concurrency": self.concurrency, "version": _version()})
                     publish_job_types(conn, self.types, published_by=self.worker_id)
+                    conn.commit()  # registered, whatever the read of the limits meets
+                    self._read_limits(conn)
                 return True
             except DB_UNREACHABLE as exc:
                 wait = backoff.next()

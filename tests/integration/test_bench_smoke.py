@@ -158,6 +158,19 @@ def test_the_idle_claim_benchmark_times_each_way_of_claiming(server_url):
     assert rows[0]["parameters_median_us"] > 0
 
 
+def test_the_startup_benchmark_times_each_stage_of_a_worker_start(server_url):
+    out = bench("bench_startup.py", "--jobs", "40", "--rounds", "1", url=server_url,
+                timeout=120)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r.get("round") for r in rows] == [0, None]  # the round, then the medians
+    stages = [rows[0][s] for s in ("up", "imported", "connected", "registered", "claimed",
+                                   "finished", "drained")]
+    # One clock (this machine's) for the worker and the server: each stage after the last.
+    assert 0 < stages[0] < stages[1] < stages[2] <= stages[3] <= stages[4] <= stages[5] \
+        <= stages[6], rows[0]
+    assert rows[0]["jobs_per_s"] > 0
+
+
 def test_the_flows_benchmark_times_both_drains_every_hop_and_the_single_job(server_url):
     figures = json.loads(bench("bench_flows.py", "--jobs", "200", "--chain", "6",
                                "--single", "3", "--rounds", "1", url=server_url,

@@ -91,7 +91,7 @@ def test_importing_every_runtime_module_leaves_the_console_unloaded():
 def _console_loaded_after_parsing(argv: list[str]) -> bool:
     code = ("import sys\nfrom jobwarden.worker.cli import commands as cli\n"
             f"argv = {argv!r}\n"
-            "cli.build_parser(contributed=not cli._runtime_command(argv)).parse_args(argv)\n"
+            "cli.parser_for(argv).parse_args(argv)\n"
             "print('jobwarden.console' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)

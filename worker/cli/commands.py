@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -33,18 +34,6 @@ from jobwarden.worker.engine.config import (
 )
 from jobwarden.worker.jobs.enqueue import enqueue
 from jobwarden.worker.jobs.registry import registry
-from jobwarden.worker.ops.operations import (
-    JOB_ACTIONS,
-    ActionResult,
-    UnknownQueue,
-    clear_limit,
-    live_limits,
-    pause_queue,
-    queue_controls,
-    resume_queue,
-    set_all_queues,
-    set_limit,
-)
 from jobwarden.worker.ops.reconcile import reconcilable_types, reconcile
 from jobwarden.worker.process import WorkerProcess
 from jobwarden.worker.store.db import (
@@ -57,6 +46,9 @@ from jobwarden.worker.store.db import (
 from jobwarden.worker.store.embedded import stop_embedded
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import Q
+
+if TYPE_CHECKING:
+    from jobwarden.worker.ops.operations import ActionResult
 
 
 def load_app(module: str) -> None:
@@ -136,6 +128,10 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         if not args.mark or not args.reason:
             print("jobwarden reconcile: give --as and --reason with a job id", file=sys.stderr)
             return 2
+        # The operator actions are imported by the commands that take them, not by every
+        # command: the worker would load them for nothing (tests/unit/test_worker_imports.py).
+        from jobwarden.worker.ops.operations import JOB_ACTIONS
+
         with connect() as conn:
             result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
                 conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
@@ -177,6 +173,9 @@ def _reconcile_auto(args: argparse.Namespace) -> int:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
+    # Imported here, as in cmd_reconcile: the worker never takes these actions.
+    from jobwarden.worker.ops.operations import queue_controls, set_all_queues
+
     with connect() as conn:
         if args.queue_command == "list":
             controls = queue_controls(conn)
@@ -211,6 +210,9 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 def cmd_limits(args: argparse.Namespace) -> int:
     """`jobwarden limits list|set|clear`: the live limits of queues and types (audited)."""
+    # Imported here, as in cmd_reconcile: the worker never takes these actions.
+    from jobwarden.worker.ops.operations import UnknownQueue, clear_limit, live_limits, set_limit
+
     with connect() as conn:
         if args.limits_command == "list":
             rows = live_limits(conn)
@@ -249,6 +251,9 @@ def cmd_limits(args: argparse.Namespace) -> int:
 
 def _queue_action(conn: psycopg.Connection, args: argparse.Namespace) -> ActionResult:
     """`jobwarden queue pause|resume NAME`: one queue's action."""
+    # Imported here, as in cmd_reconcile: the worker never takes these actions.
+    from jobwarden.worker.ops.operations import pause_queue, resume_queue
+
     if args.queue_command == "pause":
         return pause_queue(conn, args.name, actor=_actor(args), role="admin",
                            reason=args.reason, new=args.new)
@@ -523,21 +528,24 @@ def add_contributed_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
         register(sub)
 
 
-def _runtime_command(argv: list[str]) -> bool:
-    """Whether argv runs one of the runtime's own commands. Those are parsed without the
-    contributed ones: loading the console's would import Flask and its web stack into
-    every worker process (about 20 MB more resident memory, for nothing)."""
+def parser_for(argv: list[str]) -> CommandParser:
+    """The parser that reads argv. One of the runtime's own commands is parsed without
+    the contributed ones: loading the console's would import Flask and its web stack into
+    every worker process (about 20 MB more resident memory, for nothing). The runtime's
+    parser, built to tell, is the one returned then (building it takes milliseconds of
+    a worker's start)."""
+    runtime = build_parser(contributed=False)
     top = argparse.ArgumentParser(add_help=False)
     top.add_argument("--log-level")
     top.add_argument("--log-format")
     top.add_argument("command", nargs="?")
     command = top.parse_known_args(argv)[0].command
-    return command in build_parser(contributed=False).runtime_commands
+    return runtime if command in runtime.runtime_commands else build_parser()
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(contributed=not _runtime_command(argv)).parse_args(argv)
+    args = parser_for(argv).parse_args(argv)
     try:
         # Every JOBWARDEN_* variable, checked before the command does anything.
         settings = WorkerSettings.load()

@@ -18,8 +18,6 @@ import time
 from typing import Any, Protocol
 from uuid import UUID
 
-from pythonjsonlogger.json import JsonFormatter
-
 from jobwarden.worker.core.sanitize import redact_log_handlers
 
 FORMATS = ("text", "json")
@@ -28,6 +26,10 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def json_formatter() -> logging.Formatter:
     """A formatter writing one JSON object per record, with the record's extra fields."""
+    # Imported for JSON output only: a worker logging text (the default) never needs it,
+    # and its import is milliseconds of the worker's start (tests/unit/test_worker_imports.py).
+    from pythonjsonlogger.json import JsonFormatter
+
     return JsonFormatter("{asctime}{levelname}{name}{message}", style="{",
                          rename_fields={"asctime": "time", "levelname": "level",
                                         "name": "logger"},

@@ -10,6 +10,7 @@ keeps the table of shapes that must, and must not, be redacted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -53,8 +54,8 @@ _LONG_WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|apikey|acce
 _SHORT_WORDS = r"pass|pwd|cvv|cvc|pin|otp|sig|ssn|auth|iban"
 #: A dict key or log field that names a secret: a long name anywhere in it, a short one
 #: as a segment of its own (`card_cvv`, `x-auth`, `otpCode`; not `signal`, `compass`).
-_SECRET_KEY = re.compile(r"(?i)(?:" + _LONG_WORDS + r"|authorization|cookie|session[-_]?key)"
-                         r"|(?:^|[_.-])(?:" + _SHORT_WORDS + r")s?(?-i:(?![a-z]))")
+_SECRET_KEY = (r"(?i)(?:" + _LONG_WORDS + r"|authorization|cookie|session[-_]?key)"
+               r"|(?:^|[_.-])(?:" + _SHORT_WORDS + r")s?(?-i:(?![a-z]))")
 _SECRET_NAME = (r"(?:[\w.-]*(?:" + _LONG_WORDS + r")|(?:[\w.-]*[_.-])?(?:" + _SHORT_WORDS
                 + r"))s?\b")
 #: What separates a name from its value (gitleaks' generic-api-key: `=`, `:`, `=>`, `:=`;
@@ -92,86 +93,105 @@ def _token(regex: str, *triggers: str) -> _Rule:
     return _Rule(re.compile(r"(?<![A-Za-z0-9])" + regex), REDACTED, triggers)
 
 
-_RULES: list[_Rule] = [
-    # PEM private keys, whole block (or up to the end of the text when cut short).
-    _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?"
-                     r"(?:-----END [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
-          REDACTED, ("-----begin",)),
-    # Telegram bot tokens (telegram-bot-api-token), also inside api.telegram.org/bot<token>;
-    # before "token <value>" below takes its digits for the whole token.
-    _Rule(re.compile(r"(?<![0-9])[0-9]{5,16}:A[\w-]{30,}"), REDACTED, (":a",)),
-    # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
-    _Rule(re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
-                     r"(\s*[:=]\s*)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
-          ("authorization", "cookie", "x-api-key")),
-    # Bearer credentials of any length; Basic and "token" ones long enough to be one.
-    _Rule(re.compile(r"(?i)\b(bearer)\s+" + _NOT_DONE + r"[A-Za-z0-9._~+/=-]+"),
-          rf"\1 {REDACTED}", ("bearer",)),
-    _Rule(re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}",
-          ("basic", "token")),
-    # user:password@ in URLs (also glued to a code: E_https://…). The password may hold
-    # '@' and '/': it ends at the first '@' that a host follows; a port (`:8443/`) is none.
-    _Rule(re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?!\d+(?:[/?#\s]|$))\S*?@"
-                     r"(?=[^\s/?#@]*(?:[/?#\s]|$))"), rf"\1:{REDACTED}@", ("://",)),
-    # Webhook URLs whose path is the credential: keep the host, drop the path.
-    _Rule(re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
-                     r"[A-Za-z0-9+/_-]{20,}"), rf"\1{REDACTED}", ("hooks.slack.com",)),
-    _Rule(re.compile(r"(?i)(discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/)[\w-]{20,}"),
-          rf"\1{REDACTED}", ("discord",)),  # ours
-    # name=value or "name": "value" where the name is a secret's (query strings, JSON,
-    # JSON inside a string, config dumps, logs).
-    _Rule(re.compile(r"(?i)(" + _NAME_START + _SECRET_NAME + _NAME_QUOTE + r"?(?:\s|%20)*"
-                     + _SEPARATOR + r"(?:\s|%20)*)" + _NOT_DONE + _VALUE),
-          rf"\1{REDACTED}",
-          ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
-           "card", "cvv", "cvc", "pin", "otp", "sig", "ssn", "auth", "iban", "security",
-           "account", "routing", "mfa", "verification", "recovery")),
-    # "password hunter2", "the password is hunter2": a password word (and is / was)
-    # followed by a value that is not an ordinary word (one with a digit or a symbol
-    # beyond trailing punctuation, which stays the sentence's).
-    _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|passcode|pwd)(\s+(?:(?:is|was)\s+)?)"
-                     + _NOT_DONE + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\].!?:]"),
-          rf"\1\2{REDACTED}", ("pass", "pwd")),
-    # JSON Web Tokens.
-    _Rule(re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED,
-          ("eyj",)),
-    _token(r"(?:sk|rk|pk)_(?:live|test|prod)_[A-Za-z0-9]{8,}", "_live_", "_test_", "_prod_"),
-    _token(r"gh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    _token(r"github_pat_\w{22,}", "github_pat_"),
-    _token(r"glpat-[\w-]{20,}", "glpat-"),
-    _token(r"xox[abeoprs]-[A-Za-z0-9-]{10,}", "xox"),
-    _token(r"xapp-\d-[A-Za-z0-9-]{10,}", "xapp-"),
-    _token(r"AIza[\w-]{35}(?![\w-])", "aiza"),
-    _token(r"ya29\.[\w-]{20,}", "ya29."),  # ours: Google OAuth access tokens
-    _token(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
-           "a3t", "akia", "asia", "abia", "acca"),
-    _token(r"sk-(?:proj|svcacct|admin|ant-[a-z]+\d*)-[\w-]{20,}", "sk-"),
-    _token(r"sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", "t3blbkfj"),
-    _token(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", "npm_"),
-    _token(r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", "hf_"),
-    _token(r"SG\.[\w-]{16,}\.[\w-]{16,}", "sg."),  # sendgrid-api-token
-    _token(r"whsec_[A-Za-z0-9+/=]{24,}", "whsec_"),  # ours: Stripe webhook signing secrets
-    _token(r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32,}", "shpat_", "shpss_", "shpca_", "shppa_"),
-    _token(r"(?:pub)?key-[a-f0-9]{32,}(?![A-Za-z0-9])", "key-"),  # mailgun-*-api-token
-    _token(r"AT[AC]TT3[\w=-]{20,}", "atatt3", "atctt3"),  # atlassian-api-token
-    # Twilio API keys (twilio-api-key): no trigger rarer than "sk", which most text holds.
-    _Rule(re.compile(r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"), REDACTED, None),
-    # Discord bot tokens (detect-secrets' discord.py): no prefix to trigger on.
-    _Rule(re.compile(r"(?<![\w-])[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27}(?![\w-])"), REDACTED,
-          None),
-    # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
-    # '+' (which hex digests, UUIDs and base64url tokens never have).
-    _Rule(re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
-                     r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
-                     r"(?![A-Za-z0-9/+=])"), REDACTED, None),
-]
-_ANY_TRIGGER = re.compile("|".join(re.escape(t) for r in _RULES if r.triggers
-                                   for t in r.triggers))
-_UNTRIGGERED = [r for r in _RULES if r.triggers is None]
+def _rule_table() -> list[_Rule]:
+    """Every rule, in the order they are applied."""
+    return [
+        # PEM private keys, whole block (or up to the end of the text when cut short).
+        _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                         r"(?:-----END [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
+              REDACTED, ("-----begin",)),
+        # Telegram bot tokens (telegram-bot-api-token), also inside api.telegram.org/bot<token>;
+        # before "token <value>" below takes its digits for the whole token.
+        _Rule(re.compile(r"(?<![0-9])[0-9]{5,16}:A[\w-]{30,}"), REDACTED, (":a",)),
+        # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
+        _Rule(re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
+                         r"(\s*[:=]\s*)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
+              ("authorization", "cookie", "x-api-key")),
+        # Bearer credentials of any length; Basic and "token" ones long enough to be one.
+        _Rule(re.compile(r"(?i)\b(bearer)\s+" + _NOT_DONE + r"[A-Za-z0-9._~+/=-]+"),
+              rf"\1 {REDACTED}", ("bearer",)),
+        _Rule(re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}",
+              ("basic", "token")),
+        # user:password@ in URLs (also glued to a code: E_https://…). The password may hold
+        # '@' and '/': it ends at the first '@' that a host follows; a port (`:8443/`) is none.
+        _Rule(re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?!\d+(?:[/?#\s]|$))\S*?@"
+                         r"(?=[^\s/?#@]*(?:[/?#\s]|$))"), rf"\1:{REDACTED}@", ("://",)),
+        # Webhook URLs whose path is the credential: keep the host, drop the path.
+        _Rule(re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
+                         r"[A-Za-z0-9+/_-]{20,}"), rf"\1{REDACTED}", ("hooks.slack.com",)),
+        _Rule(re.compile(r"(?i)(discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/)[\w-]{20,}"),
+              rf"\1{REDACTED}", ("discord",)),  # ours
+        # name=value or "name": "value" where the name is a secret's (query strings, JSON,
+        # JSON inside a string, config dumps, logs).
+        _Rule(re.compile(r"(?i)(" + _NAME_START + _SECRET_NAME + _NAME_QUOTE + r"?(?:\s|%20)*"
+                         + _SEPARATOR + r"(?:\s|%20)*)" + _NOT_DONE + _VALUE),
+              rf"\1{REDACTED}",
+              ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
+               "card", "cvv", "cvc", "pin", "otp", "sig", "ssn", "auth", "iban", "security",
+               "account", "routing", "mfa", "verification", "recovery")),
+        # "password hunter2", "the password is hunter2": a password word (and is / was)
+        # followed by a value that is not an ordinary word (one with a digit or a symbol
+        # beyond trailing punctuation, which stays the sentence's).
+        _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|passcode|pwd)(\s+(?:(?:is|was)\s+)?)"
+                         + _NOT_DONE + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\].!?:]"),
+              rf"\1\2{REDACTED}", ("pass", "pwd")),
+        # JSON Web Tokens.
+        _Rule(re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED,
+              ("eyj",)),
+        _token(r"(?:sk|rk|pk)_(?:live|test|prod)_[A-Za-z0-9]{8,}", "_live_", "_test_", "_prod_"),
+        _token(r"gh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        _token(r"github_pat_\w{22,}", "github_pat_"),
+        _token(r"glpat-[\w-]{20,}", "glpat-"),
+        _token(r"xox[abeoprs]-[A-Za-z0-9-]{10,}", "xox"),
+        _token(r"xapp-\d-[A-Za-z0-9-]{10,}", "xapp-"),
+        _token(r"AIza[\w-]{35}(?![\w-])", "aiza"),
+        _token(r"ya29\.[\w-]{20,}", "ya29."),  # ours: Google OAuth access tokens
+        _token(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+               "a3t", "akia", "asia", "abia", "acca"),
+        _token(r"sk-(?:proj|svcacct|admin|ant-[a-z]+\d*)-[\w-]{20,}", "sk-"),
+        _token(r"sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", "t3blbkfj"),
+        _token(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", "npm_"),
+        _token(r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", "hf_"),
+        _token(r"SG\.[\w-]{16,}\.[\w-]{16,}", "sg."),  # sendgrid-api-token
+        _token(r"whsec_[A-Za-z0-9+/=]{24,}", "whsec_"),  # ours: Stripe webhook signing secrets
+        _token(r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32,}", "shpat_", "shpss_", "shpca_", "shppa_"),
+        _token(r"(?:pub)?key-[a-f0-9]{32,}(?![A-Za-z0-9])", "key-"),  # mailgun-*-api-token
+        _token(r"AT[AC]TT3[\w=-]{20,}", "atatt3", "atctt3"),  # atlassian-api-token
+        # Twilio API keys (twilio-api-key): no trigger rarer than "sk", which most text holds.
+        _Rule(re.compile(r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"), REDACTED, None),
+        # Discord bot tokens (detect-secrets' discord.py): no prefix to trigger on.
+        _Rule(re.compile(r"(?<![\w-])[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27}(?![\w-])"), REDACTED,
+              None),
+        # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
+        # '+' (which hex digests, UUIDs and base64url tokens never have).
+        _Rule(re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
+                         r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
+                         r"(?![A-Za-z0-9/+=])"), REDACTED, None),
+    ]
+
+
+class _Compiled(NamedTuple):
+    secret_key: re.Pattern[str]
+    rules: list[_Rule]
+    #: Any trigger of any rule: text without one takes the untriggered rules alone.
+    any_trigger: re.Pattern[str]
+    untriggered: list[_Rule]
+
+
+@functools.cache
+def _compiled() -> _Compiled:
+    """The patterns, compiled at the first redaction, not at import: compiling them took
+    several milliseconds of every process that imports Jobwarden, a worker's before its
+    first claim, whether it ever redacts anything then or not."""
+    rules = _rule_table()
+    return _Compiled(
+        re.compile(_SECRET_KEY), rules,
+        re.compile("|".join(re.escape(t) for r in rules if r.triggers for t in r.triggers)),
+        [r for r in rules if r.triggers is None])
 
 
 def is_secret_key(key: str) -> bool:
-    return key.lower() not in _SAFE_KEYS and bool(_SECRET_KEY.search(key))
+    return key.lower() not in _SAFE_KEYS and bool(_compiled().secret_key.search(key))
 
 
 def redact(text: str) -> str:
@@ -182,7 +202,9 @@ def redact(text: str) -> str:
     through it. Idempotent: redacting twice changes nothing more."""
     text = str(text)
     lowered = text.lower()
-    rules = _RULES if _ANY_TRIGGER.search(lowered) else _UNTRIGGERED  # the common case: none
+    compiled = _compiled()
+    # The common case: no trigger, and the untriggered rules alone.
+    rules = compiled.rules if compiled.any_trigger.search(lowered) else compiled.untriggered
     for rule in rules:
         if rule.triggers is None or any(t in lowered for t in rule.triggers):
             text = rule.pattern.sub(rule.replacement, text)

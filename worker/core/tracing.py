@@ -7,29 +7,35 @@ attempt, and which *links* to it for a retry (a new trace: a retry hours later i
 more child of a request that ended long ago). Its attributes are the job's id, type,
 queue, attempt, outcome and error code.
 
-Without `opentelemetry-api` nothing is imported beyond the one failed import at start,
-and nothing is done; with it but no tracer provider configured (the API's default),
-enqueue stores nothing and the worker starts no span (the provider is asked about at
-most once a second).
+Without `opentelemetry-api` nothing is done. With it, its API is imported here only once
+something else imported it (`in_use`): importing it took milliseconds of every process
+that imports Jobwarden, a worker's before its first claim. With no tracer provider
+configured (the API's default), enqueue stores nothing and the worker starts no span
+(the provider is asked about at most once a second).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-try:
-    from opentelemetry import propagate, trace
-    from opentelemetry.context import Context
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-    INSTALLED = True
-except ImportError:  # the optional package is not installed: tracing is off
-    trace = None  # type: ignore[assignment]
-    INSTALLED = False
+def _installed() -> bool:
+    """Whether the API is installed: found, not imported (in_use)."""
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except ImportError:  # no opentelemetry package at all
+        return False
+
+
+#: Whether the optional package is installed.
+INSTALLED = _installed()
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -53,6 +59,16 @@ _recheck_at = float("-inf")
 _enabled = False
 
 
+def in_use() -> bool:
+    """Whether tracing may be on: the API is installed and something imported it. A tracer
+    provider is set, and a span made current, through the API alone, so until an
+    application's setup (or an instrumentation's) imports it there is nothing to trace.
+    The one provider set without it, the one named by OTEL_PYTHON_TRACER_PROVIDER, the
+    API loads at its first use, and that variable counts as a use."""
+    return INSTALLED and ("opentelemetry.trace" in sys.modules
+                          or bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER")))
+
+
 def enabled() -> bool:
     """Whether spans are recorded: the package is there and an application configured a
     tracer provider (the API's own default is a proxy that records nothing)."""
@@ -61,9 +77,17 @@ def enabled() -> bool:
         return False
     now = time.monotonic()
     if now >= _recheck_at:  # a race here only asks twice: both answers are the same
-        _enabled = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        _enabled = in_use() and _provider_configured()
         _recheck_at = now + RECHECK_SECONDS
     return _enabled
+
+
+def _provider_configured() -> bool:
+    # The API is imported here and in the functions below once in_use() says tracing may
+    # be on: never at the import of this module (module docstring).
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def recheck() -> None:
@@ -75,7 +99,12 @@ def recheck() -> None:
 def current_context() -> str | None:
     """The trace current here, as the JSON object the global propagator writes
     (`traceparent`, `tracestate`, baggage), or None outside any valid trace."""
-    if trace is None or not trace.get_current_span().get_span_context().is_valid:
+    if not in_use():
+        return None
+    # Imported once in use (_provider_configured says why).
+    from opentelemetry import propagate, trace
+
+    if not trace.get_current_span().get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
@@ -116,7 +145,9 @@ def execution_span(*, job_id: int, job_type: str, queue: str, attempt: int,
     if not enabled():
         yield None
         return
-    assert trace is not None
+    # Imported once in use (_provider_configured says why).
+    from opentelemetry import context, propagate, trace
+
     carrier = _carrier(stored)
     extracted = propagate.extract(carrier) if carrier else None
     enqueued = (trace.get_current_span(extracted).get_span_context()
@@ -125,7 +156,7 @@ def execution_span(*, job_id: int, job_type: str, queue: str, attempt: int,
         enqueued = None
     first = attempt <= 1
     parent = extracted if enqueued is not None and first else None
-    links = [Link(enqueued)] if enqueued is not None and not first else None
+    links = [trace.Link(enqueued)] if enqueued is not None and not first else None
     attributes: dict[str, Any] = {
         "messaging.system": "jobwarden", "messaging.operation.type": "process",
         "messaging.destination.name": queue, "messaging.message.id": str(job_id),
@@ -134,8 +165,8 @@ def execution_span(*, job_id: int, job_type: str, queue: str, attempt: int,
     tracer = trace.get_tracer(TRACER_NAME)
     # An empty Context with no parent: a root span (a retry's trace starts here), never
     # a child of whatever span the worker's thread has current.
-    span = tracer.start_span(f"process {job_type}", context=parent or Context(),
-                             kind=SpanKind.CONSUMER, attributes=attributes, links=links)
+    span = tracer.start_span(f"process {job_type}", context=parent or context.Context(),
+                             kind=trace.SpanKind.CONSUMER, attributes=attributes, links=links)
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False,
                             set_status_on_exception=False):
@@ -151,6 +182,9 @@ def ended(span: Span | None, *, outcome: str | None, error_code: str | None,
     the console shows it), OK for a completion."""
     if span is None:
         return
+    # Imported once in use (_provider_configured says why): a span is the API's.
+    from opentelemetry.trace import Status, StatusCode
+
     span.set_attribute("jobwarden.job.outcome", outcome or "lost")
     if error_code:
         span.set_attribute("jobwarden.error_code", error_code)

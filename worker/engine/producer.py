@@ -520,6 +520,7 @@ class Producer:
         """Claim until `stop` is set; sleep until woken (notification, low buffer, freed
         slot) or the poll interval passes. With a `runner`, two threads of this lane take
         turns at it and this call waits for the claiming to end (module docstring)."""
+        self._prepare()
         if self._runner is None:
             self._lead(hand_over=False)  # only the stop ends it: nothing is run here
             self._finish()
@@ -530,6 +531,19 @@ class Producer:
         self._done.wait()
         if self._failure is not None:
             raise self._failure
+
+    def _prepare(self) -> None:
+        """Make the claim connection ready (_connection) at the start, while the
+        heartbeat's first beat is under way: the first claim waits for that beat
+        (_renewable), and then found this still to do, a round trip per statement. A
+        failure is left for the first claim, which connects again and backs off."""
+        if self.stop.is_set():
+            return
+        try:
+            self._connection()
+        except DB_UNREACHABLE:
+            self._listening = None
+            self._conn.drop()
 
     def _member(self) -> None:
         """One of the two threads of a producer with a runner: claim while it holds the

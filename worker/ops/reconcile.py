@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobwarden.worker.jobs.registry import JobType, Registry
-from jobwarden.worker.ops.operations import mark_completed, retry_job
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import CallerConnection, Q
 
@@ -64,6 +63,11 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
     """Run the reconcilers of unknown jobs (or of `job_id` alone), in the caller's
     transaction; returns job ids by verdict (done / not_done / unknown). `note`, the
     requester's reason, is added to each audit row's reason."""
+    # Here, not at the top: every worker imports this module (register_reconcile_job),
+    # and the operator actions it would bring along are for reconciling alone
+    # (tests/unit/test_worker_imports.py).
+    from jobwarden.worker.ops.operations import mark_completed, retry_job
+
     asked = f" (requested: {note})" if note else ""
     verdicts: dict[str, list[int]] = {DONE: [], NOT_DONE: [], UNKNOWN: []}
     for row in JobStore(conn).dicts(Q.reconcile_candidates, {

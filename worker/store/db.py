@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import re
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -308,8 +309,34 @@ class DedicatedConnection:
         self._planned_at = 0.0
         #: Whether `handled` found the session's plans due to be made again (`replan`).
         self._replan_due = False
+        #: The thread connecting ahead of the first use (`open_ahead`), until that use.
+        self._ahead: threading.Thread | None = None
+
+    def open_ahead(self) -> None:
+        """Connect now, on a thread of its own; the first `get` (or `drop`) waits for it
+        and takes the connection. So a worker's connections are made together while it
+        registers, not one after another at their first use, each a round trip or more
+        and a server process's start that a first beat, claim or finish waited for. A
+        failure here is left for that first use, which connects again and meets it."""
+        def connect() -> None:
+            try:
+                self._connected()
+            except Exception:
+                pass  # the first use connects again and meets it (docstring)
+
+        self._ahead = threading.Thread(target=connect, name="connect-ahead", daemon=True)
+        self._ahead.start()
+
+    def _wait_ahead(self) -> None:
+        if self._ahead is not None:
+            self._ahead.join()
+            self._ahead = None
 
     def get(self) -> psycopg.Connection:
+        self._wait_ahead()
+        return self._connected()
+
+    def _connected(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5,
                                          **connect_kwargs(), **self._options)
@@ -372,6 +399,7 @@ class DedicatedConnection:
         self._planned_at = time.monotonic()
 
     def drop(self) -> None:
+        self._wait_ahead()
         if self._conn is not None:
             try:
                 self._conn.close()
