@@ -13,8 +13,10 @@ import pytest
 
 from jobwarden import JobSpec, enqueue_many
 from jobwarden.worker.engine.config import DEFAULT_CLAIM_BATCH
+from jobwarden.worker.engine.limits import LimitBook
 from jobwarden.worker.engine.producer import claim, prepare_claims
 from jobwarden.worker.engine.producer import claim_params as claim_jobs_params
+from jobwarden.worker.jobs.registry import JobType
 from jobwarden.worker.store.db import connect_kwargs
 from jobwarden.worker.store.jobstore import numbered
 from jobwarden.worker.store.queries import Q
@@ -217,3 +219,64 @@ def test_a_claim_connection_alone_commits_without_waiting_for_the_flush(backlog_
         assert len(claim(conn, types=["plan.wanted"], leases=[30.0], queues=None, limit=1,
                          worker_id="plan-test")) == 1
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+
+
+def _young_generic_plan(url: str, query: str, values: dict) -> dict:
+    """The plan a claim connection keeps when its first claim came while the table was
+    near empty (an idle worker's): prepared generically with a dozen jobs in the table,
+    run once, then explained, as a claim connection's later claims run it."""
+    text, names = numbered(query)
+    args = ", ".join(["%s"] * len(names))
+    with psycopg.connect(url) as conn:
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE young_claim AS {text}")
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(f"EXECUTE young_claim({args})", [values[n] for n in names])
+        (plan,) = cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE young_claim({args})",
+                              [values[n] for n in names]).fetchone()
+        conn.rollback()
+    return plan[0]["Plan"]
+
+
+def _update_node(node: dict) -> dict:
+    if node.get("Node Type") == "ModifyTable" and node.get("Operation") == "Update":
+        return node
+    for child in node.get("Plans", []):
+        found = _update_node(child)
+        if found:
+            return found
+    return {}
+
+
+def _scans_of(node: dict, alias: str) -> list[str]:
+    """The node types in this subtree that read the relation under `alias`."""
+    own = [node["Node Type"]] if node.get("Alias") == alias else []
+    return own + [s for child in node.get("Plans", []) for s in _scans_of(child, alias)]
+
+
+def _limited_values() -> dict:
+    book = LimitBook([JobType(name="plan.wanted", handler=lambda ctx, p: None,
+                              rate_limit=1000.0)])
+    limited = book.for_lane(lambda queue: True)
+    assert limited is not None
+    return {**claim_params(limit=DEFAULT_CLAIM_BATCH), **limited.params}
+
+
+@pytest.mark.parametrize("name, values", [
+    ("claim_jobs", lambda: claim_params(limit=DEFAULT_CLAIM_BATCH)),
+    ("claim_limited_jobs", _limited_values)])
+def test_a_claim_updates_the_rows_it_locked_by_their_tid(migrated_database, name, values):
+    # Joined by id, the generic plan made on a near-empty table hashed the whole table
+    # at every later claim, however many finished jobs piled up in it (claim_jobs says
+    # what that cost an idle worker). By the lock's tid: one heap fetch per row. (The
+    # fair claim joins the same way, but its planner guesses a batch of ten, and on a
+    # table of a few hundred rows ten heap fetches cost more than one scan; past that
+    # it fetches by tid too.)
+    with psycopg.connect(migrated_database) as conn:
+        enqueue_many(conn, [JobSpec("plan.wanted", {"n": i}) for i in range(12)])
+        conn.commit()
+    update = _update_node(_young_generic_plan(migrated_database, Q[name], values()))
+    assert update, f"{name} has no UPDATE node"
+    # The rows the UPDATE writes, as its subtree reads them (not the keyed slots' look-up).
+    scans = [s for child in update["Plans"] for s in _scans_of(child, update["Alias"])]
+    assert scans == ["Tid Scan"], json.dumps(update)
