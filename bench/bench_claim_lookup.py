@@ -1,6 +1,7 @@
-"""How the claim's UPDATE finds the rows its walk locked: by the `tid` the lock returned
-(claim_jobs as it is) against by id (as it was), one-job claims after an idle spell while
-finished jobs pile up in the table, as under an idle worker.
+"""How the claim's UPDATE finds the rows its walk locked, one-job claims after an idle
+spell while finished jobs pile up in the table, as under an idle worker: joined to a batch
+the planner takes for one row, one probe of the primary key a row (claim_jobs as it is),
+against joined to the batch as it comes (as it was).
 
     .venv/bin/python bench/bench_claim_lookup.py --claims 200 --gap-ms 50 --rounds 2
 
@@ -9,8 +10,8 @@ job is then marked completed (its row stays, as a finished job's does until rete
 deletes it). The two ways take turns claim by claim, each on a claim connection of its
 own set up as a producer's (prepare_claims, the claim prepared once), in a fresh database
 on DATABASE_URL's server (migrated, never analyzed). The generic plan each session makes
-at its first claim, on a near-empty table, is the one it keeps: joined by id, that plan
-hashes the whole table at every claim. Prints one JSON line per way and round: the
+at its first claim, on a near-empty table, is the one it keeps: joined to the batch as it
+comes, that plan hashes the whole table at every claim. Prints one JSON line per way and round: the
 claim's time from the call to its job in hand, median and 90th percentile in µs, over
 all claims and over each quarter of them (the table grows from one quarter to the next).
 """
@@ -36,15 +37,15 @@ from jobwarden.worker.store.jobstore import PreparedQuery  # noqa: E402
 from jobwarden.worker.store.queries import Q, Query  # noqa: E402
 
 SPEC = {"types": ["bench.lookup"], "leases": [30.0], "queues": None, "worker_id": "bench"}
-#: claim_jobs' join as it is, and as it was.
-BY_TID = "WHERE j.ctid = s.tid AND j.id = s.id"
-BY_ID = "WHERE j.id = s.id"
+#: The batch claim_jobs' UPDATE joins, as it is and as it was.
+PROBED = "FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s"
+HASHED = "FROM selected s"
 
 
-def by_id() -> Query:
-    """claim_jobs with its UPDATE joined to the locked rows by id alone."""
-    assert Q.claim_jobs.count(BY_TID) == 1, "claim_jobs no longer joins as this bench expects"
-    return Query("claim_jobs_by_id", Q.claim_jobs.replace(BY_TID, BY_ID))
+def hashed() -> Query:
+    """claim_jobs with its UPDATE joined to the batch as it comes."""
+    assert Q.claim_jobs.count(PROBED) == 1, "claim_jobs no longer joins as this bench expects"
+    return Query("claim_jobs_hashed", Q.claim_jobs.replace(PROBED, HASHED))
 
 
 def percentiles(xs: list[float]) -> dict[str, float]:
@@ -55,7 +56,7 @@ def percentiles(xs: list[float]) -> dict[str, float]:
 def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
     with psycopg.connect(url, autocommit=True) as feed:
         ways: dict[str, tuple[psycopg.Connection, PreparedQuery]] = {}
-        for name, query in (("by_tid", Q.claim_jobs), ("by_id", by_id())):
+        for name, query in (("probed", Q.claim_jobs), ("hashed", hashed())):
             conn = psycopg.connect(url, autocommit=True)
             prepare_claims(conn)
             prepared = PreparedQuery(query, claim_params(**SPEC, limit=0), ("limit",), conn)

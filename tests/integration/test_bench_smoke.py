@@ -162,7 +162,7 @@ def test_the_claim_lookup_benchmark_times_both_joins(server_url):
     out = bench("bench_claim_lookup.py", "--claims", "8", "--gap-ms", "2", "--rounds", "1",
                 url=server_url, timeout=120)
     rows = [json.loads(line) for line in out.splitlines()]
-    assert [(r["way"], r["claims"]) for r in rows] == [("by_tid", 8), ("by_id", 8)]
+    assert [(r["way"], r["claims"]) for r in rows] == [("probed", 8), ("hashed", 8)]
     assert all(0 < r["median_us"] <= r["p90_us"] and len(r["quarters_median_us"]) == 4
                for r in rows), rows
 

@@ -76,7 +76,7 @@ WHERE idempotency_key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running
 -- selective-looking filter (or a join on type) it walks the type index instead and sorts
 -- every pending job of the type. The lease is read from `policy` for the same reason.
 WITH locked AS (
-    SELECT j.id, j.ctid AS tid, j.type, j.concurrency_key, j.priority, j.available_at
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
     WHERE j.status = 'pending'
       AND (SELECT j.type = ANY(%(types)s::text[])
@@ -111,7 +111,7 @@ WITH locked AS (
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
-    SELECT l.id, l.tid, l.type, l.concurrency_key,
+    SELECT l.id, l.type, l.concurrency_key,
            (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
@@ -133,9 +133,9 @@ WITH locked AS (
 ), selected AS (
     -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
     -- others stay pending: their key has no room left).
-    SELECT id, tid, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    SELECT id, type, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
     UNION ALL
-    SELECT q.id, q.tid, q.type, f.slot::smallint
+    SELECT q.id, q.type, f.slot::smallint
     FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
     WHERE f.slot < q.lim
 ), claimed AS (
@@ -156,20 +156,20 @@ WITH locked AS (
         max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                             THEN p.max_attempts ELSE j.max_attempts END,
         policy_defaults = NULL
-    FROM selected s
+    -- A LIMIT that never cuts (the batch holds at most `limit` jobs) and whose value the
+    -- planner cannot read: it guesses a tenth of its input, one row, so each job is
+    -- found by one probe of the primary key whatever the plan's age. Without it the
+    -- generic plan an idle worker's first claim makes, on a near-empty table, hashed the
+    -- whole table, finished jobs included, at every claim until its plans were made
+    -- again: 0.2-0.35 ms of a one-job claim once a few hundred jobs had finished
+    -- (bench/bench_claim_lookup.py). Joined by id, a job a transaction changed and
+    -- committed while this statement ran is still claimed (its newest version, locked).
+    FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s
     CROSS JOIN LATERAL (
         SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
                (t.policy ->> 'max_attempts')::int AS max_attempts
         FROM (SELECT %(policy)s::jsonb -> s.type AS policy) AS t) AS p
-    -- Each row found where its lock found it (`tid`): one heap fetch a row, whatever
-    -- the statistics. Joined by id, the generic plan an idle worker makes at its first
-    -- claim, on a near-empty table, hashed the whole table at every claim: 0.2-0.35 ms
-    -- of a one-job claim once a few hundred finished jobs were there, growing with
-    -- them (bench/bench_claim_lookup.py). A row that a transaction committed after
-    -- this statement began changed while pending (its lock took the newest version,
-    -- which this statement does not see) is not found: it stays pending, for the next
-    -- claim.
-    WHERE j.ctid = s.tid AND j.id = s.id
+    WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
               j.concurrency_key, j.available_at, j.batch_id, j.trace_context
@@ -220,7 +220,7 @@ WITH clock AS (
     -- again, never reaching the keys behind it. Volatile, so computed once.
     SELECT clock_timestamp() AS t
 ), locked AS (
-    SELECT j.id, j.ctid AS tid, j.type, j.concurrency_key, j.priority, j.available_at
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
     FROM background_jobs j
     WHERE j.status = 'pending'
       AND (SELECT j.type = ANY(%(types)s::text[])
@@ -305,7 +305,7 @@ WITH clock AS (
 ), tagged AS (
     -- A limited claim's jobs with the buckets they draw from and the caps they count in,
     -- numbered within each in claim order.
-    SELECT l.id, l.tid, l.type, l.concurrency_key, l.priority, l.available_at,
+    SELECT l.id, l.type, l.concurrency_key, l.priority, l.available_at,
            tb.bucket AS type_bucket, tb.rate AS type_rate, tb.burst AS type_burst,
            'queue:' || b.eff_queue AS queue_bucket, qr.rate AS queue_rate,
            qr.burst AS queue_burst, tc.cap AS type_cap, qc.cap AS queue_cap, b.eff_queue,
@@ -338,7 +338,7 @@ WITH clock AS (
 ), admitted AS (
     -- A job only within every bucket's tokens and every cap's room (each counted on its
     -- own, so never above any).
-    SELECT g.id, g.tid, g.type, g.concurrency_key, g.priority, g.available_at
+    SELECT g.id, g.type, g.concurrency_key, g.priority, g.available_at
     FROM tagged g CROSS JOIN clock c
     WHERE (g.type_rate IS NULL
            OR g.nth_tb <= floor(jobwarden_window_tokens(g.type_bucket, g.type_rate, g.type_burst, c.t)))
@@ -354,7 +354,7 @@ WITH clock AS (
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
-    SELECT l.id, l.tid, l.type, l.concurrency_key,
+    SELECT l.id, l.type, l.concurrency_key,
            (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
@@ -376,9 +376,9 @@ WITH clock AS (
 ), selected AS (
     -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
     -- others stay pending: their key has no room left).
-    SELECT id, tid, type, NULL::smallint AS slot FROM admitted WHERE concurrency_key IS NULL
+    SELECT id, type, NULL::smallint AS slot FROM admitted WHERE concurrency_key IS NULL
     UNION ALL
-    SELECT q.id, q.tid, q.type, f.slot::smallint
+    SELECT q.id, q.type, f.slot::smallint
     FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
     WHERE f.slot < q.lim
 ), claimed AS (
@@ -403,13 +403,13 @@ WITH clock AS (
         max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                             THEN p.max_attempts ELSE j.max_attempts END,
         policy_defaults = NULL
-    FROM selected s
+    -- A LIMIT that never cuts, as in claim_jobs (which says why).
+    FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s
     CROSS JOIN LATERAL (
         SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
                (t.policy ->> 'max_attempts')::int AS max_attempts
         FROM (SELECT %(policy)s::jsonb -> s.type AS policy) AS t) AS p
-    -- Each row found where its lock found it, as claim_jobs does (which says why).
-    WHERE j.ctid = s.tid AND j.id = s.id
+    WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
               j.concurrency_key, j.available_at, j.batch_id, j.trace_context
@@ -503,11 +503,10 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
            ceil(%(limit)s::int * k.weight::float8 / sum(k.weight) OVER ())::int AS share
     FROM weighed k
 ), picked AS (
-    SELECT k.key, k.n, k.weight, c.id, c.tid, c.type, c.concurrency_key, c.priority,
-           c.available_at
+    SELECT k.key, k.n, k.weight, c.id, c.type, c.concurrency_key, c.priority, c.available_at
     FROM shared k
     CROSS JOIN LATERAL (
-        SELECT j.id, j.ctid AS tid, j.type, j.concurrency_key, j.priority, j.available_at
+        SELECT j.id, j.type, j.concurrency_key, j.priority, j.available_at
         FROM background_jobs j
         WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.fair_key = k.key
           AND (SELECT j.type = ANY(%(types)s::text[])
@@ -537,12 +536,12 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
     -- Then the batch is all of them, in no order (claimed takes them as a set): no turn
     -- is cut, so none is sorted. The test is one value, known before either branch
     -- runs, and the other branch is never run.
-    SELECT p.id, p.tid, p.type, p.concurrency_key, p.priority, p.available_at, p.n
+    SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at, p.n
     FROM picked p
     WHERE (SELECT f.yes FROM fits f)
     UNION ALL
     -- Else turn by turn: a key's nth job is in turn ceil(n / weight).
-    (SELECT p.id, p.tid, p.type, p.concurrency_key, p.priority, p.available_at, p.n
+    (SELECT p.id, p.type, p.concurrency_key, p.priority, p.available_at, p.n
      FROM (SELECT p.*, row_number() OVER (
                       PARTITION BY p.key
                       ORDER BY jobwarden_claim_rank(p.available_at, p.priority), p.id) AS nth
@@ -553,7 +552,7 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
 ), keyed AS (
     -- The batch's jobs that have a key, numbered within their key in claim order, with
     -- their type's limit.
-    SELECT l.id, l.tid, l.type, l.concurrency_key, l.n,
+    SELECT l.id, l.type, l.concurrency_key, l.n,
            (%(policy)s::jsonb -> l.type ->> 'limit')::int AS lim, row_number() OVER (
                PARTITION BY l.concurrency_key
                ORDER BY jobwarden_claim_rank(l.available_at, l.priority), l.id) AS nth
@@ -575,9 +574,9 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
 ), selected AS (
     -- Keyless jobs all; a keyed one only if its slot is below its type's limit (the
     -- others stay pending: their key has no room left).
-    SELECT id, tid, type, n, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
+    SELECT id, type, n, NULL::smallint AS slot FROM locked WHERE concurrency_key IS NULL
     UNION ALL
-    SELECT q.id, q.tid, q.type, q.n, f.slot::smallint
+    SELECT q.id, q.type, q.n, f.slot::smallint
     FROM keyed q JOIN free_slots f USING (concurrency_key, nth)
     WHERE f.slot < q.lim
 ), claimed AS (
@@ -598,13 +597,13 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
         max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                             THEN p.max_attempts ELSE j.max_attempts END,
         policy_defaults = NULL
-    FROM selected s
+    -- A LIMIT that never cuts, as in claim_jobs (which says why).
+    FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s
     CROSS JOIN LATERAL (
         SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
                (t.policy ->> 'max_attempts')::int AS max_attempts
         FROM (SELECT %(policy)s::jsonb -> s.type AS policy) AS t) AS p
-    -- Each row found where its lock found it, as claim_jobs does (which says why).
-    WHERE j.ctid = s.tid AND j.id = s.id
+    WHERE j.id = s.id
     RETURNING j.id, j.queue, j.type, j.version, j.payload, j.priority, j.attempts,
               j.max_attempts, j.execution_id, j.checkpoint, j.idempotency_key, j.snoozes,
               j.concurrency_key, j.available_at, j.batch_id, j.trace_context, j.fair_key,
