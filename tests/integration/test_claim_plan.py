@@ -7,6 +7,8 @@ selectivities does (about 100,000 buffer hits, an external sort)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import psycopg
 import pytest
@@ -281,3 +283,32 @@ def test_a_young_claim_plan_finds_each_claimed_row_by_its_primary_key(migrated_d
     scans = [(n["Node Type"], n.get("Index Name"))
              for child in update["Plans"] for n in _scans_of(child, update["Alias"])]
     assert scans == [("Index Scan", "background_jobs_pkey")], json.dumps(update)
+
+
+def test_a_job_changed_and_committed_while_a_claim_runs_is_still_claimed(clean_db):
+    # The claim's walk is slowed (a sleep in its filter, the statement otherwise as it
+    # is) so that another transaction changes the job it has read and commits before the
+    # walk locks it. The lock then takes the job's newest version, which the statement's
+    # snapshot does not see; the UPDATE must still find it (joined by id, the server
+    # re-reads that version), not leave it pending and the batch short, which the
+    # producer takes for "no more work" (claim_jobs, its UPDATE's join).
+    walk = "AND (SELECT j.type = ANY(%(types)s::text[])"
+    assert Q.claim_jobs.count(walk) == 1
+    slowed = Q.claim_jobs.replace(walk, "AND pg_sleep(0.3) IS NOT NULL " + walk)
+    with psycopg.connect(clean_db, autocommit=True) as feed, \
+            psycopg.connect(clean_db, autocommit=True) as claimer:
+        (job_id,) = enqueue_many(feed, [JobSpec("plan.wanted", {})])
+
+        def change() -> None:
+            time.sleep(0.1)  # the claim has its snapshot and sleeps in its walk
+            feed.execute("UPDATE background_jobs SET priority = priority + 1 WHERE id = %s",
+                         [job_id])
+
+        changer = threading.Thread(target=change)
+        changer.start()
+        rows = claimer.execute(slowed, claim_params(limit=10)).fetchall()
+        changer.join()
+        state = feed.execute("SELECT status, priority FROM background_jobs WHERE id = %s",
+                             [job_id]).fetchone()
+    assert [r[0] for r in rows] == [job_id]
+    assert state == ("running", 1)
