@@ -171,6 +171,15 @@ def test_the_startup_benchmark_times_each_stage_of_a_worker_start(server_url):
     assert rows[0]["jobs_per_s"] > 0
 
 
+def test_the_claim_lookup_benchmark_times_both_joins(server_url):
+    out = bench("bench_claim_lookup.py", "--claims", "8", "--gap-ms", "2", "--rounds", "1",
+                url=server_url, timeout=120)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["way"], r["claims"]) for r in rows] == [("probed", 8), ("hashed", 8)]
+    assert all(0 < r["median_us"] <= r["p90_us"] and len(r["quarters_median_us"]) == 4
+               for r in rows), rows
+
+
 def test_the_flows_benchmark_times_both_drains_every_hop_and_the_single_job(server_url):
     figures = json.loads(bench("bench_flows.py", "--jobs", "200", "--chain", "6",
                                "--single", "3", "--rounds", "1", url=server_url,

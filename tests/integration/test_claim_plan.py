@@ -7,14 +7,18 @@ selectivities does (about 100,000 buffer hits, an external sort)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import psycopg
 import pytest
 
 from jobwarden import JobSpec, enqueue_many
 from jobwarden.worker.engine.config import DEFAULT_CLAIM_BATCH
+from jobwarden.worker.engine.limits import LimitBook
 from jobwarden.worker.engine.producer import claim, prepare_claims
 from jobwarden.worker.engine.producer import claim_params as claim_jobs_params
+from jobwarden.worker.jobs.registry import JobType
 from jobwarden.worker.store.db import connect_kwargs
 from jobwarden.worker.store.jobstore import numbered
 from jobwarden.worker.store.queries import Q
@@ -217,3 +221,94 @@ def test_a_claim_connection_alone_commits_without_waiting_for_the_flush(backlog_
         assert len(claim(conn, types=["plan.wanted"], leases=[30.0], queues=None, limit=1,
                          worker_id="plan-test")) == 1
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+
+
+def _young_generic_plan(url: str, query: str, values: dict) -> dict:
+    """The plan a claim connection keeps when its first claim came while the table was
+    near empty (an idle worker's): prepared generically with a dozen jobs in the table,
+    run once, then explained, as a claim connection's later claims run it."""
+    text, names = numbered(query)
+    args = ", ".join(["%s"] * len(names))
+    with psycopg.connect(url) as conn:
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE young_claim AS {text}")
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(f"EXECUTE young_claim({args})", [values[n] for n in names])
+        (plan,) = cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE young_claim({args})",
+                              [values[n] for n in names]).fetchone()
+        conn.rollback()
+    return plan[0]["Plan"]
+
+
+def _update_node(node: dict) -> dict:
+    if node.get("Node Type") == "ModifyTable" and node.get("Operation") == "Update":
+        return node
+    for child in node.get("Plans", []):
+        found = _update_node(child)
+        if found:
+            return found
+    return {}
+
+
+def _scans_of(node: dict, alias: str) -> list[dict]:
+    """The nodes in this subtree that read the relation under `alias`."""
+    own = [node] if node.get("Alias") == alias else []
+    return own + [s for child in node.get("Plans", []) for s in _scans_of(child, alias)]
+
+
+def _limited_values() -> dict:
+    book = LimitBook([JobType(name="plan.wanted", handler=lambda ctx, p: None,
+                              rate_limit=1000.0)])
+    limited = book.for_lane(lambda queue: True)
+    assert limited is not None
+    return {**claim_params(limit=DEFAULT_CLAIM_BATCH), **limited.params}
+
+
+@pytest.mark.parametrize("name, values", [
+    ("claim_jobs", lambda: claim_params(limit=DEFAULT_CLAIM_BATCH)),
+    ("claim_limited_jobs", _limited_values)])
+def test_a_young_claim_plan_finds_each_claimed_row_by_its_primary_key(migrated_database,
+                                                                      name, values):
+    # The generic plan made on a near-empty table, kept while finished jobs pile up in
+    # it: joined to the batch by hash, it read the whole table at every claim (claim_jobs
+    # says what that cost an idle worker). One probe of the primary key per row instead.
+    # (The fair claim's young plan still reads the table, as it did: its planner prefers
+    # that scan to the probe on a table of a few pages whatever the batch's estimate.)
+    with psycopg.connect(migrated_database) as conn:
+        enqueue_many(conn, [JobSpec("plan.wanted", {"n": i}) for i in range(12)])
+        conn.commit()
+    update = _update_node(_young_generic_plan(migrated_database, Q[name], values()))
+    assert update, f"{name} has no UPDATE node"
+    # The rows the UPDATE writes, as its subtree reads them (not the keyed slots' look-up).
+    scans = [(n["Node Type"], n.get("Index Name"))
+             for child in update["Plans"] for n in _scans_of(child, update["Alias"])]
+    assert scans == [("Index Scan", "background_jobs_pkey")], json.dumps(update)
+
+
+def test_a_job_changed_and_committed_while_a_claim_runs_is_still_claimed(clean_db):
+    # The claim's walk is slowed (a sleep in its filter, the statement otherwise as it
+    # is) so that another transaction changes the job it has read and commits before the
+    # walk locks it. The lock then takes the job's newest version, which the statement's
+    # snapshot does not see; the UPDATE must still find it (joined by id, the server
+    # re-reads that version), not leave it pending and the batch short, which the
+    # producer takes for "no more work" (claim_jobs, its UPDATE's join).
+    walk = "AND (SELECT j.type = ANY(%(types)s::text[])"
+    assert Q.claim_jobs.count(walk) == 1
+    slowed = Q.claim_jobs.replace(walk, "AND pg_sleep(0.3) IS NOT NULL " + walk)
+    with psycopg.connect(clean_db, autocommit=True) as feed, \
+            psycopg.connect(clean_db, autocommit=True) as claimer:
+        (job_id,) = enqueue_many(feed, [JobSpec("plan.wanted", {})])
+
+        def change() -> None:
+            time.sleep(0.1)  # the claim has its snapshot and sleeps in its walk
+            feed.execute("UPDATE background_jobs SET priority = priority + 1 WHERE id = %s",
+                         [job_id])
+
+        changer = threading.Thread(target=change)
+        changer.start()
+        rows = claimer.execute(slowed, claim_params(limit=10)).fetchall()
+        changer.join()
+        state = feed.execute("SELECT status, priority FROM background_jobs WHERE id = %s",
+                             [job_id]).fetchone()
+    assert [r[0] for r in rows] == [job_id]
+    assert state == ("running", 1)

@@ -74,6 +74,12 @@ class LimitBook:
     controls: dict[tuple[str, str], Control] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __post_init__(self) -> None:
+        #: Whether any type declares a rate limit: without one, and with no live control,
+        #: no lane has limited work, and for_lane says so without building anything (it
+        #: runs before every claim, an idle worker's too).
+        self._declared = any(t.rate_limit is not None for t in self.types)
+
     def refresh(self, conn: psycopg.Connection) -> None:
         """Re-read the live limits (the duty thread), and let full buckets go."""
         store = JobStore(conn)
@@ -91,6 +97,8 @@ class LimitBook:
     def for_lane(self, serves: Any) -> LimitedClaim | None:
         """The limited claim of a lane (`serves(queue)` says whether it serves a queue),
         or None when nothing it claims is limited: its one claim stays as it was."""
+        if not self._declared and not self.controls:
+            return None
         with self._lock:
             controls = dict(self.controls)
         rate_types: list[str] = []

@@ -433,8 +433,10 @@ class Producer:
         #: this lane; None: every queue).
         self.listens = listens
         self._serves = serves
-        #: The claim connection whose session LISTENs (None: not listening now).
+        #: The claim connection whose session LISTENs (None: not listening now), and the
+        #: codec its notifications come in.
         self._listening: psycopg.Connection | None = None
+        self._encoding: str | None = None
         #: The claim connection whose session plans generically (prepare_claims).
         self._prepared: psycopg.Connection | None = None
         #: The lane's unlimited claim, prepared by name on that connection with every
@@ -704,12 +706,13 @@ class Producer:
             self.wake.wait(timeout)
             return
         deadline = time.monotonic() + timeout
+        enc = self._encoding
         try:
-            read_notifies(conn, self._noted, consume=False)
+            read_notifies(conn, self._noted, consume=False, encoding=enc)
             while (not self._notified and not self.wake.is_set()
                    and (left := deadline - time.monotonic()) > 0):
                 if self.wake.wait(left, conn.fileno()):
-                    read_notifies(conn, self._noted)
+                    read_notifies(conn, self._noted, encoding=enc)
         except DB_UNREACHABLE as exc:
             # Reconnected (and LISTENing again) by the next claim, which finds whatever
             # was enqueued meanwhile; the claim's backoff paces the attempts.
@@ -755,7 +758,7 @@ class Producer:
             self._prepared = conn
         if self.listens and conn is not self._listening:
             self._listening = None
-            listen_on(conn, self._noted)
+            self._encoding = listen_on(conn, self._noted)
             self._listening = conn
         return conn
 

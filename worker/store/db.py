@@ -358,9 +358,11 @@ class DedicatedConnection:
         on a near-empty queue, and when a backlog came its claims joined 200 ids to the
         whole table by hash (a sequential scan of 40,000 rows, 33 ms of a 40 ms claim):
         it drained at 0.40x the rate of one started on the backlog (bench/README.md@eb7c2f0,
-        2026-12-04). The first large batch is the sign that the tables have grown; a
-        worker whose batches stay small (slow jobs, a few slots) never gives it, and its
-        plans are made again by their age."""
+        2026-12-04). The claims probe the primary key for their rows since (claim_jobs),
+        but a fair claim's young plan still reads the whole table for its update, and
+        every plan's walk is sized for the table it was made on. The first large batch is
+        the sign that the tables have grown; a worker whose batches stay small (slow jobs,
+        a few slots) never gives it, and its plans are made again by their age."""
         if self._conn is None or self._conn.closed:
             return
         grew = rows >= REPLAN_ROWS and rows >= REPLAN_FACTOR * self._most_rows

@@ -122,7 +122,7 @@ class PreparedQuery:
     session (the producer claims through a cursor there, `JobStore.records`). `varying`
     parameters are ints or strs, sent as their text, or None, sent as NULL."""
 
-    __slots__ = ("query", "name", "_sql", "_fixed", "_places", "_on")
+    __slots__ = ("query", "name", "_sql", "_fixed", "_places", "_on", "_rows")
 
     def __init__(self, query: Query, params: Mapping[str, Any], varying: tuple[str, ...],
                  conn: psycopg.Connection) -> None:
@@ -139,6 +139,11 @@ class PreparedQuery:
         self._places = {name: order.index(name) for name in varying}
         #: The connection it is prepared on now (None: none yet).
         self._on: psycopg.Connection | None = None
+        #: What builds its rows on that connection: a Transformer whose column loaders
+        #: were looked up at its first result (None: none yet). Its columns never change,
+        #: and looking the loaders up again took 0.03 ms of every one-job claim after an
+        #: idle spell (a third of the time from its answer to its jobs in hand).
+        self._rows: abc.Transformer | None = None
 
     def prepare(self, conn: psycopg.Connection) -> None:
         """Prepare it on `conn` (a new session; DISCARD PLANS keeps it, and replans it)."""
@@ -146,6 +151,7 @@ class PreparedQuery:
             _raise_for(conn, conn.pgconn.prepare(self.name, self._sql, None),
                        ExecStatus.COMMAND_OK)
         self._on = conn
+        self._rows = None
 
     def prepared_on(self, conn: psycopg.Connection) -> bool:
         return conn is self._on and not conn.closed
@@ -163,10 +169,18 @@ class PreparedQuery:
         with conn.lock:
             # A None is a NULL to libpq, which psycopg's stub does not say.
             result = conn.pgconn.exec_prepared(self.name, cast(Any, params))
-        _raise_for(conn, result, ExecStatus.TUPLES_OK)
-        tx = Transformer(conn)
-        tx.set_pgresult(result)
-        return tx.load_rows(0, result.ntuples, lambda values: record(*values))
+            _raise_for(conn, result, ExecStatus.TUPLES_OK)
+            # Under the connection's lock: one thread at a time uses the Transformer.
+            tx = self._rows
+            if tx is None or tx.connection is not conn:
+                tx = self._rows = Transformer(conn)
+                tx.set_pgresult(result)
+            else:
+                tx.set_pgresult(result, set_loaders=False)
+            try:
+                return tx.load_rows(0, result.ntuples, lambda values: record(*values))
+            finally:
+                tx.set_pgresult(None, set_loaders=False)  # the result is not kept alive
 
 
 def numbered(sql: str) -> tuple[str, list[str]]:

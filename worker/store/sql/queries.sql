@@ -156,7 +156,15 @@ WITH locked AS (
         max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                             THEN p.max_attempts ELSE j.max_attempts END,
         policy_defaults = NULL
-    FROM selected s
+    -- A LIMIT that never cuts (the batch holds at most `limit` jobs) and whose value the
+    -- planner cannot read: it guesses a tenth of its input, one row, so each job is
+    -- found by one probe of the primary key whatever the plan's age. Without it the
+    -- generic plan an idle worker's first claim makes, on a near-empty table, hashed the
+    -- whole table, finished jobs included, at every claim until its plans were made
+    -- again: 0.2-0.35 ms of a one-job claim once a few hundred jobs had finished
+    -- (bench/bench_claim_lookup.py). Joined by id, a job a transaction changed and
+    -- committed while this statement ran is still claimed (its newest version, locked).
+    FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s
     CROSS JOIN LATERAL (
         SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
                (t.policy ->> 'max_attempts')::int AS max_attempts
@@ -395,7 +403,8 @@ WITH clock AS (
         max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                             THEN p.max_attempts ELSE j.max_attempts END,
         policy_defaults = NULL
-    FROM selected s
+    -- A LIMIT that never cuts, as in claim_jobs (which says why).
+    FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s
     CROSS JOIN LATERAL (
         SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
                (t.policy ->> 'max_attempts')::int AS max_attempts
@@ -588,7 +597,8 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
         max_attempts = CASE WHEN 'max_attempts' = ANY(j.policy_defaults)
                             THEN p.max_attempts ELSE j.max_attempts END,
         policy_defaults = NULL
-    FROM selected s
+    -- A LIMIT that never cuts, as in claim_jobs (which says why).
+    FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s
     CROSS JOIN LATERAL (
         SELECT (t.policy ->> 'lease')::float8 AS lease, t.policy ->> 'queue' AS queue,
                (t.policy ->> 'max_attempts')::int AS max_attempts

@@ -1,0 +1,109 @@
+"""How the claim's UPDATE finds the rows its walk locked, one-job claims after an idle
+spell while finished jobs pile up in the table, as under an idle worker: joined to a batch
+the planner takes for one row, one probe of the primary key a row (claim_jobs as it is),
+against joined to the batch as it comes (as it was).
+
+    .venv/bin/python bench/bench_claim_lookup.py --claims 200 --gap-ms 50 --rounds 2
+
+Each claim takes the one job enqueued just before it, after `--gap-ms` of sleep, and the
+job is then marked completed (its row stays, as a finished job's does until retention
+deletes it). The two ways take turns claim by claim, each on a claim connection of its
+own set up as a producer's (prepare_claims, the claim prepared once), in a fresh database
+on DATABASE_URL's server (migrated, never analyzed). The generic plan each session makes
+at its first claim, on a near-empty table, is the one it keeps: joined to the batch as it
+comes, that plan hashes the whole table at every claim. Prints one JSON line per way and round: the
+claim's time from the call to its job in hand, median and 90th percentile in µs, over
+all claims and over each quarter of them (the table grows from one quarter to the next).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import psycopg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.peers.dbutil import fresh_database  # noqa: E402
+from jobwarden.worker.engine.producer import ClaimedJob, claim_params, prepare_claims  # noqa: E402
+from jobwarden.worker.store.db import migrate  # noqa: E402
+from jobwarden.worker.store.jobstore import PreparedQuery  # noqa: E402
+from jobwarden.worker.store.queries import Q, Query  # noqa: E402
+
+SPEC = {"types": ["bench.lookup"], "leases": [30.0], "queues": None, "worker_id": "bench"}
+#: The batch claim_jobs' UPDATE joins, as it is and as it was.
+PROBED = "FROM (SELECT * FROM selected LIMIT (SELECT %(limit)s::int)) AS s"
+HASHED = "FROM selected s"
+
+
+def hashed() -> Query:
+    """claim_jobs with its UPDATE joined to the batch as it comes."""
+    assert Q.claim_jobs.count(PROBED) == 1, "claim_jobs no longer joins as this bench expects"
+    return Query("claim_jobs_hashed", Q.claim_jobs.replace(PROBED, HASHED))
+
+
+def percentiles(xs: list[float]) -> dict[str, float]:
+    xs = sorted(xs)
+    return {"median_us": round(statistics.median(xs)), "p90_us": round(xs[int(0.9 * len(xs))])}
+
+
+def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
+    with psycopg.connect(url, autocommit=True) as feed:
+        ways: dict[str, tuple[psycopg.Connection, PreparedQuery]] = {}
+        for name, query in (("probed", Q.claim_jobs), ("hashed", hashed())):
+            conn = psycopg.connect(url, autocommit=True)
+            prepare_claims(conn)
+            prepared = PreparedQuery(query, claim_params(**SPEC, limit=0), ("limit",), conn)
+            prepared.prepare(conn)
+            ways[name] = (conn, prepared)
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        try:
+            for _ in range(claims):
+                for name, (conn, prepared) in ways.items():
+                    feed.execute("INSERT INTO background_jobs (queue, type, payload) "
+                                 "VALUES ('default', 'bench.lookup', '{\"i\": 1}')")
+                    time.sleep(gap)
+                    started = time.perf_counter_ns()
+                    got = prepared.records(conn, ClaimedJob, limit=200)
+                    times[name].append((time.perf_counter_ns() - started) / 1000)
+                    if len(got) != 1:
+                        raise SystemExit(f"{name} claimed {len(got)} jobs, not 1")
+                    feed.execute("UPDATE background_jobs SET status = 'completed', "
+                                 "completed_at = now(), lease_expires_at = NULL "
+                                 "WHERE id = %s", (got[0].id,))
+        finally:
+            for conn, _ in ways.values():
+                conn.close()
+    out: dict[str, dict[str, object]] = {}
+    for name, xs in times.items():
+        q = max(1, len(xs) // 4)
+        out[name] = {**percentiles(xs), "quarters_median_us": [
+            round(statistics.median(xs[k * q:(k + 1) * q])) for k in range(4)]}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claims", type=int, default=200, help="claims per way and round")
+    ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each claim")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    server = os.environ["DATABASE_URL"]
+    for n in range(1, args.rounds + 1):
+        with fresh_database(server, "claim_lookup") as url:
+            migrate(url)
+            result = measure(url, args.claims, args.gap_ms / 1000)
+        for way, figures in result.items():
+            print(json.dumps({"round": n, "way": way, "gap_ms": args.gap_ms,
+                              "claims": args.claims, **figures}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
