@@ -18,8 +18,6 @@ all claims and over each quarter of them (the table grows from one quarter to th
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
@@ -30,9 +28,8 @@ import psycopg
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.peers.dbutil import fresh_database  # noqa: E402
+from bench.bench_idle_claim import percentiles, run_rounds  # noqa: E402
 from jobwarden.worker.engine.producer import ClaimedJob, claim_params, prepare_claims  # noqa: E402
-from jobwarden.worker.store.db import migrate  # noqa: E402
 from jobwarden.worker.store.jobstore import PreparedQuery  # noqa: E402
 from jobwarden.worker.store.queries import Q, Query  # noqa: E402
 
@@ -46,11 +43,6 @@ def hashed() -> Query:
     """claim_jobs with its UPDATE joined to the batch as it comes."""
     assert Q.claim_jobs.count(PROBED) == 1, "claim_jobs no longer joins as this bench expects"
     return Query("claim_jobs_hashed", Q.claim_jobs.replace(PROBED, HASHED))
-
-
-def percentiles(xs: list[float]) -> dict[str, float]:
-    xs = sorted(xs)
-    return {"median_us": round(statistics.median(xs)), "p90_us": round(xs[int(0.9 * len(xs))])}
 
 
 def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
@@ -89,20 +81,7 @@ def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--claims", type=int, default=200, help="claims per way and round")
-    ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each claim")
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
-    server = os.environ["DATABASE_URL"]
-    for n in range(1, args.rounds + 1):
-        with fresh_database(server, "claim_lookup") as url:
-            migrate(url)
-            result = measure(url, args.claims, args.gap_ms / 1000)
-        for way, figures in result.items():
-            print(json.dumps({"round": n, "way": way, "gap_ms": args.gap_ms,
-                              "claims": args.claims, **figures}), flush=True)
-    return 0
+    return run_rounds(__doc__ or "", "claim_lookup", 200, measure)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from psycopg.adapt import PyFormat, Transformer
@@ -114,21 +116,29 @@ def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, float]]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--claims", type=int, default=150, help="claims per way and round")
+def run_rounds(doc: str, tag: str, claims: int,
+               measure: Callable[[str, int, float], dict[str, dict[str, Any]]]) -> int:
+    """The command line of an idle-claim benchmark (this one, bench_claim_lookup.py):
+    each round a fresh migrated database on DATABASE_URL's server, `measure(url, claims,
+    gap_s)`, and one JSON line per way."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--claims", type=int, default=claims, help="claims per way and round")
     ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each claim")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     server = os.environ["DATABASE_URL"]
     for n in range(1, args.rounds + 1):
-        with fresh_database(server, "idle_claim") as url:
+        with fresh_database(server, tag) as url:
             migrate(url)
             result = measure(url, args.claims, args.gap_ms / 1000)
         for way, figures in result.items():
             print(json.dumps({"round": n, "way": way, "gap_ms": args.gap_ms,
                               "claims": args.claims, **figures}), flush=True)
     return 0
+
+
+def main() -> int:
+    return run_rounds(__doc__ or "", "idle_claim", 150, measure)
 
 
 if __name__ == "__main__":

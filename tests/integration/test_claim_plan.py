@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import psycopg
 import pytest
@@ -22,6 +21,7 @@ from jobwarden.worker.jobs.registry import JobType
 from jobwarden.worker.store.db import connect_kwargs
 from jobwarden.worker.store.jobstore import numbered
 from jobwarden.worker.store.queries import Q
+from tests.helpers import wait_for
 
 BACKLOG = 100_000
 #: Claiming 10 jobs touches a few dozen index and heap pages plus the 10 updates and
@@ -300,7 +300,11 @@ def test_a_job_changed_and_committed_while_a_claim_runs_is_still_claimed(clean_d
         (job_id,) = enqueue_many(feed, [JobSpec("plan.wanted", {})])
 
         def change() -> None:
-            time.sleep(0.1)  # the claim has its snapshot and sleeps in its walk
+            # The claim has its snapshot and sleeps in its walk.
+            wait_for(lambda: feed.execute(
+                "SELECT wait_event FROM pg_stat_activity WHERE pid = %s",
+                [claimer.info.backend_pid]).fetchone()[0] == "PgSleep",
+                message="the claim to sleep in its walk")
             feed.execute("UPDATE background_jobs SET priority = priority + 1 WHERE id = %s",
                          [job_id])
 
