@@ -618,6 +618,9 @@ job_minute_counts = Table(
     Column("outcome", Text, primary_key=True),
     Column("error_code", Text, primary_key=True, server_default=text("''")),
     Column("jobs", BigInteger, nullable=False),
+    # Which writer's rows (migration 0092, sql/schema/rollups.sql's jobwarden_rollup_shard):
+    # up to 17 rows a key and minute, which every reader sums.
+    Column("shard", SmallInteger, primary_key=True, server_default=text("0")),
 )
 Index(
     "job_minute_counts_error_idx",
@@ -640,6 +643,8 @@ job_timings = Table(
     Column("executions", BigInteger, nullable=False),
     Column("raised", BigInteger, nullable=False),
     Column("max_ms", Float, nullable=False),
+    # Which writer's rows, as job_minute_counts' (migration 0092).
+    Column("shard", SmallInteger, primary_key=True, server_default=text("0")),
     CheckConstraint("measure IN ('wait', 'run')", name="job_timings_measure_check"),
 )
 # Totals of rare runtime events per type (migration 0013, worker/store/event_totals.py): they

@@ -3,8 +3,13 @@
 -- The hot path's trigger functions turn JIT off (migration 0067): they plan a few rows'
 -- work, which compiling never pays for.
 
--- Fold the count deltas into one row per key and drop old minutes (the timings' after
--- two days: the SLA page reads an hour; migration 0086).
+-- Fold the count deltas into one row per key, gather the last hour's past minutes of
+-- the outcome rollups into shard 0 (see jobwarden_rollup_shard), and drop old minutes
+-- (the timings' after two days: the SLA page reads an hour; migration 0086). The rows of
+-- the current minute (period) stay in their shards: their writers may still add to them.
+-- An hour, not the whole table: a range of the primary key, bounded whatever the table
+-- holds. Rows a fold missed (a transaction that added to a minute after it ended; no fold
+-- for an hour) stay in their shard, which every reader sums all the same.
 CREATE OR REPLACE FUNCTION jobwarden_rollup_fold() RETURNS void LANGUAGE plpgsql
 SET jit = off AS $$
 BEGIN
@@ -17,8 +22,61 @@ BEGIN
     INSERT INTO job_count_deltas (status, queue, type, jobs)
     SELECT status, queue, type, sum(jobs) FROM gone
     GROUP BY status, queue, type HAVING sum(jobs) <> 0;
+    WITH gone AS (
+        DELETE FROM job_minute_counts
+        WHERE minute >= now() - interval '1 hour'
+          AND minute < date_trunc('minute', now()) - interval '1 minute'
+          AND shard <> 0
+        RETURNING minute, queue, type, outcome, error_code, jobs
+    )
+    INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, error_code, jobs, shard)
+    SELECT minute, queue, type, outcome, error_code, sum(jobs), 0 FROM gone
+    GROUP BY 1, 2, 3, 4, 5
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT (minute, queue, type, outcome, error_code, shard)
+    DO UPDATE SET jobs = m.jobs + EXCLUDED.jobs;
+    WITH gone AS (
+        DELETE FROM job_timings
+        WHERE period >= now() - interval '1 hour'
+          AND period < jobwarden_timing_period(now()) - interval '5 minutes'
+          AND shard <> 0
+        RETURNING period, queue, type, measure, bucket, executions, raised, max_ms
+    )
+    INSERT INTO job_timings AS t (period, queue, type, measure, bucket, executions, raised,
+                                  max_ms, shard)
+    SELECT period, queue, type, measure, bucket, sum(executions), sum(raised), max(max_ms), 0
+    FROM gone
+    GROUP BY 1, 2, 3, 4, 5
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT (period, queue, type, measure, bucket, shard)
+    DO UPDATE SET executions = t.executions + EXCLUDED.executions,
+                  raised = t.raised + EXCLUDED.raised,
+                  max_ms = greatest(t.max_ms, EXCLUDED.max_ms);
     DELETE FROM job_minute_counts WHERE minute < now() - interval '8 days';
     DELETE FROM job_timings WHERE period < now() - interval '2 days';
+END $$;
+
+-- The shard (1-16) this transaction adds its outcomes to (job_minute_counts,
+-- job_timings; migration 0092): one no other open transaction holds, so two writers of
+-- outcomes (a worker's two, or a fleet's) never wait for each other's commit on a rollup
+-- row, as they did when every finish of a type in a minute added to the same row. Held
+-- by a transaction-level advisory lock, tried from a start of the backend's own (its
+-- pid): the same shard again for the same transaction (both triggers of one finish), a
+-- free one for a concurrent writer. With all 16 held, the pid's: more writers than
+-- shards share rows and wait, as before. Shard 0 holds what the fold gathered (and what
+-- a rebuild wrote); no writer takes it, so the fold waits for no writer.
+CREATE OR REPLACE FUNCTION jobwarden_rollup_shard() RETURNS smallint LANGUAGE plpgsql
+VOLATILE AS $$
+DECLARE
+    start int := pg_backend_pid() % 16;
+BEGIN
+    FOR i IN 0..15 LOOP
+        IF pg_try_advisory_xact_lock(hashtext('jobwarden_rollup_shard'), (start + i) % 16)
+        THEN
+            RETURN 1 + (start + i) % 16;
+        END IF;
+    END LOOP;
+    RETURN 1 + start;
 END $$;
 
 -- Count deltas of a statement's inserted/deleted rows (sign +1 / -1).
@@ -100,7 +158,8 @@ BEGIN
             GROUP BY status, queue, type HAVING sum(d) <> 0
             RETURNING id
         ), outcomes AS (
-            INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, error_code, jobs)
+            INSERT INTO job_minute_counts AS m (minute, queue, type, outcome, error_code, jobs,
+                                                shard)
             SELECT date_trunc('minute', now()), new_queue, new_type,
                    CASE WHEN new_status <> 'pending' THEN new_status
                         WHEN execution_outcome = 'snoozed' THEN 'snoozed'
@@ -109,7 +168,7 @@ BEGIN
                           OR (new_status = 'pending'
                               AND execution_outcome IS DISTINCT FROM 'snoozed')
                         THEN coalesce(error_code, '') ELSE '' END,
-                   count(*)
+                   count(*), (SELECT jobwarden_rollup_shard())
             FROM moved
             WHERE old_status <> new_status
               AND (new_status IN ('completed', 'failed', 'cancelled', 'skipped', 'unknown')
@@ -117,7 +176,7 @@ BEGIN
                        AND execution_outcome IS DISTINCT FROM 'handed_back'))
             GROUP BY 2, 3, 4, 5
             ORDER BY 2, 3, 4, 5
-            ON CONFLICT (minute, queue, type, outcome, error_code)
+            ON CONFLICT (minute, queue, type, outcome, error_code, shard)
             DO UPDATE SET jobs = m.jobs + EXCLUDED.jobs
         )
         SELECT min(id), max(id) INTO first_id, last_id FROM ins;
