@@ -514,7 +514,7 @@ WITH RECURSIVE walk(key, wrapped, n) AS (
         -- few pages: the generic plan an idle worker's first claim makes picked each
         -- key's jobs from it, reading every pending job ranked before the key's first,
         -- key by key, until its plans were made again (a claim of 200 from 21 keys
-        -- behind one key's 30,000 jobs: 31,000 buffers, now 200).
+        -- behind one key's 30,000 jobs: 31,000 buffers, now 900).
         WHERE j.status = 'pending' AND j.fair_key IS NOT NULL
           AND j.fair_key >= k.key AND j.fair_key <= k.key
           AND (SELECT j.type = ANY(%(types)s::text[])
