@@ -4,6 +4,7 @@ the planner takes for one row, one probe of the primary key a row (claim_jobs as
 against joined to the batch as it comes (as it was).
 
     .venv/bin/python bench/bench_claim_lookup.py --claims 200 --gap-ms 50 --rounds 2
+    .venv/bin/python bench/bench_claim_lookup.py --claim fair --claims 200 --rounds 2
 
 Each claim takes the one job enqueued just before it, after `--gap-ms` of sleep, and the
 job is then marked completed (its row stays, as a finished job's does until retention
@@ -14,6 +15,11 @@ at its first claim, on a near-empty table, is the one it keeps: joined to the ba
 comes, that plan hashes the whole table at every claim. Prints one JSON line per way and round: the
 claim's time from the call to its job in hand, median and 90th percentile in µs, over
 all claims and over each quarter of them (the table grows from one quarter to the next).
+
+`--claim fair`: the same for the fair claim (claim_fair_jobs, jobs of one fair key), as
+it is (`fair_probed`) against as it was (`fair_scanned`: its batch inlined, whose young
+plan read the whole table for each row it claimed, and each key's jobs picked by
+`fair_key = key`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import psycopg
 
@@ -29,7 +36,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_idle_claim import percentiles, run_rounds  # noqa: E402
-from jobwarden.worker.engine.producer import ClaimedJob, claim_params, prepare_claims  # noqa: E402
+from jobwarden.worker.engine.producer import (  # noqa: E402
+    ClaimedJob,
+    ClaimSpec,
+    claim_params,
+    fair_params,
+    prepare_claims,
+)
 from jobwarden.worker.store.jobstore import PreparedQuery  # noqa: E402
 from jobwarden.worker.store.queries import Q, Query  # noqa: E402
 
@@ -45,24 +58,57 @@ def hashed() -> Query:
     return Query("claim_jobs_hashed", Q.claim_jobs.replace(PROBED, HASHED))
 
 
-def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
+#: claim_fair_jobs as it was: its batch inlined into the UPDATE's join, and each key's
+#: jobs picked by equality (its young plan walked the claim index for them).
+FAIR_WAS = (("), selected AS MATERIALIZED (", "), selected AS ("),
+            ("AND j.fair_key >= k.key AND j.fair_key <= k.key", "AND j.fair_key = k.key"),
+            ("ORDER BY j.fair_key, jobwarden_claim_rank(", "ORDER BY jobwarden_claim_rank("))
+
+
+def fair_scanned() -> Query:
+    """claim_fair_jobs as it was (FAIR_WAS)."""
+    sql = str(Q.claim_fair_jobs)
+    for now, was in FAIR_WAS:
+        assert sql.count(now) == 1, f"claim_fair_jobs no longer has {now!r}"
+        sql = sql.replace(now, was)
+    return Query("claim_fair_jobs_scanned", sql)
+
+
+def plain_ways(conn: psycopg.Connection, query: Query) -> PreparedQuery:
+    prepared = PreparedQuery(query, claim_params(**SPEC, limit=0), ("limit",), conn)
+    prepared.prepare(conn)
+    return prepared
+
+
+def fair_ways(conn: psycopg.Connection, query: Query) -> PreparedQuery:
+    spec = ClaimSpec(types=SPEC["types"], leases=SPEC["leases"], worker_id="bench",
+                     fair_types=SPEC["types"])
+    params = fair_params(spec, 0, None)
+    assert params is not None  # the type is fair
+    prepared = PreparedQuery(query, params, ("limit", "after", "keys"), conn)
+    prepared.prepare(conn)
+    return prepared
+
+
+def measure(url: str, claims: int, gap: float, ways: dict[str, Query],
+            prepare: Callable[[psycopg.Connection, Query], PreparedQuery],
+            args: dict[str, object], fair_key: str | None) -> dict[str, dict[str, object]]:
     with psycopg.connect(url, autocommit=True) as feed:
-        ways: dict[str, tuple[psycopg.Connection, PreparedQuery]] = {}
-        for name, query in (("probed", Q.claim_jobs), ("hashed", hashed())):
+        sessions: dict[str, tuple[psycopg.Connection, PreparedQuery]] = {}
+        for name, query in ways.items():
             conn = psycopg.connect(url, autocommit=True)
             prepare_claims(conn)
-            prepared = PreparedQuery(query, claim_params(**SPEC, limit=0), ("limit",), conn)
-            prepared.prepare(conn)
-            ways[name] = (conn, prepared)
-        times: dict[str, list[float]] = {name: [] for name in ways}
+            sessions[name] = (conn, prepare(conn, query))
+        times: dict[str, list[float]] = {name: [] for name in sessions}
         try:
             for _ in range(claims):
-                for name, (conn, prepared) in ways.items():
-                    feed.execute("INSERT INTO background_jobs (queue, type, payload) "
-                                 "VALUES ('default', 'bench.lookup', '{\"i\": 1}')")
+                for name, (conn, prepared) in sessions.items():
+                    feed.execute("INSERT INTO background_jobs (queue, type, payload, fair_key) "
+                                 "VALUES ('default', 'bench.lookup', '{\"i\": 1}', %s)",
+                                 (fair_key,))
                     time.sleep(gap)
                     started = time.perf_counter_ns()
-                    got = prepared.records(conn, ClaimedJob, limit=200)
+                    got = prepared.records(conn, ClaimedJob, **args)
                     times[name].append((time.perf_counter_ns() - started) / 1000)
                     if len(got) != 1:
                         raise SystemExit(f"{name} claimed {len(got)} jobs, not 1")
@@ -70,7 +116,7 @@ def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
                                  "completed_at = now(), lease_expires_at = NULL "
                                  "WHERE id = %s", (got[0].id,))
         finally:
-            for conn, _ in ways.values():
+            for conn, _ in sessions.values():
                 conn.close()
     out: dict[str, dict[str, object]] = {}
     for name, xs in times.items():
@@ -80,8 +126,20 @@ def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
     return out
 
 
+def measure_plain(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
+    return measure(url, claims, gap, {"probed": Q.claim_jobs, "hashed": hashed()},
+                   plain_ways, {"limit": 200}, None)
+
+
+def measure_fair(url: str, claims: int, gap: float) -> dict[str, dict[str, object]]:
+    return measure(url, claims, gap,
+                   {"fair_probed": Q.claim_fair_jobs, "fair_scanned": fair_scanned()},
+                   fair_ways, {"limit": 200, "after": None, "keys": 200}, "tenant")
+
+
 def main() -> int:
-    return run_rounds(__doc__ or "", "claim_lookup", 200, measure)
+    return run_rounds(__doc__ or "", "claim_lookup", 200,
+                      {"plain": measure_plain, "fair": measure_fair})
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -43,6 +43,9 @@ from jobwarden.worker.engine.producer import (  # noqa: E402
 from jobwarden.worker.store.db import migrate  # noqa: E402
 from jobwarden.worker.store.jobstore import JobStore, PreparedQuery  # noqa: E402
 from jobwarden.worker.store.queries import Q  # noqa: E402
+
+#: A benchmark's measure: (url, claims, gap in seconds) to each way's figures.
+Measure = Callable[[str, int, float], dict[str, dict[str, Any]]]
 
 SPEC = {"types": ["bench.idle"], "leases": [30.0], "queues": None, "worker_id": "bench"}
 
@@ -117,20 +120,25 @@ def measure(url: str, claims: int, gap: float) -> dict[str, dict[str, float]]:
 
 
 def run_rounds(doc: str, tag: str, claims: int,
-               measure: Callable[[str, int, float], dict[str, dict[str, Any]]]) -> int:
+               measure: Measure | Mapping[str, Measure]) -> int:
     """The command line of an idle-claim benchmark (this one, bench_claim_lookup.py):
     each round a fresh migrated database on DATABASE_URL's server, `measure(url, claims,
-    gap_s)`, and one JSON line per way."""
+    gap_s)`, and one JSON line per way. Several measures by name: `--claim` chooses one
+    (the first by default)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--claims", type=int, default=claims, help="claims per way and round")
     ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each claim")
     ap.add_argument("--rounds", type=int, default=2)
+    measures = measure if isinstance(measure, Mapping) else {"": measure}
+    if len(measures) > 1:
+        ap.add_argument("--claim", choices=list(measures), default=next(iter(measures)))
     args = ap.parse_args()
+    chosen = measures[getattr(args, "claim", "")]
     server = os.environ["DATABASE_URL"]
     for n in range(1, args.rounds + 1):
         with fresh_database(server, tag) as url:
             migrate(url)
-            result = measure(url, args.claims, args.gap_ms / 1000)
+            result = chosen(url, args.claims, args.gap_ms / 1000)
         for way, figures in result.items():
             print(json.dumps({"round": n, "way": way, "gap_ms": args.gap_ms,
                               "claims": args.claims, **figures}), flush=True)

@@ -12,10 +12,10 @@ import threading
 import psycopg
 import pytest
 
-from jobwarden import JobSpec, enqueue_many
+from jobwarden import JobSpec, Registry, enqueue_many, job
 from jobwarden.worker.engine.config import DEFAULT_CLAIM_BATCH
 from jobwarden.worker.engine.limits import LimitBook
-from jobwarden.worker.engine.producer import claim, prepare_claims
+from jobwarden.worker.engine.producer import FAIR_WALK_KEYS, claim, prepare_claims
 from jobwarden.worker.engine.producer import claim_params as claim_jobs_params
 from jobwarden.worker.jobs.registry import JobType
 from jobwarden.worker.store.db import connect_kwargs
@@ -264,20 +264,39 @@ def _limited_values() -> dict:
     return {**claim_params(limit=DEFAULT_CLAIM_BATCH), **limited.params}
 
 
+def _fair_values() -> dict:
+    return {**claim_params(limit=DEFAULT_CLAIM_BATCH), "after": None, "keys": FAIR_WALK_KEYS,
+            "weight_keys": None, "weights": None}
+
+
+def _fair_registry() -> Registry:
+    """plan.wanted with a fair key (`tenant`), for the jobs the fair claim takes."""
+    reg = Registry()
+    job("plan.wanted", fair_key="tenant", registry=reg)(lambda ctx, p: None)
+    return reg
+
+
+def _young_plan(url: str, name: str, values: dict) -> dict:
+    """`name`'s young plan (_young_generic_plan) with a dozen jobs of three fair keys in
+    the table (the plain claims take them as any other)."""
+    with psycopg.connect(url) as conn:
+        enqueue_many(conn, [JobSpec("plan.wanted", {"tenant": f"t{i % 3}", "n": i})
+                            for i in range(12)], registry=_fair_registry())
+        conn.commit()
+    return _young_generic_plan(url, Q[name], values)
+
+
 @pytest.mark.parametrize("name, values", [
     ("claim_jobs", lambda: claim_params(limit=DEFAULT_CLAIM_BATCH)),
-    ("claim_limited_jobs", _limited_values)])
+    ("claim_limited_jobs", _limited_values),
+    ("claim_fair_jobs", _fair_values)])
 def test_a_young_claim_plan_finds_each_claimed_row_by_its_primary_key(migrated_database,
                                                                       name, values):
     # The generic plan made on a near-empty table, kept while finished jobs pile up in
     # it: joined to the batch by hash, it read the whole table at every claim (claim_jobs
-    # says what that cost an idle worker). One probe of the primary key per row instead.
-    # (The fair claim's young plan still reads the table, as it did: its planner prefers
-    # that scan to the probe on a table of a few pages whatever the batch's estimate.)
-    with psycopg.connect(migrated_database) as conn:
-        enqueue_many(conn, [JobSpec("plan.wanted", {"n": i}) for i in range(12)])
-        conn.commit()
-    update = _update_node(_young_generic_plan(migrated_database, Q[name], values()))
+    # says what that cost an idle worker); the fair claim's read it once per claimed job.
+    # One probe of the primary key per row instead.
+    update = _update_node(_young_plan(migrated_database, name, values()))
     assert update, f"{name} has no UPDATE node"
     # The rows the UPDATE writes, as its subtree reads them (not the keyed slots' look-up).
     scans = [(n["Node Type"], n.get("Index Name"))
@@ -285,19 +304,54 @@ def test_a_young_claim_plan_finds_each_claimed_row_by_its_primary_key(migrated_d
     assert scans == [("Index Scan", "background_jobs_pkey")], json.dumps(update)
 
 
-def test_a_job_changed_and_committed_while_a_claim_runs_is_still_claimed(clean_db):
+def _nodes(node: dict) -> list[dict]:
+    """This node and every node below it, subplans included."""
+    return [node] + [n for child in node.get("Plans", []) for n in _nodes(child)]
+
+
+def _cte(node: dict, name: str) -> dict:
+    """The plan of the CTE `name` in this subtree ({} if none)."""
+    if node.get("Subplan Name") == f"CTE {name}":
+        return node
+    for child in node.get("Plans", []):
+        found = _cte(child, name)
+        if found:
+            return found
+    return {}
+
+
+def test_a_young_fair_claim_plan_picks_each_keys_jobs_from_the_fair_index(migrated_database):
+    # On a table of a few pages the claim index looked as good for a key's pick as the
+    # fair index: kept for a backlog, that plan read every pending job ranked before a
+    # key's first, once per key walked (claim_fair_jobs, `picked`).
+    picked = _cte(_young_plan(migrated_database, "claim_fair_jobs", _fair_values()),
+                  "picked")
+    assert picked, "claim_fair_jobs has no `picked` CTE"
+    # The jobs it locks (not the look-up of their concurrency key's running jobs).
+    indexes = {(n["Node Type"], n.get("Index Name")) for n in _nodes(picked)
+               if n.get("Relation Name") == "background_jobs" and n.get("Alias") != "r"}
+    assert indexes == {("Index Scan", "background_jobs_fair_idx")}, json.dumps(picked)
+
+
+@pytest.mark.parametrize("name, values", [
+    ("claim_jobs", lambda: claim_params(limit=10)),
+    ("claim_fair_jobs", lambda: {**_fair_values(), "limit": 10})])
+def test_a_job_changed_and_committed_while_a_claim_runs_is_still_claimed(clean_db, name,
+                                                                         values):
     # The claim's walk is slowed (a sleep in its filter, the statement otherwise as it
     # is) so that another transaction changes the job it has read and commits before the
     # walk locks it. The lock then takes the job's newest version, which the statement's
     # snapshot does not see; the UPDATE must still find it (joined by id, the server
     # re-reads that version), not leave it pending and the batch short, which the
-    # producer takes for "no more work" (claim_jobs, its UPDATE's join).
+    # producer takes for "no more work" (claim_jobs, its UPDATE's join). The fair claim's
+    # walk is its pick of each key's jobs.
     walk = "AND (SELECT j.type = ANY(%(types)s::text[])"
-    assert Q.claim_jobs.count(walk) == 1
-    slowed = Q.claim_jobs.replace(walk, "AND pg_sleep(0.3) IS NOT NULL " + walk)
+    assert Q[name].count(walk) == 1
+    slowed = Q[name].replace(walk, "AND pg_sleep(0.3) IS NOT NULL " + walk)
     with psycopg.connect(clean_db, autocommit=True) as feed, \
             psycopg.connect(clean_db, autocommit=True) as claimer:
-        (job_id,) = enqueue_many(feed, [JobSpec("plan.wanted", {})])
+        (job_id,) = enqueue_many(feed, [JobSpec("plan.wanted", {"tenant": "t"})],
+                                 registry=_fair_registry())
 
         def change() -> None:
             # The claim has its snapshot and sleeps in its walk.
@@ -310,7 +364,7 @@ def test_a_job_changed_and_committed_while_a_claim_runs_is_still_claimed(clean_d
 
         changer = threading.Thread(target=change)
         changer.start()
-        rows = claimer.execute(slowed, claim_params(limit=10)).fetchall()
+        rows = claimer.execute(slowed, values()).fetchall()
         changer.join()
         state = feed.execute("SELECT status, priority FROM background_jobs WHERE id = %s",
                              [job_id]).fetchone()

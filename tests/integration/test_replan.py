@@ -5,8 +5,8 @@ The server keeps a prepared statement's generic plan for the session, sized by t
 when it was made. A claim connection that ran its first claims on a near-empty queue (a
 worker that started idle) kept plans made for a table of a few rows for every later claim
 of a backlog: its claim once joined the claimed ids to the whole table by hash, a
-sequential scan of every job (it probes the primary key now; the fair claim's plan still
-may). auto_explain reports to the client the plan each claim actually runs; the cost it
+sequential scan of every job (it probes the primary key now, the fair claim's too).
+auto_explain reports to the client the plan each claim actually runs; the cost it
 estimates for the claim's walk of the claim index tells a plan made for the near-empty
 table from one made for the backlog.
 """
