@@ -61,3 +61,31 @@ def test_a_session_whose_first_outcome_ended_one_job_joins_a_later_batch_by_hash
     assert counted, plans
     assert all("Hash Join" in p for p in counted), counted
     assert not any("Nested Loop" in p for p in counted), counted
+
+
+def test_a_retry_reads_its_executions_outcome_by_its_job_on_a_large_history(explain_db):
+    """The history indexes no finished execution's id (migration 0093): the trigger
+    finds the outcome of a move back to pending through its job's index, never by
+    reading the history, on tables never analyzed."""
+    with psycopg.connect(explain_db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, "
+            "worker_id, scheduled_at, started_at, finished_at, outcome) "
+            "SELECT g, gen_random_uuid(), 1, 'default', 'plans.old', 'w', now(), now(), "
+            "now(), 'completed' FROM generate_series(1000001, 1020000) g")
+        enqueue_many(conn, [JobSpec("plans.noop", {"i": i}) for i in range(50)])
+        jobs = claim(conn, limit=50, **KW)
+    retried = [Completion(job_id=j.id, execution_id=j.execution_id, type=j.type,
+                          attempt=j.attempt, lease=30.0, status=JobStatus.PENDING,
+                          outcome=ExecutionOutcome.RETRY, error_code="E", error="e",
+                          delay=60.0) for j in jobs]
+    with psycopg.connect(explain_db, autocommit=True) as conn:
+        plans = explained(conn, nested=True)
+        assert len(write_batch(conn, retried)) == 50
+        retries = conn.execute(
+            "SELECT sum(jobs) FROM job_minute_counts WHERE outcome = 'retried'").fetchone()
+    assert retries == (50,)  # each read its recorded outcome: a retry, not a snooze
+    counted = [p for p in plans if "job_count_deltas" in p]
+    assert counted, plans
+    assert not any("Seq Scan on job_executions" in p for p in counted), counted
+    assert any("job_id" in p and "Index" in p for p in counted), counted

@@ -512,6 +512,7 @@ def count_refused(conn: CallerConnection, refused: list[Completion]) -> dict[UUI
     each of their executions was recorded instead (worker_lost, or an earlier write)."""
     count(conn, ZOMBIE_OUTCOME, [c.type for c in refused])
     return dict(JobStore(conn).rows(Q.execution_outcomes, {
+        "job_ids": [c.job_id for c in refused],
         "execution_ids": [c.execution_id for c in refused]}))
 
 

@@ -432,9 +432,12 @@ FROM jobwarden_drop_execution_partitions(make_interval(secs => %(older_than)s::f
 WITH gone AS (
     DELETE FROM job_execution_logs l
     WHERE l.finished_at < now() - make_interval(secs => %(older_than)s::float8)
-      AND NOT EXISTS (SELECT 1 FROM job_executions e
-                      WHERE e.execution_id = l.execution_id
-                        AND e.finished_at = l.finished_at)
+      -- A probe of its job's executions per line (job_executions_job_idx; the history
+      -- indexes no finished execution's id, migration 0093). As a scalar sub-select:
+      -- written as NOT EXISTS it becomes an anti join that hashes the whole history.
+      AND NOT (SELECT EXISTS (SELECT 1 FROM job_executions e
+                              WHERE e.job_id = l.job_id AND e.execution_id = l.execution_id
+                                AND e.finished_at = l.finished_at))
     RETURNING 1
 )
 SELECT count(*) FROM gone;

@@ -816,9 +816,12 @@ ORDER BY type
 ON CONFLICT (event, type) DO UPDATE SET total = t.total + excluded.total, updated_at = now()
 
 -- name: execution_outcomes
--- How executions ended, as recorded (to explain why late writes were refused).
+-- How executions ended, as recorded (to explain why late writes were refused): found
+-- by their jobs (job_executions_job_idx); the history has no index of finished
+-- executions' ids (migration 0093).
 SELECT execution_id, outcome FROM job_executions
-WHERE execution_id = ANY(%(execution_ids)s::uuid[])
+WHERE job_id = ANY(%(job_ids)s::bigint[])
+  AND execution_id = ANY(%(execution_ids)s::uuid[])
 
 -- name: save_progress
 -- Write one execution's progress and checkpoint now (guarded like a heartbeat). With both

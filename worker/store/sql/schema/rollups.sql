@@ -141,10 +141,12 @@ BEGIN
                    o.type AS old_type, n.type AS new_type,
                    n.last_error_code AS error_code,
                    -- How the execution that left `running` for `pending` ended, as
-                   -- the same statement recorded it (NULL: no execution row).
+                   -- the same statement recorded it (NULL: no execution row); found by
+                   -- its job (job_executions_job_idx; migration 0093).
                    CASE WHEN o.status = 'running' AND n.status = 'pending' THEN
                        (SELECT e.outcome FROM job_executions e
-                        WHERE e.execution_id = o.execution_id) END AS execution_outcome
+                        WHERE e.job_id = o.id AND e.execution_id = o.execution_id)
+                   END AS execution_outcome
             FROM old_rows o JOIN new_rows n USING (id)
             WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
         ), deltas AS (
