@@ -1,10 +1,14 @@
-"""The rollups (migration 0009) agree with the jobs, whatever statement changed them."""
+"""The rollups (migration 0009) agree with the jobs, whatever statement changed them.
+
+The count rollup counts a running job as pending, "not yet ended" (migration 0094): a
+claim and a renewal move no count. Its readers take running from the jobs themselves."""
 
 from __future__ import annotations
 
 import pytest
 
 from jobwarden import PermanentError, Registry, RetryableError, RetryPolicy, enqueue, job
+from jobwarden.console.data.database import CQ
 from tests.helpers import running_worker, scalar, wait_for
 
 FAST = RetryPolicy(base=0.05, cap=0.05, jitter=0)
@@ -22,8 +26,25 @@ def rollup_counts(conn) -> dict:
 
 
 def real_counts(conn) -> dict:
+    """The jobs per (status, queue, type) as the rollup counts them: running as pending."""
+    return {(s, q, t): n for s, q, t, n in conn.execute(
+        "SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type, "
+        "count(*) FROM background_jobs GROUP BY 1, 2, 3")}
+
+
+def raw_counts(conn) -> dict:
     return {(s, q, t): n for s, q, t, n in conn.execute(
         "SELECT status, queue, type, count(*) FROM background_jobs GROUP BY 1, 2, 3")}
+
+
+def console_counts(conn) -> dict:
+    """The console's counts per (status, queue, type): running apart from pending."""
+    return {(r[0], r[1], r[2]): r[3]
+            for r in conn.execute(CQ.console_counts_by_queue_type.sql)}
+
+
+def delta_rows(conn) -> int:
+    return conn.execute("SELECT count(*) FROM job_count_deltas").fetchone()[0]
 
 
 def outcomes(conn) -> dict:
@@ -180,3 +201,107 @@ def test_a_claim_counted_by_the_short_path_moves_its_queue_and_nothing_else(conn
     conn.commit()
     assert rollup_counts(conn) == real_counts(conn)
     assert outcomes(conn) == {("mail", "completed"): 1}
+
+
+def test_a_claim_and_a_renewal_write_no_count_row(conn, clean_db):
+    """Migration 0094: pending and running are one count, so the trigger a claim fires
+    returns without writing; the jobs still read as running where it is read apart."""
+    from jobwarden.worker.engine.producer import claim
+
+    for _ in range(3):
+        enqueue(conn, "mail", {})
+    conn.commit()
+    before = delta_rows(conn)
+    assert len(claim(conn, types=["mail"], leases=[30.0], queues=None, limit=2,
+                     worker_id="w")) == 2
+    conn.commit()
+    assert delta_rows(conn) == before
+    conn.execute("UPDATE background_jobs SET heartbeat_at = now() WHERE status = 'running'")
+    conn.commit()
+    assert delta_rows(conn) == before
+    assert rollup_counts(conn) == real_counts(conn) == {("pending", "default", "mail"): 3}
+    assert console_counts(conn) == raw_counts(conn) == {
+        ("pending", "default", "mail"): 1, ("running", "default", "mail"): 2}
+
+
+def test_a_claim_of_defaulted_jobs_moves_their_count_to_the_types_queue(conn, clean_db):
+    """A claim gives a job that took the documented queue its type's declared one: the
+    only count a claim moves, so the trigger must still write it."""
+    from jobwarden.worker.engine.producer import claim
+
+    conn.execute("INSERT INTO background_jobs (queue, type, payload, policy_defaults) "
+                 "SELECT 'default', 'mail', '{}', '{queue}'::text[] "
+                 "FROM generate_series(1, 3)")
+    conn.execute("INSERT INTO background_jobs (queue, type, payload) "
+                 "VALUES ('default', 'mail', '{}')")
+    conn.commit()
+    jobs = claim(conn, types=["mail"], leases=[30.0], queues=None, limit=4, worker_id="w",
+                 type_queues=["outbox"])
+    conn.commit()
+    assert sorted(j.queue for j in jobs) == ["default", "outbox", "outbox", "outbox"]
+    assert rollup_counts(conn) == real_counts(conn) == {
+        ("pending", "default", "mail"): 1, ("pending", "outbox", "mail"): 3}
+    assert console_counts(conn) == raw_counts(conn)
+
+
+def test_a_retry_a_hand_back_and_a_recovery_move_no_count(reg, conn, clean_db):
+    """Each sends a running job back to pending: one count, nothing written for it; the
+    counts stay exact and the console's split follows the jobs."""
+    from jobwarden.worker.duties.recovery import recover_stale_running
+    from jobwarden.worker.engine.completer import hand_back
+    from jobwarden.worker.engine.producer import claim
+
+    @job("deploy", registry=reg, lease=30, backoff=FAST)
+    def deploy(ctx, payload):
+        return None
+
+    for _ in range(3):
+        enqueue(conn, "deploy", {})
+    conn.commit()
+    handed, lost, retried = claim(conn, types=["deploy"], leases=[30.0], queues=None,
+                                  limit=3, worker_id="w")
+    conn.commit()
+    before = delta_rows(conn)
+    assert hand_back(conn, [(handed, None, None)]) == {handed.id}
+    conn.commit()
+    assert console_counts(conn) == raw_counts(conn)
+    conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
+                 "WHERE id = %s", [lost.id])
+    conn.commit()
+    assert recover_stale_running(conn, reg) == {"pending": 1}
+    conn.commit()
+    # A retry as the finish writes it: back to pending, its execution recorded.
+    conn.execute("UPDATE background_jobs SET status = 'pending', available_at = now(), "
+                 "lease_expires_at = NULL, last_error_code = 'E' WHERE id = %s", [retried.id])
+    conn.commit()
+    assert delta_rows(conn) == before
+    assert rollup_counts(conn) == real_counts(conn) == {("pending", "default", "deploy"): 3}
+    assert console_counts(conn) == raw_counts(conn) == {("pending", "default", "deploy"): 3}
+    assert outcomes(conn) == {("deploy", "retried"): 2}
+
+
+def test_the_consoles_counts_split_running_from_pending(conn, clean_db):
+    """The rollup's pending holds the running jobs; the console's two count readers take
+    them out again, per (queue, type) and in the navigation's totals."""
+    conn.execute("INSERT INTO background_jobs (queue, type, payload, status, attempts, "
+                 "execution_id, worker_id, started_at, lease_expires_at) "
+                 "SELECT 'q' || (g % 2), 't' || (g % 3), '{}', "
+                 "CASE WHEN g % 4 = 0 THEN 'pending' ELSE 'running' END, 1, "
+                 "gen_random_uuid(), 'w', now(), "
+                 "CASE WHEN g % 4 <> 0 THEN now() + interval '30 s' END "
+                 "FROM generate_series(1, 40) g")
+    conn.execute("UPDATE background_jobs SET status = 'completed', completed_at = now(), "
+                 "lease_expires_at = NULL WHERE status = 'running' AND id % 5 = 0")
+    conn.execute("UPDATE background_jobs SET status = 'failed', failed_at = now(), "
+                 "lease_expires_at = NULL WHERE status = 'running' AND id % 7 = 0")
+    conn.commit()
+    assert rollup_counts(conn) == real_counts(conn)
+    assert console_counts(conn) == raw_counts(conn)
+    totals = {s: n for s, n in conn.execute(CQ.console_status_totals.sql) if n}
+    assert totals == {s: n for s, n in conn.execute(
+        "SELECT status, count(*) FROM background_jobs GROUP BY 1")}
+    # A `running` row left by a trigger from before migration 0094 reads as pending.
+    conn.execute("INSERT INTO job_count_deltas (status, queue, type, jobs) "
+                 "VALUES ('running', 'q1', 't1', 2), ('pending', 'q1', 't1', -2)")
+    conn.commit()
+    assert console_counts(conn) == raw_counts(conn)

@@ -1,5 +1,10 @@
 -- The rollups (job_count_deltas, job_minute_counts), kept by statement-level triggers on
 -- background_jobs (docs/architecture.md, "Rollups").
+-- job_count_deltas counts a running job as `pending`, "not yet ended" (migration 0094):
+-- a claim (pending to running) and a renewal move no count, so the trigger a claim fires
+-- writes nothing. Its readers take `running` from background_jobs (the partial index of
+-- running jobs: at most the fleet's slots) and subtract it from `pending`. Every writer
+-- below folds the status the same way (CASE WHEN status = 'running' THEN 'pending').
 -- The hot path's trigger functions turn JIT off (migration 0067): they plan a few rows'
 -- work, which compiling never pays for.
 
@@ -16,12 +21,15 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('jobwarden_rollup_fold')) THEN
         RETURN;
     END IF;
+    -- A `running` row left by a trigger from before migration 0094 folds into pending.
     WITH gone AS (
         DELETE FROM job_count_deltas RETURNING status, queue, type, jobs
     )
     INSERT INTO job_count_deltas (status, queue, type, jobs)
-    SELECT status, queue, type, sum(jobs) FROM gone
-    GROUP BY status, queue, type HAVING sum(jobs) <> 0;
+    SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type,
+           sum(jobs)
+    FROM gone
+    GROUP BY 1, 2, 3 HAVING sum(jobs) <> 0;
     WITH gone AS (
         DELETE FROM job_minute_counts
         WHERE minute >= now() - interval '1 hour'
@@ -79,7 +87,8 @@ BEGIN
     RETURN 1 + start;
 END $$;
 
--- Count deltas of a statement's inserted/deleted rows (sign +1 / -1).
+-- Count deltas of a statement's inserted/deleted rows (sign +1 / -1), running counted as
+-- pending.
 CREATE OR REPLACE FUNCTION jobwarden_rollup_rows() RETURNS trigger LANGUAGE plpgsql
 SET jit = off AS $$
 DECLARE
@@ -89,15 +98,19 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         WITH ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
-            SELECT status, queue, type, count(*) FROM new_rows
-            GROUP BY status, queue, type
+            SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type,
+                   count(*)
+            FROM new_rows
+            GROUP BY 1, 2, 3
             RETURNING id
         ) SELECT min(id), max(id) INTO first_id, last_id FROM ins;
     ELSE
         WITH ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
-            SELECT status, queue, type, -count(*) FROM old_rows
-            GROUP BY status, queue, type
+            SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type,
+                   -count(*)
+            FROM old_rows
+            GROUP BY 1, 2, 3
             RETURNING id
         ) SELECT min(id), max(id) INTO first_id, last_id FROM ins;
     END IF;
@@ -109,12 +122,18 @@ BEGIN
 END $$;
 
 -- An UPDATE: moved counts, and outcomes reached, of the rows whose status changed. A
--- statement that leaves every row running (a claim, a renewal) only moves counts: each new
--- row +1 and each old row -1, by group, with no join (migrations 0068, 0070). Any other
--- joins old and new rows by hash whatever their number (enable_nestloop = off, migration
--- 0069) and counts a move to an outcome as it happens; a move back to pending is counted as
--- its execution's outcome says, as the outcome table's `counted_as` column does
+-- statement that leaves every row running (a claim, a renewal) ends no execution. If
+-- every row it took was pending or running (one count, "not yet ended") and none took
+-- its type's queue (a claim of a job with 'queue' in policy_defaults does), it moves no
+-- count either and returns after a scan of each transition table (migration 0094): the
+-- claim's trigger writes nothing. Else it only moves counts: each new row +1 and each old row -1,
+-- by group, with no join (migrations 0068, 0070). Any other statement joins old and new
+-- rows by hash whatever their number (enable_nestloop = off, migration 0069) and counts a
+-- move to an outcome as it happens; a move back to pending is counted as its execution's
+-- outcome says, as the outcome table's `counted_as` column does
 -- (worker/core/transitions.py; tests/integration/test_transitions.py fails if they differ).
+-- The check reads old rows alone: an UPDATE by hand that changes the queue or type of a
+-- job that stays running is not counted (docs/faults.md; jobwarden_rollup_rebuild).
 CREATE OR REPLACE FUNCTION jobwarden_rollup_update() RETURNS trigger LANGUAGE plpgsql
 SET jit = off SET enable_nestloop = off AS $$
 DECLARE
@@ -122,13 +141,20 @@ DECLARE
     last_id bigint;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'running') THEN
-        -- A claim or a renewal: no execution ended here, only the counts move.
+        -- A claim or a renewal: no execution ended here, at most the counts move.
+        IF NOT EXISTS (SELECT 1 FROM old_rows
+                       WHERE status NOT IN ('pending', 'running')
+                          OR 'queue' = ANY(policy_defaults)) THEN
+            RETURN NULL;
+        END IF;
         WITH ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
             SELECT status, queue, type, sum(d)
-            FROM (SELECT status, queue, type, 1 FROM new_rows
+            FROM (SELECT 'pending', queue, type, 1 FROM new_rows
                   UNION ALL
-                  SELECT status, queue, type, -1 FROM old_rows)
+                  SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END,
+                         queue, type, -1
+                  FROM old_rows)
                  AS deltas (status, queue, type, d)
             GROUP BY status, queue, type HAVING sum(d) <> 0
             RETURNING id
@@ -150,10 +176,15 @@ BEGIN
             FROM old_rows o JOIN new_rows n USING (id)
             WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
         ), deltas AS (
-            SELECT new_status AS status, new_queue AS queue, new_type AS type, 1 AS d
+            -- Running counted as pending: a retry's or a hand-back's move nets to nothing.
+            SELECT CASE WHEN new_status = 'running' THEN 'pending' ELSE new_status END
+                       AS status,
+                   new_queue AS queue, new_type AS type, 1 AS d
             FROM moved
             UNION ALL
-            SELECT old_status, old_queue, old_type, -1 FROM moved
+            SELECT CASE WHEN old_status = 'running' THEN 'pending' ELSE old_status END,
+                   old_queue, old_type, -1
+            FROM moved
         ), ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
             SELECT status, queue, type, sum(d) FROM deltas
@@ -206,8 +237,9 @@ BEGIN
     DELETE FROM job_count_deltas;
     DELETE FROM job_minute_counts;
     INSERT INTO job_count_deltas (status, queue, type, jobs)
-    SELECT status, queue, type, count(*) FROM background_jobs
-    GROUP BY status, queue, type;
+    SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type, count(*)
+    FROM background_jobs
+    GROUP BY 1, 2, 3;
     INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
     SELECT date_trunc('minute', at), queue, type, outcome,
            CASE WHEN outcome IN ('failed', 'unknown', 'retried')
