@@ -51,6 +51,12 @@ SET status = 'unknown', completed_at = NULL, type = 'u' || (id / 20 % 2),
     last_error_code = CASE WHEN id / 40 % 6 = 5 THEN NULL ELSE 'UCODE_' || (id / 40 % 6) END,
     reconcile_verdict = (ARRAY[NULL, 'unknown', 'error'])[1 + id / 240 % 3]
 WHERE id % 20 = 7;
+-- 300 running jobs (the fleet's slots), the newest: the counts read them apart
+INSERT INTO background_jobs (queue, type, payload, status, attempts, execution_id,
+    worker_id, started_at, lease_expires_at)
+SELECT 'q', 'other', '{{}}', 'running', 1, gen_random_uuid(), 'w', now(),
+       now() + interval '1 hour'
+FROM generate_series(1, 300);
 -- a week of every code failing every minute, of both types
 INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
 SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q', 't' || (1 + m % 2),
@@ -386,3 +392,17 @@ def test_a_types_durations_are_an_index_only_scan_of_that_type(never_analyzed, h
     # the type's rows of the range and no other: each bucket one probe of the index
     assert sum(n["Actual Rows"] * n["Actual Loops"] for n in scans) < most, plan
     assert buffers < buckets * 4 + most // 50, plan
+
+
+@pytest.mark.parametrize("query", ["console_counts_by_queue_type", "console_status_totals"])
+def test_the_counts_read_running_jobs_through_their_partial_index(never_analyzed, query):
+    """The count rollup holds running jobs in pending (migration 0094): the overview's and
+    the navigation's counts take them from the partial index of running jobs (at most the
+    fleet's slots), never from a scan of 200,000 finished jobs."""
+    buffers, plan = explain(never_analyzed, getattr(CQ, query))
+    read = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"
+            or n.get("Index Name", "").startswith("background_jobs")]
+    assert read and not [n for n in read if n["Node Type"] == "Seq Scan"], plan
+    assert {n["Index Name"] for n in read if "Index Name" in n} == {
+        "background_jobs_lease_idx"}, plan
+    assert buffers < 50, plan
