@@ -171,3 +171,43 @@ def test_schedules_published_before_0082_keep_their_declaration_and_a_downgrade_
     with psycopg.connect(empty_database) as conn:
         assert conn.execute("SELECT type, cron FROM job_schedules").fetchall() == [
             ("report", "0 3 * * *")]
+
+
+def test_0094_folds_running_counts_into_pending_and_its_downgrade_splits_them_out(
+        empty_database):
+    """The count rollup's sums survive both ways: at 0093 it counts running apart, at
+    0094 as pending; a downgrade recounts running from the jobs."""
+    def counts(conn) -> dict:
+        return {(s, q, t): n for s, q, t, n in conn.execute(
+            "SELECT status, queue, type, sum(jobs) FROM job_count_deltas "
+            "GROUP BY 1, 2, 3 HAVING sum(jobs) <> 0")}
+
+    def real(conn, fold: bool) -> dict:
+        status = "CASE WHEN status = 'running' THEN 'pending' ELSE status END" if fold \
+            else "status"
+        return {(s, q, t): n for s, q, t, n in conn.execute(
+            f"SELECT {status}, queue, type, count(*) FROM background_jobs GROUP BY 1, 2, 3")}
+
+    migrate(empty_database, "0093")
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("INSERT INTO background_jobs (queue, type, payload) "
+                     "SELECT 'q' || (g % 2), 't', '{}' FROM generate_series(1, 9) g")
+        conn.execute("UPDATE background_jobs SET status = 'running', "
+                     "execution_id = gen_random_uuid(), lease_expires_at = now() + "
+                     "interval '1 minute' WHERE id % 3 <> 0")
+        assert ("running", "q1", "t") in counts(conn) and counts(conn) == real(conn, False)
+    migrate(empty_database)
+    with psycopg.connect(empty_database) as conn:
+        assert counts(conn) == real(conn, True) == {("pending", "q0", "t"): 4,
+                                                    ("pending", "q1", "t"): 5}
+        assert conn.execute("SELECT count(*) FROM job_count_deltas "
+                            "WHERE status = 'running'").fetchone() == (0,)
+    downgrade(empty_database, "0093")
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        assert counts(conn) == real(conn, False)
+        # The old functions again: a claim counts running apart.
+        conn.execute("UPDATE background_jobs SET status = 'running', "
+                     "execution_id = gen_random_uuid(), lease_expires_at = now() + "
+                     "interval '1 minute' WHERE status = 'pending'")
+        assert counts(conn) == real(conn, False) == {("running", "q0", "t"): 4,
+                                                     ("running", "q1", "t"): 5}
