@@ -64,7 +64,7 @@ from jobwarden.worker.core.states import WorkerState
 from jobwarden.worker.duties import recovery
 from jobwarden.worker.duties.delivery import register_notify_job
 from jobwarden.worker.duties.periodic import Duties
-from jobwarden.worker.engine import attempt_log
+from jobwarden.worker.engine import attempt_log, heap
 from jobwarden.worker.engine.completer import Completer, hand_back
 from jobwarden.worker.engine.config import WorkerConfig
 from jobwarden.worker.engine.executor import Executor
@@ -292,6 +292,10 @@ class WorkerProcess:
             log.info("worker %s stopped before it started: it never reached the database",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
+        if self.config.settle_heap:
+            # Started: what the start made is kept to the end, and left out of every
+            # collection from now on (worker/engine/heap.py), before the first claim.
+            heap.settle()
         completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
         # The heartbeat first: the producers' first claim waits for its first beat

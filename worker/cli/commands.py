@@ -74,6 +74,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                               grace=args.grace, poll_interval=args.poll_interval,
                               timeout_grace=args.timeout_grace,
                               max_abandoned=args.max_abandoned, restart_on_abandon=True,
+                              settle_heap=True,
                               claim_batch=args.claim_batch, buffer_size=args.buffer,
                               flush_batch=args.flush_batch,
                               flush_writers=args.flush_writers,
