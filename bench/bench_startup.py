@@ -19,6 +19,10 @@ the worker's time.time() are the same clock when both run here):
 - finished: the first job was finished (its completed_at);
 - drained: the last job was finished; and the drain's jobs/s counted from the spawn.
 
+And the worker's cycle collector over its whole life: how many passes it made (young,
+older, full) and the milliseconds they took, written by the wrapper when the worker
+exits (worker/engine/heap.py says why they matter).
+
 Each stage is in milliseconds from the spawn; then three stretches on their own (the
 imports, imported to claimed, claimed to finished), whose medians say more than the
 stages' on a busy machine. With `--checkout`, rounds take turns between this checkout
@@ -52,8 +56,26 @@ STAGES = ("up", "imported", "connected", "registered", "claimed", "finished", "d
 # The worker's command, with two stamps written to a file: the first line run, and the
 # CLI imported. The rest is what `jobwarden ...` runs.
 WRAPPER = """\
-import sys, time
+import atexit, gc, sys, time
 up = time.time()
+passes, spent, began = [0, 0, 0], [0.0], [0.0]
+
+
+def counted(phase, info):
+    if phase == "start":
+        began[0] = time.perf_counter()
+    else:
+        passes[info["generation"]] += 1
+        spent[0] += time.perf_counter() - began[0]
+
+
+def written():
+    with open({stamps!r} + ".gc", "w") as f:
+        f.write(" ".join(map(str, [*passes, spent[0]])))
+
+
+gc.callbacks.append(counted)
+atexit.register(written)
 from jobwarden.worker.cli import main
 imported = time.time()
 with open({stamps!r}, "w") as f:
@@ -130,6 +152,9 @@ def one_round(checkout: str, server: str, template: str, jobs: int, kind: str,
         with open(stamps) as f:
             up, imported = (float(x) for x in f.read().split())
         os.unlink(stamps)
+        with open(stamps + ".gc") as f:
+            *passes, gc_seconds = (float(x) for x in f.read().split())
+        os.unlink(stamps + ".gc")
     at = dict(zip(STAGES, (up, imported, float(connected), float(registered), float(claimed),
                            float(finished), float(drained)), strict=True))
     out = {stage: round((t - t0) * 1000, 1) for stage, t in at.items()}
@@ -139,6 +164,8 @@ def one_round(checkout: str, server: str, template: str, jobs: int, kind: str,
     out["imported_to_claimed_ms"] = round((at["claimed"] - at["imported"]) * 1000, 1)
     out["claimed_to_finished_ms"] = round((at["finished"] - at["claimed"]) * 1000, 1)
     out["jobs_per_s"] = round(jobs / (at["drained"] - t0), 1)
+    out["gc_passes"] = "/".join(str(int(n)) for n in passes)  # young/older/full
+    out["gc_ms"] = round(gc_seconds * 1000, 1)
     return out
 
 
@@ -170,7 +197,8 @@ def main() -> int:
                 results[checkout].append(out)
                 print(json.dumps({"round": n, "checkout": checkout, **out}), flush=True)
     for checkout, rows in results.items():
-        medians = {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]}
+        medians = {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]
+                   if k != "gc_passes"}
         print(json.dumps({"checkout": checkout, "median_of": len(rows), **medians}))
     return 0
 

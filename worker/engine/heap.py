@@ -2,11 +2,13 @@
 
 CPython's cycle collector runs a young pass each time 700 more container objects were
 made than freed, an older one every 10 of those, and a full pass over every object when
-enough have grown old. A worker's start leaves some 200,000 objects behind (its modules,
-classes, the app's), which every full pass traverses again (18.5 ms each, measured), and
-a lane of 500 coroutines in flight makes young objects fast: in a drain of 30,000 jobs of
-50 ms the collector ran 200-300 young passes, 20-60 older ones and a few full ones, 10-20%
-of the worker's CPU (bench/README.md, "The collector in a worker").
+enough have grown old. A worker's start leaves well over 100,000 objects behind (its
+modules, classes, the app's), which every full pass traverses again (18.5-25 ms each),
+and a lane of 500 coroutines in flight makes young objects fast: draining 30,000 jobs
+that await 50 ms each, the collector made 150-250 young passes, 15-25 older ones and 2
+full ones, 0.3-0.5 s in all, one full pass falling in the lane's first 50 ms, before it
+had its 500 jobs in flight (`bench/bench_startup.py` counts the passes; docs/benchmarks.md,
+"A worker's start").
 
 `settle()`, once the worker has registered and before its first claim:
 - freezes what the start made (gc.freeze): the collector no longer traverses it, so a
