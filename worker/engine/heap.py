@@ -14,10 +14,10 @@ had its 500 jobs in flight (`bench/bench_startup.py` counts the passes; docs/ben
 - freezes what the start made (gc.freeze): the collector no longer traverses it, so a
   full pass costs what the objects made since cost. What is frozen is never collected:
   it is the code and the configuration the worker keeps until it exits anyway;
-- makes the young pass wait for YOUNG_THRESHOLD more objects, not 700: fewer passes, each
-  over the young objects alive then (about the jobs in flight), not 14 times as many. A
-  cycle left as garbage waits a little longer to be freed; memory holds no more than
-  YOUNG_THRESHOLD such objects for it.
+- makes the young pass wait for YOUNG_THRESHOLD more objects, not 700: a fourteenth as
+  many passes, each over the young objects still alive then (in a drain, about those of
+  the jobs in flight, which every pass traversed again). A cycle left as garbage waits a
+  little longer to be freed: at most YOUNG_THRESHOLD young objects more are held for it.
 
 Only a process the worker owns is settled (the `jobwarden worker` command:
 WorkerConfig.settle_heap): an application running a WorkerProcess of its own keeps its
@@ -31,10 +31,32 @@ import gc
 #: The young generation's threshold once the worker has started (CPython's is 700).
 YOUNG_THRESHOLD = 10_000
 
+#: The `jobwarden` command stopped the collector before the runtime's modules loaded
+#: (jobwarden/command.py): `release` (or `settle`) lets it go.
+_held = False
+
+
+def held_since_start(held: bool) -> None:
+    """Told by the `jobwarden` command: it stopped the collector at its start (`held`:
+    the collector was running until then)."""
+    global _held
+    _held = held
+
+
+def release() -> None:
+    """Let the collector go, if the command held it (a command that is not a worker's,
+    once its arguments are read; a worker, once settled)."""
+    global _held
+    if _held:
+        _held = False
+        gc.enable()
+
 
 def settle() -> None:
-    """Freeze the start's objects and make young passes rarer (module docstring). A
-    threshold already higher (set by the app) is kept."""
+    """Freeze the start's objects and make young passes rarer (module docstring), then
+    let the collector go if the command held it. A threshold already higher (set by the
+    app) is kept."""
     gc.freeze()
     young, older, oldest = gc.get_threshold()
     gc.set_threshold(max(young, YOUNG_THRESHOLD), older, oldest)
+    release()
