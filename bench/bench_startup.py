@@ -10,8 +10,12 @@ on `io` jobs, by default) on a fresh database holding `--jobs` jobs, and reads w
 stage was reached, all on the one clock of this machine (the server's clock_timestamp and
 the worker's time.time() are the same clock when both run here):
 
-- up: the interpreter runs its first line (a `-c` wrapper around the CLI's main);
-- imported: `jobwarden.worker.cli` is imported;
+- up: the interpreter runs its first line (a `-c` wrapper around the entry point the
+  `jobwarden` script runs: jobwarden/command.py, or the CLI's main in a checkout that
+  has none);
+- imported: the app's import begins (its module file opened): the runtime's modules
+  are loaded and the command line read (an audit hook sees it, wherever the entry point
+  loads them);
 - connected: the worker's first connection began (pg_stat_activity.backend_start):
   the app is loaded and the WorkerProcess made;
 - registered: its job_workers row was written (started_at);
@@ -76,18 +80,34 @@ def written():
 
 gc.callbacks.append(counted)
 atexit.register(written)
-from jobwarden.worker.cli import main
-imported = time.time()
-with open({stamps!r}, "w") as f:
-    f.write(f"{{up}} {{imported}}")
+APP_FILE = {app!r}.rpartition(".")[2] + "."  # its source or its byte code opened
+imported = [0.0]
+
+
+def audited(event, args):
+    if not imported[0] and event == "open" and APP_FILE in str(args[0]):
+        imported[0] = time.time()
+        with open({stamps!r}, "w") as f:
+            f.write(f"{{up}} {{imported[0]}}")
+
+
+sys.addaudithook(audited)
+try:
+    from jobwarden.command import main
+except ImportError:  # a checkout from before jobwarden/command.py
+    from jobwarden.worker.cli import main
 sys.argv = ["jobwarden", *sys.argv[1:]]
 sys.exit(main())
 """
 
 
+#: The benchmark's app (bench/peers/systems.py's), whose import marks the `imported` stage.
+APP = "bench.peers.apps.jobwarden_app"
+
+
 def worker_args(kind: str) -> list[str]:
     """bench/peers/systems.py's Jobwarden worker arguments for the scenario of `kind`."""
-    argv = ["--log-level", "WARNING", "worker", "--app", "bench.peers.apps.jobwarden_app"]
+    argv = ["--log-level", "WARNING", "worker", "--app", APP]
     return argv + (["--queues", "io=500"] if kind == "io" else [])
 
 
@@ -124,7 +144,7 @@ def one_round(checkout: str, server: str, template: str, jobs: int, kind: str,
             t0 = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())")
                        .fetchone()[0])
             proc = subprocess.Popen(
-                [python, "-c", WRAPPER.format(stamps=stamps), *worker_args(kind)],
+                [python, "-c", WRAPPER.format(stamps=stamps, app=APP), *worker_args(kind)],
                 env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
             try:
