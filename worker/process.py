@@ -269,6 +269,11 @@ class WorkerProcess:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+        if self.config.settle_heap:
+            # What the start made is kept to the end: left out of every collection from
+            # now on (worker/engine/heap.py). Here, not once registered: a registration
+            # retried while the database is down must not wait with the collector held.
+            heap.settle()
         # Each attempt's log lines (attempt_log.py): one handler on the root logger, after
         # the command's own logging setup (logging.basicConfig adds nothing to a root
         # logger that has a handler already).
@@ -292,10 +297,6 @@ class WorkerProcess:
             log.info("worker %s stopped before it started: it never reached the database",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
-        if self.config.settle_heap:
-            # Started: what the start made is kept to the end, and left out of every
-            # collection from now on (worker/engine/heap.py), before the first claim.
-            heap.settle()
         completers = [self._thread(f"completer-{i}", self.completer.run, i)
                       for i in range(self.completer.writers)]
         # The heartbeat first: the producers' first claim waits for its first beat

@@ -8,9 +8,11 @@ and a lane of 500 coroutines in flight makes young objects fast: draining 30,000
 that await 50 ms each, the collector made 150-250 young passes, 15-25 older ones and 2
 full ones, 0.3-0.5 s in all, one full pass falling in the lane's first 50 ms, before it
 had its 500 jobs in flight (`bench/bench_startup.py` counts the passes; docs/benchmarks.md,
-"A worker's start").
+"Jobwarden alone"). The `jobwarden` command also holds the collector from its start to
+`settle()` (jobwarden/command.py): no pass at all over the objects of the start.
 
-`settle()`, once the worker has registered and before its first claim:
+`settle()`, as the worker's run begins (before it registers, and so before its first
+claim):
 - freezes what the start made (gc.freeze): the collector no longer traverses it, so a
   full pass costs what the objects made since cost. What is frozen is never collected:
   it is the code and the configuration the worker keeps until it exits anyway;
