@@ -10,14 +10,22 @@ on `io` jobs, by default) on a fresh database holding `--jobs` jobs, and reads w
 stage was reached, all on the one clock of this machine (the server's clock_timestamp and
 the worker's time.time() are the same clock when both run here):
 
-- up: the interpreter runs its first line (a `-c` wrapper around the CLI's main);
-- imported: `jobwarden.worker.cli` is imported;
+- up: the interpreter runs its first line (a `-c` wrapper around the entry point the
+  `jobwarden` script runs: jobwarden/command.py, or the CLI's main in a checkout that
+  has none);
+- imported: the app's import begins (its module file opened): the runtime's modules
+  are loaded and the command line read (an audit hook sees it, wherever the entry point
+  loads them);
 - connected: the worker's first connection began (pg_stat_activity.backend_start):
   the app is loaded and the WorkerProcess made;
 - registered: its job_workers row was written (started_at);
 - claimed: the first job was claimed (its started_at);
 - finished: the first job was finished (its completed_at);
 - drained: the last job was finished; and the drain's jobs/s counted from the spawn.
+
+And the worker's cycle collector over its whole life: how many passes it made (young,
+older, full) and the milliseconds they took, written by the wrapper when the worker
+exits (worker/engine/heap.py says why they matter).
 
 Each stage is in milliseconds from the spawn; then three stretches on their own (the
 imports, imported to claimed, claimed to finished), whose medians say more than the
@@ -52,20 +60,54 @@ STAGES = ("up", "imported", "connected", "registered", "claimed", "finished", "d
 # The worker's command, with two stamps written to a file: the first line run, and the
 # CLI imported. The rest is what `jobwarden ...` runs.
 WRAPPER = """\
-import sys, time
+import atexit, gc, sys, time
 up = time.time()
-from jobwarden.worker.cli import main
-imported = time.time()
-with open({stamps!r}, "w") as f:
-    f.write(f"{{up}} {{imported}}")
+passes, spent, began = [0, 0, 0], [0.0], [0.0]
+
+
+def counted(phase, info):
+    if phase == "start":
+        began[0] = time.perf_counter()
+    else:
+        passes[info["generation"]] += 1
+        spent[0] += time.perf_counter() - began[0]
+
+
+def written():
+    with open({stamps!r} + ".gc", "w") as f:
+        f.write(" ".join(map(str, [*passes, spent[0]])))
+
+
+gc.callbacks.append(counted)
+atexit.register(written)
+APP_FILE = {app!r}.rpartition(".")[2] + "."  # its source or its byte code opened
+imported = [0.0]
+
+
+def audited(event, args):
+    if not imported[0] and event == "open" and APP_FILE in str(args[0]):
+        imported[0] = time.time()
+        with open({stamps!r}, "w") as f:
+            f.write(f"{{up}} {{imported[0]}}")
+
+
+sys.addaudithook(audited)
+try:
+    from jobwarden.command import main
+except ImportError:  # a checkout from before jobwarden/command.py
+    from jobwarden.worker.cli import main
 sys.argv = ["jobwarden", *sys.argv[1:]]
 sys.exit(main())
 """
 
 
+#: The benchmark's app (bench/peers/systems.py's), whose import marks the `imported` stage.
+APP = "bench.peers.apps.jobwarden_app"
+
+
 def worker_args(kind: str) -> list[str]:
     """bench/peers/systems.py's Jobwarden worker arguments for the scenario of `kind`."""
-    argv = ["--log-level", "WARNING", "worker", "--app", "bench.peers.apps.jobwarden_app"]
+    argv = ["--log-level", "WARNING", "worker", "--app", APP]
     return argv + (["--queues", "io=500"] if kind == "io" else [])
 
 
@@ -102,7 +144,7 @@ def one_round(checkout: str, server: str, template: str, jobs: int, kind: str,
             t0 = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())")
                        .fetchone()[0])
             proc = subprocess.Popen(
-                [python, "-c", WRAPPER.format(stamps=stamps), *worker_args(kind)],
+                [python, "-c", WRAPPER.format(stamps=stamps, app=APP), *worker_args(kind)],
                 env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
             try:
@@ -130,6 +172,9 @@ def one_round(checkout: str, server: str, template: str, jobs: int, kind: str,
         with open(stamps) as f:
             up, imported = (float(x) for x in f.read().split())
         os.unlink(stamps)
+        with open(stamps + ".gc") as f:
+            *passes, gc_seconds = (float(x) for x in f.read().split())
+        os.unlink(stamps + ".gc")
     at = dict(zip(STAGES, (up, imported, float(connected), float(registered), float(claimed),
                            float(finished), float(drained)), strict=True))
     out = {stage: round((t - t0) * 1000, 1) for stage, t in at.items()}
@@ -139,6 +184,8 @@ def one_round(checkout: str, server: str, template: str, jobs: int, kind: str,
     out["imported_to_claimed_ms"] = round((at["claimed"] - at["imported"]) * 1000, 1)
     out["claimed_to_finished_ms"] = round((at["finished"] - at["claimed"]) * 1000, 1)
     out["jobs_per_s"] = round(jobs / (at["drained"] - t0), 1)
+    out["gc_passes"] = "/".join(str(int(n)) for n in passes)  # young/older/full
+    out["gc_ms"] = round(gc_seconds * 1000, 1)
     return out
 
 
@@ -170,7 +217,8 @@ def main() -> int:
                 results[checkout].append(out)
                 print(json.dumps({"round": n, "checkout": checkout, **out}), flush=True)
     for checkout, rows in results.items():
-        medians = {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]}
+        medians = {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]
+                   if k != "gc_passes"}
         print(json.dumps({"checkout": checkout, "median_of": len(rows), **medians}))
     return 0
 

@@ -64,7 +64,7 @@ from jobwarden.worker.core.states import WorkerState
 from jobwarden.worker.duties import recovery
 from jobwarden.worker.duties.delivery import register_notify_job
 from jobwarden.worker.duties.periodic import Duties
-from jobwarden.worker.engine import attempt_log
+from jobwarden.worker.engine import attempt_log, heap
 from jobwarden.worker.engine.completer import Completer, hand_back
 from jobwarden.worker.engine.config import WorkerConfig
 from jobwarden.worker.engine.executor import Executor
@@ -269,6 +269,11 @@ class WorkerProcess:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+        if self.config.settle_heap:
+            # What the start made is kept to the end: left out of every collection from
+            # now on (worker/engine/heap.py). Here, not once registered: a registration
+            # retried while the database is down must not wait with the collector held.
+            heap.settle()
         # Each attempt's log lines (attempt_log.py): one handler on the root logger, after
         # the command's own logging setup (logging.basicConfig adds nothing to a root
         # logger that has a handler already).

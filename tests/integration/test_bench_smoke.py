@@ -170,6 +170,9 @@ def test_the_startup_benchmark_times_each_stage_of_a_worker_start(server_url):
     assert 0 < stages[0] < stages[1] < stages[2] <= stages[3] <= stages[4] <= stages[5] \
         <= stages[6], rows[0]
     assert rows[0]["jobs_per_s"] > 0
+    # The worker's collector over its life, written as it exited: young/older/full passes.
+    passes = [int(n) for n in rows[0]["gc_passes"].split("/")]
+    assert len(passes) == 3 and min(passes) >= 0 and rows[0]["gc_ms"] >= 0, rows[0]
 
 
 @pytest.mark.parametrize("claim, ways", [("plain", ["probed", "hashed"]),

@@ -23,6 +23,7 @@ from jobwarden.worker.core.terminal import printable
 from jobwarden.worker.core.version import version
 from jobwarden.worker.duties.recovery import mark_gone_workers, recover_stale_running
 from jobwarden.worker.duties.retention import count_prunable, prune
+from jobwarden.worker.engine import heap
 from jobwarden.worker.engine.config import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_CLAIM_BATCH,
@@ -74,6 +75,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                               grace=args.grace, poll_interval=args.poll_interval,
                               timeout_grace=args.timeout_grace,
                               max_abandoned=args.max_abandoned, restart_on_abandon=True,
+                              settle_heap=True,
                               claim_batch=args.claim_batch, buffer_size=args.buffer,
                               flush_batch=args.flush_batch,
                               flush_writers=args.flush_writers,
@@ -396,7 +398,7 @@ def build_parser(contributed: bool = True) -> CommandParser:
     w.add_argument("--flush-interval", type=A.flush_ms, default=DEFAULT_FLUSH_INTERVAL * 1000,
                    help="milliseconds an outcome may wait for its batch "
                         f"(default {DEFAULT_FLUSH_INTERVAL * 1000:g})")
-    w.set_defaults(fn=cmd_worker)
+    w.set_defaults(fn=cmd_worker, settles_heap=True)
 
     e = sub.add_parser("enqueue", help="enqueue one job")
     e.add_argument("type")
@@ -546,6 +548,10 @@ def parser_for(argv: list[str]) -> CommandParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser_for(argv).parse_args(argv)
+    if not getattr(args, "settles_heap", False):
+        # The collector the `jobwarden` command held while the modules loaded
+        # (jobwarden/command.py) runs again: only a worker holds it until it settles.
+        heap.release()
     try:
         # Every JOBWARDEN_* variable, checked before the command does anything.
         settings = WorkerSettings.load()

@@ -37,6 +37,10 @@ class WorkerConfig:
     max_abandoned: int | None = None
     worker_id: str | None = None
     restart_on_abandon: bool = False
+    #: The process is the worker's own (the `jobwarden worker` command): as its run begins,
+    #: it freezes its start-up objects and collects young ones less often
+    #: (worker/engine/heap.py). An application's own process keeps its collector's settings.
+    settle_heap: bool = False
     claim_batch: int = DEFAULT_CLAIM_BATCH
     buffer_size: int = DEFAULT_BUFFER_SIZE
     flush_batch: int = DEFAULT_FLUSH_BATCH
