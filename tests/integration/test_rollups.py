@@ -299,7 +299,8 @@ def test_the_consoles_counts_split_running_from_pending(conn, clean_db):
     assert console_counts(conn) == raw_counts(conn)
     totals = {s: n for s, n in conn.execute(CQ.console_status_totals.sql) if n}
     assert totals == {s: n for s, n in conn.execute(
-        "SELECT status, count(*) FROM background_jobs GROUP BY 1")}
+        "SELECT status, count(*) FROM background_jobs "
+        "WHERE status NOT IN ('pending', 'running') GROUP BY 1")}
     # A `running` row left by a trigger from before migration 0094 reads as pending.
     conn.execute("INSERT INTO job_count_deltas (status, queue, type, jobs) "
                  "VALUES ('running', 'q1', 't1', 2), ('pending', 'q1', 't1', -2)")

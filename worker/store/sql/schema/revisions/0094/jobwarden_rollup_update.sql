@@ -18,10 +18,15 @@ DECLARE
     last_id bigint;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'running') THEN
-        -- A claim or a renewal: no execution ended here, at most the counts move.
-        IF NOT EXISTS (SELECT 1 FROM old_rows
-                       WHERE status NOT IN ('pending', 'running')
-                          OR 'queue' = ANY(policy_defaults)) THEN
+        -- A claim or a renewal: no execution ended here, at most the counts move. A
+        -- claim of no job (the producer's replan, LIMIT 0) goes on to the count below,
+        -- which inserts nothing then: it plans that statement too, so the first claim of
+        -- defaulted jobs after a replan plans nothing (tests/integration/
+        -- test_prepared_claim.py).
+        IF EXISTS (SELECT 1 FROM old_rows)
+           AND NOT EXISTS (SELECT 1 FROM old_rows
+                           WHERE status NOT IN ('pending', 'running')
+                              OR 'queue' = ANY(policy_defaults)) THEN
             RETURN NULL;
         END IF;
         WITH ins AS (
