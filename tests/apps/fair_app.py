@@ -13,4 +13,6 @@ def fair_race(ctx, payload):
         conn.execute("INSERT INTO fair_log (job_id, execution_id, pid, tenant) "
                      "VALUES (%s, %s, %s, %s)",
                      [ctx.job_id, ctx.execution_id, os.getpid(), payload.get("tenant")])
-    time.sleep(0.002)
+    # Long enough that no worker drains the lot before the others have started (the test
+    # checks that three of them took part): 1,500 jobs are 3.75 s of one worker's 4 slots.
+    time.sleep(0.01)

@@ -257,11 +257,15 @@ def test_fair_claims_of_racing_and_restarted_workers_run_each_job_once(conn, cle
     reg = Registry()
     job("fair.race", fair_key="tenant", registry=reg)(lambda ctx, p: None)
     jobs = 1500
-    enqueue_many(conn, [JobSpec("fair.race", {"tenant": f"t{i % 25}", "n": i})
-                        for i in range(jobs)], registry=reg)
-    conn.commit()
     procs = [start_worker("tests.apps.fair_app", "--concurrency", "4") for _ in range(3)]
     try:
+        # Enqueued once all three are up, so all three race for the first claims: one
+        # started sooner on a busy machine drained most of them alone.
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_workers") >= 3,
+                 timeout=60, message="the three workers to register")
+        enqueue_many(conn, [JobSpec("fair.race", {"tenant": f"t{i % 25}", "n": i})
+                            for i in range(jobs)], registry=reg)
+        conn.commit()
         # One worker stops part way and a new one takes its place.
         wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM fair_log") >= jobs // 3,
                  timeout=120)
