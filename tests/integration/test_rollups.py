@@ -134,13 +134,9 @@ def test_the_real_worker_keeps_the_rollups_exact(reg, conn, clean_db):
                               ("flaky", "failed"): 1, ("bad", "failed"): 1}
 
 
-def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clean_db):
-    """Both move a job from running to pending; only the recorded outcome tells them apart."""
-    from jobwarden.worker.duties.recovery import recover_stale_running
-    from jobwarden.worker.engine.completer import hand_back
+def _three_claimed_deploys(conn, reg) -> list:
+    """Three jobs of a `deploy` type registered in `reg`, claimed by worker "w"."""
     from jobwarden.worker.engine.producer import claim
-
-    reg = Registry()
 
     @job("deploy", registry=reg, lease=30, backoff=FAST)
     def deploy(ctx, payload):
@@ -149,9 +145,18 @@ def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clea
     for _ in range(3):
         enqueue(conn, "deploy", {})
     conn.commit()
-    handed, lost, _ = claim(conn, types=["deploy"], leases=[30.0], queues=None, limit=3,
-                            worker_id="w")
+    jobs = claim(conn, types=["deploy"], leases=[30.0], queues=None, limit=3, worker_id="w")
     conn.commit()
+    return jobs
+
+
+def test_a_hand_back_at_shutdown_is_no_retry_and_a_lost_worker_is_one(conn, clean_db):
+    """Both move a job from running to pending; only the recorded outcome tells them apart."""
+    from jobwarden.worker.duties.recovery import recover_stale_running
+    from jobwarden.worker.engine.completer import hand_back
+
+    reg = Registry()
+    handed, lost, _ = _three_claimed_deploys(conn, reg)
     assert hand_back(conn, [(handed, None, None)]) == {handed.id}
     conn.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' "
                  "WHERE id = %s", [lost.id])
@@ -249,18 +254,8 @@ def test_a_retry_a_hand_back_and_a_recovery_move_no_count(reg, conn, clean_db):
     counts stay exact and the console's split follows the jobs."""
     from jobwarden.worker.duties.recovery import recover_stale_running
     from jobwarden.worker.engine.completer import hand_back
-    from jobwarden.worker.engine.producer import claim
 
-    @job("deploy", registry=reg, lease=30, backoff=FAST)
-    def deploy(ctx, payload):
-        return None
-
-    for _ in range(3):
-        enqueue(conn, "deploy", {})
-    conn.commit()
-    handed, lost, retried = claim(conn, types=["deploy"], leases=[30.0], queues=None,
-                                  limit=3, worker_id="w")
-    conn.commit()
+    handed, lost, retried = _three_claimed_deploys(conn, reg)
     before = delta_rows(conn)
     assert hand_back(conn, [(handed, None, None)]) == {handed.id}
     conn.commit()
