@@ -284,6 +284,10 @@ def test_several_worker_processes_run_a_due_tick_once(conn, clean_db):
                  timeout=60, message="the tick's job to run")
         # one more look, as a fourth worker would: the tick is taken, nothing is due
         assert run_once(conn, Registry()) == {}
+        # Registered, so each handles the SIGTERM below: on a busy machine the tick can run
+        # before the last one has started, and a stop that came sooner killed it.
+        wait_for(lambda: scalar(clean_db, "SELECT count(*) FROM job_workers") >= 3,
+                 timeout=60, message="the three workers to register")
     finally:
         errors = [err.decode()[-2000:] for _, err in stop_processes(procs, signal.SIGTERM)]
     assert [p.returncode for p in procs] == [0, 0, 0], errors
