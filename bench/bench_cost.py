@@ -180,6 +180,19 @@ def perf_table(tag: str) -> list[tuple[str, float]]:
         if total else []
 
 
+def wait_out(conn: psycopg.Connection, since, timeout: float = 30.0) -> None:
+    """Wait until no other session of this database has a transaction that began
+    before `since` (a timestamp of the server's clock)."""
+    deadline = time.monotonic() + timeout
+    while conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
+            f"current_database() AND pid <> pg_backend_pid() AND xact_start < %s) {MARK}",
+            [since]).fetchone()[0]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("a transaction open at the statistics' reset did not end")
+        time.sleep(0.001)
+
+
 def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: str,
             perf: bool = False, profile: bool = False) -> dict:
     label, checkout, after_migrate = arm
@@ -225,12 +238,16 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
             # jobs: its start (imports, registration) is not a job's cost.
             while done() < min(jobs // 20, 2_000):
                 time.sleep(0.005)
-            conn.execute(f"SELECT pg_stat_statements_reset() {MARK}")
+            reset_at = conn.execute(
+                f"SELECT pg_stat_statements_reset(), clock_timestamp() {MARK}").fetchone()[1]
             opened = time.monotonic()
             server0, worker0 = cluster_ticks(postmaster, {mine}), ticks(worker.pid)
-            # Counted after the reset: a finish that ended in between is in both the
-            # statistics and `first`, so the window's jobs are never more than the
-            # statements it recorded finished.
+            # Counted after the reset, and after every transaction open at the reset has
+            # ended: a finish's statistics are recorded before its commit, so one that
+            # ended its statement before the reset and committed after `first` would be
+            # a job of the window with no statement. So the window's jobs are never more
+            # than the statements it recorded finished.
+            wait_out(conn, reset_at)
             first = done()
             recorder = perf_start(postmaster, mine, tag) if perf else None
             spy = subprocess.Popen(
