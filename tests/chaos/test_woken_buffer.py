@@ -34,6 +34,15 @@ def _worker_id(url: str, worker) -> str:
                                    [worker.pid]), message="the worker to register")
 
 
+def _buffered(url: str, worker_id: str) -> set:
+    """The executions `worker_id` has claimed and not started."""
+    with psycopg.connect(url) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT execution_id FROM background_jobs j WHERE status = 'running' "
+            "AND worker_id = %s AND NOT EXISTS (SELECT 1 FROM chaos_events e "
+            "WHERE e.execution_id = j.execution_id)", [worker_id]).fetchall()}
+
+
 def freeze_with_jobs_buffered(workers, url: str, app: str):
     """Start a worker, let it get going, freeze it past its lease and recover its jobs by
     hand. Returns (worker, the executions it claimed and never started, the recovered
@@ -43,12 +52,16 @@ def freeze_with_jobs_buffered(workers, url: str, app: str):
     worker_id = _worker_id(url, worker)
     wait_for(lambda: scalar(url, "SELECT count(*) FROM chaos_events") >= 40,
              message="the worker to run its first jobs")
-    frozen_at = freeze_between_transactions(worker, url)
-    with psycopg.connect(url) as conn:
-        buffered = {r[0] for r in conn.execute(
-            "SELECT execution_id FROM background_jobs j WHERE status = 'running' "
-            "AND worker_id = %s AND NOT EXISTS (SELECT 1 FROM chaos_events e "
-            "WHERE e.execution_id = j.execution_id)", [worker_id]).fetchall()}
+    # The buffer is empty at moments (its slots have just taken the last claimed jobs and
+    # the next claim has not committed): freeze again until it holds some.
+    for _ in range(20):
+        frozen_at = freeze_between_transactions(worker, url)
+        if buffered := _buffered(url, worker_id):
+            break
+        worker.signal(signal.SIGCONT)
+        seen = scalar(url, "SELECT count(*) FROM chaos_events")
+        wait_for(lambda seen=seen: scalar(url, "SELECT count(*) FROM chaos_events") >= seen + 5,
+                 message="the worker to run more jobs")
     assert buffered, "the frozen worker should hold claimed jobs it has not started"
     wait_for(lambda: scalar(url, "SELECT count(*) FROM background_jobs WHERE status = "
                                  "'running' AND lease_expires_at >= now()") == 0,
