@@ -17,6 +17,11 @@ import gc
 def main() -> int:
     held = gc.isenabled()
     gc.disable()
+    # SIGTERM and SIGINT are recorded, not fatal, until the command knows what it is
+    # (worker/engine/stop_signals.py): a worker stopped while it loads exits 0.
+    from jobwarden.worker.engine import stop_signals
+
+    stop_signals.hold()
     try:
         from jobwarden.worker.cli.commands import main as command
         from jobwarden.worker.engine import heap

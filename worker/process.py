@@ -64,7 +64,7 @@ from jobwarden.worker.core.states import WorkerState
 from jobwarden.worker.duties import recovery
 from jobwarden.worker.duties.delivery import register_notify_job
 from jobwarden.worker.duties.periodic import Duties
-from jobwarden.worker.engine import attempt_log, heap
+from jobwarden.worker.engine import attempt_log, heap, stop_signals
 from jobwarden.worker.engine.completer import Completer, hand_back
 from jobwarden.worker.engine.config import WorkerConfig
 from jobwarden.worker.engine.executor import Executor
@@ -269,6 +269,8 @@ class WorkerProcess:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+            if stop_signals.take():  # asked while the command loaded (stop_signals.py)
+                self.request_stop()
         if self.config.settle_heap:
             # What the start made is kept to the end: left out of every collection from
             # now on (worker/engine/heap.py). Here, not once registered: a registration
@@ -291,10 +293,11 @@ class WorkerProcess:
             self._close_unstarted()
             raise
         if not registered:
-            # Stopped while still retrying registration: nothing was claimed or started,
-            # so saying "started" (and then "stopped") would tell of a worker that never ran.
+            # Stopped before it registered (while it loaded, or while still retrying):
+            # nothing was claimed or started, so saying "started" (and then "stopped")
+            # would tell of a worker that never ran.
             self._close_unstarted()
-            log.info("worker %s stopped before it started: it never reached the database",
+            log.info("worker %s stopped before it started: it never registered",
                      self.worker_id, extra={"action": "worker_stopped_before_start"})
             return 0
         completers = [self._thread(f"completer-{i}", self.completer.run, i)

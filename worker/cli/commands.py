@@ -23,7 +23,7 @@ from jobwarden.worker.core.terminal import printable
 from jobwarden.worker.core.version import version
 from jobwarden.worker.duties.recovery import mark_gone_workers, recover_stale_running
 from jobwarden.worker.duties.retention import count_prunable, prune
-from jobwarden.worker.engine import heap
+from jobwarden.worker.engine import heap, stop_signals
 from jobwarden.worker.engine.config import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_CLAIM_BATCH,
@@ -69,6 +69,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    # From here (or from the command's first line) a stop is recorded until the worker's
+    # own handlers take it: loading a large app can take seconds.
+    stop_signals.hold()
     load_app(args.app)
     try:
         config = WorkerConfig(queues=args.queues, concurrency=args.concurrency,
@@ -551,7 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "settles_heap", False):
         # The collector the `jobwarden` command held while the modules loaded
         # (jobwarden/command.py) runs again: only a worker holds it until it settles.
+        # So do SIGTERM and SIGINT: only a worker takes a stop recorded while it loaded.
         heap.release()
+        stop_signals.release()
     try:
         # Every JOBWARDEN_* variable, checked before the command does anything.
         settings = WorkerSettings.load()
