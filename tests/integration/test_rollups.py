@@ -229,6 +229,21 @@ def test_a_claim_and_a_renewal_write_no_count_row(conn, clean_db):
         ("pending", "default", "mail"): 1, ("running", "default", "mail"): 2}
 
 
+def test_the_counted_status_is_one_function_the_planner_inlines(conn, clean_db):
+    """jobwarden_counted_status (migration 0095) says "running counts as pending" for every
+    writer and reader of the rollup. It costs nothing: the planner replaces the call by
+    its CASE (a function it could not inline, such as one with a SET clause or in
+    PL/pgSQL, would show as a call per row)."""
+    assert conn.execute(
+        "SELECT jobwarden_counted_status(s) FROM unnest(ARRAY['running', 'pending', "
+        "'failed', NULL]) WITH ORDINALITY AS u (s, n) ORDER BY n").fetchall() == [
+        ("pending",), ("pending",), ("failed",), (None,)]
+    plan = conn.execute("EXPLAIN (VERBOSE, FORMAT JSON) SELECT jobwarden_counted_status(status) "
+                        "FROM background_jobs").fetchone()[0]
+    assert plan[0]["Plan"]["Output"] == [
+        "CASE WHEN (status = 'running'::text) THEN 'pending'::text ELSE status END"]
+
+
 def test_a_claim_of_defaulted_jobs_moves_their_count_to_the_types_queue(conn, clean_db):
     """A claim gives a job that took the documented queue its type's declared one: the
     only count a claim moves, so the trigger must still write it."""

@@ -23,7 +23,7 @@ WITH running AS (
     WHERE status = 'running'
     GROUP BY queue, type
 ), rolled AS (
-    SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END AS status,
+    SELECT jobwarden_counted_status(status) AS status,
            queue, type, sum(jobs) AS jobs
     FROM job_count_deltas
     GROUP BY 1, 2, 3

@@ -4,9 +4,17 @@
 -- a claim (pending to running) and a renewal move no count, so the trigger a claim fires
 -- writes nothing. Its readers take `running` from background_jobs (the partial index of
 -- running jobs: at most the fleet's slots) and subtract it from `pending`. Every writer
--- below folds the status the same way (CASE WHEN status = 'running' THEN 'pending').
+-- below folds the status the same way, through jobwarden_counted_status (migration 0095).
 -- The hot path's trigger functions turn JIT off (migration 0067): they plan a few rows'
 -- work, which compiling never pays for.
+
+-- The status job_count_deltas counts a job under: running as pending. The one place that
+-- says so (migration 0095). A SQL function, immutable, with no SET clause: the planner
+-- inlines it into each statement, so it is no call per row.
+CREATE OR REPLACE FUNCTION jobwarden_counted_status(status text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END
+$$;
 
 -- Fold the count deltas into one row per key, gather the last hour's past minutes of
 -- the outcome rollups into shard 0 (see jobwarden_rollup_shard), and drop old minutes
@@ -26,8 +34,7 @@ BEGIN
         DELETE FROM job_count_deltas RETURNING status, queue, type, jobs
     )
     INSERT INTO job_count_deltas (status, queue, type, jobs)
-    SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type,
-           sum(jobs)
+    SELECT jobwarden_counted_status(status), queue, type, sum(jobs)
     FROM gone
     GROUP BY 1, 2, 3 HAVING sum(jobs) <> 0;
     WITH gone AS (
@@ -98,8 +105,7 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         WITH ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
-            SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type,
-                   count(*)
+            SELECT jobwarden_counted_status(status), queue, type, count(*)
             FROM new_rows
             GROUP BY 1, 2, 3
             RETURNING id
@@ -107,8 +113,7 @@ BEGIN
     ELSE
         WITH ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
-            SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type,
-                   -count(*)
+            SELECT jobwarden_counted_status(status), queue, type, -count(*)
             FROM old_rows
             GROUP BY 1, 2, 3
             RETURNING id
@@ -157,8 +162,7 @@ BEGIN
             SELECT status, queue, type, sum(d)
             FROM (SELECT 'pending', queue, type, 1 FROM new_rows
                   UNION ALL
-                  SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END,
-                         queue, type, -1
+                  SELECT jobwarden_counted_status(status), queue, type, -1
                   FROM old_rows)
                  AS deltas (status, queue, type, d)
             GROUP BY status, queue, type HAVING sum(d) <> 0
@@ -182,13 +186,11 @@ BEGIN
             WHERE (o.status, o.queue, o.type) IS DISTINCT FROM (n.status, n.queue, n.type)
         ), deltas AS (
             -- Running counted as pending: a retry's or a hand-back's move nets to nothing.
-            SELECT CASE WHEN new_status = 'running' THEN 'pending' ELSE new_status END
-                       AS status,
+            SELECT jobwarden_counted_status(new_status) AS status,
                    new_queue AS queue, new_type AS type, 1 AS d
             FROM moved
             UNION ALL
-            SELECT CASE WHEN old_status = 'running' THEN 'pending' ELSE old_status END,
-                   old_queue, old_type, -1
+            SELECT jobwarden_counted_status(old_status), old_queue, old_type, -1
             FROM moved
         ), ins AS (
             INSERT INTO job_count_deltas (status, queue, type, jobs)
@@ -242,7 +244,7 @@ BEGIN
     DELETE FROM job_count_deltas;
     DELETE FROM job_minute_counts;
     INSERT INTO job_count_deltas (status, queue, type, jobs)
-    SELECT CASE WHEN status = 'running' THEN 'pending' ELSE status END, queue, type, count(*)
+    SELECT jobwarden_counted_status(status), queue, type, count(*)
     FROM background_jobs
     GROUP BY 1, 2, 3;
     INSERT INTO job_minute_counts (minute, queue, type, outcome, error_code, jobs)
