@@ -122,6 +122,23 @@ def test_a_claim_looks_its_columns_loaders_up_once_per_connection(db, monkeypatc
     assert isinstance(job.execution_id, UUID) and job.payload["to"] == "ops@example.com"
 
 
+def test_a_claim_reads_its_payloads_through_the_workers_jsonb_loader(db, monkeypatch):
+    # Every payload of a claim, prepared or through a cursor, is read by JsonbLoader (a
+    # DedicatedConnection's), and reads as psycopg's own loader reads it.
+    read: list[str] = []
+    real = jobstore.JsonbLoader.load
+    monkeypatch.setattr(jobstore.JsonbLoader, "load",
+                        lambda self, data: read.append(bytes(data).decode()) or real(self, data))
+    p = producer(db)
+    jobs = p._claim(3) + claim(p._conn.get(), types=TYPES, leases=[30.0, 45.0], queues=None,
+                               limit=2, worker_id="prep-w")
+    assert len(read) == len(jobs) == 5
+    with psycopg.connect(db) as plain:
+        for job in jobs:
+            assert job.payload == plain.execute(
+                "SELECT payload FROM background_jobs WHERE id = %s", [job.id]).fetchone()[0]
+
+
 def test_a_new_claim_connection_prepares_it_again(db):
     p = producer(db)
     assert len(p._claim(1)) == 1

@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.core.settings import WorkerSettings
-from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.jobstore import JobStore, JsonbLoader
 from jobwarden.worker.store.queries import Q
 
 if TYPE_CHECKING:
@@ -340,6 +340,8 @@ class DedicatedConnection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5,
                                          **connect_kwargs(), **self._options)
+            # Claims carry every job's payload (jobstore.py, JsonbLoader says why).
+            self._conn.adapters.register_loader("jsonb", JsonbLoader)
             self._most_rows = 0
             self._planned_at = time.monotonic()
             self._replan_due = False
