@@ -11,7 +11,6 @@ recovery really took, which is counted.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import psycopg
@@ -25,7 +24,7 @@ from jobwarden.worker.duties.recovery import recover_stale_running
 from jobwarden.worker.engine.completer import Completer, Completion, write_batch
 from jobwarden.worker.engine.executor import Executor
 from jobwarden.worker.engine.heartbeat import Heartbeat
-from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer, claim
+from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer, Slots, claim
 from jobwarden.worker.store.db import DedicatedConnection
 
 LEASE = 30.0
@@ -136,7 +135,7 @@ def test_a_zombie_found_by_the_beat_is_not_counted_again_when_a_slot_takes_it(
                             on_abandoned=lambda: None)
         heartbeat(clean_db, executor, registry, "w-beat").beat()
         assert zombie_leases(db) == {TYPE: 1}
-        taken = buffer.take_with_slot(threading.Semaphore(1), timeout=0)
+        taken = buffer.take_with_slot(Slots(1), timeout=0)
         assert taken is gone
         assert executor.begin(taken) is None
         assert zombie_leases(db) == {TYPE: 1}

@@ -41,7 +41,7 @@ from jobwarden.worker.engine import runner
 from jobwarden.worker.engine.completer import Completer, Completion
 from jobwarden.worker.engine.context import ExecutionControl
 from jobwarden.worker.engine.loops import STALL_SECONDS, LaneLoop
-from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer
+from jobwarden.worker.engine.producer import ClaimedJob, JobBuffer, Slots
 from jobwarden.worker.jobs.registry import JobType, Registry
 from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count_on
 from jobwarden.worker.store.jobstore import JobStore
@@ -123,7 +123,7 @@ class Executor:
         # The heartbeat and the watchdog both enforce timeouts: one at a time.
         self._timeouts_lock = threading.Lock()
         # The lane's slots, thread or task: taken before a job is, given back by _free().
-        self._slots_free = threading.BoundedSemaphore(concurrency)
+        self._slots_free = Slots(concurrency)
         self._loop: LaneLoop | None = None
         # Told of a slot freed with no claimed job waiting for it, and of the job that held
         # it (None: unknown): the producer claims if that can have made work claimable

@@ -245,12 +245,62 @@ def prepare_claims(conn: psycopg.Connection) -> None:
         JobStore(conn).rows(Q.claim_commits_async)
 
 
+class Slots:
+    """A lane's free slots (worker/engine/executor.py): threading.BoundedSemaphore's
+    acquire and release, which every job takes and gives back. The semaphore is Python
+    around a Condition, and its release ran the Condition's notify (a deque made, the
+    lock probed) with no thread waiting: about 2 us a job on a 2-core machine. Here a
+    count under a lock, and the Condition only for a thread that waits for a slot."""
+
+    __slots__ = ("_lock", "_cond", "_free", "_size", "_waiting")
+
+    def __init__(self, size: int) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._free = self._size = size
+        self._waiting = 0  # threads waiting in acquire()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take a slot: False when none is free (without waiting unless `blocking`) or
+        none came free within `timeout` seconds (None: wait for one)."""
+        with self._lock:
+            if self._free:
+                self._free -= 1
+                return True
+            if not blocking:
+                return False
+            self._waiting += 1
+            try:
+                if not self._cond.wait_for(self._any_free, timeout):
+                    return False
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def _any_free(self) -> bool:
+        return self._free > 0
+
+    def release(self) -> None:
+        """Give a slot back; one given back that was never taken is a bug of the caller's
+        (ValueError, as the semaphore raised)."""
+        with self._lock:
+            if self._free >= self._size:
+                raise ValueError("Slots released too many times")
+            self._free += 1
+            if self._waiting:
+                self._cond.notify()
+
+
 class JobBuffer:
     """Claimed jobs waiting for a free slot, first claimed first out."""
 
     def __init__(self, on_low: Callable[[], None] | None = None) -> None:
         self._jobs: deque[ClaimedJob] = deque()
-        self._cond = threading.Condition()
+        # A plain lock, taken directly by the takes (`with self._lock`): a Condition's
+        # own `with` is two Python calls more per job, and nothing here re-enters.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._closed = False
         #: When a take leaves this many jobs or fewer, `on_low` asks for more.
         self.low_water = 0
@@ -264,18 +314,18 @@ class JobBuffer:
         return self._closed
 
     def put(self, jobs: list[ClaimedJob]) -> None:
-        with self._cond:
+        with self._lock:
             self._jobs.extend(jobs)
             self._cond.notify(len(jobs))
 
-    def take_with_slot(self, slots: threading.Semaphore,
+    def take_with_slot(self, slots: Slots,
                        timeout: float) -> ClaimedJob | None | Literal[False]:
         """The next job with a slot for it (taken from `slots` without waiting), once a job
         waits or after `timeout` (None; also once closed); False when a job waits but no
         slot is free. A slot thread takes its slot with its job rather than before
         waiting for one, so that an idle lane's slots stay free for its producer to run a
         job itself (Producer, "Running the first job")."""
-        with self._cond:
+        with self._lock:
             if not self._jobs and not self._closed:
                 self._cond.wait(timeout)
             if self._closed or not self._jobs:
@@ -289,7 +339,7 @@ class JobBuffer:
     def take_next_if(self, wanted: Callable[[ClaimedJob], bool]) -> ClaimedJob | None:
         """The next job if there is one now and it is `wanted`, without waiting (a slot
         gathering jobs of one kind)."""
-        with self._cond:
+        with self._lock:
             if self._closed or not self._jobs or not wanted(self._jobs[0]):
                 return None
             job = self._jobs.popleft()
