@@ -387,7 +387,10 @@ class Completer:
         self._queue: list[Completion] = []
         self._first_at = 0.0  # when the oldest waiting outcome arrived
         self._in_flight: dict[int, list[Completion]] = {}  # by writer
-        self._cond = threading.Condition()
+        # A plain lock, which submit() takes directly: a Condition's own `with` is two
+        # Python calls more per job, and nothing under it re-enters.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         # One batch at a time per writer. Batches of different writers hold different
         # executions (an execution has one outcome, and its job's next one cannot start
         # before it is written), so their order does not matter.
@@ -405,11 +408,12 @@ class Completer:
         return len(self._conns)
 
     def submit(self, completion: Completion) -> None:
-        with self._cond:
-            if not self._queue:
+        with self._lock:
+            queue = self._queue
+            if not queue:
                 self._first_at = time.monotonic()
-            self._queue.append(completion)
-            if len(self._queue) == 1 or len(self._queue) >= self.batch_size:
+            queue.append(completion)
+            if len(queue) == 1 or len(queue) >= self.batch_size:
                 self._cond.notify()
 
     def pending(self) -> list[Completion]:

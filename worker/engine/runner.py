@@ -106,6 +106,17 @@ def ended(outcome: ExecutionOutcome, code: str | None, message: str | None,
     return Outcome(t.to, outcome, error_code=code or t.error_code, error=message, delay=delay)
 
 
+def _completed_status() -> JobStatus:
+    t = TRANSITIONS[ExecutionOutcome.COMPLETED]
+    assert t.to is not None and t.error_code is None, t  # what ended() would make
+    return t.to
+
+
+#: Where a completion leaves its job: the transitions table's word, read once (an enum's
+#: hash is a Python call, and most executions complete).
+_COMPLETED_STATUS = _completed_status()
+
+
 def classify(exc: BaseException | None, run: ExecutionControl, job_type: JobType) -> Outcome:
     """Map how the handler ended to the job's next state (the retry policy), carrying the
     handler's traceback when it raised an error (docs/architecture.md §3, job_executions)."""
@@ -125,7 +136,7 @@ def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobTyp
                              f"execution exceeded its {job_type.timeout:g}s timeout",
                              outcome=ExecutionOutcome.TIMEOUT)
     if exc is None:
-        return ended(ExecutionOutcome.COMPLETED, None, None)
+        return Outcome(_COMPLETED_STATUS, ExecutionOutcome.COMPLETED)  # as ended() makes it
     if isinstance(exc, E.Snooze):
         if run.snoozes >= job_type.max_snoozes:
             return ended(ExecutionOutcome.FAILED, E.SNOOZE_LIMIT,
