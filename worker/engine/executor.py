@@ -328,16 +328,9 @@ class Executor:
                 error="cancelled at operator request", queue=job.queue,
                 batch_id=job.batch_id))
             return None
-        control = ExecutionControl(pool=self.pool, job_id=job.id, execution_id=job.execution_id,
-                                   attempt=job.attempt, max_attempts=job.max_attempts,
-                                   type=job.type, queue=job.queue, version=job.version,
-                                   checkpoint=job.checkpoint,
-                                   job_idempotency_key=job.idempotency_key,
-                                   timeout=job_type.timeout, snoozes=job.snoozes,
-                                   async_pool=(self.loop().connection_pool
-                                               if job_type.is_coroutine else None),
-                                   started=decided, concurrency_key=job.concurrency_key,
-                                   batch_id=job.batch_id, trace_context=job.trace_context)
+        control = ExecutionControl.for_job(
+            job, pool=self.pool, timeout=job_type.timeout, started=decided,
+            async_pool=self.loop().connection_pool if job_type.is_coroutine else None)
         ex = Execution(job, job_type, control, threading.current_thread(),
                        coroutine=job_type.is_coroutine)
         with self._lock:
