@@ -38,6 +38,32 @@ def test_a_worker_stopped_while_its_app_loads_exits_0_having_claimed_nothing(
     assert scalar(clean_db, "SELECT status FROM background_jobs") == "pending"
 
 
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, -signal.SIGTERM),
+                                             (signal.SIGINT, 130)], ids=["sigterm", "sigint"])
+def test_a_second_signal_stops_a_worker_whose_app_import_hangs(clean_db, tmp_path, signum,
+                                                                status):
+    """The first signal is recorded and the import goes on (an app whose import never
+    ends would then hold the worker until a SIGKILL); the second acts as it always did:
+    SIGTERM's default ends the process, SIGINT's KeyboardInterrupt is the command's
+    status 130."""
+    marker = tmp_path / "loading"
+    env = {**os.environ, "DATABASE_URL": clean_db, "SLOW_LOAD_MARKER": str(marker),
+           "SLOW_LOAD_SECONDS": "600"}
+    proc = start_process([sys.executable, *ENTRY, "worker", "--app", "tests.apps.slow_load_app"],
+                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(marker.exists, timeout=60, message="the app to begin loading")
+        proc.send_signal(signum)
+        with pytest.raises(subprocess.TimeoutExpired):  # recorded: the import goes on
+            proc.wait(timeout=0.5)
+        proc.send_signal(signum)
+        proc.wait(timeout=30)
+    finally:
+        stop_processes([proc], signal.SIGKILL)
+    assert proc.returncode == status
+    assert scalar(clean_db, "SELECT count(*) FROM job_workers") == 0
+
+
 def test_any_other_command_still_ends_on_a_signal_that_came_while_it_loaded():
     """release() sends a recorded signal again once the command is known not to be a
     worker: the default handler ends the process, as before."""

@@ -11,7 +11,8 @@ it has just started, or a supervisor's restart, meets that window.
 asks `take()` once its own handlers are in: a signal recorded stops it before it
 registers, with status 0 and one log line, as one after it did. Every other command
 `release()`s them: the default handlers return, and a signal recorded is sent again, so
-`jobwarden migrate` ends on SIGTERM as it always did.
+`jobwarden migrate` ends on SIGTERM as it always did. A second signal while the worker
+still loads does the same at once: an app whose import hangs can still be stopped.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ _previous: dict[int, Any] = {}
 
 
 def _record(signum: int, _frame: object) -> None:
+    if _asked:
+        # A second stop while still loading (an import that hangs, Ctrl-C pressed again):
+        # the signals act as they did before anything was held, at once.
+        _asked.append(signum)
+        release()
+        return
     _asked.append(signum)
 
 
@@ -57,5 +64,5 @@ def release() -> None:
     _previous.clear()
     asked = list(_asked)
     _asked.clear()
-    for signum in asked[:1]:
+    for signum in asked[-1:]:
         os.kill(os.getpid(), signum)
