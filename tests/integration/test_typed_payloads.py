@@ -64,3 +64,27 @@ def test_a_bad_payload_from_another_producer_fails_at_once_without_retries(reg, 
 def test_only_pydantic_models_are_accepted_as_payload_declarations():
     with pytest.raises(ValueError, match="pydantic model"):
         job("x", payload=dict, registry=Registry())
+
+
+def test_a_payload_nested_deeper_than_python_reads_fails_its_job_alone(reg, conn, clean_db):
+    """PostgreSQL takes a jsonb value thousands of levels deep from any client (enqueue
+    refuses one past 64); Python's json module reads about a thousand. The claim that
+    carries one goes on (worker/store/jobstore.py, UnreadableJson): that job fails, the
+    jobs claimed with it run, and the producer lives (it died on the claim, and the
+    worker with it, at every claim of the job)."""
+    enqueue(conn, "send_email", {"user_id": 1, "template": "a"}, registry=reg)
+    deep = conn.execute(
+        "INSERT INTO background_jobs (queue, type, payload) VALUES ('default', 'send_email', "
+        "%s::jsonb) RETURNING id", ['{"a": ' + "[" * 3000 + "]" * 3000 + "}"]).fetchone()[0]
+    enqueue(conn, "send_email", {"user_id": 2, "template": "b"}, registry=reg)
+    conn.commit()
+    statuses = "SELECT array_agg(status ORDER BY id) FROM background_jobs"  # no payload
+    with running_worker(reg, clean_db):
+        wait_for(lambda: scalar(clean_db, statuses) == ["completed", "failed", "completed"],
+                 timeout=30)
+    attempts, code, error = scalar(clean_db, "SELECT ARRAY[attempts::text, last_error_code, "
+                                             "last_error] FROM background_jobs WHERE id = %s",
+                                   [deep])
+    assert (attempts, code) == ("1", "PAYLOAD_INVALID")
+    assert "nested deeper than the worker can read" in error
+    assert sorted(p.user_id for p in reg.seen) == [1, 2]

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from jobwarden.worker.store.jobstore import JsonbLoader
+from jobwarden.worker.store.jobstore import JsonbLoader, UnreadableJson
 
 TEXTS = [
     '{"i": 12345}', "{}", "[]", "null", "true", "false", "0", "-1.5e-07",
@@ -42,3 +42,16 @@ def test_it_refuses_what_json_loads_refuses(text):
         json.loads(text)
     with pytest.raises(json.JSONDecodeError):
         JsonbLoader(0, None).load(text.encode())
+
+
+@pytest.mark.parametrize("text", ['{"a": ' + "[" * 3000 + "]" * 3000 + "}",
+                                  " " + "[" * 3000 + "]" * 3000])
+def test_a_value_nested_deeper_than_json_reads_is_an_unreadable_empty_object(text):
+    """json.loads raises RecursionError on it; the loader gives an empty object that says
+    why (runner.py fails the job with it), not an error that ends the claim."""
+    with pytest.raises(RecursionError):
+        json.loads(text)
+    got = JsonbLoader(0, None).load(text.encode())
+    assert isinstance(got, UnreadableJson) and got == {}
+    assert got.reason == (f"the payload ({len(text):,} characters of JSON) is nested deeper "
+                          "than the worker can read")

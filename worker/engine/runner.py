@@ -47,6 +47,7 @@ from jobwarden.worker.engine.completer import (
 )
 from jobwarden.worker.engine.context import ExecutionControl, LeaseLost
 from jobwarden.worker.jobs.registry import JobType
+from jobwarden.worker.store.jobstore import UnreadableJson
 
 log = logging.getLogger("jobwarden.runner")
 
@@ -167,6 +168,8 @@ def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobTyp
 def prepare_payload(job_type: JobType, payload: dict[str, Any], version: int) -> Any:
     """The payload as the handler takes it: upgraded to the current version and, when the
     type declares a model, validated into it. Raises PermanentError/RetryableError."""
+    if isinstance(payload, UnreadableJson):  # no handler can take it, now or on a retry
+        raise E.PermanentError(E.PAYLOAD_INVALID, payload.reason)
     return _validate(job_type, _upgrade(job_type, payload, version))
 
 

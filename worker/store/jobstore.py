@@ -203,10 +203,26 @@ class JsonbLoader(Loader):
     def load(self, data: abc.Buffer) -> Any:
         text = str(data, "utf-8")
         try:
-            value, end = _scan(text, 0)
-        except StopIteration:  # no value at the start: json.loads says what is wrong
-            return json.loads(text)
-        return value if end == len(text) else json.loads(text)
+            try:
+                value, end = _scan(text, 0)
+            except StopIteration:  # no value at the start: json.loads says what is wrong
+                return json.loads(text)
+            return value if end == len(text) else json.loads(text)
+        except RecursionError:
+            return UnreadableJson(len(text))
+
+
+class UnreadableJson(dict[str, Any]):
+    """A jsonb value nested deeper than Python's json module reads (about 1,000 levels;
+    PostgreSQL takes far deeper ones, from any client but Jobwarden's enqueue, whose
+    json.dumps has the same limit). Read as an empty object, so the claim that carried
+    it goes on: the job's payload check fails that job alone (PAYLOAD_INVALID, runner.py)
+    instead of the producer dying on it, and the worker with it, at every claim of it."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.reason = (f"the payload ({size:,} characters of JSON) is nested deeper than "
+                       "the worker can read")
 
 
 def numbered(sql: str) -> tuple[str, list[str]]:
