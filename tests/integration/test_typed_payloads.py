@@ -66,16 +66,20 @@ def test_only_pydantic_models_are_accepted_as_payload_declarations():
         job("x", payload=dict, registry=Registry())
 
 
-def test_a_payload_nested_deeper_than_python_reads_fails_its_job_alone(reg, conn, clean_db):
-    """PostgreSQL takes a jsonb value thousands of levels deep from any client (enqueue
-    refuses one past 64); Python's json module reads about a thousand. The claim that
-    carries one goes on (worker/store/jobstore.py, UnreadableJson): that job fails, the
-    jobs claimed with it run, and the producer lives (it died on the claim, and the
-    worker with it, at every claim of the job)."""
+@pytest.mark.parametrize("payload, why", [
+    ('{"a": ' + "[" * 3000 + "]" * 3000 + "}", "is nested deeper than the worker can read"),
+    ('{"a": ' + "7" * 5000 + "}", "holds an integer of more digits than the worker reads"),
+], ids=["deep", "digits"])
+def test_a_payload_python_cannot_read_fails_its_job_alone(reg, conn, clean_db, payload, why):
+    """PostgreSQL takes a jsonb value thousands of levels deep, or with a number of
+    thousands of digits, from any client (enqueue refuses both); Python's json module
+    reads neither. The claim that carries one goes on (worker/store/jobstore.py,
+    UnreadableJson): that job fails, the jobs claimed with it run, and the producer lives
+    (it died on the claim, and the worker with it, at every claim of the job)."""
     enqueue(conn, "send_email", {"user_id": 1, "template": "a"}, registry=reg)
-    deep = conn.execute(
+    bad = conn.execute(
         "INSERT INTO background_jobs (queue, type, payload) VALUES ('default', 'send_email', "
-        "%s::jsonb) RETURNING id", ['{"a": ' + "[" * 3000 + "]" * 3000 + "}"]).fetchone()[0]
+        "%s::jsonb) RETURNING id", [payload]).fetchone()[0]
     enqueue(conn, "send_email", {"user_id": 2, "template": "b"}, registry=reg)
     conn.commit()
     statuses = "SELECT array_agg(status ORDER BY id) FROM background_jobs"  # no payload
@@ -84,7 +88,7 @@ def test_a_payload_nested_deeper_than_python_reads_fails_its_job_alone(reg, conn
                  timeout=30)
     attempts, code, error = scalar(clean_db, "SELECT ARRAY[attempts::text, last_error_code, "
                                              "last_error] FROM background_jobs WHERE id = %s",
-                                   [deep])
+                                   [bad])
     assert (attempts, code) == ("1", "PAYLOAD_INVALID")
-    assert "nested deeper than the worker can read" in error
+    assert error == f"the payload ({len(payload):,} characters of JSON) {why}"
     assert sorted(p.user_id for p in reg.seen) == [1, 2]

@@ -44,14 +44,21 @@ def test_it_refuses_what_json_loads_refuses(text):
         JsonbLoader(0, None).load(text.encode())
 
 
-@pytest.mark.parametrize("text", ['{"a": ' + "[" * 3000 + "]" * 3000 + "}",
-                                  " " + "[" * 3000 + "]" * 3000])
-def test_a_value_nested_deeper_than_json_reads_is_an_unreadable_empty_object(text):
-    """json.loads raises RecursionError on it; the loader gives an empty object that says
-    why (runner.py fails the job with it), not an error that ends the claim."""
-    with pytest.raises(RecursionError):
+@pytest.mark.parametrize("text, error, why", [
+    ('{"a": ' + "[" * 3000 + "]" * 3000 + "}", RecursionError,
+     "is nested deeper than the worker can read"),
+    (" " + "[" * 3000 + "]" * 3000, RecursionError, "is nested deeper than the worker can read"),
+    ('{"a": ' + "7" * 5000 + "}", ValueError,
+     "holds an integer of more digits than the worker reads"),
+    (" " + "7" * 5000, ValueError, "holds an integer of more digits than the worker reads"),
+], ids=["deep", "deep-spaced", "digits", "digits-spaced"])
+def test_what_postgresql_stores_and_json_cannot_read_is_an_unreadable_empty_object(
+        text, error, why):
+    """json.loads raises on it (PostgreSQL stores both: thousands of levels, numbers of
+    131,072 digits); the loader gives an empty object that says why (runner.py fails the
+    job with it), not an error that ends the claim."""
+    with pytest.raises(error):
         json.loads(text)
     got = JsonbLoader(0, None).load(text.encode())
     assert isinstance(got, UnreadableJson) and got == {}
-    assert got.reason == (f"the payload ({len(text):,} characters of JSON) is nested deeper "
-                          "than the worker can read")
+    assert got.reason == f"the payload ({len(text):,} characters of JSON) {why}"

@@ -209,20 +209,25 @@ class JsonbLoader(Loader):
                 return json.loads(text)
             return value if end == len(text) else json.loads(text)
         except RecursionError:
-            return UnreadableJson(len(text))
+            return UnreadableJson(len(text), "is nested deeper than the worker can read")
+        except json.JSONDecodeError:
+            raise  # not JSON at all: never PostgreSQL's output
+        except ValueError:  # an integer past Python's digit limit (sys.int_info)
+            return UnreadableJson(len(text), "holds an integer of more digits than the "
+                                             "worker reads")
 
 
 class UnreadableJson(dict[str, Any]):
-    """A jsonb value nested deeper than Python's json module reads (about 1,000 levels;
-    PostgreSQL takes far deeper ones, from any client but Jobwarden's enqueue, whose
-    json.dumps has the same limit). Read as an empty object, so the claim that carried
-    it goes on: the job's payload check fails that job alone (PAYLOAD_INVALID, runner.py)
-    instead of the producer dying on it, and the worker with it, at every claim of it."""
+    """A jsonb value that PostgreSQL takes, from any client, and Python's json module
+    does not read: nested deeper than about 1,000 levels, or holding an integer of more
+    than 4,300 digits (Jobwarden's enqueue refuses both). Read as an empty object, so
+    the claim that carried it goes on: the job's payload check fails that job alone
+    (PAYLOAD_INVALID, runner.py) instead of the producer dying on it, and the worker
+    with it, at every claim of it."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, why: str) -> None:
         super().__init__()
-        self.reason = (f"the payload ({size:,} characters of JSON) is nested deeper than "
-                       "the worker can read")
+        self.reason = f"the payload ({size:,} characters of JSON) {why}"
 
 
 def numbered(sql: str) -> tuple[str, list[str]]:
