@@ -115,14 +115,22 @@ class Reader:
 #: What a JSON value too deep for Python's parser reads as (PostgreSQL stores thousands of
 #: levels; json.loads stops near a thousand): the page shows this, not an error.
 TOO_DEEP = {"[not shown]": "nested deeper than the console reads"}
+#: And one holding an integer past Python's digit limit (PostgreSQL stores 131,072
+#: digits; Python reads 4,300).
+TOO_LONG_INTEGER = {"[not shown]": "holds an integer of more digits than the console reads"}
 
 
 def load_json(text: str | bytes) -> Any:
-    """json.loads, except that a value nested too deeply reads as TOO_DEEP."""
+    """json.loads, except that a value Python does not read (nested too deeply, or with
+    too long an integer) reads as TOO_DEEP or TOO_LONG_INTEGER."""
     try:
         return json.loads(text)
     except RecursionError:
         return TOO_DEEP
+    except json.JSONDecodeError:
+        raise  # not JSON at all: never PostgreSQL's output
+    except ValueError:
+        return TOO_LONG_INTEGER
 
 
 class ReadingDatabase:

@@ -78,6 +78,17 @@ def test_a_payload_ten_thousand_levels_deep_shows_as_too_deep_not_an_error(viewe
         parse(response.get_data(as_text=True))).text()
 
 
+def test_a_payload_with_an_integer_of_five_thousand_digits_shows_as_unread_not_an_error(
+        viewer, engine):
+    """PostgreSQL stores a number of up to 131,072 digits; Python reads integers of at
+    most 4,300."""
+    job_id = hostile(engine, "'{\"a\": " + "7" * 5000 + "}'::jsonb")
+    response = viewer.get(f"/jobs/{job_id}")
+    assert response.status_code == 200
+    assert "holds an integer of more digits than the console reads" in tree(
+        parse(response.get_data(as_text=True))).text()
+
+
 def test_a_payload_five_hundred_levels_deep_draws_a_bounded_tree(viewer, engine):
     job_id = hostile(engine, "'{\"a\": " + "[" * 500 + "]" * 500 + "}'::jsonb")
     response = viewer.get(f"/jobs/{job_id}")
