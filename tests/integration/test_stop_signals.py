@@ -68,7 +68,7 @@ def test_any_other_command_still_ends_on_a_signal_that_came_while_it_loaded():
     """release() sends a recorded signal again once the command is known not to be a
     worker: the default handler ends the process, as before."""
     code = ("import os, signal, time; from jobwarden.worker.engine import stop_signals; "
-            "stop_signals.hold(); os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2); "
+            "stop_signals.hold(); os.kill(os.getpid(), signal.SIGTERM); "
             "print('recorded', flush=True); stop_signals.release(); time.sleep(5); "
             "print('not ended')")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

@@ -69,9 +69,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    # From here (or from the command's first line) a stop is recorded until the worker's
-    # own handlers take it: loading a large app can take seconds.
-    stop_signals.hold()
     load_app(args.app)
     try:
         config = WorkerConfig(queues=args.queues, concurrency=args.concurrency,

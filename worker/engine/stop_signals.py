@@ -6,8 +6,8 @@ the spawn, longer with a large app. A signal before that killed the process (-15
 KeyboardInterrupt's traceback), though it held nothing yet. A deploy that stops a worker
 it has just started, or a supervisor's restart, meets that window.
 
-`hold()` puts a recorder in their place from the command's first line
-(jobwarden/command.py, and `jobwarden worker` itself for `python -m`), and the worker
+`hold()` puts a recorder in their place from the command's first line (both entry
+points: jobwarden/command.py, and worker/cli/__main__.py for `python -m`), and the worker
 asks `take()` once its own handlers are in: a signal recorded stops it before it
 registers, with status 0 and one log line, as one after it did. Every other command
 `release()`s them: the default handlers return, and a signal recorded is sent again, so
@@ -62,7 +62,7 @@ def release() -> None:
     for signum, handler in _previous.items():
         signal.signal(signum, handler)
     _previous.clear()
-    asked = list(_asked)
+    last = _asked[-1] if _asked else None
     _asked.clear()
-    for signum in asked[-1:]:
-        os.kill(os.getpid(), signum)
+    if last is not None:
+        os.kill(os.getpid(), last)

@@ -190,6 +190,15 @@ class PreparedQuery:
 _scan: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, json.JSONDecoder()))
 
 
+def _loads(text: str) -> Any:
+    """json.loads(text), through the scanner alone when the text is PostgreSQL's shape."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:  # no value at the start: json.loads says what is wrong
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 class JsonbLoader(Loader):
     """jsonb as json.loads reads it, for the worker's own connections (db.py,
     DedicatedConnection), whose claims carry every job's payload. psycopg's loader calls
@@ -203,11 +212,7 @@ class JsonbLoader(Loader):
     def load(self, data: abc.Buffer) -> Any:
         text = str(data, "utf-8")
         try:
-            try:
-                value, end = _scan(text, 0)
-            except StopIteration:  # no value at the start: json.loads says what is wrong
-                return json.loads(text)
-            return value if end == len(text) else json.loads(text)
+            return _loads(text)
         except RecursionError:
             return UnreadableJson(len(text), "is nested deeper than the worker can read")
         except json.JSONDecodeError:
