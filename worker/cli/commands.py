@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from jobwarden.worker.cli import args as A
+from jobwarden.worker.core.env import LEVELS, SettingsError, load_worker_settings
 from jobwarden.worker.core.errors import EnqueueError
 from jobwarden.worker.core.logs import FORMATS, configure
 from jobwarden.worker.core.rates import describe_rate
-from jobwarden.worker.core.settings import LEVELS, SettingsError, WorkerSettings
 from jobwarden.worker.core.states import JobStatus
 from jobwarden.worker.core.terminal import printable
 from jobwarden.worker.core.version import version
@@ -556,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_signals.release()
     try:
         # Every JOBWARDEN_* variable, checked before the command does anything.
-        settings = WorkerSettings.load()
+        settings = load_worker_settings()
     except SettingsError as exc:
         print(f"jobwarden: {exc}", file=sys.stderr)
         return 2

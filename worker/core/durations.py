@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import GetCoreSchemaHandler
-from pydantic_core import CoreSchema, core_schema
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
 
 #: The longest duration anything takes: ten years. Longer is a unit mistake (ms for s).
 LONGEST = 10 * 366 * 24 * 3600
@@ -83,6 +84,10 @@ class DurationRule:
 
     def __get_pydantic_core_schema__(self, source: Any,
                                      handler: GetCoreSchemaHandler) -> CoreSchema:
+        # Only a settings model asks (pydantic loaded): worker/core/env.py says why the
+        # runtime may not load it.
+        from pydantic_core import core_schema
+
         return core_schema.no_info_plain_validator_function(self.parse)
 
 

@@ -14,12 +14,14 @@ import functools
 import hashlib
 import logging
 import re
+import sys
 import traceback
-from typing import Any, NamedTuple
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from jobwarden.worker.core.errors import JobError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000
@@ -278,6 +280,19 @@ def describe_traceback(exc: BaseException, max_chars: int = MAX_TRACEBACK_CHARS)
     head = max_chars // 4
     tail = max_chars - head - 40
     return f"{text[:head]}\n… [{len(text) - head - tail} chars cut] …\n{text[-tail:]}"
+
+
+class _NotLoaded(Exception):
+    """Never raised: what validation_error() names while pydantic is not loaded."""
+
+
+def validation_error() -> type[ValidationError]:
+    """pydantic's ValidationError, for an `except`, without loading pydantic: a payload
+    model is a pydantic model, so while pydantic is not loaded no model has validated
+    anything, and nothing can be one (worker/core/env.py says why it may not be)."""
+    core = sys.modules.get("pydantic_core")
+    return cast("type[ValidationError]",
+                core.ValidationError if core is not None else _NotLoaded)
 
 
 def describe_validation(exc: ValidationError) -> str:

@@ -11,6 +11,10 @@ jobwarden.worker.store.db.parse_url, which reads every database URL.
 `NotifySettings` holds the notifications' (docs/guide/notifications.md), which the
 worker's notifier and the console both read; the console's settings extend it too.
 
+The runtime reads them through worker/core/env.py, which gives a class's defaults without
+loading this module (nor pydantic) while none of its variables is set; each field's
+default is declared in worker/core/setting_defaults.py.
+
 docs/reference/configuration.md is generated from these classes (tests/docs_tables.py).
 """
 
@@ -36,19 +40,11 @@ from pydantic import (
 from jobwarden.worker.core import destinations
 from jobwarden.worker.core.durations import POSITIVE, PositiveDuration, shown
 from jobwarden.worker.core.retention_policy import RetentionPolicy
-
-PREFIX = "JOBWARDEN_"
-#: The log levels a command takes (--log-level, JOBWARDEN_LOG_LEVEL).
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-class SettingsError(ValueError):
-    """A JOBWARDEN_* variable that does not read, said in one line that names it."""
-
-
-def env_name(field: str) -> str:
-    """The environment variable of a setting: `stale_after` -> JOBWARDEN_STALE_AFTER."""
-    return PREFIX + field.upper()
+from jobwarden.worker.core.setting_defaults import LEVELS as LEVELS
+from jobwarden.worker.core.setting_defaults import NOTIFY_DEFAULTS as NOTIFY
+from jobwarden.worker.core.setting_defaults import PREFIX as PREFIX
+from jobwarden.worker.core.setting_defaults import WORKER_DEFAULTS as WORKER
+from jobwarden.worker.core.setting_defaults import SettingsError, env_name
 
 
 def _upper(value: Any) -> Any:
@@ -155,38 +151,41 @@ class WorkerSettings(Settings):
     `enqueue` in an application."""
 
     home: Path = Field(
-        Path(".jobwarden"),
+        WORKER["home"],
         description="Where the embedded PostgreSQL (used when DATABASE_URL is unset) and "
                     "the console's generated secret key live.")
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] | None,
                          BeforeValidator(_upper)] = Field(
-        None, description="The default of `--log-level` (INFO; WARNING for the demo).")
+        WORKER["log_level"],
+        description="The default of `--log-level` (INFO; WARNING for the demo).")
     log_format: Literal["text", "json"] = Field(
-        "text", description="The default of `--log-format`: `json` prints one object per "
-                            "line with a stable `action` (Metrics and alerts, §4).")
+        WORKER["log_format"],
+        description="The default of `--log-format`: `json` prints one object per "
+                    "line with a stable `action` (Metrics and alerts, §4).")
     retention: Annotated[RetentionPolicy | None, PlainValidator(_retention)] = Field(
-        default_factory=RetentionPolicy, json_schema_extra={"kind": "ages by status, or `off`"},
+        WORKER["retention"], json_schema_extra={"kind": "ages by status, or `off`"},
         description="How long the worker keeps finished jobs: ages over the defaults "
                     "(`completed=7d,failed=180d`), `executions=` for the execution "
                     "history (by default the longest of the ages, and never shorter), "
                     "or `off`.")
     duty_interval: PositiveDuration | None = Field(
-        None, description="How long between the worker's schedule, policy and retention "
-                          "passes, for tests and demos (unset: 5 s for schedules and "
-                          "policies, 60 s for retention, an hour for partitions).")
+        WORKER["duty_interval"],
+        description="How long between the worker's schedule, policy and retention "
+                    "passes, for tests and demos (unset: 5 s for schedules and "
+                    "policies, 60 s for retention, an hour for partitions).")
     pooler: Annotated[Literal["transaction"] | None, BeforeValidator(_pooler)] = Field(
-        None, description="`transaction` when DATABASE_URL goes through a "
+        WORKER["pooler"], description="`transaction` when DATABASE_URL goes through a "
                           "transaction-pooling PgBouncer: no server-side prepared "
                           "statements, and LISTEN only through `JOBWARDEN_LISTEN_URL`.")
     listen_url: str | None = Field(
-        None, json_schema_extra={"kind": "PostgreSQL URL"},
+        WORKER["listen_url"], json_schema_extra={"kind": "PostgreSQL URL"},
         description="A direct connection for the worker's LISTEN past the pooler "
                           "(checked as DATABASE_URL is); without it a pooled worker polls.")
     max_payload_bytes: int = Field(
-        64 * 1024, ge=1, le=2**30,
+        WORKER["max_payload_bytes"], ge=1, le=2**30,
         description="The largest payload `enqueue` accepts, as JSON bytes.")
     max_result_bytes: int = Field(
-        64 * 1024, ge=1, le=2**30,
+        WORKER["max_result_bytes"], ge=1, le=2**30,
         description="The largest result a handler may return, as JSON bytes; over it the "
                     "job fails with `RESULT_TOO_LARGE`.")
 
@@ -265,7 +264,7 @@ class NotifySettings(Settings):
     notifier watches and where it sends, read by the worker and by the console."""
 
     console_url: Annotated[str | None, PlainValidator(external_url)] = Field(
-        None, json_schema_extra={"kind": "absolute http(s) URL"},
+        NOTIFY["console_url"], json_schema_extra={"kind": "absolute http(s) URL"},
         description="The address people open the console at, mount path included "
                           "(`https://shop.example.com/ops/jobs`; `Console(app, "
                           "external_url=...)` when mounted): the alerts' `console_url` "
@@ -273,54 +272,64 @@ class NotifySettings(Settings):
                           "console's path alone, so the links are relative (a request's "
                           "Host is never used).")
     sla: Annotated[dict[str, float], PlainValidator(parse_sla_targets)] = Field(
-        default_factory=dict, json_schema_extra={"kind": "`type=duration`, comma-separated"},
+        default_factory=lambda: dict(NOTIFY["sla"]),
+        json_schema_extra={"kind": "`type=duration`, comma-separated"},
         description="Per-type SLA targets, `send_email=30s,export_report=5m`; each wins "
                     "over the handler's `@job(sla=...)`.")
     sla_default: PositiveDuration | None = Field(
-        None, description="The SLA target of the types that declare none.")
+        NOTIFY["sla_default"], description="The SLA target of the types that declare none.")
     notify_interval: PositiveDuration = Field(
-        30.0, description="How often the worker's notifier looks at the rollups for what "
-                          "to send (one worker at a time; `JOBWARDEN_DUTY_INTERVAL` "
-                          "shortens it).")
+        NOTIFY["notify_interval"],
+        description="How often the worker's notifier looks at the rollups for what "
+                    "to send (one worker at a time; `JOBWARDEN_DUTY_INTERVAL` "
+                    "shortens it).")
     notify_period: PositiveDuration = Field(
-        900.0, description="At most one message per group (a code failing for a type, a "
-                           "storm, a breach, held flows) per period: the first at once, "
-                           "then one summary of what followed.")
+        NOTIFY["notify_period"],
+        description="At most one message per group (a code failing for a type, a "
+                    "storm, a breach, held flows) per period: the first at once, "
+                    "then one summary of what followed.")
     notify_queue: Annotated[str, PlainValidator(_queue)] = Field(
-        "default", json_schema_extra={"kind": "queue name"},
+        NOTIFY["notify_queue"], json_schema_extra={"kind": "queue name"},
         description="The queue of the jobs that send the messages (`jobwarden.notify`); "
                     "only a worker serving it runs the notifier.")
     notify_allow_private: bool = Field(
-        False, description="Let targets set in the console reach loopback and private "
-                           "addresses (a webhook or SMTP relay inside your network); "
-                           "link-local and cloud metadata addresses stay refused.")
+        NOTIFY["notify_allow_private"],
+        description="Let targets set in the console reach loopback and private "
+                    "addresses (a webhook or SMTP relay inside your network); "
+                    "link-local and cloud metadata addresses stay refused.")
     notify_webhook_url: Annotated[SecretStr | None, PlainValidator(_webhook_url)] = Field(
-        None, json_schema_extra={"kind": "secret http(s) URL"},
+        NOTIFY["notify_webhook_url"], json_schema_extra={"kind": "secret http(s) URL"},
         description="A webhook every notification is posted to (JSON), beside the "
                     "targets set in the console.")
     notify_webhook_secret: SecretStr | None = Field(
-        None, description="The key that signs the environment's webhook messages "
-                          "(HMAC-SHA256 over the timestamp and the body).")
+        NOTIFY["notify_webhook_secret"],
+        description="The key that signs the environment's webhook messages "
+                    "(HMAC-SHA256 over the timestamp and the body).")
     notify_webhook_format: Literal["json", "slack"] = Field(
-        "json", description="The environment webhook's body: Jobwarden's JSON, or "
-                            "`slack` for an incoming webhook's `{\"text\": ...}`.")
+        NOTIFY["notify_webhook_format"],
+        description="The environment webhook's body: Jobwarden's JSON, or "
+                    "`slack` for an incoming webhook's `{\"text\": ...}`.")
     notify_smtp_host: Annotated[str | None, PlainValidator(_smtp_host)] = Field(
-        None, json_schema_extra={"kind": "host name or address"},
+        NOTIFY["notify_smtp_host"], json_schema_extra={"kind": "host name or address"},
         description="An SMTP server every notification is mailed through, beside the "
                     "targets set in the console.")
-    notify_smtp_port: int = Field(587, ge=1, le=65535, description="The SMTP server's port.")
+    notify_smtp_port: int = Field(NOTIFY["notify_smtp_port"], ge=1, le=65535,
+                                  description="The SMTP server's port.")
     notify_smtp_user: str | None = Field(
-        None, description="The SMTP user, when the server wants a login (over STARTTLS "
-                          "only).")
-    notify_smtp_password: SecretStr | None = Field(None, description="The SMTP password.")
+        NOTIFY["notify_smtp_user"],
+        description="The SMTP user, when the server wants a login (over STARTTLS "
+                    "only).")
+    notify_smtp_password: SecretStr | None = Field(NOTIFY["notify_smtp_password"],
+                                                   description="The SMTP password.")
     notify_smtp_starttls: bool = Field(
-        True, description="Upgrade the SMTP connection with STARTTLS, and send nothing "
-                          "when the server cannot.")
+        NOTIFY["notify_smtp_starttls"],
+        description="Upgrade the SMTP connection with STARTTLS, and send nothing "
+                    "when the server cannot.")
     notify_email_from: Annotated[str | None, PlainValidator(_optional_address)] = Field(
-        None, json_schema_extra={"kind": "mail address"},
+        NOTIFY["notify_email_from"], json_schema_extra={"kind": "mail address"},
         description="The sender of the notification emails.")
     notify_email_to: Annotated[tuple[str, ...], PlainValidator(_recipients)] = Field(
-        (), json_schema_extra={"kind": "mail addresses, comma-separated"},
+        NOTIFY["notify_email_to"], json_schema_extra={"kind": "mail addresses, comma-separated"},
         description="Who the notification emails go to.")
 
     @model_validator(mode="after")

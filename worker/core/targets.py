@@ -10,10 +10,12 @@ a stored one again (a row may have been written by hand).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobwarden.worker.core import destinations
-from jobwarden.worker.core.settings import NotifySettings
+
+if TYPE_CHECKING:  # the model: worker/core/env.py reads the settings without it
+    from jobwarden.worker.core.settings import NotifySettings
 
 WEBHOOK, EMAIL = "webhook", "email"
 TARGET_KINDS = (WEBHOOK, EMAIL)

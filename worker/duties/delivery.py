@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from jobwarden.worker.core import destinations, notices
+from jobwarden.worker.core.env import notify_settings
 from jobwarden.worker.core.errors import RetryableError
 from jobwarden.worker.core.notices import NOTIFY_MAX_ATTEMPTS, NOTIFY_TYPE
 from jobwarden.worker.core.policy import RetryPolicy
-from jobwarden.worker.core.settings import NotifySettings
 from jobwarden.worker.core.signature import signed_headers
 from jobwarden.worker.core.targets import EMAIL, Target, check
 from jobwarden.worker.jobs.notifications import target_by_key
@@ -38,6 +38,8 @@ from jobwarden.worker.store.queries import Q
 if TYPE_CHECKING:
     import http.client
 
+    # the model: worker/core/env.py reads the settings without it
+    from jobwarden.worker.core.settings import NotifySettings
     from jobwarden.worker.engine.context import JobContext
 
 log = logging.getLogger("jobwarden.notify")
@@ -65,14 +67,14 @@ def register_notify_job(registry: Registry, backoff: RetryPolicy | None = None,
         return
     registry.register(JobType(
         name=NOTIFY_TYPE, handler=send_notification,
-        queue=queue or NotifySettings.current().notify_queue,
+        queue=queue or notify_settings().notify_queue,
         max_attempts=NOTIFY_MAX_ATTEMPTS, timeout=120.0, backoff=backoff or BACKOFF))
 
 
 def send_notification(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """The handler: send message `notification` to target `target`, once."""
     notification_id, key = int(payload["notification"]), str(payload["target"])
-    settings = NotifySettings.current()
+    settings = notify_settings()
     with ctx.transaction() as conn:
         store = JobStore(conn)
         rows = store.dicts(Q.notify_delivery_for_send, {"notification_id": notification_id,

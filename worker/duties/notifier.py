@@ -34,8 +34,9 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from jobwarden.worker.core.env import notify_settings
 from jobwarden.worker.core.notices import (
     COUNTING,
     DIGEST,
@@ -48,13 +49,15 @@ from jobwarden.worker.core.notices import (
     STORM_SHARE,
     Notice,
 )
-from jobwarden.worker.core.settings import NotifySettings
 from jobwarden.worker.core.targets import Target
 from jobwarden.worker.jobs.notifications import all_targets, record
 from jobwarden.worker.jobs.registry import Registry
 from jobwarden.worker.jobs.registry import registry as default_registry
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import CallerConnection, Q
+
+if TYPE_CHECKING:  # the model: worker/core/env.py reads the settings without it
+    from jobwarden.worker.core.settings import NotifySettings
 
 log = logging.getLogger("jobwarden.notify")
 
@@ -97,7 +100,7 @@ def run_once(conn: CallerConnection, registry: Registry | None = None,
     """One pass in its own transaction: the ids of the messages it recorded (their
     sending jobs enqueued with them), or None when another worker's pass holds the lock.
     Without a target nothing is read."""
-    settings = settings or NotifySettings.current()
+    settings = settings or notify_settings()
     with conn.transaction():
         store = JobStore(conn)
         locked, now = store.one(Q.notify_try_lock)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from jobwarden.worker.core.settings import NotifySettings, WorkerSettings
+from jobwarden.worker.core.env import notify_settings, worker_settings
 from jobwarden.worker.duties import (
     batches,
     expiry,
@@ -45,7 +45,7 @@ class Duties:
     def __init__(self, registry: Registry, *, worker_id: str, interval: float | None = None,
                  limits: LimitBook | None = None,
                  serves: Callable[[str], bool] | None = None):
-        settings = WorkerSettings.current()
+        settings = worker_settings()
         base = interval or settings.duty_interval
         self.registry = registry
         self.worker_id = worker_id
@@ -72,7 +72,7 @@ class Duties:
         self._duties.append(("partitions", base or 3600.0, partitions.ensure))
         # What started failing, told to the targets (docs/guide/notifications.md): on a
         # worker that serves the queue of the jobs that send it, one pass at a time.
-        notify = NotifySettings.current()
+        notify = notify_settings()
         if serves is not None and serves(notify.notify_queue):
             self._duties.append(("notify", base or notify.notify_interval,
                                  lambda conn: notifier.run_once(conn, registry, notify)))

@@ -18,11 +18,10 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from uuid import UUID
 
-from pydantic import ValidationError
-
 from jobwarden.worker.core import errors as E
 from jobwarden.worker.core import tracing
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE
+from jobwarden.worker.core.env import worker_setting
 from jobwarden.worker.core.logs import ms_since
 from jobwarden.worker.core.policy import DEFAULT_POLICY
 from jobwarden.worker.core.sanitize import (
@@ -30,8 +29,8 @@ from jobwarden.worker.core.sanitize import (
     describe_traceback,
     describe_validation,
     sanitize_text,
+    validation_error,
 )
-from jobwarden.worker.core.settings import WorkerSettings
 from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
 from jobwarden.worker.core.storable import storable_json, storable_text
 from jobwarden.worker.core.transitions import TRANSITIONS, next_status
@@ -176,7 +175,7 @@ def prepare_payload(job_type: JobType, payload: dict[str, Any], version: int) ->
 def _validate(job_type: JobType, payload: dict[str, Any]) -> Any:
     try:
         return job_type.validate_payload(payload)
-    except ValidationError as exc:
+    except validation_error() as exc:
         # Another producer (or an older release) wrote a payload that does not fit:
         # retrying cannot fix it.
         raise E.PermanentError(E.PAYLOAD_INVALID, describe_validation(exc)) from None
@@ -205,7 +204,7 @@ def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[s
 
 
 def max_result_bytes() -> int:
-    limit: int = WorkerSettings.one("max_result_bytes")
+    limit: int = worker_setting("max_result_bytes")
     return limit
 
 

@@ -13,12 +13,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from jobwarden.worker.core import tracing
+from jobwarden.worker.core.env import worker_setting
 from jobwarden.worker.core.errors import EnqueueError
-from jobwarden.worker.core.sanitize import describe_validation
-from jobwarden.worker.core.settings import WorkerSettings
+from jobwarden.worker.core.sanitize import describe_validation, validation_error
 from jobwarden.worker.jobs.flows import Parent, resolve
 from jobwarden.worker.jobs.job_spec import JobSpec, check_payload
 from jobwarden.worker.jobs.job_types import defaulted_fields, with_published_policies_steps
@@ -41,7 +39,7 @@ from jobwarden.worker.store.queries import Q
 
 
 def max_payload_bytes() -> int:
-    limit: int = WorkerSettings.one("max_payload_bytes")
+    limit: int = worker_setting("max_payload_bytes")
     return limit
 
 
@@ -92,7 +90,7 @@ def _columns(specs: list[JobSpec], reg: Registry, limit: int) -> dict[str, Any]:
                 and version == job_type.version:
             try:  # validated as the worker will read it back: the JSON form
                 job_type.validate_payload(json.loads(text))
-            except ValidationError as exc:
+            except validation_error() as exc:
                 raise EnqueueError(f"payload does not fit {job_type.payload_model.__name__}: "
                                    f"{describe_validation(exc)}", "payload") from None
         queues.append(spec.queue or (job_type.queue if job_type else DEFAULT_QUEUE))

@@ -11,15 +11,18 @@ target's key, never a secret: payloads are shown in the console.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from jobwarden.worker.core.notices import NOTIFY_MAX_ATTEMPTS, NOTIFY_TYPE, Notice
-from jobwarden.worker.core.settings import NotifySettings
 from jobwarden.worker.core.targets import Target, env_targets, from_row
 from jobwarden.worker.jobs.enqueue import enqueue
 from jobwarden.worker.jobs.registry import Registry
 from jobwarden.worker.jobs.registry import registry as default_registry
 from jobwarden.worker.store.jobstore import JobStore
 from jobwarden.worker.store.queries import CallerConnection, Q
+
+if TYPE_CHECKING:  # the model: worker/core/env.py reads the settings without it
+    from jobwarden.worker.core.settings import NotifySettings
 
 
 def all_targets(conn: CallerConnection, settings: NotifySettings) -> list[Target]:

@@ -17,13 +17,17 @@ Functions run in the caller's transaction; ValueError says what was refused.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from jobwarden.worker.core.env import notify_settings
 from jobwarden.worker.core.notices import TEST, Notice
-from jobwarden.worker.core.settings import NotifySettings
 from jobwarden.worker.core.targets import EMAIL, WEBHOOK, Target, check
 from jobwarden.worker.jobs.notifications import record, target_by_key
 from jobwarden.worker.ops.operations import ActionResult, _check, _rows
 from jobwarden.worker.store.queries import CallerConnection, Q
+
+if TYPE_CHECKING:  # the model: worker/core/env.py reads the settings without it
+    from jobwarden.worker.core.settings import NotifySettings
 
 #: Who may change targets.
 ADMIN = "admin"
@@ -52,7 +56,7 @@ def add_target(conn: CallerConnection, target: Target, *, actor: str, role: str,
                settings: NotifySettings | None = None) -> ActionResult:
     """Store a new target (its name unique), checked first."""
     reason = _admin(actor, role, reason)
-    settings = settings or NotifySettings.current()
+    settings = settings or notify_settings()
     target = check(replace(target, console=True), allow_private=settings.notify_allow_private)
     rows = _rows(conn, Q.notify_target_add, {**_params(target), "actor": actor, "role": role,
                                              "reason": reason, "request_id": request_id})
@@ -71,7 +75,7 @@ def edit_target(conn: CallerConnection, target_id: int, revision: int, changes: 
     but a secret (URL, signing secret, SMTP password) given as None stays as stored, and
     `clear_secret` removes the signing secret or password. Its kind does not change."""
     reason = _admin(actor, role, reason)
-    settings = settings or NotifySettings.current()
+    settings = settings or notify_settings()
     stored = target_by_key(conn, str(target_id), settings)
     if stored is None:
         return ActionResult(False, "edit_notify_target", 0, "That target is gone. Nothing "
@@ -120,7 +124,7 @@ def send_test(conn: CallerConnection, key: str, *, actor: str, role: str, reason
     target's id) and enqueue its sending, audited; a worker serving
     JOBWARDEN_NOTIFY_QUEUE sends it. A resubmitted form sends nothing more."""
     reason = _admin(actor, role, reason)
-    settings = settings or NotifySettings.current()
+    settings = settings or notify_settings()
     if request_id and _rows(conn, Q.notify_audit_by_request, {
             "request_id": request_id, "action": "test_notify_target", "actor": actor}):
         return ActionResult(True, "test_notify_target", 0, "That test message was asked "

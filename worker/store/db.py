@@ -21,7 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE
-from jobwarden.worker.core.settings import WorkerSettings
+from jobwarden.worker.core.env import worker_settings
 from jobwarden.worker.store.jobstore import JobStore, JsonbLoader
 from jobwarden.worker.store.queries import Q
 
@@ -34,7 +34,7 @@ _embedded_url: str | None = None
 
 
 def jobwarden_home() -> Path:
-    return WorkerSettings.current().home.resolve()
+    return worker_settings().home.resolve()
 
 
 def embedded_url() -> str:
@@ -134,7 +134,7 @@ def sqlalchemy_url(url: str) -> str:
 def pooled() -> bool:
     """True when DATABASE_URL reaches PostgreSQL through a transaction-pooling pooler
     (`JOBWARDEN_POOLER=transaction`, e.g. PgBouncer's pool_mode = transaction)."""
-    return WorkerSettings.current().pooler == "transaction"
+    return worker_settings().pooler == "transaction"
 
 
 def connect_kwargs() -> dict[str, Any]:
@@ -152,7 +152,7 @@ def listen_url(url: str) -> str | None:
     """Where LISTEN connects: JOBWARDEN_LISTEN_URL (a direct connection, past the pooler),
     else `url` itself; None through a transaction pooler without one (a LISTEN there
     would be lost between transactions), and the workers wake by polling alone."""
-    direct = WorkerSettings.current().listen_url
+    direct = worker_settings().listen_url
     if direct:
         return parse_url(direct, "JOBWARDEN_LISTEN_URL")
     return None if pooled() else url
