@@ -47,6 +47,7 @@ from psycopg.types.json import Jsonb
 from jobwarden.worker.core import lease
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
 from jobwarden.worker.core.logs import waiting_event
+from jobwarden.worker.engine.config import DEFAULT_BUFFER_SIZE, DEFAULT_CLAIM_BATCH
 from jobwarden.worker.engine.limits import LimitedClaim, limited_waiting, lock_scopes, refill_wait
 from jobwarden.worker.engine.listener import Wakeup, listen_on, read_notifies
 from jobwarden.worker.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobType
@@ -438,8 +439,8 @@ class ClaimSpec:
 class ProducerSettings:
     """How far ahead a producer claims, and how often it looks when nothing wakes it."""
 
-    claim_batch: int = 200  # most jobs one claim takes
-    buffer_size: int = 400  # most jobs waiting in the buffer
+    claim_batch: int = DEFAULT_CLAIM_BATCH  # most jobs one claim takes
+    buffer_size: int = DEFAULT_BUFFER_SIZE  # most jobs waiting in the buffer
     horizon: float = 0.1  # about this many seconds of work wait for the slots
     poll_interval: float = 2.0
 
