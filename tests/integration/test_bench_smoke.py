@@ -175,6 +175,18 @@ def test_the_startup_benchmark_times_each_stage_of_a_worker_start(server_url):
     assert len(passes) == 3 and min(passes) >= 0 and rows[0]["gc_ms"] >= 0, rows[0]
 
 
+def test_the_batch_benchmark_drains_every_job_at_each_size(server_url):
+    out = bench("bench_batches.py", "--sizes", "1,50", "--jobs", "120", "--rounds", "1",
+                url=server_url, timeout=150)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    # Every drain at every size ran, to its end: three drains, two sizes.
+    assert sorted((r["drain"], r["size"]) for r in rows) == sorted(
+        (d, s) for d in ("1 process", "1 process, one core busy", "2 processes")
+        for s in (1, 50))
+    assert all(r["jobs_per_s"] > 0 and not r["timed_out"] for r in rows), rows
+    assert "| 50 / 100 / 50 |" in out and "| 1 / 2 / 1 |" in out
+
+
 @pytest.mark.parametrize("claim, ways", [("plain", ["probed", "hashed"]),
                                          ("fair", ["fair_probed", "fair_scanned"])])
 def test_the_claim_lookup_benchmark_times_both_joins(server_url, claim, ways):

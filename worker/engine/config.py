@@ -10,10 +10,10 @@ from jobwarden.worker.engine.lanes import QueueSpec
 #: Defaults that suit typical jobs as well as tiny ones (README "Running workers").
 DEFAULT_CONCURRENCY = 10
 #: Each claim and each outcome batch is one statement, whose fixed cost (plan nodes,
-#: the job table's indexes, the rollup triggers, the commit) its rows share: batches of
-#: 400 drained no-op jobs 12-21% faster than 200, idle or with a core busy, 600 only 2-4%
-#: faster again (docs/benchmarks.md). How far ahead a worker claims still follows its
-#: jobs' duration: slow jobs are claimed for free slots only.
+#: the job table's indexes, the rollup triggers, the commit) its rows share: 400 drains
+#: no-op jobs about a tenth faster than 200, and 600 a little faster again for locks held
+#: half as long again (docs/benchmarks.md, "Batch sizes"). How far ahead a worker claims
+#: still follows its jobs' duration: slow jobs are claimed for free slots only.
 DEFAULT_CLAIM_BATCH = 400
 DEFAULT_BUFFER_SIZE = 800
 DEFAULT_FLUSH_BATCH = 400
