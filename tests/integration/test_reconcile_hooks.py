@@ -115,3 +115,47 @@ def test_the_console_has_a_worker_run_the_reconcilers_audited_as_the_operator(
                                    (ids["o-2"], "retry", "otto")]
     assert "after the provider outage" in scalar(
         clean_db, "SELECT reason FROM job_audit WHERE action = 'mark_completed'")
+
+
+@pytest.mark.parametrize("unreadable, why", [
+    ("'{\"a\": ' || repeat('[', 3000) || repeat(']', 3000) || '}'",
+     "nested deeper than the worker can read"),
+    ("'{\"n\": ' || repeat('9', 5000) || '}'", "integer of more digits than the worker reads"),
+], ids=["deep", "digits"])
+def test_a_payload_python_cannot_read_leaves_its_job_alone_for_a_person(
+        conn, clean_db, unreadable, why):
+    # PostgreSQL stores both from any client (enqueue refuses them); Python's json module
+    # reads neither. Before: the pass raised on reading its candidates, and no unknown job
+    # of the type was ever settled again.
+    asked = []
+
+    def reconciler(review_job):
+        asked.append(review_job.id)
+        return DONE
+
+    reg = Registry()
+    job("charge", reconciler=reconciler, registry=reg)(lambda c, p: None)
+    before = conn.execute("INSERT INTO background_jobs (type, payload, status) "
+                          "VALUES ('charge', '{\"order\": \"o-1\"}', 'unknown') "
+                          "RETURNING id").fetchone()[0]
+    bad = conn.execute(f"INSERT INTO background_jobs (type, payload, status) "
+                       f"VALUES ('charge', ({unreadable})::jsonb, 'unknown') "
+                       f"RETURNING id").fetchone()[0]
+    after = conn.execute("INSERT INTO background_jobs (type, payload, status) "
+                         "VALUES ('charge', '{\"order\": \"o-2\"}', 'unknown') "
+                         "RETURNING id").fetchone()[0]
+    conn.commit()
+    verdicts = reconcile(conn, reg, actor="ops")
+    conn.commit()
+    # Its reconciler never saw it (an empty payload could read as "not done"); the others
+    # were settled by theirs.
+    assert asked == [before, after]
+    assert verdicts == {DONE: [before, after], NOT_DONE: [], UNKNOWN: [bad]}
+    # (read column by column: the test's own psycopg cannot read the payload either)
+    assert [scalar(clean_db, "SELECT status FROM background_jobs WHERE id = %s", [i])
+            for i in (before, bad, after)] == ["completed", "unknown", "completed"]
+    assert scalar(clean_db, "SELECT reconcile_verdict FROM background_jobs WHERE id = %s",
+                  [bad]) == "error"
+    reason = scalar(clean_db, "SELECT reason FROM job_audit WHERE action = 'reconcile' "
+                              "AND job_id = %s", [bad])
+    assert why in reason and "it needs a person" in reason, reason

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobwarden.worker.jobs.registry import JobType, Registry
-from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.jobstore import JobStore, UnreadableJson, read_jsonb
 from jobwarden.worker.store.queries import CallerConnection, Q
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
     verdicts: dict[str, list[int]] = {DONE: [], NOT_DONE: [], UNKNOWN: []}
     for row in JobStore(conn).dicts(Q.reconcile_candidates, {
             "types": reconcilable_types(registry), "job_id": job_id, "limit": limit}):
-        job = ReviewJob(**row)
+        job = ReviewJob(**{**row, "payload": read_jsonb(row["payload"])})
         said = _ask(registry, job)
         verdict = UNKNOWN if said == ERROR else said
         if verdict == DONE:
@@ -83,7 +83,9 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
                       reason=f"reconciler of {job.type}: the operation did not happen; "
                              f"running it again{asked}")
         else:
-            what = "could not tell" if said == UNKNOWN else "failed"
+            what = ("could not tell" if said == UNKNOWN
+                    else f"not asked: {job.payload.reason}"
+                    if isinstance(job.payload, UnreadableJson) else "failed")
             JobStore(conn).rows(Q.reconcile_verdict_record, {
                 "job_id": job.id, "verdict": said, "actor": actor, "role": role,
                 "reason": f"reconciler of {job.type}: {what}; it needs a person{asked}"})
@@ -97,6 +99,13 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
 def _ask(registry: Registry, job: ReviewJob) -> str:
     """The reconciler's verdict, or ERROR when there is none here, it raised or it
     answered something else."""
+    if isinstance(job.payload, UnreadableJson):
+        # An empty payload could read as "not done" and run the job again: a person
+        # decides (the console shows the payload as unread, and why).
+        log.warning("job %s: %s; its reconciler is not asked, still unknown", job.id,
+                    job.payload.reason, extra={"action": "reconciler_failed",
+                                               "job_id": job.id})
+        return ERROR
     job_type = registry.get(job.type)
     reconciler = job_type.reconciler if job_type is not None else None
     if reconciler is None:  # the candidates' types had one: this registry is another

@@ -210,16 +210,21 @@ class JsonbLoader(Loader):
     to json.loads, which reads it or raises as ever."""
 
     def load(self, data: abc.Buffer) -> Any:
-        text = str(data, "utf-8")
-        try:
-            return _loads(text)
-        except RecursionError:
-            return UnreadableJson(len(text), "is nested deeper than the worker can read")
-        except json.JSONDecodeError:
-            raise  # not JSON at all: never PostgreSQL's output
-        except ValueError:  # an integer past Python's digit limit (sys.int_info)
-            return UnreadableJson(len(text), "holds an integer of more digits than the "
-                                             "worker reads")
+        return read_jsonb(str(data, "utf-8"))
+
+
+def read_jsonb(text: str) -> Any:
+    """A jsonb value's text as JsonbLoader reads it: an UnreadableJson where Python's json
+    module cannot read what PostgreSQL stored (any client may have written it)."""
+    try:
+        return _loads(text)
+    except RecursionError:
+        return UnreadableJson(len(text), "is nested deeper than the worker can read")
+    except json.JSONDecodeError:
+        raise  # not JSON at all: never PostgreSQL's output
+    except ValueError:  # an integer past Python's digit limit (sys.int_info)
+        return UnreadableJson(len(text), "holds an integer of more digits than the "
+                                         "worker reads")
 
 
 class UnreadableJson(dict[str, Any]):

@@ -350,8 +350,11 @@ GROUP BY status;
 
 -- name: reconcile_candidates
 -- Unknown-outcome jobs of the given types (those with a reconciler), oldest first, or the
--- one job asked for.
-SELECT id, type, queue, payload, idempotency_key, attempts, last_error_code, last_error
+-- one job asked for. The payload as text, which reconcile() reads as the worker's claims
+-- do (jobstore.read_jsonb): a payload Python cannot read, written by any client, is one
+-- job's problem, not the whole pass's, whatever connection the caller reads with.
+SELECT id, type, queue, payload::text AS payload, idempotency_key, attempts, last_error_code,
+       last_error
 FROM background_jobs
 WHERE status = 'unknown' AND type = ANY(%(types)s::text[])
   AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
