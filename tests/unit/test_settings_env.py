@@ -30,7 +30,7 @@ def no_variables(monkeypatch):
     for name in list(os.environ):
         if name.startswith("JOBWARDEN_"):
             monkeypatch.delenv(name)
-    monkeypatch.setattr(env, "_ONE", {})
+    monkeypatch.setattr(env, "_DEFAULTED", set())
 
 
 @pytest.mark.parametrize("model, table", [(WorkerSettings, WORKER_DEFAULTS),

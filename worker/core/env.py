@@ -81,20 +81,18 @@ def notify_settings() -> NotifySettings:
     return NotifySettings.current()
 
 
-#: worker_setting's answers, by name and their own variable's value (None: unset).
-_ONE: dict[tuple[str, str | None], Any] = {}
+#: The settings worker_setting has answered with their defaults, no variable being set.
+_DEFAULTED: set[str] = set()
 
 
 def worker_setting(name: str) -> Any:
     """One WorkerSettings value, as WorkerSettings.one reads it (its first read of a
     variable's value checks them all; later ones look up that variable alone: enqueue
-    asks on every call), with no model while none of the variables is set."""
-    own = os.environ.get(env_name(name)) or None
-    key = (name, own)
-    if key not in _ONE:
-        if own is None and _unset(_WORKER_VARIABLES):
-            _ONE[key] = WORKER_DEFAULTS[name]
-        else:
-            from jobwarden.worker.core.settings import WorkerSettings  # pydantic, as above
-            _ONE[key] = WorkerSettings.one(name)
-    return _ONE[key]
+    asks on every call), with no model while none of the variables is set. Unset, a
+    setting is its default; the model's first read of it only checks the others."""
+    if not os.environ.get(env_name(name)) and (name in _DEFAULTED
+                                               or _unset(_WORKER_VARIABLES)):
+        _DEFAULTED.add(name)
+        return WORKER_DEFAULTS[name]
+    from jobwarden.worker.core.settings import WorkerSettings  # pydantic, as above
+    return WorkerSettings.one(name)

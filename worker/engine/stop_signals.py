@@ -29,13 +29,12 @@ _previous: dict[int, Any] = {}
 
 
 def _record(signum: int, _frame: object) -> None:
-    if _asked:
+    again = bool(_asked)
+    _asked.append(signum)
+    if again:
         # A second stop while still loading (an import that hangs, Ctrl-C pressed again):
         # the signals act as they did before anything was held, at once.
-        _asked.append(signum)
         release()
-        return
-    _asked.append(signum)
 
 
 def hold() -> None:

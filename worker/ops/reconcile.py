@@ -83,9 +83,12 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
                       reason=f"reconciler of {job.type}: the operation did not happen; "
                              f"running it again{asked}")
         else:
-            what = ("could not tell" if said == UNKNOWN
-                    else f"not asked: {job.payload.reason}"
-                    if isinstance(job.payload, UnreadableJson) else "failed")
+            if said == UNKNOWN:
+                what = "could not tell"
+            elif isinstance(job.payload, UnreadableJson):
+                what = f"not asked: {job.payload.reason}"
+            else:
+                what = "failed"
             JobStore(conn).rows(Q.reconcile_verdict_record, {
                 "job_id": job.id, "verdict": said, "actor": actor, "role": role,
                 "reason": f"reconciler of {job.type}: {what}; it needs a person{asked}"})
