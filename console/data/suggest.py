@@ -15,7 +15,7 @@ from a scan of background_jobs (console_suggest_*):
 Only what the pages show and the filters take is offered: a value the redactor would
 change (a filter refuses it, queries.JobFilter.hidden), a path through a secret's name
 (the search refuses it, search.parse) is left out. The same for every role: a viewer
-reads the same pages, payload keys included, as an operator (docs/security.md).
+reads the same pages, payload keys included, as an operator (docs/security-pages.md).
 """
 
 from __future__ import annotations

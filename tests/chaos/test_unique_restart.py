@@ -1,5 +1,5 @@
 """PostgreSQL crashing in the middle of an enqueue of a unique key
-(docs/security.md#uniqueness-and-expiry): the enqueue's transaction is gone with
+(docs/security-runtime.md#uniqueness-and-expiry): the enqueue's transaction is gone with
 everything it wrote, the key is as the last commit left it, and an enqueue after the
 restart folds or creates exactly as it would have."""
 

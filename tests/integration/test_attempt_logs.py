@@ -1,6 +1,6 @@
 """Each attempt's log lines: captured per attempt (threads, tasks, two at once), redacted,
 capped, stored with the outcome in its transaction, and pruned with the execution
-(worker/engine/attempt_log.py; docs/guide/logging.md; attack list in docs/security.md)."""
+(worker/engine/attempt_log.py; docs/guide/logging.md; attack list in docs/security-runtime.md)."""
 
 from __future__ import annotations
 

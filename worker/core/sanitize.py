@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 REDACTED = "[REDACTED]"
 MAX_ERROR_CHARS = 2000
-#: An error code names a group of failures, not one of them (docs/security.md).
+#: An error code names a group of failures, not one of them (docs/security-pages.md).
 MAX_ERROR_CODE_CHARS = 100
 MAX_TRACEBACK_CHARS = 8000
 
