@@ -313,9 +313,11 @@ def tenths(times: list[float]) -> dict:
             "last_over_first": round(last / first, 3)}
 
 
-def latency(system: System, url: str, sizes: Sizes) -> dict:
+def latency(system: System, url: str, sizes: Sizes,
+            kept: dict[str, dict[int, float]] | None = None) -> dict:
     """Enqueue-commit to handler-start at low load: one worker idling, jobs enqueued one
-    per transaction at a steady rate; both ends stamped on the machine's monotonic clock."""
+    per transaction at a steady rate; both ends stamped on the machine's monotonic clock.
+    `kept`: given, it gets both ends of each job, job by job ("commit", "start")."""
     tmp = tempfile.mkdtemp(prefix="jwbench-latency-")
     stamps, commits = os.path.join(tmp, "stamps"), os.path.join(tmp, "commits")
     log = os.path.join(tmp, "worker.log")
@@ -342,6 +344,8 @@ def latency(system: System, url: str, sizes: Sizes) -> dict:
         procs.stop(worker)
     start = _read(stamps)
     commit = _read(commits)
+    if kept is not None:
+        kept.update(commit=commit, start=start)
     ms = sorted((start[i] - commit[i]) * 1000 for i in commit if i in start)
     if len(ms) < sizes.latency_jobs:
         raise SystemFailed(f"only {len(ms)} of {sizes.latency_jobs} handlers stamped")

@@ -159,6 +159,20 @@ def test_the_idle_claim_benchmark_times_each_way_of_claiming(server_url):
     assert rows[0]["parameters_median_us"] > 0
 
 
+def test_the_start_legs_benchmark_stamps_every_step_of_every_job(server_url):
+    out = bench("bench_start_legs.py", "--jobs", "12", "--rate", "40", "--rounds", "1",
+                url=server_url, timeout=150)
+    (row,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    # Every job was stamped at every step: the wrapped methods are the ones a woken
+    # producer runs (a rename in the runtime leaves jobs unstamped).
+    assert row["jobs"] == 12
+    legs = ["commit → woken", "woken → sent", "claim", "claimed → begun", "begun → handler"]
+    assert all(row[leg]["p50"] <= row[leg]["p90"] <= row[leg]["p99"]
+               for leg in [*legs, "total"]), row
+    assert all(row[leg]["p50"] > 0 for leg in legs[1:]), row
+    assert "| total |" in out
+
+
 def test_the_startup_benchmark_times_each_stage_of_a_worker_start(server_url):
     out = bench("bench_startup.py", "--jobs", "40", "--rounds", "1", url=server_url,
                 timeout=120)
