@@ -58,7 +58,10 @@ def legs(commit: dict[int, float], start: dict[int, float],
 
 
 def read_steps(path: str) -> dict[int, list[float]]:
-    steps = {}
+    """index -> (woke, sent, back, begun), as bench/legs_app.py wrote them (none: no file)."""
+    steps: dict[int, list[float]] = {}
+    if not os.path.exists(path):
+        return steps
     with open(path) as f:
         for line in f:
             i, *times = line.split()
