@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+from itertools import pairwise
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -51,7 +52,7 @@ def legs(commit: dict[int, float], start: dict[int, float],
         if i not in commit or i not in start:
             continue
         points = (commit[i], woke, sent, back, begun, start[i])
-        for name, a, b in zip(LEGS, points, points[1:], strict=False):
+        for name, (a, b) in zip(LEGS, pairwise(points), strict=True):
             out[name].append((b - a) * 1e6)
         out["total"].append((start[i] - commit[i]) * 1e6)
     return out
