@@ -7,13 +7,19 @@ the runtime's `jobwarden migrate` (jobwarden.worker.store.db.alembic_config) say
 `attributes["upgrade_only"]`: a worker never loads the console.
 """
 
-from alembic import context
-from sqlalchemy import create_engine, pool
+import time
 
-from jobwarden.worker.store.db import database_url, sqlalchemy_url
+from alembic import context
+from sqlalchemy import Connection, create_engine, pool
+
+from jobwarden.worker.store.db import VERSION_TABLE, adopt_revisions, database_url, sqlalchemy_url
+from jobwarden.worker.store.jobstore import JobStore
+from jobwarden.worker.store.queries import Q
 from jobwarden.worker.store.schema import declared, metadata
 
 config = context.config
+#: How often a `jobwarden migrate` tries again for the lock another one holds.
+LOCK_POLL_SECONDS = 0.2
 
 
 def target_metadata():
@@ -26,21 +32,38 @@ def target_metadata():
     return metadata
 
 
+def run_migrations(conn: Connection) -> None:
+    """Under the migration lock, taken before the revision is read: of two `jobwarden
+    migrate` at once, the second waits, then reads the revision the first wrote. The
+    revision is Jobwarden's own table's (db.VERSION_TABLE), an earlier release's moved
+    there first (db.adopt_revisions)."""
+    context.configure(connection=conn, target_metadata=target_metadata(),
+                      include_name=declared, version_table=VERSION_TABLE)
+    store = JobStore(conn)
+    # Each try a transaction of its own, so a waiting migrate holds no snapshot between
+    # tries (revisions.sql, migrate_lock).
+    while not store.one(Q.migrate_lock)[0]:
+        conn.commit()
+        time.sleep(LOCK_POLL_SECONDS)
+    conn.commit()
+    try:
+        with context.begin_transaction():
+            adopt_revisions(store)
+            context.run_migrations()
+    finally:
+        store.rows(Q.migrate_unlock)
+        conn.commit()
+
+
 def run_migrations_online() -> None:
     url = config.attributes.get("url") or sqlalchemy_url(database_url())
     connection = config.attributes.get("connection")
     if connection is not None:
-        context.configure(connection=connection, target_metadata=target_metadata(),
-                          include_name=declared)
-        with context.begin_transaction():
-            context.run_migrations()
+        run_migrations(connection)
         return
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
-        context.configure(connection=conn, target_metadata=target_metadata(),
-                          include_name=declared)
-        with context.begin_transaction():
-            context.run_migrations()
+        run_migrations(conn)
 
 
 run_migrations_online()

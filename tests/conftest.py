@@ -230,7 +230,8 @@ def migrated_database(server_url, _migrated_template):
 #: A table neither is true of is as TRUNCATE would leave it.
 _WRITTEN = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname <> 'alembic_version'
+WHERE n.nspname = 'public' AND c.relkind = 'r'
+  AND c.relname NOT IN ('alembic_version', 'jobwarden_alembic_version')
   AND c.relname = ANY(%s)
   AND (pg_relation_size(c.oid) > 0 OR c.reltuples <> -1 OR c.relpages <> 0)
 """

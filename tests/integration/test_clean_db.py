@@ -23,7 +23,7 @@ def state(url: str) -> dict[str, tuple]:
                       "c.reltuples, c.relpages FROM pg_class c "
                       "JOIN pg_namespace n ON n.oid = c.relnamespace "
                       "WHERE n.nspname = 'public' AND c.relkind = 'r' "
-                      "AND c.relname <> 'alembic_version'").fetchall()}
+                      "AND c.relname NOT IN ('alembic_version', 'jobwarden_alembic_version')").fetchall()}
         sequences = {f"seq {name}": (last, start) for name, last, start in conn.execute(
             "SELECT sequencename, last_value, start_value FROM pg_sequences "
             "WHERE schemaname = 'public'").fetchall()}

@@ -14,7 +14,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
 import jobwarden.console.data.schema  # noqa: F401  (adds console_users to the metadata compared below)
-from jobwarden.worker.store.db import downgrade, migrate, sqlalchemy_url
+from jobwarden.worker.store.db import VERSION_TABLE, downgrade, migrate, sqlalchemy_url
 from jobwarden.worker.store.schema import declared, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def schema_diff(url: str) -> list:
                                                          "include_name": declared})
             return [d for d in compare_metadata(ctx, metadata)
                     if not (isinstance(d, tuple) and d[0] == "remove_table"
-                            and d[1].name == "alembic_version")]
+                            and d[1].name == VERSION_TABLE)]
     finally:
         engine.dispose()
 
@@ -52,13 +52,13 @@ def test_upgrade_from_empty_matches_the_code_schema(empty_database):
     migrate(empty_database)
     assert ALL_TABLES <= set(metadata.tables)
     assert schema_diff(empty_database) == []
-    assert tables(empty_database) - {"alembic_version"} == set(metadata.tables)
+    assert tables(empty_database) - {VERSION_TABLE} == set(metadata.tables)
 
 
 def test_downgrade_then_upgrade_round_trips(empty_database):
     migrate(empty_database)
     downgrade(empty_database, "base")
-    assert tables(empty_database) == {"alembic_version"}
+    assert tables(empty_database) == {VERSION_TABLE}
     migrate(empty_database)
     assert schema_diff(empty_database) == []
 

@@ -46,7 +46,7 @@ CATALOGUE = """
     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
     JOIN pg_class t ON t.oid = i.indrelid
     WHERE t.relnamespace = 'public'::regnamespace AND NOT t.relispartition
-      AND t.relname <> 'alembic_version'
+      AND t.relname NOT IN ('alembic_version', 'jobwarden_alembic_version')
 """
 
 

@@ -57,7 +57,7 @@ def databases(server_url):
             dbmod.migrate(url, revision)
             made[state] = url
     with psycopg.connect(made["newer"], autocommit=True) as conn:
-        conn.execute("UPDATE alembic_version SET version_num = %s", (NEWER,))
+        conn.execute("UPDATE jobwarden_alembic_version SET version_num = %s", (NEWER,))
     yield made
     with psycopg.connect(server_url, autocommit=True) as admin:
         for url in made.values():

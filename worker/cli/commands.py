@@ -41,7 +41,10 @@ from jobwarden.worker.store.db import (
     DatabaseUrlError,
     SchemaOutOfDate,
     check_database_schema,
+    code_heads,
+    code_revisions,
     connect,
+    database_revisions,
     migrate,
 )
 from jobwarden.worker.store.embedded import stop_embedded
@@ -63,7 +66,21 @@ def load_app(module: str) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    migrate()
+    with connect(connect_timeout=10) as conn:
+        newer = database_revisions(conn) - code_revisions().keys()
+    if newer:
+        # A rollback's deploy runs the older release's migrate: the schema is ahead of it,
+        # which its workers run on with a warning (check_schema), so there is nothing to do.
+        print(f"jobwarden: the database is at revision {', '.join(sorted(newer))}, which "
+              f"this Jobwarden ({', '.join(sorted(code_heads()))}) does not know: a newer "
+              "Jobwarden migrated it; nothing migrated", file=sys.stderr)
+        return 0
+    from alembic.util import CommandError  # only when migrating, as in db.migrate()
+
+    try:
+        migrate()
+    except CommandError as exc:
+        raise SystemExit(f"jobwarden migrate: {exc}") from None
     print("database migrated to head")
     return 0
 
@@ -595,6 +612,10 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(cause, psycopg.OperationalError):
                 # libpq adds a tab-indented hint on a line of its own: one line, for logs.
                 print(f"jobwarden: cannot reach the database: {' '.join(str(cause).split())}",
+                      file=sys.stderr)
+                return 1
+            if isinstance(cause, psycopg.errors.InsufficientPrivilege):
+                print(f"jobwarden: the database refused it: {str(cause).splitlines()[0]}",
                       file=sys.stderr)
                 return 1
             if isinstance(cause, psycopg.errors.UndefinedTable):

@@ -247,6 +247,37 @@ def _with_ancestors(revisions: set[str] | frozenset[str]) -> set[str]:
     return seen
 
 
+#: Jobwarden's own Alembic revision table (worker/store/sql/revisions.sql): the
+#: application's own Alembic keeps Alembic's default one, alembic_version.
+VERSION_TABLE = "jobwarden_alembic_version"
+
+
+def adopt_revisions(store: JobStore) -> None:
+    """Before `jobwarden migrate` reads the revision (under its lock, in its transaction):
+    a database an earlier release migrated keeps Jobwarden's revision in alembic_version;
+    that table becomes Jobwarden's own when it holds Jobwarden's revisions and nothing
+    else. Any other revision there is the application's, and its table stays as it is."""
+    own, shared = store.one(Q.schema_versioned)
+    if own or not shared:
+        return
+    held = {row[0] for row in store.rows(Q.shared_schema_revisions)}
+    if held and held <= code_revisions().keys():
+        store.rows(Q.adopt_shared_revisions)
+
+
+def database_revisions(conn: psycopg.Connection) -> set[str]:
+    """The Jobwarden revisions the database is at: its own table's, or, in a database an
+    earlier release migrated and this one has not yet, those of alembic_version that are
+    Jobwarden's (the application's own are not)."""
+    store = JobStore(conn)
+    own, shared = store.one(Q.schema_versioned)
+    if own:
+        return {row[0] for row in store.rows(Q.schema_revisions)}
+    if shared:
+        return {row[0] for row in store.rows(Q.shared_schema_revisions)} & code_revisions().keys()
+    return set()
+
+
 def check_schema(conn: psycopg.Connection) -> str | None:
     """Compare the database's migration revision with this code's, at a worker's, the
     console's or a command's start (never on a job's path: enqueue and claims send
@@ -255,9 +286,7 @@ def check_schema(conn: psycopg.Connection) -> str | None:
     column they lack, mid-run). At a revision this code does not know, which a newer
     Jobwarden made: the line to warn with, and the caller goes on (a rolling upgrade
     migrates before every worker runs the new code). Current: None."""
-    store = JobStore(conn)
-    revisions = (set() if not store.one(Q.schema_versioned)[0]
-                 else {row[0] for row in store.rows(Q.schema_revisions)})
+    revisions = database_revisions(conn)
     if not revisions:
         raise SchemaOutOfDate("the database has no Jobwarden tables yet: run "
                               "`jobwarden migrate` first")

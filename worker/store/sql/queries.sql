@@ -983,14 +983,6 @@ SET synchronous_commit = off
 -- Subscribe this session to the wake-ups of enqueues and retries (worker/engine/listener.py).
 LISTEN jobwarden_jobs
 
--- name: schema_versioned
--- Whether the database has Alembic's revision table (worker/store/db.py check_schema).
-SELECT to_regclass('alembic_version') IS NOT NULL;
-
--- name: schema_revisions
--- The migration revisions the database is at (Alembic's alembic_version).
-SELECT version_num FROM alembic_version ORDER BY version_num;
-
 -- name: insert_execution_logs
 -- The log lines of executions whose outcomes this transaction just wrote (write_batch):
 -- one row each, finished when their execution did (the same transaction's now()). An
