@@ -94,7 +94,11 @@ def access(user_id: int) -> ResponseReturnValue:
     with get_db().transaction() as tx:
         done = tx.all(CQ.console_user_set_access, user_id=user_id, role=form.role.data,
                       disabled=form.access.data == "disabled")
-    if not done:
+        found = done or tx.all(CQ.console_user_exists, user_id=user_id)
+    if not found:
         abort(404)
+    if not done:
+        flash("The last enabled admin cannot be demoted or disabled.", "error")
+        return redirect(url_for("jobwarden.users.index"), code=303)
     flash("Access updated.", "ok")
     return redirect(url_for("jobwarden.users.index"), code=303)

@@ -101,3 +101,38 @@ def test_the_exact_name_of_an_existing_user_still_resets_them(admin, post_form, 
     post_form(admin, "/users", {"username": "op1", "role": "viewer",
                                 "password": "a new long passphrase"}, token_from="/users")
     assert role_of(clean_db, "op1") == "viewer"
+
+
+def test_two_admins_disabling_each_other_at_once_leave_one_enabled(clean_db, users):
+    """The second access change waits for the first (the enabled admins are locked), then
+    finds its target the last enabled admin and is refused: never both disabled."""
+    import threading
+
+    import psycopg
+
+    from jobwarden.console.cli.accounts import user_add
+    from jobwarden.console.data.database import CQ
+    from tests.helpers import wait_for
+
+    user_add("grace", "admin", "grace long passphrase", database_url=clean_db)
+    ada = scalar(clean_db, "SELECT id FROM console_users WHERE username = 'ada'")
+    grace = scalar(clean_db, "SELECT id FROM console_users WHERE username = 'grace'")
+    params = {"role": "admin", "disabled": True}
+    with psycopg.connect(clean_db) as first, psycopg.connect(clean_db) as second:
+        assert first.execute(CQ.console_user_set_access.sql, {**params, "user_id": grace}).fetchall()
+        pid = second.info.backend_pid
+        answer: list = []
+        racer = threading.Thread(target=lambda: answer.append(second.execute(
+            CQ.console_user_set_access.sql, {**params, "user_id": ada}).fetchall()))
+        racer.start()
+        wait_for(lambda: scalar(clean_db, "SELECT wait_event_type = 'Lock' FROM "
+                                          "pg_stat_activity WHERE pid = %s", [pid]),
+                 timeout=10, message="the second change to wait for the first")
+        first.commit()
+        racer.join(10)
+        second.commit()
+    assert answer == [[]]
+    assert scalar(clean_db, "SELECT count(*) FROM console_users "
+                            "WHERE role = 'admin' AND NOT disabled") == 1
+    assert scalar(clean_db, "SELECT disabled FROM console_users WHERE id = %s", [ada]) is False
+

@@ -578,13 +578,30 @@ WHERE last_failure_at < now() - make_interval(secs => %(older_than)s::float8)
 SELECT id, username, role, disabled, created_at, last_login_at
 FROM console_users ORDER BY username;
 
+-- name: console_user_exists
+-- Whether a user of this id exists (an access change that came back empty: refused, or
+-- no such user).
+SELECT id FROM console_users WHERE id = %(user_id)s::bigint;
+
 -- name: console_user_set_access
 -- Change a user's role or disable/enable them (admin only); a change ends their sessions.
-UPDATE console_users SET role = %(role)s::text, disabled = %(disabled)s::boolean,
-    session_generation = session_generation
-        + (role IS DISTINCT FROM %(role)s::text OR disabled IS DISTINCT FROM %(disabled)s::boolean)::int
-WHERE id = %(user_id)s::bigint
-RETURNING id;
+-- No row back when that would demote or disable the last enabled admin. The enabled
+-- admins are locked first, in id order: of two admins demoting each other at once, the
+-- second waits for the first, then finds its target the last one (the row the first
+-- changed no longer matches once its lock is granted), and is refused.
+WITH admins AS MATERIALIZED (
+    SELECT id FROM console_users WHERE role = 'admin' AND NOT disabled
+    ORDER BY id FOR UPDATE
+)
+UPDATE console_users u SET role = %(role)s::text, disabled = %(disabled)s::boolean,
+    session_generation = u.session_generation
+        + (u.role IS DISTINCT FROM %(role)s::text
+           OR u.disabled IS DISTINCT FROM %(disabled)s::boolean)::int
+WHERE u.id = %(user_id)s::bigint
+  AND (NOT (u.role = 'admin' AND NOT u.disabled)
+       OR %(role)s::text = 'admin' AND NOT %(disabled)s::boolean
+       OR EXISTS (SELECT 1 FROM admins a WHERE a.id <> u.id))
+RETURNING u.id;
 
 -- name: console_failed_group_sparklines
 -- Per error code, type, outcome (failed, retried, unknown) and minute of the last hour:
