@@ -62,6 +62,14 @@ def test_worker_refuses_an_app_that_does_not_import(clean_db):
     assert "cannot import app module 'no_such_module_here'" in result.stderr
 
 
+@pytest.mark.parametrize("app", ["./jobs", "", "a..b", "jobs/tasks"])
+def test_worker_refuses_an_app_that_is_no_module_name_in_one_line(clean_db, app):
+    result = jobwarden("worker", "--app", app)
+    assert result.returncode == 1
+    assert result.stderr == (f"jobwarden: {app!r} is not a module name: give the app's "
+                             "dotted name, such as shop or myapp.jobs\n")
+
+
 def test_unreachable_database_is_a_one_line_error(clean_db):
     env = dict(os.environ, DATABASE_URL="postgresql://postgres@127.0.0.1:1/nowhere")
     result = subprocess.run([sys.executable, "-m", "jobwarden.worker.cli", "stats"], cwd=ROOT, env=env,

@@ -43,6 +43,8 @@ def test_sla_targets_parse_the_registry_notation_and_refuse_the_rest():
         "send_email": 30.0, "export": 120.0, "nightly": 86_400.0}
     with pytest.raises(ValueError, match="^bad: 'x' is not a duration"):
         parse_sla_targets("send_email=30s,bad=x")
+    with pytest.raises(ValueError, match="^'a' is given twice$"):  # not the last one silently
+        parse_sla_targets("a=1s,b=2s,a=5m")
 
 
 def test_limits_are_clamped():

@@ -30,3 +30,10 @@ def test_a_history_shorter_than_a_job_age_is_refused_in_one_line(text, says):
     with pytest.raises(ValueError, match="^retention: " + says) as refused:
         RetentionPolicy.parse(text)
     assert "\n" not in str(refused.value)
+
+
+def test_a_status_given_twice_is_refused_not_the_last_one_taken():
+    with pytest.raises(ValueError, match=r"^retention: completed is given twice "
+                                         r"\(completed=1d and completed=200d\)$"):
+        RetentionPolicy.parse("completed=1d,failed=9d,completed=200d")
+    assert RetentionPolicy.parse("completed=1d,failed=9d").ages["completed"] == 86_400

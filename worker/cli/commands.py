@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from importlib.metadata import entry_points
@@ -55,8 +56,15 @@ if TYPE_CHECKING:
     from jobwarden.worker.ops.operations import ActionResult
 
 
+#: A module's dotted name, as `--app` takes it.
+DOTTED_NAME = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
+
+
 def load_app(module: str) -> None:
     """Import the module that registers the job handlers (from the cwd or PYTHONPATH)."""
+    if not DOTTED_NAME.fullmatch(module):  # a path or a blank: import_module's own errors
+        raise SystemExit(f"jobwarden: {module[:200]!r} is not a module name: give the "
+                         "app's dotted name, such as shop or myapp.jobs")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:

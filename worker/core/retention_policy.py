@@ -41,6 +41,9 @@ class RetentionPolicy:
         for item in text.split(","):
             status, _, value = item.partition("=")
             status = status.strip()
+            if status in given:  # which of the two was meant is not ours to guess
+                raise ValueError(f"retention: {status} is given twice "
+                                 f"({status}={given[status]} and {item.strip()})")
             if status not in (*DEFAULT_AGES, "executions"):
                 raise ValueError(f"retention: unknown status {status!r} "
                                  f"(use {', '.join(DEFAULT_AGES)} or executions)")

@@ -205,6 +205,8 @@ def parse_sla_targets(text: object) -> dict[str, float]:
         if not name or not equals:
             raise ValueError(f"{shown(item.strip())} is not a job type's target like "
                              "send_email=30s")
+        if name in targets:  # which of the two was meant is not ours to guess
+            raise ValueError(f"{shown(name)} is given twice")
         try:
             targets[name] = POSITIVE.parse(value)
         except ValueError as exc:
