@@ -36,6 +36,24 @@ def test_a_live_limit_on_a_queue_nothing_names_is_refused_like_a_pause(conn, cle
     assert limits_written(clean_db) == (1, 1)
 
 
+def test_a_live_limit_on_a_type_nothing_names_is_refused_as_a_queue_is(conn, clean_db):
+    conn.execute("INSERT INTO background_jobs (type, queue, payload) VALUES ('mail', 'email', "
+                 "'{}')")
+    conn.commit()
+    typo = jobwarden("limits", "set", "--type", "mial", "--rate", "10/s", "--reason", "r")
+    assert typo.returncode == 1, typo.stderr
+    assert typo.stderr == ("jobwarden limits: job type 'mial' is unknown: no job, published "
+                           "job type or live limit names it; nothing was changed (--new "
+                           "limits it before its first job)\n")
+    assert limits_written(clean_db) == (0, 0)
+    known = jobwarden("limits", "set", "--type", "mail", "--rate", "10/s", "--reason", "r")
+    assert known.returncode == 0, known.stderr
+    ahead = jobwarden("limits", "set", "--type", "report", "--max-concurrency", "2", "--new",
+                      "--reason", "before the deploy")
+    assert ahead.returncode == 0, ahead.stderr
+    assert limits_written(clean_db) == (2, 2)
+
+
 def test_a_queue_not_in_use_yet_gets_a_limit_when_named_new_and_is_known_after(clean_db):
     ahead = jobwarden("limits", "set", "--queue", "reports", "--max-concurrency", "2", "--new",
                       "--reason", "before the deploy")

@@ -128,6 +128,9 @@ def test_a_limit_set_from_the_console_reaches_a_running_worker(operator, post_fo
 
 
 def test_the_job_type_page_shows_its_limit(operator, post_form, clean_db):
+    with psycopg.connect(clean_db) as c:  # a type a job names (another is a typo, refused)
+        c.execute("INSERT INTO background_jobs (type, queue, payload) "
+                  "VALUES ('report.build', 'default', '{}')")
     r = post_form(operator, "/limits/set", {
         "scope": "type", "name": "report.build", "rate": "30/m", "reason": "db load",
         "request_id": "t1", "back": "type"}, token_from="/queues")
@@ -140,6 +143,9 @@ def test_the_job_type_page_shows_its_limit(operator, post_form, clean_db):
 
 def test_the_cli_sets_lists_and_clears_a_limit(clean_db):
     env_user = os.environ.get("USER")
+    with psycopg.connect(clean_db) as c:  # a type a job names (another is a typo, refused)
+        c.execute("INSERT INTO background_jobs (type, queue, payload) "
+                  "VALUES ('mail', 'default', '{}')")
     r = jobwarden("limits", "set", "--type", "mail", "--rate", "10/s", "--burst", "20",
                   "--reason", "provider cap", "--actor", "ops")
     assert r.returncode == 0, r.stderr

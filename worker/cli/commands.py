@@ -238,7 +238,13 @@ def cmd_queue(args: argparse.Namespace) -> int:
 def cmd_limits(args: argparse.Namespace) -> int:
     """`jobwarden limits list|set|clear`: the live limits of queues and types (audited)."""
     # Imported here, as in cmd_reconcile: the worker never takes these actions.
-    from jobwarden.worker.ops.operations import UnknownQueue, clear_limit, live_limits, set_limit
+    from jobwarden.worker.ops.operations import (
+        UnknownQueue,
+        UnknownType,
+        clear_limit,
+        live_limits,
+        set_limit,
+    )
 
     with connect() as conn:
         if args.limits_command == "list":
@@ -265,7 +271,7 @@ def cmd_limits(args: argparse.Namespace) -> int:
             else:
                 result = clear_limit(conn, scope, name, actor=_actor(args), role="admin",
                                      reason=args.reason)
-        except UnknownQueue as exc:  # as `queue pause` refuses it
+        except (UnknownQueue, UnknownType) as exc:  # as `queue pause` refuses it
             print(f"jobwarden limits: {printable(exc)}; nothing was changed (--new limits "
                   "it before its first job)", file=sys.stderr)
             return 1
@@ -501,9 +507,9 @@ def build_parser(contributed: bool = True) -> CommandParser:
                             help="the rate's bucket: most jobs claimed at once after a quiet "
                                  "spell (default: one second's worth)")
             lm.add_argument("--new", action="store_true",
-                            help="with --queue: limit a queue even though nothing names it "
-                                 "yet (e.g. before its job type is first deployed); any "
-                                 "other unknown queue is refused, as a likely typo")
+                            help="limit a queue or a job type even though nothing names "
+                                 "it yet (e.g. before its job type is first deployed); any "
+                                 "other unknown queue or type is refused, as a likely typo")
         lm.add_argument("--reason", required=True, help="why (goes to the audit log)")
         lm.add_argument("--actor", help="who (default: cli:$USER)")
         lm.set_defaults(fn=cmd_limits)

@@ -502,6 +502,11 @@ class UnknownQueue(ValueError):
     """A live limit named a queue nothing names: a likely typo, refused (`new` allows it)."""
 
 
+class UnknownType(ValueError):
+    """A live limit named a job type nothing names: a likely typo, refused (`new` allows
+    it)."""
+
+
 def set_limit(conn: CallerConnection, scope: str, name: str, *, actor: str, role: str,
               reason: str, max_concurrency: int | None = None, rate: str | float | None = None,
               burst: int | None = None, request_id: str | None = None,
@@ -532,10 +537,13 @@ def set_limit(conn: CallerConnection, scope: str, name: str, *, actor: str, role
                                              limit_target=target)):
         return done
     # As a pause refuses it (from the CLI and the console alike): a typo must not pass
-    # for a limited queue. `new` limits a queue before its first job.
+    # for a limited queue or type. `new` limits one before its first job.
     if scope == "queue" and not new and not JobStore(conn).one(Q.queue_known, {"queue": name})[0]:
         raise UnknownQueue(f"queue {name!r} is unknown: no job, published job type, worker, "
                            "pause or live limit names it")
+    if scope == "type" and not new and not JobStore(conn).one(Q.type_known, {"type": name})[0]:
+        raise UnknownType(f"job type {name!r} is unknown: no job, published job type or "
+                          "live limit names it")
     _rows(conn, Q.operator_limit_set, {
         "scope": scope, "name": name, "max_concurrency": max_concurrency,
         "rate": per_second, "burst": None if burst is None else float(burst),

@@ -242,6 +242,16 @@ SELECT EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = %(queue)s::text
     OR EXISTS (SELECT 1 FROM job_limit_controls
                WHERE scope = 'queue' AND name = %(queue)s::text);
 
+-- name: type_known
+-- Whether a job type is one the database knows (a job of it, by the count rollup; a
+-- published job type; a live limit): a live limit on any other type is refused as a
+-- typo (set_limit), as one on an unknown queue is.
+SELECT EXISTS (SELECT 1 FROM job_count_deltas WHERE type = %(type)s::text
+               GROUP BY status, queue HAVING sum(jobs) <> 0)
+    OR EXISTS (SELECT 1 FROM job_types WHERE type = %(type)s::text)
+    OR EXISTS (SELECT 1 FROM job_limit_controls
+               WHERE scope = 'type' AND name = %(type)s::text);
+
 -- name: queues_known
 -- Every queue a job, a published job type, a worker or a queue control names (for
 -- `queue pause --all` after a restore). DISTINCT over background_jobs reads every job:
