@@ -300,6 +300,147 @@ def _waits_for_a_lock(url: str) -> bool:
                          "AND datname = current_database()").fetchone()[0] > 0
 
 
+# -- an operator's retry of a dependent ----------------------------------------------------
+
+def waiting_on(conn, job_id: int) -> int:
+    return conn.execute("SELECT waiting_on FROM background_jobs WHERE id = %s",
+                        [job_id]).fetchone()[0]
+
+
+def retry_audit(conn, job_id: int) -> tuple[str, str]:
+    return conn.execute("SELECT from_status, to_status FROM job_audit WHERE job_id = %s "
+                        "AND action = 'retry' ORDER BY id DESC LIMIT 1", [job_id]).fetchone()
+
+
+def test_a_retried_dependent_with_a_parent_not_completed_waits_for_it_again(conn):
+    """A child cancelled while one of its two parents had completed: the retry sends it
+    back to waiting for the other, never to pending, and audits what it went to."""
+    done, slow = add(conn), add(conn)
+    child = add(conn, after=[done, slow])
+    conn.commit()
+    run(conn, done)
+    act(conn, ops.cancel_job, child)
+    result = act(conn, ops.retry_job, child)
+    assert "waiting" in result.message and "1 parent" in result.message
+    assert (status(conn, child), waiting_on(conn, child)) == ("waiting", 1)
+    assert retry_audit(conn, child) == ("cancelled", "waiting")
+    claimed = claim(conn, types=["step"], leases=[30.0], queues=None, limit=10, worker_id="w")
+    conn.commit()
+    assert [c.id for c in claimed] == [slow]  # the child is not claimable
+    assert finish(conn, slow, claimed[0].execution_id)
+    conn.commit()
+    assert (status(conn, child), waiting_on(conn, child)) == ("pending", 0)
+
+
+def test_a_retried_dependent_whose_parents_all_completed_is_pending(conn):
+    parent = add(conn)
+    child = add(conn, after=[parent])
+    conn.commit()
+    act(conn, ops.cancel_job, child)
+    run(conn, parent)  # completes after the child was cancelled: its edge is released
+    result = act(conn, ops.retry_job, child)
+    assert "pending" in result.message
+    assert (status(conn, child), waiting_on(conn, child)) == ("pending", 0)
+    assert retry_audit(conn, child) == ("cancelled", "pending")
+
+
+def test_a_retried_dependent_waits_on_a_run_anyway_edge_until_its_parent_ends(conn):
+    parent = add(conn)
+    cleanup = add(conn, after=[Dep(parent, run_anyway=True)])
+    conn.commit()
+    act(conn, ops.cancel_job, cleanup)
+    act(conn, ops.retry_job, cleanup)
+    assert (status(conn, cleanup), waiting_on(conn, cleanup)) == ("waiting", 1)
+    run(conn, parent, O.FAILED)  # any final state releases a run_anyway edge
+    assert (status(conn, cleanup), waiting_on(conn, cleanup)) == ("pending", 0)
+
+
+@pytest.mark.parametrize("order", ["parent first", "child first", "together"])
+def test_a_flow_cancelled_with_its_parent_and_retried_runs_in_order(conn, order):
+    """The tester's path: a parent cancelled with its dependents, then both retried (one by
+    one in either order, or as one bulk selection): the child waits for the parent."""
+    parent = add(conn)
+    child = add(conn, after=[parent])
+    conn.commit()
+    act(conn, ops.cancel_job, parent, dependents="cancel")
+    assert status(conn, child) == "cancelled"
+    if order == "together":
+        result = ops.act_on_selection(conn, "retry", [parent, child], actor="ops",
+                                      role="operator", reason="test", bulk_id=str(uuid.uuid4()))
+        conn.commit()
+        assert result.jobs == 2 and "1 wait" in result.message, result.message
+    else:
+        for job_id in ([parent, child] if order == "parent first" else [child, parent]):
+            act(conn, ops.retry_job, job_id)
+    assert [status(conn, j) for j in (parent, child)] == ["pending", "waiting"]
+    claimed = claim(conn, types=["step"], leases=[30.0], queues=None, limit=10, worker_id="w")
+    conn.commit()
+    assert [c.id for c in claimed] == [parent]
+    assert finish(conn, parent, claimed[0].execution_id, result='{"v": 42}')
+    conn.commit()
+    assert (status(conn, child), waiting_on(conn, child)) == ("pending", 0)
+
+
+def test_a_retry_of_a_parent_that_failed_leaves_a_retried_child_waiting_until_it_completes(
+        conn):
+    parent = add(conn)
+    child = add(conn, after=[parent])
+    conn.commit()
+    act(conn, ops.cancel_job, child)
+    run(conn, parent, O.FAILED)
+    act(conn, ops.retry_job, child)
+    assert status(conn, child) == "waiting"  # held by the failed parent
+    act(conn, ops.retry_job, parent)
+    run(conn, parent, O.FAILED)
+    assert (status(conn, child), waiting_on(conn, child)) == ("waiting", 1)
+    act(conn, ops.retry_job, parent)
+    run(conn, parent)
+    assert (status(conn, child), waiting_on(conn, child)) == ("pending", 0)
+
+
+def test_a_retry_waits_for_a_parents_finish_in_progress_and_counts_its_release(clean_db):
+    """The finish holds the cancelled child's row (its release counts every dependent,
+    whatever its status); the retry waits for it, then counts the edges in a snapshot
+    that sees the release: pending, nothing left to wait for."""
+    with psycopg.connect(clean_db) as setup:
+        parent = add(setup)
+        child = add(setup, after=[parent])
+        setup.commit()
+        act(setup, ops.cancel_job, child)
+        execution = start(setup, parent)
+        setup.commit()
+    with psycopg.connect(clean_db) as tf, psycopg.connect(clean_db) as tr:
+        assert finish(tf, parent, execution)  # uncommitted
+        thread = threading.Thread(target=lambda: act(tr, ops.retry_job, child))
+        thread.start()
+        wait_for(lambda: _waits_for_a_lock(clean_db))
+        tf.commit()
+        thread.join(30)
+        assert (status(tf, child), waiting_on(tf, child)) == ("pending", 0)
+
+
+def test_a_finish_that_began_before_a_retry_committed_still_releases_the_child(clean_db):
+    """The retry holds the child, back in waiting, uncommitted; a parent's finish begins
+    meanwhile (its snapshot shows the child cancelled), waits for the child's row and
+    decrements the count the retry wrote: the child is not left waiting."""
+    with psycopg.connect(clean_db) as setup:
+        parent = add(setup)
+        child = add(setup, after=[parent])
+        setup.commit()
+        act(setup, ops.cancel_job, child)
+        execution = start(setup, parent)
+        setup.commit()
+    with psycopg.connect(clean_db) as tr, psycopg.connect(clean_db) as tf:
+        assert ops.retry_job(tr, child, actor="ops", role="operator", reason="test").ok
+        thread = threading.Thread(target=lambda: (finish(tf, parent, execution), tf.commit()))
+        thread.start()
+        wait_for(lambda: _waits_for_a_lock(clean_db))
+        tr.commit()
+        thread.join(30)
+        assert status(tr, parent) == "completed"
+        assert (status(tr, child), waiting_on(tr, child)) == ("pending", 0)
+
+
 # -- repair ----------------------------------------------------------------------------
 
 def test_the_repair_duty_releases_what_an_older_runtime_left(conn):

@@ -101,7 +101,8 @@ def allowed_actions(status: str, cancel_requested: bool = False) -> tuple[str, .
 
 def retry_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
               request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
-    """Put a failed, cancelled or unknown job back to pending for a new execution."""
+    """Put a failed, cancelled or unknown job back for a new execution: pending, or
+    waiting while edges of its are not released (a parent not completed yet)."""
     return _act_on_job(conn, "retry", job_id, actor, role, reason, request_id, expected_status)
 
 
@@ -260,7 +261,7 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
                      details=json.dumps({"bulk": True, "selected": len(job_ids),
                                          "dependents": dependents}))
     if action == "retry":
-        row = _rows(conn, Q.operator_jobs_retry, params)[0]
+        row = _retry(conn, params)
     else:
         to_status = "cancelled" if action == "cancel" else TARGET_STATUS[action]
         row = _rows(conn, Q.operator_jobs_transition, {**params, "to_status": to_status})[0]
@@ -274,7 +275,7 @@ def act_on_selection(conn: CallerConnection, action: str, job_ids: list[int], *,
     _count_batch_members(conn)
     return ActionResult(True, action, jobs,
                         f"{_PAST[action].capitalize()} {jobs} of {len(job_ids)} selected "
-                        f"job(s){note}.{flow}")
+                        f"job(s){note}{_waiting_note(row)}.{flow}")
 
 
 def already_done(conn: CallerConnection, action: str, request_id: str, actor: str,
@@ -387,14 +388,16 @@ def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, ro
                                     f"Cancel requested for running job #{job_id}; "
                                     "its worker stops it at the next heartbeat.")
     elif action == "retry":
-        row = _rows(conn, Q.operator_jobs_retry, params)[0]
+        row = _retry(conn, params)
     else:
         row = _rows(conn, Q.operator_jobs_transition,
                     {**params, "to_status": TARGET_STATUS[action]})[0]
     if row["jobs"]:
         note = _decide_dependents(conn, action, [int(job_id)], dependents, params)
         _count_batch_members(conn)
-        return ActionResult(True, action, 1, _DONE[action].format(job_id=job_id) + note)
+        said = _DONE["retry_waiting" if action == "retry" and row["waiting"] else action]
+        return ActionResult(True, action, 1,
+                            said.format(job_id=job_id, parents=row.get("waiting_on")) + note)
     # A concurrent submission of the same form may have won the race just now.
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              job_id=int(job_id))):
@@ -417,7 +420,7 @@ def _act_on_group(conn: CallerConnection, action: str, error_code: str, job_type
                      details=json.dumps({"bulk": True, "error_code": error_code,
                                          "job_type": job_type or None}))
     if action == "retry":
-        row = _rows(conn, Q.operator_jobs_retry, params)[0]
+        row = _retry(conn, params)
     else:
         row = _rows(conn, Q.operator_jobs_transition,
                     {**params, "to_status": TARGET_STATUS[action]})[0]
@@ -429,7 +432,8 @@ def _act_on_group(conn: CallerConnection, action: str, error_code: str, job_type
         return ActionResult(False, action, 0,
                             f"No failed jobs left in group {label}: nothing was changed.")
     verb = "Retried" if action == "retry" else "Skipped"
-    return ActionResult(True, action, jobs, f"{verb} {jobs} failed job(s) of group {label}.")
+    return ActionResult(True, action, jobs, f"{verb} {jobs} failed job(s) of group "
+                        f"{label}{_waiting_note(row)}.")
 
 
 def _set_paused(conn: CallerConnection, queue: str, paused: bool, actor: str, role: str,
@@ -709,11 +713,30 @@ def _explain_refusal(conn: CallerConnection, action: str, job_id: int,
 
 _DONE = {
     "retry": "Job #{job_id} is back in pending; a worker will run it again.",
+    "retry_waiting": "Job #{job_id} is back in waiting: it runs once its {parents} "
+                     "parent(s) not yet released complete.",
     "cancel": "Job #{job_id} was cancelled.",
     "skip": "Job #{job_id} was skipped.",
     "mark_completed": "Job #{job_id} was marked completed.",
     "mark_failed": "Job #{job_id} was marked failed.",
 }
+
+
+def _retry(conn: CallerConnection, params: dict[str, Any]) -> dict[str, Any]:
+    """Retry the jobs `params` select: lock them (in id order), then move them, in a
+    statement whose snapshot is taken once they are held, to pending, or to waiting when
+    edges of theirs are not released (docs/guide/flows.md). A release that locked one of
+    them first has committed by then and is counted; one that comes later waits for this
+    transaction and decrements the count it wrote. Returns the retry's row (`jobs`,
+    `waiting`, `waiting_on`)."""
+    locked = [r["id"] for r in _rows(conn, Q.operator_jobs_lock_for_retry, params)]
+    return _rows(conn, Q.operator_jobs_retry, {**params, "job_ids": locked})[0]
+
+
+def _waiting_note(row: dict[str, Any]) -> str:
+    """What a bulk retry's message adds for the jobs it sent back to waiting."""
+    waiting = row.get("waiting") or 0
+    return f"; {waiting} wait for parents not completed yet" if waiting else ""
 
 
 def _rows(conn: CallerConnection, query: Query, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -62,12 +62,15 @@ WITH released AS (
            OR (%(as_completed)s::bool AND p.status IN ('cancelled', 'skipped')))
     RETURNING e.job_id
 ), freed AS (
+    -- Every dependent, whatever its status, as finish_executions does (an operator's
+    -- retry may be moving it back to waiting).
     UPDATE background_jobs d
     SET waiting_on = d.waiting_on - r.n,
-        status = CASE WHEN d.waiting_on <= r.n THEN 'pending' ELSE 'waiting' END,
+        status = CASE WHEN d.status = 'waiting' AND d.waiting_on <= r.n THEN 'pending'
+                      ELSE d.status END,
         available_at = greatest(d.available_at, now())
     FROM (SELECT job_id, count(*) AS n FROM released GROUP BY job_id) r
-    WHERE d.id = r.job_id AND d.status = 'waiting'
+    WHERE d.id = r.job_id
     RETURNING d.id, d.queue, d.status
 )
 SELECT id, pg_notify('jobwarden_jobs', queue) FROM freed WHERE status = 'pending'

@@ -1,34 +1,50 @@
 -- Operator actions (retry, cancel, skip, reconcile), used by worker/ops/operations.py.
 --
--- Each action is one statement: lock the jobs still in an allowed state, change them
--- (compare-and-set) and append one job_audit row per job, so the state change and its
--- audit commit together or not at all. A job whose state moved meanwhile (a worker
+-- Each action is one statement (a retry: one that locks, then one that acts): lock the
+-- jobs still in an allowed state, change them (compare-and-set) and append one job_audit
+-- row per job, so the state change and its audit commit together or not at all. A job whose state moved meanwhile (a worker
 -- finished it, another operator acted first) is simply not selected: zero rows.
 --
 -- Selection is one job (job_id), a set of jobs an operator reviewed (job_ids), or a failed group (error_code, optional job_type,
 -- failed no later than seen_until: jobs failing after the operator's preview are left
 -- alone). Custom plans fold the `IS NULL OR` guards away, so each form uses its index.
 
+-- name: operator_jobs_lock_for_retry
+-- The jobs a retry may move, locked in id order (operator_jobs_retry then moves them).
+-- A statement of its own: once it returns, every release that reached one of them
+-- (finish_executions, release_dependents: each locks its dependents, whatever their
+-- status) has committed, so the retry, in a snapshot taken after, counts their edges
+-- as committed; a release that has not reached them waits for the retry and then
+-- decrements the count it wrote.
+SELECT id
+FROM background_jobs
+WHERE status = ANY(%(from_statuses)s::text[])
+  AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
+  AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
+  AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
+  AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
+  AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
+  AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
+  -- A reviewed selection: each job only in the status it had when selected (pairs
+  -- with job_ids; NULL for a selection from before migration 0071: any status the
+  -- action allows), and not retried since (a retry is an operator's change, whatever
+  -- status the job reached again). Uncorrelated, so one hash of the pairs.
+  AND (%(selected_statuses)s::text[] IS NULL OR (id, status) IN (
+        SELECT * FROM unnest(%(job_ids)s::bigint[], %(selected_statuses)s::text[])))
+  AND (%(selected_at)s::timestamptz IS NULL OR retried_at IS NULL
+       OR retried_at <= %(selected_at)s::timestamptz)
+ORDER BY id
+FOR UPDATE;
+
 -- name: operator_jobs_retry
--- Back to pending for a new execution; skips jobs whose idempotency key a live job holds.
+-- Back for a new execution the jobs operator_jobs_lock_for_retry locked (`job_ids`):
+-- to pending, or to waiting when edges of theirs are not released yet (a dependent runs
+-- only after every parent completed: docs/guide/flows.md), with `waiting_on` counted
+-- from those edges. Skips jobs whose idempotency key a live job holds.
 WITH candidates AS (
     SELECT id, status, idempotency_key
     FROM background_jobs
-    WHERE status = ANY(%(from_statuses)s::text[])
-      AND (%(job_id)s::bigint IS NULL OR id = %(job_id)s::bigint)
-      AND (%(job_ids)s::bigint[] IS NULL OR id = ANY(%(job_ids)s::bigint[]))
-      AND (%(error_code)s::text IS NULL OR last_error_code = %(error_code)s::text)
-      AND (%(job_type)s::text IS NULL OR type = %(job_type)s::text)
-      AND (%(seen_until)s::timestamptz IS NULL OR failed_at <= %(seen_until)s::timestamptz)
-      AND (%(expected_status)s::text IS NULL OR status = %(expected_status)s::text)
-      -- A reviewed selection: each job only in the status it had when selected (pairs
-      -- with job_ids; NULL for a selection from before migration 0071: any status the
-      -- action allows), and not retried since (a retry is an operator's change, whatever
-      -- status the job reached again). Uncorrelated, so one hash of the pairs.
-      AND (%(selected_statuses)s::text[] IS NULL OR (id, status) IN (
-            SELECT * FROM unnest(%(job_ids)s::bigint[], %(selected_statuses)s::text[])))
-      AND (%(selected_at)s::timestamptz IS NULL OR retried_at IS NULL
-           OR retried_at <= %(selected_at)s::timestamptz)
+    WHERE id = ANY(%(job_ids)s::bigint[]) AND status = ANY(%(from_statuses)s::text[])
     FOR UPDATE
 ), target AS (
     -- One job per idempotency key, and none whose key a pending/running job holds:
@@ -43,7 +59,8 @@ WITH candidates AS (
     ORDER BY coalesce(c.idempotency_key, c.id::text), c.id DESC
 ), updated AS (
     UPDATE background_jobs j SET
-        status = 'pending',
+        status = CASE WHEN e.held > 0 THEN 'waiting' ELSE 'pending' END,
+        waiting_on = e.held,
         available_at = now(),
         execution_id = NULL,
         worker_id = NULL,
@@ -62,9 +79,11 @@ WITH candidates AS (
         -- An operator's retry runs the job whatever its deadline was (an expired job's
         -- would end it again at once: migration 0081).
         expires_at = NULL
-    FROM target t
+    FROM target t,
+         LATERAL (SELECT count(*) AS held FROM job_dependencies d
+                  WHERE d.job_id = t.id AND d.released_at IS NULL) e
     WHERE j.id = t.id
-    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status
+    RETURNING j.id, j.queue, t.status AS from_status, j.status AS to_status, j.waiting_on
 ), audit AS (
     INSERT INTO job_audit
         (job_id, bulk_id, actor, role, action, reason, from_status, to_status, request_id, details)
@@ -73,11 +92,15 @@ WITH candidates AS (
     FROM updated
     RETURNING job_id
 ), woken AS (
-    SELECT pg_notify('jobwarden_jobs', q.queue) FROM (SELECT DISTINCT queue FROM updated) q
+    SELECT pg_notify('jobwarden_jobs', q.queue)
+    FROM (SELECT DISTINCT queue FROM updated WHERE to_status = 'pending') q
 )
 SELECT (SELECT count(*) FROM audit) AS jobs,
        (SELECT count(*) FROM woken) AS queues,
-       (SELECT min(id) FROM updated) AS first_job_id;
+       (SELECT min(id) FROM updated) AS first_job_id,
+       -- How many went to waiting, and (for one job) how many edges hold it.
+       (SELECT count(*) FROM updated WHERE to_status = 'waiting') AS waiting,
+       (SELECT max(waiting_on) FROM updated) AS waiting_on;
 
 -- name: operator_jobs_transition
 -- Move jobs to a terminal status (cancelled, skipped, completed, failed) by operator decision.

@@ -716,12 +716,16 @@ WITH job AS (
       AND (p.status = 'completed' OR run_anyway AND p.status NOT IN ('pending', 'unknown'))
     RETURNING job_id
 ), freed AS (
+    -- Every dependent, whatever its status: its count stays its edges not released, and
+    -- one an operator's retry holds (cancelled in this snapshot) is waited for and read
+    -- as the retry left it, back in waiting (operator_jobs_lock_for_retry).
     UPDATE background_jobs d
     SET waiting_on = d.waiting_on - r.n,
-        status = CASE WHEN d.waiting_on <= r.n THEN 'pending' ELSE 'waiting' END,
+        status = CASE WHEN d.status = 'waiting' AND d.waiting_on <= r.n THEN 'pending'
+                      ELSE d.status END,
         available_at = greatest(d.available_at, now())
     FROM (SELECT job_id, count(*) AS n FROM released GROUP BY job_id) r
-    WHERE d.id = r.job_id AND d.status = 'waiting'
+    WHERE d.id = r.job_id
     -- Wake the workers of the queue (a transaction sends one notification per queue).
     RETURNING pg_notify('jobwarden_jobs', d.queue)
 ), prior AS MATERIALIZED (
