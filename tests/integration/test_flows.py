@@ -228,6 +228,26 @@ def test_a_waiting_job_can_itself_be_cancelled_or_skipped(conn):
     run(conn, parent)  # their edges release nothing now
     assert (status(conn, a), status(conn, b)) == ("cancelled", "skipped")
 
+def test_a_parent_its_handler_skipped_takes_no_action_and_its_dependents_are_acted_on(conn):
+    """The runbook's path for a parent that ended skipped: no action applies to it, so
+    the operator cancels or skips the waiting dependent itself, with its own choice for
+    the jobs after it; a run_anyway cleanup of the parent has already run."""
+    parent = add(conn)
+    child = add(conn, after=[parent])
+    grandchild = add(conn, after=[child])
+    cleanup = add(conn, after=[Dep(parent, run_anyway=True)])
+    conn.commit()
+    run(conn, parent, O.SKIPPED)
+    assert ops.allowed_actions("skipped") == ()
+    refused = ops.skip_job(conn, parent, actor="ops", role="operator", reason="test",
+                           dependents="release")
+    conn.commit()
+    assert not refused.ok and "Nothing was changed" in refused.message
+    assert [status(conn, j) for j in (child, grandchild, cleanup)] == [
+        "waiting", "waiting", "pending"]
+    act(conn, ops.skip_job, child, dependents="cancel")
+    assert [status(conn, j) for j in (child, grandchild)] == ["skipped", "cancelled"]
+
 
 # -- races -----------------------------------------------------------------------------
 
