@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import UTC, datetime
 
 from jobwarden import RetryPolicy, job, registry
 
@@ -231,8 +232,50 @@ def charge_job(ctx, payload):
         die()
 
 
+def wait_for_gate(ctx, seconds: float = 60) -> None:
+    """Wait until the test opens the job's gate (chaos_gates)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with ctx._pool.connection() as conn:
+            if conn.execute("SELECT count(*) > 0 FROM chaos_gates WHERE job_id = %s",
+                            [ctx.job_id]).fetchone()[0]:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the gate of job {ctx.job_id} stayed shut {seconds}s")
+        time.sleep(0.05)
+
+
+@job("chaos.bad_values", queue="chaos", lease=2, timeout=60, max_attempts=1, backoff=FAST)
+def bad_values_job(ctx, payload):
+    """Hands over, between two writes (the throttle keeps them for the heartbeat), what
+    PostgreSQL would refuse as JSON: a NaN in its progress (`"nan_progress"`; numpy,
+    pandas and statistics give NaN for a ratio of nothing), or a saved checkpoint it
+    then changes to hold a datetime (`"changed_checkpoint"`); then waits for its gate."""
+    note(ctx, "started")
+    if payload["kind"] == "nan_progress":
+        ctx.progress(0, 10)  # written now: the next report waits for the heartbeat
+        ctx.progress(1, 10, rate=float("nan"))
+    else:
+        cursor = {"page": 1}
+        ctx.save_checkpoint(cursor)  # written now
+        ctx.save_checkpoint(cursor)  # kept for the heartbeat
+        cursor["seen_at"] = datetime.now(UTC)
+    wait_for_gate(ctx)
+    note(ctx, "returned")
+
+
+@job("chaos.gated", queue="chaos", lease=2, timeout=60, max_attempts=3, backoff=FAST,
+     repeat_safe=False)
+def gated_job(ctx, payload):
+    """Runs until its gate opens, relying on the worker's heartbeat for its lease; unsafe
+    to repeat, so a lost lease would send it to `unknown`."""
+    note(ctx, "started")
+    wait_for_gate(ctx)
+    note(ctx, "returned")
+
+
 TYPES = [sleep_job, handover_job, quick_job, poison_job, stuck_job, beat_forever_job,
-         cancellable_job, checkpointed_job, unsafe_job, charge_job]
+         cancellable_job, checkpointed_job, unsafe_job, charge_job, bad_values_job, gated_job]
 
 
 def ensure_registered() -> None:

@@ -4,6 +4,9 @@ results never cost a job its real outcome."""
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
+
 import pytest
 
 from jobwarden import PermanentError, job
@@ -122,3 +125,41 @@ def test_one_unstorable_outcome_does_not_cost_its_batch_the_others(reg, conn, cl
     codes = [r["last_error_code"] for r in rows]
     assert codes == ["FINE", "FINE", "OUTCOME_UNSTORABLE", "FINE", "FINE", "FINE"]
     assert all(r["status"] == "failed" for r in rows)
+
+
+def test_progress_or_a_checkpoint_json_cannot_hold_is_settled_at_the_call(
+        reg, conn, clean_db, caplog):
+    """NaN, infinity or a datetime: a progress report is dropped, said once, and the job
+    goes on (progress is never worth failing a job for); a checkpoint is refused with
+    ValueError in one line, in the handler, which may go on. What was saved stays as it
+    was when saved, whatever the handler changes in it afterwards."""
+    refusals: list[str] = []
+
+    @job("json_refused", lease=LONG_LEASE, max_attempts=1, registry=reg)
+    def json_refused(ctx, payload):
+        ctx.progress(1, 4)
+        ctx.progress(2, 4, rate=float("nan"))
+        ctx.progress(3, 4, at=datetime.now(UTC))
+        ctx.heartbeat()  # writes what is pending now
+        for bad in (float("nan"), {"x": float("-inf")}, {"at": datetime.now(UTC)}):
+            try:
+                ctx.save_checkpoint(bad)
+            except ValueError as exc:
+                refusals.append(str(exc))
+        cursor = {"page": 7}
+        ctx.save_checkpoint(cursor)
+        cursor["at"] = datetime.now(UTC)  # after the save: not in it, and no failure
+        return {"ok": 1}
+
+    job_id = add(conn, "json_refused")
+    with caplog.at_level(logging.WARNING, logger="jobwarden.job"), \
+            running_worker(reg, clean_db):
+        row = settle(clean_db, job_id)
+    assert (row["status"], row["progress"], row["checkpoint"]) == (
+        "completed", {"processed": 1, "total": 4}, {"page": 7})
+    assert len(refusals) == 3, refusals
+    assert all(r.startswith("save_checkpoint: the value cannot be stored as JSON: ")
+               and "\n" not in r for r in refusals), refusals
+    assert "NaN" in refusals[0] and "datetime" in refusals[2]
+    said = [r for r in caplog.records if getattr(r, "action", "") == "progress_refused"]
+    assert [r.job_id for r in said] == [job_id]  # once, though refused twice

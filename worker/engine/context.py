@@ -25,8 +25,9 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
+from jobwarden.worker.core.logs import running_event
 from jobwarden.worker.core.sanitize import sanitize_payload
-from jobwarden.worker.core.storable import storable_json, storable_text
+from jobwarden.worker.core.storable import storable_json, storable_json_text, storable_text
 from jobwarden.worker.engine.attempt_log import AttemptLog
 from jobwarden.worker.jobs import batches
 from jobwarden.worker.jobs.batches import Jobs
@@ -83,7 +84,7 @@ class ExecutionControl:
                  "queue", "version", "snoozes", "concurrency_key", "batch_id",
                  "trace_context", "batch_added", "started", "deadline", "timed_out",
                  "operator_cancelled", "lease_lost", "_lock", "_cancelled", "_cancel_event",
-                 "_pending_progress", "_pending_checkpoint", "_has_pending_checkpoint",
+                 "_pending_progress", "_pending_checkpoint", "_progress_refused",
                  "_last_write", "_tx_conn", "_tx_cm", "_async_pool", "_atx_conn", "_atx_cm",
                  "on_cancel", "ctx", "_attempt_log", "_log_taken")
 
@@ -150,9 +151,12 @@ class ExecutionControl:
         # Condition and its lock) takes 3.6 us, a twelfth of the worker's CPU per no-op job.
         self._cancelled = False
         self._cancel_event: threading.Event | None = None
-        self._pending_progress: dict[str, Any] | None = None
-        self._pending_checkpoint: Any = None
-        self._has_pending_checkpoint = False
+        # Progress and checkpoint saved but not yet written, as JSON text made at the
+        # call (storable_json_text): a value the handler changes afterwards is not
+        # changed here, and what is pending always encodes.
+        self._pending_progress: str | None = None
+        self._pending_checkpoint: str | None = None
+        self._progress_refused = False  # a refused progress value was logged already
         self._last_write = 0.0
         # the business transaction, committed with the outcome, and the pool's checkout
         # that holds its connection
@@ -306,26 +310,36 @@ class ExecutionControl:
         return {parent_id: result for parent_id, _type, _status, result in rows}
 
     def stage_progress(self, value: dict[str, Any]) -> None:
+        """Keep a progress report for the next write, as JSON text made now; one that
+        cannot be stored is dropped with a warning (once per execution), and the one
+        staged before it stands: progress is never worth failing the job for."""
+        try:
+            text = storable_json_text(value)
+        except ValueError as exc:
+            if not self._progress_refused:
+                self._progress_refused = True
+                log.warning("job %s: progress not recorded, it cannot be stored as JSON "
+                            "(%s); the job goes on", self.job_id, exc,
+                            extra=running_event("progress_refused", self))
+            return
         with self._lock:
-            self._pending_progress = value
+            self._pending_progress = text
 
-    def stage_checkpoint(self, value: Any) -> None:
+    def stage_checkpoint(self, text: str) -> None:
+        """Keep a checkpoint (JSON text, storable_json_text's) for the next write."""
         with self._lock:
-            self._pending_checkpoint = value
-            self._has_pending_checkpoint = True
+            self._pending_checkpoint = text
 
     def take_pending(self) -> tuple[str | None, str | None]:
         """Progress and checkpoint not yet written, as JSON (for the heartbeat to flush)."""
         with self._lock:
+            progress, checkpoint = self._pending_progress, self._pending_checkpoint
+            self._pending_progress = self._pending_checkpoint = None
+            self._last_write = time.monotonic()
+        if progress is not None:
             # Progress is for people to read: stored redacted. The checkpoint is the
             # handler's own resume state and is kept as given (redacted on display).
-            progress = (None if self._pending_progress is None
-                        else json.dumps(sanitize_payload(storable_json(self._pending_progress))))
-            checkpoint = (json.dumps(storable_json(self._pending_checkpoint))
-                          if self._has_pending_checkpoint else None)
-            self._pending_progress = None
-            self._has_pending_checkpoint = False
-            self._last_write = time.monotonic()
+            progress = json.dumps(sanitize_payload(json.loads(progress)))
         return progress, checkpoint
 
     def restore_pending(self, progress: str | None, checkpoint: str | None) -> None:
@@ -333,10 +347,9 @@ class ExecutionControl:
         ones were saved meanwhile."""
         with self._lock:
             if progress is not None and self._pending_progress is None:
-                self._pending_progress = json.loads(progress)
-            if checkpoint is not None and not self._has_pending_checkpoint:
-                self._pending_checkpoint = json.loads(checkpoint)
-                self._has_pending_checkpoint = True
+                self._pending_progress = progress
+            if checkpoint is not None and self._pending_checkpoint is None:
+                self._pending_checkpoint = checkpoint
 
     @property
     def write_due(self) -> bool:
@@ -496,9 +509,15 @@ class HandlerContext:
         self._control.stage_progress(value)
 
     def _stage_checkpoint(self, value: Any) -> None:
-        json.dumps(value)  # fail here, in the handler, if it is not JSON
+        # Encoded now, in the handler: a value that cannot be stored fails here, and a
+        # change the handler makes to it afterwards does not reach the stored one.
+        try:
+            text = storable_json_text(value)
+        except ValueError as exc:
+            raise ValueError(f"save_checkpoint: the value cannot be stored as JSON: {exc}"
+                             ) from None
         self.checkpoint = value
-        self._control.stage_checkpoint(value)
+        self._control.stage_checkpoint(text)
 
     # -- idempotency -------------------------------------------------------------------
     def idempotency_key(self, *parts: Any) -> str:

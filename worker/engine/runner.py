@@ -12,7 +12,6 @@ rolls back.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -32,7 +31,7 @@ from jobwarden.worker.core.sanitize import (
     validation_error,
 )
 from jobwarden.worker.core.states import ExecutionOutcome, JobStatus
-from jobwarden.worker.core.storable import storable_json, storable_text
+from jobwarden.worker.core.storable import storable_json_text, storable_text
 from jobwarden.worker.core.transitions import TRANSITIONS, next_status
 from jobwarden.worker.engine.attempt_log import CURRENT
 from jobwarden.worker.engine.completer import (
@@ -215,9 +214,8 @@ def with_result(outcome: Outcome, value: Any) -> Outcome:
     if value is None or outcome.status is not JobStatus.COMPLETED:
         return outcome
     try:
-        text = json.dumps(storable_json(value), allow_nan=False, separators=(",", ":"),
-                          ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError) as exc:
+        text = storable_json_text(value)
+    except ValueError as exc:
         return ended(ExecutionOutcome.FAILED, E.RESULT_UNSTORABLE,
                      f"the handler returned a value that is not JSON: {exc}")
     if (size := len(text.encode())) > (limit := max_result_bytes()):
