@@ -6,9 +6,11 @@ Each interval it renews, guarded by `(status = 'running', execution_id)`:
 - the outcomes waiting in the completer's buffer;
 in every lane, and the worker's own `job_workers` row. From the answer it learns which executions it
 no longer owns (recovered elsewhere while this process was frozen or cut off) and which
-an operator asked to cancel. It also enforces execution timeouts (on this process's
-clock, so even while the database is unreachable) and runs recovery of other workers'
-lost jobs every `recovery_interval`.
+an operator asked to cancel. A value PostgreSQL refuses in one job's progress or
+checkpoint costs no job its lease: the beat goes again without them, and each job's is
+then written on its own, a refused one dropped. It also enforces execution timeouts (on
+this process's clock, so even while the database is unreachable) and runs recovery of
+other workers' lost jobs every `recovery_interval`.
 
 It beats on a connection of its own, not a pool's: after an outage a pool reconnects
 on a backoff of its own that doubles without a cap (psycopg_pool: 1 s, 2 s, 4 s, ...),
@@ -37,11 +39,12 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE, Backoff
 from jobwarden.worker.core.logs import running_event
 from jobwarden.worker.core.states import WorkerState
 from jobwarden.worker.engine.completer import Completer
+from jobwarden.worker.engine.context import ExecutionControl
 from jobwarden.worker.engine.executor import Execution, Executor
 from jobwarden.worker.store.db import DedicatedConnection
 from jobwarden.worker.store.event_totals import ZOMBIE_LEASE, count
 from jobwarden.worker.store.jobstore import JobStore
-from jobwarden.worker.store.queries import Q, batch_params
+from jobwarden.worker.store.queries import Q, batch_params, describe_db_error
 
 log = logging.getLogger("jobwarden.heartbeat")
 
@@ -174,23 +177,29 @@ class Heartbeat:
                 "progress": None if progress is None else json.loads(progress),
                 "checkpoint": None if checkpoint is None else json.loads(checkpoint)}
         try:
-            with self._conn_lock:
-                conn = self._conn.get()
-                store = JobStore(conn)
-                owned: dict[UUID, bool] = {}  # execution id -> cancel requested
-                sent = lease.now()  # the leases renewed now start no earlier than this
-                with conn.transaction():
-                    if rows:
-                        owned = {r[1]: r[2] for r in store.rows(
-                            Q.heartbeat_executions,
-                            batch_params(list(rows.values()), id_key="id"))}
-                    state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
-                    store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id,
-                                                    "state": state, "loop_lag_ms": lag_ms})
-                self._renewed_at = sent
+            owned, sent = self._renew(rows, lag_ms)
+        except DB_UNREACHABLE:
+            self._put_back(taken)  # not written: keep them for the next beat
+            raise
+        except psycopg.Error as exc:
+            if not any(p is not None or c is not None for _, p, c in taken):
+                raise
+            # PostgreSQL refused a value it was sent (one job's progress or checkpoint):
+            # it must not cost the other jobs their leases, nor come back at every beat.
+            log.warning("heartbeat refused (%s): renewing the leases without progress "
+                        "and checkpoints, then writing each job's on its own",
+                        describe_db_error(exc), extra={"action": "heartbeat_refused"})
+            for row in rows.values():
+                row.pop("progress", None)
+                row.pop("checkpoint", None)
+            try:
+                owned, sent = self._renew(rows, lag_ms)
+            except BaseException:
+                self._put_back(taken)
+                raise
+            self._write_each(taken, owned)
         except BaseException:
-            for ex, progress, checkpoint in taken:  # not written: keep them for the next beat
-                ex.control.restore_pending(progress, checkpoint)
+            self._put_back(taken)
             raise
         zombies = []  # the types of the executions that learn now that their lease is gone
         for buffer, jobs in buffered:
@@ -217,6 +226,78 @@ class Heartbeat:
                     self._conn.drop()
                 log.warning("could not count %d %s event(s): %s", len(zombies),
                             ZOMBIE_LEASE, exc)
+
+    def _renew(self, rows: dict[UUID, dict[str, Any]],
+               lag_ms: float | None) -> tuple[dict[UUID, bool], float]:
+        """The beat's statements, in one transaction: the leases of `rows` (with their
+        progress and checkpoints) and the worker's row. Returns the executions still
+        owned (execution id -> cancel requested) and when the beat was sent."""
+        with self._conn_lock:
+            conn = self._conn.get()
+            store = JobStore(conn)
+            owned: dict[UUID, bool] = {}
+            sent = lease.now()  # the leases renewed now start no earlier than this
+            with conn.transaction():
+                if rows:
+                    owned = {r[1]: r[2] for r in store.rows(
+                        Q.heartbeat_executions,
+                        batch_params(list(rows.values()), id_key="id"))}
+                state = WorkerState.DRAINING if self._draining() else WorkerState.RUNNING
+                store.rows(Q.worker_heartbeat, {"worker_id": self.worker_id,
+                                                "state": state, "loop_lag_ms": lag_ms})
+            self._renewed_at = sent
+        return owned, sent
+
+    @staticmethod
+    def _put_back(taken: list[tuple[Execution, str | None, str | None]]) -> None:
+        for ex, progress, checkpoint in taken:
+            ex.control.restore_pending(progress, checkpoint)
+
+    def _write_each(self, taken: list[tuple[Execution, str | None, str | None]],
+                    owned: dict[UUID, bool]) -> None:
+        """After a refused beat: each owned execution's progress and checkpoint in a
+        statement of its own (each alone if the two are refused together), so that only
+        a value refused again is lost (dropped, and said so: put back, it would be
+        refused at every beat)."""
+        for i, (ex, progress, checkpoint) in enumerate(taken):
+            control = ex.control
+            if (progress is None and checkpoint is None) or control.execution_id not in owned:
+                continue
+            try:
+                refused = self._refused(control, progress, checkpoint)
+                if refused is not None and progress is not None and checkpoint is not None:
+                    alone = (self._refused(control, progress, None),
+                             self._refused(control, None, checkpoint))
+                    refused = "; ".join(r for r in alone if r is not None) or None
+            except DB_UNREACHABLE as exc:  # the leases were renewed: the rest waits
+                with self._conn_lock:
+                    self._conn.drop()
+                self._put_back(taken[i:])
+                log.warning("heartbeat: could not write progress (%s); kept for later", exc,
+                            extra={"action": "progress_deferred"})
+                return
+            if refused is not None:
+                log.warning("job %s: PostgreSQL refused its %s; dropped", control.job_id,
+                            refused, extra=running_event("progress_dropped", control))
+
+    def _refused(self, control: ExecutionControl, progress: str | None,
+                 checkpoint: str | None) -> str | None:
+        """Write one execution's progress and checkpoint; None once written, else what
+        PostgreSQL refused and why (its error's class, never the value)."""
+        try:
+            with self._conn_lock:
+                conn = self._conn.get()
+                with conn.transaction():
+                    JobStore(conn).first(Q.save_progress, {
+                        "job_id": control.job_id, "execution_id": control.execution_id,
+                        "progress": progress, "checkpoint": checkpoint})
+        except DB_UNREACHABLE:
+            raise
+        except psycopg.Error as exc:
+            what = ("progress" if checkpoint is None else "checkpoint" if progress is None
+                    else "progress and checkpoint")
+            return f"{what} ({describe_db_error(exc)})"
+        return None
 
     @staticmethod
     def _learn(ex: Execution, owned: dict[UUID, bool]) -> bool:
