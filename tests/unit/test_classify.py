@@ -93,3 +93,18 @@ def test_payload_upgrades_chain_and_missing_steps_fail_permanently():
     with pytest.raises(E.RetryableError) as newer:
         prepare_payload(x, {}, 4)
     assert newer.value.code == "PAYLOAD_VERSION_UNSUPPORTED"
+
+
+@pytest.mark.parametrize("put_off", [E.RateLimited, E.Snooze])
+def test_a_put_off_of_no_sensible_length_is_refused_alike_by_rate_limited_and_snooze(
+        put_off):
+    """NaN or infinity passed a `< 0` check and made a retry time PostgreSQL could not
+    store: the job failed for good (OUTCOME_UNSTORABLE) with attempts left."""
+    for bad in (-0.001, float("nan"), float("inf"), float("-inf"),
+                E.MAX_PUT_OFF_SECONDS + 0.001):
+        with pytest.raises(ValueError, match=f"^{put_off.__name__} takes 0 to "):
+            put_off(bad)
+    for good in (0, 0.5, E.MAX_PUT_OFF_SECONDS):
+        put_off(good)
+    assert classify(E.RateLimited(E.MAX_PUT_OFF_SECONDS), ctx(attempt=1), JT).delay == (
+        E.MAX_PUT_OFF_SECONDS)

@@ -35,6 +35,21 @@ RESULT_UNSTORABLE = "RESULT_UNSTORABLE"
 RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
 
 
+#: The longest a job may be put off at once, by a Snooze or a RateLimited's retry_after:
+#: a year; longer is a unit mistake or a header misread, and its time would not store.
+MAX_PUT_OFF_SECONDS = 366 * 86400.0
+
+
+def put_off_seconds(seconds: float, what: str) -> float:
+    """`seconds` as a float if it is 0 to MAX_PUT_OFF_SECONDS, else ValueError naming
+    `what` (NaN and infinity are refused: either would make a time PostgreSQL cannot
+    store, and the job would fail instead of waiting)."""
+    value = float(seconds)
+    if not 0 <= value <= MAX_PUT_OFF_SECONDS:  # NaN is refused too
+        raise ValueError(f"{what} takes 0 to {MAX_PUT_OFF_SECONDS:g} seconds, not {value}")
+    return value
+
+
 class JobError(Exception):
     """Base of the exceptions a handler raises on purpose; carries a structured code."""
 
@@ -64,10 +79,8 @@ class RateLimited(RetryableError):
     default_code = RATE_LIMITED
 
     def __init__(self, retry_after: float, message: str = ""):
-        if retry_after < 0:
-            raise ValueError("retry_after must be >= 0 seconds")
-        self.retry_after = float(retry_after)
-        super().__init__(RATE_LIMITED, message or f"retry after {retry_after:g}s")
+        self.retry_after = put_off_seconds(retry_after, "RateLimited")
+        super().__init__(RATE_LIMITED, message or f"retry after {self.retry_after:g}s")
 
 
 class SkipJob(JobError):
@@ -87,12 +100,10 @@ class Snooze(Exception):
     SNOOZE_LIMIT). Not a JobError: it records no error."""
 
     #: The longest a job may be put off in one snooze.
-    MAX_SECONDS = 366 * 86400.0
+    MAX_SECONDS = MAX_PUT_OFF_SECONDS
 
     def __init__(self, seconds: float):
-        seconds = float(seconds)
-        if not 0 <= seconds <= self.MAX_SECONDS:  # NaN is refused too
-            raise ValueError(f"Snooze takes 0 to {self.MAX_SECONDS:g} seconds, not {seconds}")
+        seconds = put_off_seconds(seconds, "Snooze")
         self.seconds = seconds
         super().__init__(f"snoozed for {seconds:g}s")
 
