@@ -4,6 +4,7 @@ field, before any statement runs: the caller's business transaction stays usable
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -14,6 +15,18 @@ from jobwarden import EnqueueError, JobSpec, enqueue
 from jobwarden.worker.jobs.job_spec import MAX_PAYLOAD_DEPTH
 from jobwarden.worker.store.db import sqlalchemy_url
 from tests.helpers import scalar
+
+
+def at(*parts: int, hours: int) -> datetime:
+    """A datetime at a UTC offset of `hours` (Python allows ±23:59, PostgreSQL ±15:59)."""
+    return datetime(*parts, tzinfo=timezone(timedelta(hours=hours)))
+
+
+#: Each side of the range of instants a UTC datetime can name: in range (first) and a
+#: microsecond out (second), each written at an offset of one hour.
+FIRST_INSTANT, BEFORE_FIRST = at(1, 1, 1, 1, hours=1), at(1, 1, 1, 0, 59, 59, 999999, hours=1)
+LAST_INSTANT, AFTER_LAST = (at(9999, 12, 31, 22, 59, 59, 999999, hours=-1),
+                            at(9999, 12, 31, 23, hours=-1))
 
 
 def nested(levels: int) -> dict:
@@ -49,6 +62,10 @@ BAD = [
     ({"idempotency_key": "k" * 1_000_000}, "idempotency_key"),
     ({"idempotency_key": "lone \ud800"}, "idempotency_key"),
     ({"idempotency_key": b"bytes"}, "idempotency_key"),
+    ({"run_at": BEFORE_FIRST}, "run_at"),
+    ({"run_at": AFTER_LAST}, "run_at"),
+    ({"expires_at": BEFORE_FIRST}, "expires_at"),
+    ({"expires_at": AFTER_LAST}, "expires_at"),
     ({"queue": "q\n"}, "queue"),
     ({"type": "t\n"}, "type"),
 ]
@@ -114,3 +131,18 @@ def test_the_largest_accepted_values_are_stored(conn, clean_db):
                      priority=2**31 - 1)
     conn.commit()
     assert scalar(clean_db, "SELECT count(*) FROM background_jobs WHERE id = %s", [job_id]) == 1
+
+
+@pytest.mark.parametrize("field", ["run_at", "expires_at"])
+@pytest.mark.parametrize("when", [at(2030, 1, 1, hours=-20), at(2030, 1, 1, hours=23),
+                                  FIRST_INSTANT, LAST_INSTANT],
+                         ids=["offset-20h", "offset+23h", "first-instant", "last-instant"])
+def test_any_offset_and_each_end_of_the_range_is_stored_as_its_instant(
+        conn, clean_db, field, when):
+    """Sent as given, an offset beyond ±15:59 was refused by PostgreSQL, aborting the
+    caller's transaction; it is sent in UTC."""
+    job_id = enqueue(conn, "t", {}, **{field: when})
+    conn.commit()
+    column = {"run_at": "available_at"}.get(field, field)
+    stored = scalar(clean_db, f"SELECT {column} FROM background_jobs WHERE id = %s", [job_id])
+    assert stored == when and stored.astimezone(UTC) == when.astimezone(UTC)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from jobwarden.worker.core.durations import POSITIVE
@@ -73,9 +73,8 @@ class JobSpec:
             _integer("version", self.version, 1, INT32)
         if self.run_at is not None and self.delay is not None:
             raise EnqueueError("run_at and delay: give one, not both", "run_at")
-        if self.run_at is not None and (
-                not isinstance(self.run_at, datetime) or self.run_at.tzinfo is None):
-            raise EnqueueError("run_at must be a timezone-aware datetime", "run_at")
+        if self.run_at is not None:
+            self.run_at = _in_utc("run_at", self.run_at)
         if self.delay is not None:
             _delay(self.delay)
         if self.after is not None:
@@ -85,9 +84,7 @@ class JobSpec:
                                    "cannot take an idempotency key", "idempotency_key")
         self._validate_unique()
         if self.expires_at is not None:
-            if not isinstance(self.expires_at, datetime) or self.expires_at.tzinfo is None:
-                raise EnqueueError("expires_at must be a timezone-aware datetime",
-                                   "expires_at")
+            self.expires_at = _in_utc("expires_at", self.expires_at)
             if self.run_at is not None and self.expires_at <= self.run_at:
                 raise EnqueueError("expires_at is not after run_at: the job could never "
                                    "start", "expires_at")
@@ -209,6 +206,20 @@ def _delay(value: Any) -> None:
             or not math.isfinite(value) or not 0 <= value <= MAX_DELAY_SECONDS):
         raise EnqueueError(f"delay must be a number of seconds from 0 to {MAX_DELAY_SECONDS} "
                            f"(ten years), not {_short(value)}", "delay")
+
+
+def _in_utc(field: str, value: Any) -> datetime:
+    """A timezone-aware datetime as the same instant in UTC, or EnqueueError naming
+    `field`. Sent as given, an offset Python allows and PostgreSQL does not (beyond
+    ±15:59) was refused by the server, aborting the caller's transaction; in UTC every
+    offset reads. An instant outside years 1 to 9999 in UTC has no UTC datetime."""
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise EnqueueError(f"{field} must be a timezone-aware datetime", field)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise EnqueueError(f"{field} {_short(value.isoformat())} is out of range: in UTC it "
+                           "falls outside the years 1 to 9999", field) from None
 
 
 def _key(field: str, value: Any) -> None:
