@@ -546,13 +546,17 @@ class JobContext(HandlerContext):
 
     def progress(self, processed: int | None = None, total: int | None = None,
                  **extra: Any) -> None:
-        """Record how much work is done (shown in the console). Throttled; never required."""
+        """Record how much work is done (shown in the console). Throttled; never required:
+        a report that cannot be stored as JSON (a NaN, a datetime) is dropped with a
+        warning, and the job goes on."""
         self._stage_progress(processed, total, extra)
         self._control.write_progress()
 
     def save_checkpoint(self, value: Any) -> None:
         """Remember where to resume after a crash. Call it only once the work before it is
-        durable (committed), or a retry would skip work that was never saved."""
+        durable (committed), or a retry would skip work that was never saved. The value
+        is encoded now (changing it afterwards changes nothing saved); one that cannot be
+        stored as JSON (a NaN, a datetime) raises ValueError and is not saved."""
         self._stage_checkpoint(value)
         self._control.write_progress()
 
