@@ -163,3 +163,29 @@ def test_progress_or_a_checkpoint_json_cannot_hold_is_settled_at_the_call(
     assert "NaN" in refusals[0] and "datetime" in refusals[2]
     said = [r for r in caplog.records if getattr(r, "action", "") == "progress_refused"]
     assert [r.job_id for r in said] == [job_id]  # once, though refused twice
+
+
+def test_a_ledger_result_json_cannot_hold_is_refused_before_anything_is_written(
+        reg, conn, clean_db):
+    """Sent as written by json.dumps, a NaN reached PostgreSQL, whose refusal (several
+    lines, a psycopg error) failed the job; now a ValueError in one line, the effect
+    still reserved, so the handler can record it as it should."""
+    refusals: list[str] = []
+
+    @job("ledger_nan", lease=LONG_LEASE, max_attempts=1, registry=reg)
+    def ledger_nan(ctx, payload):
+        eff = ctx.effect(ctx.idempotency_key("send"))
+        try:
+            eff.complete({"score": float("nan")})
+        except ValueError as exc:
+            refusals.append(str(exc))
+        eff.complete({"score": None})
+
+    job_id = add(conn, "ledger_nan")
+    with running_worker(reg, clean_db):
+        row = settle(clean_db, job_id)
+    assert row["status"] == "completed", row
+    assert len(refusals) == 1 and "cannot be stored as JSON" in refusals[0]
+    assert "\n" not in refusals[0]
+    stored = conn.execute("SELECT state, result FROM processed_effects").fetchall()
+    assert stored == [("done", {"score": None})]

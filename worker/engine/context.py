@@ -27,7 +27,7 @@ from jobwarden.worker.core.dberrors import DB_UNREACHABLE
 from jobwarden.worker.core.errors import AmbiguousOutcome, JobCancelled, Snooze
 from jobwarden.worker.core.logs import running_event
 from jobwarden.worker.core.sanitize import sanitize_payload
-from jobwarden.worker.core.storable import storable_json, storable_json_text, storable_text
+from jobwarden.worker.core.storable import storable_json_text, storable_text
 from jobwarden.worker.engine.attempt_log import AttemptLog
 from jobwarden.worker.jobs import batches
 from jobwarden.worker.jobs.batches import Jobs
@@ -649,8 +649,15 @@ class Effect:
                             f"no longer owns job {c.job_id}")
 
     def complete(self, result: Any = None) -> None:
-        """Record that the effect happened (with its result, e.g. the provider's id)."""
-        if not self._run(Q.complete_effect, result=json.dumps(storable_json(result))):
+        """Record that the effect happened (with its result, e.g. the provider's id); a
+        result that cannot be stored as JSON (a NaN, a datetime) raises ValueError before
+        anything is written, and the effect stays reserved."""
+        try:
+            text = storable_json_text(result)
+        except ValueError as exc:
+            raise ValueError(f"effect {self.key!r}: the result cannot be stored as JSON: "
+                             f"{exc}") from None
+        if not self._run(Q.complete_effect, result=text):
             raise LeaseLost(f"effect {self.key!r} is no longer reserved by this execution")
         self.done, self.result = True, result
 
