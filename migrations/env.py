@@ -7,19 +7,20 @@ the runtime's `jobwarden migrate` (jobwarden.worker.store.db.alembic_config) say
 `attributes["upgrade_only"]`: a worker never loads the console.
 """
 
-import time
-
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from jobwarden.worker.store.db import VERSION_TABLE, adopt_revisions, database_url, sqlalchemy_url
+from jobwarden.worker.store.db import (
+    VERSION_TABLE,
+    adopt_revisions,
+    database_url,
+    migration_lock,
+    sqlalchemy_url,
+)
 from jobwarden.worker.store.jobstore import JobStore
-from jobwarden.worker.store.queries import Q
 from jobwarden.worker.store.schema import declared, metadata
 
 config = context.config
-#: How often a `jobwarden migrate` tries again for the lock another one holds.
-LOCK_POLL_SECONDS = 0.2
 
 
 def target_metadata():
@@ -33,26 +34,14 @@ def target_metadata():
 
 
 def run_migrations(conn: Connection) -> None:
-    """Under the migration lock, taken before the revision is read: of two `jobwarden
-    migrate` at once, the second waits, then reads the revision the first wrote. The
-    revision is Jobwarden's own table's (db.VERSION_TABLE), an earlier release's moved
+    """Under the migration lock, taken before the revision is read (db.migration_lock).
+    The revision is Jobwarden's own table's (db.VERSION_TABLE), an earlier release's moved
     there first (db.adopt_revisions)."""
     context.configure(connection=conn, target_metadata=target_metadata(),
                       include_name=declared, version_table=VERSION_TABLE)
-    store = JobStore(conn)
-    # Each try a transaction of its own, so a waiting migrate holds no snapshot between
-    # tries (revisions.sql, migrate_lock).
-    while not store.one(Q.migrate_lock)[0]:
-        conn.commit()
-        time.sleep(LOCK_POLL_SECONDS)
-    conn.commit()
-    try:
-        with context.begin_transaction():
-            adopt_revisions(store)
-            context.run_migrations()
-    finally:
-        store.rows(Q.migrate_unlock)
-        conn.commit()
+    with migration_lock(conn), context.begin_transaction():
+        adopt_revisions(JobStore(conn))
+        context.run_migrations()
 
 
 def run_migrations_online() -> None:

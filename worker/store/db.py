@@ -6,6 +6,7 @@ server (the `pgserver` package ships the binaries) and production sets DATABASE_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -13,7 +14,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -250,6 +251,29 @@ def _with_ancestors(revisions: set[str] | frozenset[str]) -> set[str]:
 #: Jobwarden's own Alembic revision table (worker/store/sql/revisions.sql): the
 #: application's own Alembic keeps Alembic's default one, alembic_version.
 VERSION_TABLE = "jobwarden_alembic_version"
+
+
+#: How often a `jobwarden migrate` tries again for the lock another one holds.
+MIGRATE_LOCK_POLL_SECONDS = 0.2
+
+
+@contextlib.contextmanager
+def migration_lock(conn: Any) -> Iterator[None]:
+    """Hold the migration lock on `conn` (SQLAlchemy's, in migrations/env.py) while the
+    block migrates: of two `jobwarden migrate` at once, the second waits, then reads the
+    revision the first wrote. Tried every MIGRATE_LOCK_POLL_SECONDS, each try a
+    transaction of its own, so a waiting migrate holds no snapshot between tries
+    (revisions.sql, migrate_lock)."""
+    store = JobStore(conn)
+    while not store.one(Q.migrate_lock)[0]:
+        conn.commit()
+        time.sleep(MIGRATE_LOCK_POLL_SECONDS)
+    conn.commit()
+    try:
+        yield
+    finally:
+        store.rows(Q.migrate_unlock)
+        conn.commit()
 
 
 def adopt_revisions(store: JobStore) -> None:
