@@ -44,6 +44,12 @@ def job_action(job_id: int, action: str) -> ResponseReturnValue:
                               "reason": given(form.reason), "request_id": form.request_id.data}
     if action in EXPECTS_STATUS:
         kwargs["expected_status"] = form.expected_status.data or None
+    try:
+        kwargs["seen_retried_at"] = form.seen_retried()
+    except ValueError:
+        flash("The form's record of the job's last retry is not a time. Nothing was "
+              "changed: open the job again.", "error")
+        return redirect(back, code=303)
     if action in operations.TAKES_DEPENDENTS:
         choice = dependents_choice(request.form)
         if choice is None:

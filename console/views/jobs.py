@@ -85,7 +85,8 @@ def job_context(job_id: int) -> dict[str, Any]:
 def detail(job_id: int) -> ResponseReturnValue:
     """Everything about one job: state, payload, attempts timeline, audit trail."""
     context = job_context(job_id)
-    forms = {a: ActionForm.fresh(context["job"]["status"]) for a in context["actions"]}
+    forms = {a: ActionForm.fresh(context["job"]["status"], retried_at=context["job"]["retried_at"])
+             for a in context["actions"]}
     # A cancel or skip decides what becomes of the jobs waiting for this one: the form
     # offers the choice, with what each would touch, when some wait.
     previews = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 
 from flask_wtf import FlaskForm
 from wtforms import (
@@ -21,7 +22,7 @@ from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optiona
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.schema import ROLES
 from jobwarden.worker.core.targets import FORMATS, TARGET_KINDS
-from jobwarden.worker.ops.operations import DEPENDENTS_CHOICES, REASON_MAX
+from jobwarden.worker.ops.operations import DEPENDENTS_CHOICES, REASON_MAX, RETRIED_NEVER
 from jobwarden.worker.store.schema import JOB_STATUSES
 
 
@@ -58,20 +59,41 @@ class ActionForm(ConsoleForm):
     """An operator action on one job: the reason is required and goes to the audit log.
 
     `request_id` is minted when the form is rendered, so a double-click or a resubmitted
-    form is recognised and acts once. `expected_status` is the status the operator saw:
-    if the job moved on meanwhile, the action is refused instead of surprising anyone.
+    form is recognised and acts once. `expected_status` is the status the operator saw,
+    and `seen_retried_at` when the job had last been retried (`never`): if the job moved
+    on meanwhile, or was retried and came back to that status, the action is refused
+    instead of surprising anyone.
     """
 
     reason = TextAreaField("Reason", validators=[DataRequired(), Length(max=REASON_MAX)])
     request_id = HiddenField(validators=[DataRequired(), Length(max=64)])
     expected_status = HiddenField(validators=[Optional(), AnyOf(JOB_STATUSES)])
+    seen_retried_at = HiddenField(validators=[Optional(), Length(max=40)])
 
     @classmethod
-    def fresh(cls, expected_status: str | None = None) -> ActionForm:
+    def fresh(cls, expected_status: str | None = None, *,
+              retried_at: datetime | None = None) -> ActionForm:
+        """A form for a job seen in `expected_status`, last retried at `retried_at` (None:
+        never): both are what the action checks."""
         form = cls(formdata=None)
         form.request_id.data = uuid.uuid4().hex
         form.expected_status.data = expected_status or ""
+        if expected_status:
+            form.seen_retried_at.data = retried_at.isoformat() if retried_at else "never"
         return form
+
+    def seen_retried(self) -> datetime | None:
+        """When the job had last been retried as the operator saw it (RETRIED_NEVER: not
+        at all; None: the form did not say). ValueError for anything else."""
+        seen = (self.seen_retried_at.data or "").strip()
+        if not seen:
+            return None
+        if seen == "never":
+            return RETRIED_NEVER
+        when = datetime.fromisoformat(seen)
+        if when.utcoffset() is None:
+            raise ValueError("a time without its offset")
+        return when
 
 
 DEPENDENTS_PROBLEM = (f"Choose what becomes of its dependents: {', '.join(DEPENDENTS_CHOICES)}. "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 import pytest
 
@@ -88,6 +90,59 @@ def test_an_action_racing_a_worker_loses_with_a_clear_message(
     )
     assert "is now running (it was pending when you looked)" in page
     assert job_row(clean_db, job_id)["status"] == "running"
+    assert audit_rows(clean_db, job_id) == []
+
+
+def seen_retried_at(page: str) -> str:
+    """The last retry the job page's action forms say the operator saw."""
+    found = re.findall(r'name="seen_retried_at" type="hidden" value="([^"]*)"|'
+                       r'type="hidden" name="seen_retried_at" value="([^"]*)"|'
+                       r'name="seen_retried_at" value="([^"]*)"', page)
+    values = {next(v for v in match if v) for match in found}
+    assert len(values) == 1, found
+    return values.pop()
+
+
+@pytest.mark.parametrize("action", ["retry", "skip"])
+def test_a_stale_form_loses_to_a_job_retried_and_failed_again_meanwhile(
+    operator, post_form, make_job, clean_db, action
+):
+    """Seen failed, retried by another operator and failed again (another failure): the
+    stale form's action is refused, though the status is the one it saw."""
+    from jobwarden.worker.ops.operations import retry_job
+
+    job_id = make_job("failed")
+    seen = seen_retried_at(operator.get(f"/jobs/{job_id}").get_data(as_text=True))
+    assert seen == "never"
+    with psycopg.connect(clean_db) as conn:
+        assert retry_job(conn, job_id, actor="olga", role="operator", reason="fixed").ok
+        conn.execute("UPDATE background_jobs SET status = 'failed', failed_at = now(), "
+                     "last_error_code = 'FRAUD_SUSPECTED' WHERE id = %s", (job_id,))
+    page = page_after(post_form, operator, f"/jobs/{job_id}/{action}", {
+        "reason": "declined card, retry", "request_id": "stale",
+        "expected_status": "failed", "seen_retried_at": seen})
+    assert f"Job #{job_id} was retried by olga at " in page
+    assert "after you looked, and is failed again: nothing was changed" in page
+    assert job_row(clean_db, job_id)["manual_retry_count"] == 1
+    assert [r[0] for r in audit_rows(clean_db, job_id)] == ["retry"]
+    # Looked at again, the form carries that retry, and acts.
+    seen = seen_retried_at(operator.get(f"/jobs/{job_id}").get_data(as_text=True))
+    assert seen != "never"
+    page = page_after(post_form, operator, f"/jobs/{job_id}/{action}", {
+        "reason": "fraud checked", "request_id": "fresh",
+        "expected_status": "failed", "seen_retried_at": seen})
+    assert "nothing was changed" not in page.lower()
+    assert [r[0] for r in audit_rows(clean_db, job_id)] == ["retry", action]
+
+
+def test_a_form_whose_last_retry_is_not_a_time_changes_nothing(
+    operator, post_form, make_job, clean_db
+):
+    job_id = make_job("failed")
+    page = page_after(post_form, operator, f"/jobs/{job_id}/retry", {
+        "reason": "r", "request_id": "bad", "expected_status": "failed",
+        "seen_retried_at": "yesterday"})
+    assert "is not a time. Nothing was changed" in page
     assert audit_rows(clean_db, job_id) == []
 
 

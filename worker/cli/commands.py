@@ -10,7 +10,7 @@ import re
 import sys
 import time
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -159,10 +159,12 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         # command: the worker would load them for nothing (tests/unit/test_worker_imports.py).
         from jobwarden.worker.ops.operations import JOB_ACTIONS
 
+        expected: dict[str, Any] = (
+            {"expected_status": "unknown"} if args.mark in ("retry", "skip") else {})
         with connect() as conn:
             result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
                 conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
-                **({"expected_status": "unknown"} if args.mark in ("retry", "skip") else {}))
+                **expected)
         print(printable(result.message))
         return 0 if result.ok else 1
     with connect() as conn:

@@ -100,41 +100,56 @@ def allowed_actions(status: str, cancel_requested: bool = False) -> tuple[str, .
 
 
 def retry_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
-              request_id: str | None = None, expected_status: str | None = None) -> ActionResult:
+              request_id: str | None = None, expected_status: str | None = None,
+              seen_retried_at: datetime | None = None) -> ActionResult:
     """Put a failed, cancelled or unknown job back for a new execution: pending, or
-    waiting while edges of its are not released (a parent not completed yet)."""
-    return _act_on_job(conn, "retry", job_id, actor, role, reason, request_id, expected_status)
+    waiting while edges of its are not released (a parent not completed yet).
+    `seen_retried_at` (every job action takes it): when the job had last been retried
+    as the operator saw it (RETRIED_NEVER: not at all); a job retried since is refused,
+    whatever status it reached again."""
+    return _act_on_job(conn, "retry", job_id, actor, role, reason, request_id, expected_status,
+                       seen_retried_at=seen_retried_at)
 
 
 def cancel_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
                request_id: str | None = None, expected_status: str | None = None,
-               dependents: str = "hold") -> ActionResult:
+               dependents: str = "hold", seen_retried_at: datetime | None = None
+               ) -> ActionResult:
     """Cancel a pending or waiting job, or ask the worker running it to stop
     (cooperative). `dependents`: what becomes of the jobs waiting for it
     (DEPENDENTS_CHOICES), decided in the same transaction and audited with it."""
     return _act_on_job(conn, "cancel", job_id, actor, role, reason, request_id, expected_status,
-                       dependents)
+                       dependents, seen_retried_at)
 
 
 def skip_job(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
              request_id: str | None = None, expected_status: str | None = None,
-             dependents: str = "hold") -> ActionResult:
+             dependents: str = "hold", seen_retried_at: datetime | None = None
+             ) -> ActionResult:
     """Mark a pending, waiting, failed or unknown job as skipped (no longer relevant).
     `dependents` as for cancel_job."""
     return _act_on_job(conn, "skip", job_id, actor, role, reason, request_id, expected_status,
-                       dependents)
+                       dependents, seen_retried_at)
 
 
 def mark_completed(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
-                   request_id: str | None = None) -> ActionResult:
+                   request_id: str | None = None,
+                   seen_retried_at: datetime | None = None) -> ActionResult:
     """Reconcile an unknown job whose effect the operator verified did happen."""
-    return _act_on_job(conn, "mark_completed", job_id, actor, role, reason, request_id, None)
+    return _act_on_job(conn, "mark_completed", job_id, actor, role, reason, request_id, None,
+                       seen_retried_at=seen_retried_at)
 
 
 def mark_failed(conn: CallerConnection, job_id: int, *, actor: str, role: str, reason: str,
-                request_id: str | None = None) -> ActionResult:
+                request_id: str | None = None,
+                seen_retried_at: datetime | None = None) -> ActionResult:
     """Reconcile an unknown job whose effect the operator verified did not happen."""
-    return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None)
+    return _act_on_job(conn, "mark_failed", job_id, actor, role, reason, request_id, None,
+                       seen_retried_at=seen_retried_at)
+
+
+#: `seen_retried_at` for a job the operator saw never retried: any retry since is later.
+RETRIED_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 #: How far a reschedule may move a job, from the database's now: a time before it is
@@ -368,14 +383,18 @@ def queue_controls(conn: CallerConnection) -> dict[str, dict[str, Any]]:
 
 def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, role: str,
                 reason: str, request_id: str | None,
-                expected_status: str | None, dependents: str = "hold") -> ActionResult:
+                expected_status: str | None, dependents: str = "hold",
+                seen_retried_at: datetime | None = None) -> ActionResult:
     reason = _check(actor, role, reason)
     _check_dependents(dependents)
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              job_id=int(job_id))):
         return done
+    # Not retried since the operator looked: the guard a reviewed selection has
+    # (selected_at), so a job that was retried and came back to the status seen (failed
+    # again, unknown again) is not acted on for a failure the operator never saw.
     params = _params(action, actor, role, reason, request_id, job_id=int(job_id),
-                     expected_status=expected_status or None)
+                     expected_status=expected_status or None, selected_at=seen_retried_at)
     if action in ("cancel", "skip"):
         params["details"] = json.dumps({"dependents": dependents})
     if action == "cancel":
@@ -402,7 +421,8 @@ def _act_on_job(conn: CallerConnection, action: str, job_id: int, actor: str, ro
     if request_id and (done := _already_done(conn, action, request_id, actor,
                                              job_id=int(job_id))):
         return done
-    return ActionResult(False, action, 0, _explain_refusal(conn, action, job_id, expected_status))
+    return ActionResult(False, action, 0, _explain_refusal(conn, action, job_id, expected_status,
+                                                           seen_retried_at))
 
 
 def _act_on_group(conn: CallerConnection, action: str, error_code: str, job_type: str | None,
@@ -692,7 +712,8 @@ def _already_done(conn: CallerConnection, action: str, request_id: str, actor: s
 
 
 def _explain_refusal(conn: CallerConnection, action: str, job_id: int,
-                     expected_status: str | None) -> str:
+                     expected_status: str | None,
+                     seen_retried_at: datetime | None = None) -> str:
     rows = _rows(conn, Q.operator_job_state, {"job_id": job_id})
     if not rows:
         return f"Job #{job_id} does not exist."
@@ -701,6 +722,11 @@ def _explain_refusal(conn: CallerConnection, action: str, job_id: int,
     if expected_status and status != expected_status:
         return (f"Job #{job_id} is now {status} (it was {expected_status} when you looked): "
                 f"nothing was changed. Review it and act again if still needed.")
+    if seen_retried_at and job["retried_at"] and job["retried_at"] > seen_retried_at:
+        return (f"Job #{job_id} was retried by {job['retried_by']} at "
+                f"{job['retried_at']:%Y-%m-%d %H:%M:%S} UTC, after you looked, and is "
+                f"{status} again: nothing was changed. Review it and act again if still "
+                "needed.")
     if action == "cancel" and status == "running" and job["cancel_requested_at"]:
         return f"Cancel was already requested for running job #{job_id}."
     if action == "retry" and status in ALLOWED_FROM["retry"] and job["live_holder_id"]:

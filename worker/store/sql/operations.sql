@@ -148,6 +148,9 @@ SELECT count(*) AS jobs, min(job_id) AS first_job_id FROM audit;
 WITH target AS (
     SELECT id, status FROM background_jobs
     WHERE id = %(job_id)s::bigint AND status = 'running' AND cancel_requested_at IS NULL
+      -- Not retried since the operator looked (as operator_jobs_transition's guard).
+      AND (%(selected_at)s::timestamptz IS NULL OR retried_at IS NULL
+           OR retried_at <= %(selected_at)s::timestamptz)
     FOR UPDATE
 ), updated AS (
     UPDATE background_jobs j SET cancel_requested_at = now()
@@ -189,7 +192,7 @@ LIMIT 1;
 
 -- name: operator_job_state
 -- The job's current state, to explain why an action changed nothing.
-SELECT j.id, j.status, j.cancel_requested_at, j.idempotency_key,
+SELECT j.id, j.status, j.cancel_requested_at, j.idempotency_key, j.retried_at, j.retried_by,
        (SELECT live.id FROM background_jobs live
         WHERE j.idempotency_key IS NOT NULL
           AND live.idempotency_key = j.idempotency_key
