@@ -16,6 +16,7 @@ import logging
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from jobwarden.worker.core.errors import JobError
@@ -28,6 +29,15 @@ MAX_ERROR_CHARS = 2000
 #: An error code names a group of failures, not one of them (docs/security-pages.md).
 MAX_ERROR_CODE_CHARS = 100
 MAX_TRACEBACK_CHARS = 8000
+#: The most a log line keeps, in characters, as an attempt's log line does
+#: (worker/engine/attempt_log.py); a longer one ends `… [n chars cut]`.
+MAX_LOG_CHARS = 4096
+#: How far past the part of a long text that is kept it is redacted before the cut: a
+#: secret that starts in the kept part ends within the margin (the longest shapes, PEM
+#: private keys, are ~3,300 characters), so it is recognised whole, replaced, and only
+#: then cut. Never more: a pattern holds the GIL while it runs, and redacting a handler's
+#: 650 kB error whole froze the whole worker, its heartbeat too (docs/faults.md).
+REDACT_MARGIN = 4096
 
 # Keys that contain a secret-looking word but are not secrets.
 _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "tokens_used"}
@@ -43,6 +53,9 @@ _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "to
 # Lengths are the references' lower bounds, kept open-ended so that a token cut short (or
 # a longer new generation of it) is still caught. Shapes in neither set are marked "ours".
 # tests/unit/test_sanitize.py holds the table of what must and must not be redacted.
+# Every pattern runs in time linear in the text (re holds the GIL while it runs): no run
+# that a failed match would scan again from each later start (white space before a value
+# is taken possessively, `*+`; a key's kind is bounded), tests/unit/test_sanitize_bounds.py.
 
 #: Names of secrets, in `key=value`, `"key": "value"`, `key => value`, `key%3Dvalue` forms.
 #: Long names also match at the end of a longer one (`db_password`, `clientSecret`,
@@ -72,12 +85,14 @@ _NAME_QUOTE = r"(?:\\?[\"']|&(?:quot|apos|#0*3[49]|#[xX]0*2[27]);|%2[27])"
 #: A value: JSON-escaped quotes (doubly escaped quotes inside), quotes (escaped quotes
 #: inside: a tail after `\"` is the secret's too), HTML-escaped or URL-encoded quotes, or
 #: a bare run that stops at a separator of its own (`&`, `%26`, `,`, `;`, space) and
-#: never ends with the `)` or `]` closing around it.
+#: never ends with the `)` or `]` closing around it. A quoted value whose closing quote
+#: never comes (a text cut short inside it) is the secret's up to the end.
 _BARE = r"(?:(?!%26)[^\s&,;\"'}])"
-_VALUE = (r'(\\"(?:\\\\\\"|\\\\\\\\|(?!\\").)*\\"|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|'
-          + _HTML_QUOTE + "(?:(?!" + _HTML_QUOTE + ").)*" + _HTML_QUOTE
-          + r"|%22(?:(?!%22).)*%22|" + _BARE + r"*(?:(?!%26)[^\s&,;\"'})\]]))")
-_NOT_DONE = r"(?!(?:\s|%20)*\[REDACTED\])"  # redacting twice changes nothing more
+_VALUE = (r'(\\"(?:\\\\\\"|\\\\\\\\|(?!\\").)*(?:\\"|\Z)|"(?:[^"\\]|\\.)*(?:"|\Z)|'
+          r"'(?:[^'\\]|\\.)*(?:'|\Z)|"
+          + _HTML_QUOTE + "(?:(?!" + _HTML_QUOTE + ").)*(?:" + _HTML_QUOTE + r"|\Z)"
+          + r"|%22(?:(?!%22).)*(?:%22|\Z)|" + _BARE + r"*(?:(?!%26)[^\s&,;\"'})\]]))")
+_NOT_DONE = r"(?!(?:\s|%20)*+\[REDACTED\])"  # redacting twice changes nothing more
 
 
 class _Rule(NamedTuple):
@@ -99,24 +114,29 @@ def _rule_table() -> list[_Rule]:
     """Every rule, in the order they are applied."""
     return [
         # PEM private keys, whole block (or up to the end of the text when cut short).
-        _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----.*?"
-                         r"(?:-----END [A-Z0-9 _-]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
+        # Its kind (RSA, OPENSSH, ENCRYPTED, PGP …) is bounded: unbounded, each BEGIN in a
+        # run of them scanned the whole run.
+        _Rule(re.compile(r"-----BEGIN [A-Z0-9 _-]{0,60}PRIVATE KEY(?: BLOCK)?-----.*?"
+                         r"(?:-----END [A-Z0-9 _-]{0,60}PRIVATE KEY(?: BLOCK)?-----|\Z)",
+                         re.DOTALL),
               REDACTED, ("-----begin",)),
         # Telegram bot tokens (telegram-bot-api-token), also inside api.telegram.org/bot<token>;
         # before "token <value>" below takes its digits for the whole token.
         _Rule(re.compile(r"(?<![0-9])[0-9]{5,16}:A[\w-]{30,}"), REDACTED, (":a",)),
         # Authorization / Proxy-Authorization / Cookie headers, whatever the scheme.
         _Rule(re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
-                         r"(\s*[:=]\s*)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
+                         r"(\s*+[:=]\s*+)" + _NOT_DONE + r"[^\r\n,;]+"), rf"\1\2{REDACTED}",
               ("authorization", "cookie", "x-api-key")),
         # Bearer credentials of any length; Basic and "token" ones long enough to be one.
-        _Rule(re.compile(r"(?i)\b(bearer)\s+" + _NOT_DONE + r"[A-Za-z0-9._~+/=-]+"),
+        _Rule(re.compile(r"(?i)\b(bearer)\s++" + _NOT_DONE + r"[A-Za-z0-9._~+/=-]+"),
               rf"\1 {REDACTED}", ("bearer",)),
         _Rule(re.compile(r"(?i)\b(basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}",
               ("basic", "token")),
         # user:password@ in URLs (also glued to a code: E_https://…). The password may hold
         # '@' and '/': it ends at the first '@' that a host follows; a port (`:8443/`) is none.
-        _Rule(re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?!\d+(?:[/?#\s]|$))\S*?@"
+        # Nor '://': each URL's search for its '@' ends at the next URL, not at the end of
+        # the text (many bare URLs and no '@' made it quadratic).
+        _Rule(re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?!\d+(?:[/?#\s]|$))(?:(?!://)\S)*?@"
                          r"(?=[^\s/?#@]*(?:[/?#\s]|$))"), rf"\1:{REDACTED}@", ("://",)),
         # Webhook URLs whose path is the credential: keep the host, drop the path.
         _Rule(re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
@@ -125,8 +145,8 @@ def _rule_table() -> list[_Rule]:
               rf"\1{REDACTED}", ("discord",)),  # ours
         # name=value or "name": "value" where the name is a secret's (query strings, JSON,
         # JSON inside a string, config dumps, logs).
-        _Rule(re.compile(r"(?i)(" + _NAME_START + _SECRET_NAME + _NAME_QUOTE + r"?(?:\s|%20)*"
-                         + _SEPARATOR + r"(?:\s|%20)*)" + _NOT_DONE + _VALUE),
+        _Rule(re.compile(r"(?i)(" + _NAME_START + _SECRET_NAME + _NAME_QUOTE + r"?(?:\s|%20)*+"
+                         + _SEPARATOR + r"(?:\s|%20)*+)" + _NOT_DONE + _VALUE),
               rf"\1{REDACTED}",
               ("pass", "pwd", "secret", "token", "key", "signature", "session", "credential",
                "card", "cvv", "cvc", "pin", "otp", "sig", "ssn", "auth", "iban", "security",
@@ -134,7 +154,7 @@ def _rule_table() -> list[_Rule]:
         # "password hunter2", "the password is hunter2": a password word (and is / was)
         # followed by a value that is not an ordinary word (one with a digit or a symbol
         # beyond trailing punctuation, which stays the sentence's).
-        _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|passcode|pwd)(\s+(?:(?:is|was)\s+)?)"
+        _Rule(re.compile(r"(?i)\b(password|passwd|passphrase|passcode|pwd)(\s++(?:(?:is|was)\s++)?)"
                          + _NOT_DONE + r"(?=[^\s,;]*[^A-Za-z\s,;:.!?)\]])[^\s,;]*[^\s,;)\].!?:]"),
               rf"\1\2{REDACTED}", ("pass", "pwd")),
         # JSON Web Tokens.
@@ -166,8 +186,8 @@ def _rule_table() -> list[_Rule]:
               None),
         # AWS secret access keys: 40 base64 characters with mixed case, a digit and a '/' or
         # '+' (which hex digests, UUIDs and base64url tokens never have).
-        _Rule(re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[0-9])"
-                         r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}"
+        _Rule(re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[/+])(?=[A-Za-z0-9/+]{0,39}[0-9])"
+                         r"(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40}"
                          r"(?![A-Za-z0-9/+=])"), REDACTED, None),
     ]
 
@@ -196,13 +216,35 @@ def is_secret_key(key: str) -> bool:
     return key.lower() not in _SAFE_KEYS and bool(_compiled().secret_key.search(key))
 
 
+def safe_str(value: object, what: str = "value", render: Callable[[object], str] = str) -> str:
+    """`str(value)` (or `render(value)`), never raising: `<value str() failed>` when it
+    does, as the traceback module says it.
+
+    Whatever a handler hands the worker (an exception, an error code, a message, a log
+    call's arguments) is turned into text through this on the way to its outcome: a
+    `__str__` that raises (KeyError, a SystemExit even) or returns no str must fail that
+    job with its own error, never the runner that records it (docs/faults.md)."""
+    if type(value) is str:
+        return value
+    try:
+        text = render(value)
+        if type(text) is not str:  # a __repr__ may return any str subclass, or worse
+            text = str.__str__(text) if isinstance(text, str) else None
+    except BaseException:  # a handler's object, never the worker's failure
+        text = None
+    return text if text is not None else f"<{what} {render.__name__}() failed>"
+
+
 def redact(text: str) -> str:
     """`text` with every secret shape replaced by [REDACTED].
 
     The one redaction function: stored errors, payloads and their keys, everything the
     console renders (a Jinja finalize hook), /metrics labels and log lines all pass
-    through it. Idempotent: redacting twice changes nothing more."""
-    text = str(text)
+    through it. Idempotent: redacting twice changes nothing more. Every pattern runs in
+    time linear in the text (tests/unit/test_sanitize_bounds.py), but text that is cut
+    afterwards goes through redact_start and redact_end, which redact only a bounded
+    window of it."""
+    text = safe_str(text)
     lowered = text.lower()
     compiled = _compiled()
     # The common case: no trigger, and the untriggered rules alone.
@@ -213,14 +255,58 @@ def redact(text: str) -> str:
     return text
 
 
+#: What ends a run of characters a secret may be part of, at a cut: a run that goes on
+#: past the redacted window may be the start of a secret too long to be recognised.
+_RUN_BREAK = re.compile(r"[\s\"']")
+
+
+def redact_start(text: str, keep: int) -> tuple[str, bool]:
+    """The start of `text` redacted, at most `keep` characters, and whether anything of
+    `text` was left out. Only `keep + REDACT_MARGIN` characters are redacted, however
+    long `text` is, and they are redacted before they are cut: a secret across the cut is
+    recognised whole and never kept in part. When the run of characters at the cut goes
+    on past the redacted window (a secret longer than the margin may start there), the
+    kept part of that run is dropped too."""
+    window = text[: keep + REDACT_MARGIN]
+    redacted = redact(window)
+    kept = redacted[:keep]
+    if len(window) == len(text) and len(kept) == len(redacted):
+        return kept, False
+    if len(window) < len(text) and not _RUN_BREAK.search(redacted, len(kept)):
+        breaks = list(_RUN_BREAK.finditer(kept))  # at most `keep` characters to look at
+        kept = kept[: breaks[-1].end()] if breaks else ""
+    return kept, True
+
+
+def redact_end(text: str, keep: int) -> tuple[str, bool]:
+    """redact_start at the other end: the last `keep` characters of `text`, redacted
+    over at most `keep + REDACT_MARGIN`, and whether anything was left out."""
+    window = text[-(keep + REDACT_MARGIN):]
+    redacted = redact(window)
+    kept = redacted[-keep:] if keep else ""
+    if len(window) == len(text) and len(kept) == len(redacted):
+        return kept, False
+    if len(window) < len(text) and not _RUN_BREAK.search(redacted, 0, len(redacted) - len(kept)):
+        match = _RUN_BREAK.search(kept)
+        kept = kept[match.start():] if match else ""
+    return kept, True
+
+
 def sanitize_text(text: str | None, max_chars: int = MAX_ERROR_CHARS) -> str | None:
-    """The text with secrets replaced by [REDACTED], truncated to max_chars."""
+    """The text with secrets replaced by [REDACTED], truncated to max_chars (0: whole).
+    Never more than max_chars + REDACT_MARGIN characters of it are redacted."""
     if text is None:
         return None
-    text = redact(text)
-    if max_chars and len(text) > max_chars:
-        text = text[: max_chars - 20] + f"… [{len(text) - max_chars + 20} chars cut]"
-    return text
+    text = safe_str(text)
+    if not max_chars:
+        return redact(text)
+    if len(text) <= max_chars:  # the common case: redacted whole, cut if it grew
+        redacted = redact(text)
+        if len(redacted) <= max_chars:
+            return redacted
+    kept, cut = redact_start(text, max_chars - 20)
+    # The count is of the text as given: how much of it is not shown.
+    return f"{kept}… [{max(len(text) - len(kept), 1)} chars cut]" if cut else kept
 
 
 def sanitize_error_code(code: str | None) -> str | None:
@@ -240,31 +326,34 @@ def sanitize_error_code(code: str | None) -> str | None:
     return f"{code[:MAX_ERROR_CODE_CHARS - 10]}…#{digest}"
 
 
-def sanitize_payload(value: Any, _depth: int = 0) -> Any:
-    """A copy of a JSON value with secret keys' values and secret-looking strings redacted."""
+def sanitize_payload(value: Any, _depth: int = 0, max_chars: int = 0) -> Any:
+    """A copy of a JSON value with secret keys' values and secret-looking strings redacted
+    (each string, key or value, cut to max_chars; 0: kept whole)."""
     if _depth > 50:
         return REDACTED  # absurdly deep: don't recurse forever on hostile input
     if isinstance(value, dict):
         return {
-            (redact(k) if isinstance(k, str) else k):
+            (sanitize_text(k, max_chars) if isinstance(k, str) else k):
                 (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
-                 else sanitize_payload(v, _depth + 1))
+                 else sanitize_payload(v, _depth + 1, max_chars))
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [sanitize_payload(v, _depth + 1) for v in value]
+        return [sanitize_payload(v, _depth + 1, max_chars) for v in value]
     if isinstance(value, str):
-        return sanitize_text(value, max_chars=0)
+        return sanitize_text(value, max_chars=max_chars)
     return value
 
 
 def describe_exception(exc: BaseException) -> str:
     """`ExceptionType: message`, sanitized and truncated, for storage. A JobError's
-    code is stored in its own column, so only its message is kept here."""
-    if isinstance(exc, JobError):
-        return sanitize_text(exc.message or exc.code) or exc.code
-    message = str(exc)
+    code is stored in its own column, so only its message is kept here. Never raises:
+    an exception whose `__str__` fails is `ExceptionType: <exception str() failed>`."""
     name = type(exc).__name__
+    if isinstance(exc, JobError):
+        message = safe_str(exc.message, "message")
+        return sanitize_text(message or safe_str(exc.code, "code")) or name
+    message = safe_str(exc, "exception")
     return sanitize_text(f"{name}: {message}" if message else name) or name
 
 
@@ -274,12 +363,21 @@ def describe_traceback(exc: BaseException, max_chars: int = MAX_TRACEBACK_CHARS)
     A long traceback keeps its first lines and, mostly, its last ones: the innermost
     frames and the exception itself are what an operator needs.
     """
-    text = sanitize_text("".join(traceback.format_exception(exc)), max_chars=0) or ""
+    return _sanitize_traceback("".join(traceback.format_exception(exc)), max_chars)
+
+
+def _sanitize_traceback(text: str, max_chars: int = MAX_TRACEBACK_CHARS) -> str:
+    """A formatted traceback (or stack) redacted, at most max_chars: its first lines and,
+    mostly, its last ones; each end redacted over a bounded window only."""
     if len(text) <= max_chars:
-        return text
-    head = max_chars // 4
-    tail = max_chars - head - 40
-    return f"{text[:head]}\n… [{len(text) - head - tail} chars cut] …\n{text[-tail:]}"
+        redacted = redact(text)
+        if len(redacted) <= max_chars:
+            return redacted
+    head_chars = max_chars // 4
+    head, _ = redact_start(text, head_chars)
+    tail, _ = redact_end(text, max_chars - head_chars - 40)
+    cut = max(len(text) - len(head) - len(tail), 1)
+    return f"{head}\n… [{cut} chars cut] …\n{tail}"
 
 
 class _NotLoaded(Exception):
@@ -311,37 +409,53 @@ _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None
     "message", "asctime", "taskName"}
 
 
-def redact_value(value: Any, _depth: int = 0) -> Any:
-    """A copy of any value with secrets redacted: strings, and the keys and values of
-    dicts, lists, tuples and sets (by key as sanitize_payload does); others as they are."""
+def redact_value(value: Any, _depth: int = 0, max_chars: int = 0) -> Any:
+    """A copy of any value with secrets redacted: strings (each cut to max_chars, 0: kept
+    whole), and the keys and values of dicts, lists, tuples and sets (by key as
+    sanitize_payload does); others as they are."""
     if isinstance(value, tuple | set | frozenset):
-        return [redact_value(v, _depth + 1) for v in value]
-    return sanitize_payload(value, _depth)
+        return [redact_value(v, _depth + 1, max_chars) for v in value]
+    return sanitize_payload(value, _depth, max_chars)
 
 
 class RedactingFilter(logging.Filter):
     """A logging filter that passes each record's message, traceback, stack and every
     field its `extra` added (nested values too) through redact().
 
+    A line keeps what an attempt's log line keeps: MAX_LOG_CHARS characters of its
+    message and of each text field, MAX_TRACEBACK_CHARS of its traceback or stack (its
+    first and last lines), each redacted over a bounded window, never whole: a handler
+    logging a 268 kB response body froze the worker while it was redacted. A message
+    that cannot be formatted (`log.info("%d", "x")`, an argument whose `__str__` fails)
+    is kept as logged, saying so.
+
     `jobwarden worker` and `jobwarden console` install it on their log handlers; an
     application embedding the worker adds it to its own: `handler.addFilter(
     RedactingFilter())`. On a handler it covers every logger, the application's too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = redact(message)
+        try:
+            message: str | None = record.getMessage()
+        except BaseException:  # bad arguments: what was logged, saying so
+            message = None
+        redacted = sanitize_text(message if message is not None else (
+            f"{safe_str(record.msg, 'message')} "
+            f"{safe_str(record.args, 'arguments', repr)} (could not be formatted)"),
+            MAX_LOG_CHARS)
         if redacted != message:
             record.msg, record.args = redacted, ()
         if record.exc_info and not record.exc_text:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_text = _sanitize_traceback(
+                logging.Formatter().formatException(record.exc_info))
         if record.stack_info:
-            record.stack_info = redact(record.stack_info)
+            record.stack_info = _sanitize_traceback(safe_str(record.stack_info))
         for name, value in list(vars(record).items()):
             if name not in _RECORD_ATTRIBUTES and value is not None \
                     and not isinstance(value, bool | int | float):
                 # A field named like a secret (`token=…`) is redacted whole, as in payloads.
-                setattr(record, name, REDACTED if is_secret_key(name) and value != ""
-                        else redact_value(value))
+                empty = isinstance(value, str) and not value
+                setattr(record, name, REDACTED if is_secret_key(name) and not empty
+                        else redact_value(value, max_chars=MAX_LOG_CHARS))
         return True
 
 

@@ -28,13 +28,13 @@ import threading
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from jobwarden.worker.core.sanitize import redact
+from jobwarden.worker.core.sanitize import MAX_LOG_CHARS, redact, safe_str
 from jobwarden.worker.core.storable import storable_text
 
 #: The most an attempt keeps, in UTF-8 bytes of its lines' text (plus LINE_OVERHEAD each).
 ATTEMPT_LOG_BYTES = 64 * 1024
 #: The most one line keeps, in characters (a longer one ends `… [n chars cut]`).
-LINE_CHARS = 4096
+LINE_CHARS = MAX_LOG_CHARS  # as the worker's own log lines keep (sanitize.RedactingFilter)
 #: What a line costs the budget besides its text: its time, level and logger.
 LINE_OVERHEAD = 48
 #: How much of a longer line is redacted before the cut. A secret that starts before the
@@ -103,8 +103,11 @@ def line_text(record: logging.LogRecord) -> str:
     LINE_CHARS characters."""
     try:
         text = record.getMessage()
-    except Exception as exc:  # bad %-arguments: keep what was logged, and say so
-        text = f"{record.msg!r} {record.args!r} (could not be formatted: {exc})"
+    except BaseException as exc:  # bad %-arguments, or an argument whose
+        # __str__ fails: keep what was logged, and say so
+        text = (f"{safe_str(record.msg, 'message', repr)} "
+                f"{safe_str(record.args, 'arguments', repr)} "
+                f"(could not be formatted: {safe_str(exc, 'exception')})")
     if record.exc_info:
         text = f"{text}\n{logging.Formatter().formatException(record.exc_info)}"
     elif record.exc_text:

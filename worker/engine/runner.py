@@ -27,6 +27,7 @@ from jobwarden.worker.core.sanitize import (
     describe_exception,
     describe_traceback,
     describe_validation,
+    safe_str,
     sanitize_text,
     validation_error,
 )
@@ -194,12 +195,14 @@ def _upgrade(job_type: JobType, payload: dict[str, Any], version: int) -> dict[s
     except KeyError as exc:
         raise E.PermanentError(
             E.PAYLOAD_VERSION_UNSUPPORTED,
-            f"payload v{version} cannot be upgraded to v{job_type.version}: {exc.args[0]}",
+            f"payload v{version} cannot be upgraded to v{job_type.version}: "
+            f"{safe_str(exc.args[0] if exc.args else '', 'exception')}",
         ) from None
     except Exception as exc:
         raise E.PermanentError(
             E.PAYLOAD_VERSION_UNSUPPORTED,
-            f"upgrading payload v{version} to v{job_type.version} failed: {exc}") from exc
+            f"upgrading payload v{version} to v{job_type.version} failed: "
+            f"{safe_str(exc, 'exception')}") from exc
 
 
 def max_result_bytes() -> int:
@@ -215,9 +218,11 @@ def with_result(outcome: Outcome, value: Any) -> Outcome:
         return outcome
     try:
         text = storable_json_text(value)
-    except ValueError as exc:
+    except BaseException as exc:  # ValueError (storable_json_text's own refusal), or
+        # whatever a value of the handler's raises as it is read: the job's failure
         return ended(ExecutionOutcome.FAILED, E.RESULT_UNSTORABLE,
-                     f"the handler returned a value that is not JSON: {exc}")
+                     f"the handler returned a value that is not JSON: "
+                     f"{safe_str(exc, 'exception')}")
     if (size := len(text.encode())) > (limit := max_result_bytes()):
         return ended(ExecutionOutcome.FAILED, E.RESULT_TOO_LARGE,
                      f"the handler returned {size} bytes of JSON, over the {limit}-byte "
