@@ -10,9 +10,10 @@ heartbeat's. They report through chaos_events (tests/apps/chaos_app.py, `note`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
-from jobwarden import job, registry
+from jobwarden import RetryableError, job, registry
 from tests.apps.chaos_app import FAST, note
 
 # Importing chaos_app registered its handlers: this app serves only its own.
@@ -36,6 +37,44 @@ def raise_kind(kind: str) -> None:
         raise GeneratorExit
     if kind == "custom":
         raise Custom("a handler's own BaseException")
+    raise AssertionError(f"unknown kind {kind!r}")
+
+
+class ProviderError(Exception):
+    """A provider's error whose __str__ reads a field its response may lack."""
+
+    def __init__(self, response: dict):
+        super().__init__(response)
+        self.response = response
+
+    def __str__(self) -> str:
+        return f"provider said {self.response['error']}"  # KeyError: no 'error'
+
+
+class NonStrError(Exception):
+    def __str__(self):
+        return 42  # TypeError: __str__ returned non-string
+
+
+class ExitStrError(Exception):
+    def __str__(self):
+        raise SystemExit(3)
+
+
+class ExitStrRetryable(RetryableError):
+    def __str__(self):
+        raise SystemExit(3)
+
+
+def raise_unprintable(kind: str) -> None:
+    if kind == "KeyError":
+        raise ProviderError({"status": 500})
+    if kind == "non-str":
+        raise NonStrError("x")
+    if kind == "SystemExit":
+        raise ExitStrError("x")
+    if kind == "retryable":
+        raise ExitStrRetryable("API_ERROR", "provider answered 500")
     raise AssertionError(f"unknown kind {kind!r}")
 
 
@@ -147,5 +186,33 @@ def overrunning_job(ctx, payload):
     note(ctx, "saw_end" if wait_for_end(ctx) else "no_end")  # deaf to the cancel signal
 
 
+@job("faults.unprintable", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+def unprintable_job(ctx, payload):
+    note(ctx, "started")
+    raise_unprintable(payload["kind"])
+
+
+@job("faults.aunprintable", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+async def aunprintable_job(ctx, payload):
+    await asyncio.to_thread(note, ctx, "started")
+    await asyncio.sleep(0)
+    raise_unprintable(payload["kind"])
+
+
+def api_body(chars: int) -> str:
+    """A minified API listing with bare https:// URLs and no '@', as long as asked."""
+    item = '{"id":1,"homepage":"https://site1.example.com"},'
+    return "[" + item * (chars // len(item)) + "]"
+
+
+@job("faults.huge_error", queue=QUEUE, lease=30, timeout=30, max_attempts=1, backoff=FAST)
+def huge_error_job(ctx, payload):
+    """Raises an error of a megabyte: redacted whole, it held the GIL for minutes."""
+    note(ctx, "started")
+    logging.getLogger("faults").warning("provider answered 500: %s", api_body(payload["chars"]))
+    raise RetryableError("API_ERROR", "provider answered 500: " + api_body(payload["chars"]))
+
+
 TYPES = [raising_job, araising_job, steady_job, thread_steady_job, gated_job,
-         thread_gated_job, blocking_job, swallowing_job, overrunning_job]
+         thread_gated_job, blocking_job, swallowing_job, overrunning_job, unprintable_job,
+         aunprintable_job, huge_error_job]

@@ -158,3 +158,48 @@ def test_an_abandoned_coroutine_that_ends_later_hands_on_no_slot(workers, chaos_
         assert end <= start, one_at_a_time
     assert not w.logged("released too many times") and not w.logged("task running job")
     assert w.alive()
+
+
+@pytest.mark.parametrize("handler", ["thread", "coroutine"])
+def test_an_exception_whose_str_fails_fails_its_job_with_its_own_code(workers, chaos_db,
+                                                                     handler):
+    """Its __str__ raises KeyError, returns no str, or raises SystemExit: the job fails at
+    once with the code its class gives (UNKNOWN, or a RetryableError's own), the message
+    names the type, and the worker runs on. It used to stay running until its lease
+    lapsed (WORKER_LOST), and the SystemExit stopped the worker."""
+    w = workers.start(APP, concurrency=2, grace=1)
+    type_ = "faults.aunprintable" if handler == "coroutine" else "faults.unprintable"
+    for kind, code, error in [
+            ("KeyError", E.UNKNOWN, "ProviderError: <exception str() failed>"),
+            ("non-str", E.UNKNOWN, "NonStrError: <exception str() failed>"),
+            ("SystemExit", E.UNKNOWN, "ExitStrError: <exception str() failed>"),
+            ("retryable", "API_ERROR", "provider answered 500")]:
+        job_id = add(chaos_db, type_, {"kind": kind})
+        row = settle(chaos_db, job_id, timeout=20)
+        assert (row["status"], row["last_error_code"]) == ("failed", code), kind
+        assert row["last_error"].startswith(error), (kind, row["last_error"])
+        (execution,) = executions(chaos_db, job_id)
+        assert execution["outcome"] == "failed" and execution["traceback"], kind
+        assert w.alive(), kind
+    assert not w.logged("unexpected error in the runner")
+    open_gates(chaos_db, running_together(chaos_db, "faults.tgated", 2))
+
+
+def test_a_megabyte_error_fails_its_job_and_the_jobs_beside_it_keep_their_leases(
+        workers, chaos_db):
+    """A handler logs and raises a megabyte of minified JSON with bare URLs. Redacted
+    whole, that held the GIL for minutes: no heartbeat, and the jobs beside it lost.
+    Now its job fails with its own code, its error and traceback cut, while a job beside
+    it runs on its lease and completes, its one attempt never lost."""
+    workers.start(APP, concurrency=2, grace=1)
+    beside = running_together(chaos_db, "faults.tgated", 1)
+    job_id = add(chaos_db, "faults.huge_error", {"chars": 1_000_000})
+    row = settle(chaos_db, job_id, timeout=20)
+    assert (row["status"], row["last_error_code"]) == ("failed", "API_ERROR")
+    assert len(row["last_error"]) <= 2000 and row["last_error"].startswith("provider answered")
+    (execution,) = executions(chaos_db, job_id)
+    assert len(execution["traceback"]) <= 8000
+    open_gates(chaos_db, beside)
+    (other,) = beside
+    assert settle(chaos_db, other)["status"] == "completed"
+    assert [e["outcome"] for e in executions(chaos_db, other)] == ["completed"]
