@@ -19,6 +19,7 @@ from jobwarden.worker.core.sanitize import (
     MAX_LOG_CHARS,
     MAX_TRACEBACK_CHARS,
     REDACT_MARGIN,
+    REDACT_MAX_WINDOW,
     REDACTED,
     RedactingFilter,
     describe_exception,
@@ -77,7 +78,7 @@ def test_a_megabyte_error_reaches_the_patterns_only_as_far_as_it_is_kept(seen, n
     assert len(described) <= MAX_ERROR_CHARS
     trace = describe_traceback(raised(RetryableError("API_ERROR", text)))
     assert len(trace) <= MAX_TRACEBACK_CHARS and "chars cut" in trace
-    assert seen and max(seen) <= MAX_TRACEBACK_CHARS + REDACT_MARGIN, max(seen)
+    assert seen and max(seen) <= REDACT_MAX_WINDOW, max(seen)
 
 
 def test_a_megabyte_log_line_reaches_the_patterns_only_as_far_as_it_is_kept(seen):
@@ -91,7 +92,7 @@ def test_a_megabyte_log_line_reaches_the_patterns_only_as_far_as_it_is_kept(seen
     assert len(message) <= MAX_LOG_CHARS + 30 and message.endswith("chars cut]")
     assert len(rec.body) <= MAX_LOG_CHARS + 30
     assert len(rec.exc_text) <= MAX_TRACEBACK_CHARS
-    assert max(seen) <= MAX_TRACEBACK_CHARS + REDACT_MARGIN, max(seen)
+    assert max(seen) <= REDACT_MAX_WINDOW, max(seen)
 
 
 def test_an_attempts_log_line_of_a_megabyte_is_bounded_too(seen):
@@ -136,7 +137,7 @@ def test_a_secret_placed_across_the_cut_is_never_kept_in_part(shape, secret, fil
 def test_a_secret_longer_than_the_margin_across_the_window_is_dropped(at):
     """A run that goes on past what was redacted may be a secret too long to recognise:
     its kept part is dropped, whichever end of the text is kept."""
-    secret = "Yt6Gd" * (2 * REDACT_MARGIN // 5)
+    secret = "Yt6Gd" * (2 * REDACT_MAX_WINDOW // 5)
     before = "note " * (MAX_TRACEBACK_CHARS // 5)
     if at == "start":
         kept, cut = sanitize.redact_start(before[:100] + "ghp_" + secret + before, 1000)

@@ -38,6 +38,10 @@ MAX_LOG_CHARS = 4096
 #: then cut. Never more: a pattern holds the GIL while it runs, and redacting a handler's
 #: 650 kB error whole froze the whole worker, its heartbeat too (docs/faults.md).
 REDACT_MARGIN = 4096
+#: The most of a long text redacted to keep a part of it: a run of non-blank characters
+#: across the margin's end is redacted to its end when it ends within this (a 20 kB word
+#: is kept as far as it fits); one longer is dropped from the kept part.
+REDACT_MAX_WINDOW = 64 * 1024
 
 # Keys that contain a secret-looking word but are not secrets.
 _SAFE_KEYS = {"token_type", "auth_method", "authority", "author", "authors", "tokens_used"}
@@ -267,7 +271,11 @@ def redact_start(text: str, keep: int) -> tuple[str, bool]:
     recognised whole and never kept in part. When the run of characters at the cut goes
     on past the redacted window (a secret longer than the margin may start there), the
     kept part of that run is dropped too."""
-    window = text[: keep + REDACT_MARGIN]
+    end = keep + REDACT_MARGIN
+    if end < len(text) and not _RUN_BREAK.match(text, end - 1):  # a run goes on: to its end
+        found = _RUN_BREAK.search(text, end, min(len(text), REDACT_MAX_WINDOW))
+        end = found.end() if found else REDACT_MAX_WINDOW
+    window = text[:end]
     redacted = redact(window)
     kept = redacted[:keep]
     if len(window) == len(text) and len(kept) == len(redacted):
@@ -281,7 +289,12 @@ def redact_start(text: str, keep: int) -> tuple[str, bool]:
 def redact_end(text: str, keep: int) -> tuple[str, bool]:
     """redact_start at the other end: the last `keep` characters of `text`, redacted
     over at most `keep + REDACT_MARGIN`, and whether anything was left out."""
-    window = text[-(keep + REDACT_MARGIN):]
+    start = max(len(text) - keep - REDACT_MARGIN, 0)
+    if start > 0 and not _RUN_BREAK.match(text, start):  # a run goes on: to its start
+        lowest = max(len(text) - REDACT_MAX_WINDOW, 0)
+        found = _RUN_BREAK.search(text[lowest:start][::-1])
+        start = start - found.end() if found else lowest
+    window = text[start:]
     redacted = redact(window)
     kept = redacted[-keep:] if keep else ""
     if len(window) == len(text) and len(kept) == len(redacted):
