@@ -48,6 +48,18 @@ def text_filter(value: str | None) -> str | None:
     return value[:TEXT_FILTER_MAX] or None
 
 
+def not_shown(label: str, value: str | None) -> str | None:
+    """Why a name or filter taken from a request cannot be answered: every page shows it
+    as the redactor does (for every role), so answering it would tell whether a guess at
+    a secret is right. None when the pages show it as it is. Every view that takes a
+    queue, type, code or key from the request asks this before any SQL runs, and refuses
+    with the line it returns (a right and a wrong guess then get the same answer)."""
+    if value is not None and redact(value) != value:
+        return (f"The console shows this {label} as {REDACTED}, so it cannot filter by it: "
+                "filter by what the pages show.")
+    return None
+
+
 @dataclass(frozen=True)
 class JobFilter:
     """The jobs list's filters and keyset position, newest first: `before` an id for the
@@ -123,9 +135,8 @@ class JobFilter:
         for label, value in (("queue", self.queue), ("type", self.type),
                              ("error code", self.error_code),
                              ("id or idempotency key", self.q)):
-            if value is not None and redact(value) != value:
-                return (f"The console shows this {label} as {REDACTED}, so it cannot filter "
-                        "by it: filter by what the pages show.")
+            if problem := not_shown(label, value):
+                return problem
         return None
 
     def params(self) -> dict[str, Any]:

@@ -15,11 +15,10 @@ from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import batches
-from jobwarden.console.data.queries import clamp_limit, positive_int, text_filter
+from jobwarden.console.data.queries import clamp_limit, not_shown, positive_int, text_filter
 from jobwarden.console.web.batchbar import progress_bar
 from jobwarden.console.web.errors import page
 from jobwarden.console.web.reads import page_reads
-from jobwarden.worker.core.sanitize import REDACTED, redact
 from jobwarden.worker.ops.operations import SELECTION_FROM
 
 bp = Blueprint("batches", __name__)
@@ -53,11 +52,10 @@ def index() -> ResponseReturnValue:
     before = batch_id(before_text) if before_text else None
     if before_text and before is None:
         return bad_id(before_text)
-    if owner is not None and redact(owner) != owner:
+    if problem := not_shown("owner key", owner):
         # Every page shows an owner key as the redactor does: matching one it hides would
         # tell whether a guess at a secret is right.
-        return page(400, "Not shown", f"The console shows this owner key as {REDACTED}, so "
-                    "it cannot filter by it: filter by what the pages show.")
+        return page(400, "Not shown", problem)
     with page_reads().reading() as reader:
         found = batches.page(reader, owner=owner, before=before, limit=limit)
     shown_limit = limit if limit != cfg["PAGE_SIZE"] else None

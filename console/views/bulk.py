@@ -34,7 +34,7 @@ from flask.typing import ResponseReturnValue
 from jobwarden.console.core.config import settings
 from jobwarden.console.data import bulk, flows
 from jobwarden.console.data.database import CQ, Reader, Row, get_db
-from jobwarden.console.data.queries import JobFilter, positive_int, text_filter
+from jobwarden.console.data.queries import JobFilter, not_shown, positive_int, text_filter
 from jobwarden.console.data.schema import SELECTION_ACTIONS, SELECTION_PAGE
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.errors import page
@@ -190,6 +190,8 @@ def narrow(selection_id: str) -> ResponseReturnValue:
     except BadTime as problem:
         return page(400, "Bad failure time", str(problem))
     job_type = text_filter(request.form.get("type"))
+    if hidden := not_shown("type", job_type):  # the same answer, right guess or wrong
+        return page(400, "Not shown", f"{hidden} Nothing was changed.")
     if not (job_type or failed_from or failed_to):
         flash("Give a type or a time range to narrow to. Nothing was changed.", "error")
         return redirect(back, code=303)

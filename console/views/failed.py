@@ -21,6 +21,7 @@ from jobwarden.console.data.queries import (
     JobFilter,
     failed_groups,
     jobs_page,
+    not_shown,
     retrying_groups,
     text_filter,
 )
@@ -45,6 +46,8 @@ def index() -> ResponseReturnValue:
     """What is retrying now, then one row per error code among failed jobs (of one type
     with `?type=`), the latest activity first."""
     job_type = text_filter(request.args.get("type"))
+    if problem := not_shown("type", job_type):  # the same answer, right guess or wrong
+        return error_page(400, "Not shown", f"{problem} Nothing was searched.")
     with page_reads().reading() as reader:
         retrying = retrying_groups(reader, job_type=job_type)
         groups = failed_groups(reader, limit=500, job_type=job_type)

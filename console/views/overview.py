@@ -15,12 +15,28 @@ from jobwarden.console.data import queries, trends
 from jobwarden.console.data import sla as sla_model
 from jobwarden.console.data.database import CQ
 from jobwarden.console.web import charts
+from jobwarden.console.web.errors import page as error_page
 from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.ops import operations
 from jobwarden.worker.store.schema import JOB_STATUSES
 
 bp = Blueprint("overview", __name__)
 PANELS = ("counts", "trends", "health")
+
+
+def _trend_filters() -> tuple[str | None, str | None, str | None]:
+    """The trend chart's queue and type filters, and why they cannot be answered (a name
+    the pages show as [REDACTED]: choosing it would tell whether a guess is right)."""
+    queue = queries.text_filter(request.args.get("queue"))
+    job_type = queries.text_filter(request.args.get("type"))
+    return queue, job_type, (queries.not_shown("queue", queue)
+                             or queries.not_shown("type", job_type))
+
+
+def _refused() -> ResponseReturnValue | None:
+    """The same 400 for a right and a wrong guess at a redacted name, before any SQL."""
+    problem = _trend_filters()[2]
+    return error_page(400, "Not shown", f"{problem} Nothing was read.") if problem else None
 
 
 def _panel_context(panel: str) -> dict[str, Any]:
@@ -38,8 +54,7 @@ def _panel_context(panel: str) -> dict[str, Any]:
                     "breaches": sla_model.pending_breaches(
                         reader, cfg["SLA_TARGETS"], cfg["SLA_DEFAULT_SECONDS"])}
         if panel == "trends":
-            queue = queries.text_filter(request.args.get("queue"))
-            job_type = queries.text_filter(request.args.get("type"))
+            queue, job_type, _ = _trend_filters()
             counted = reader.all(CQ.console_counts_by_queue_type)
             trend = trends.trend(reader, request.args.get("range", "1h"), queue, job_type)
             return {"trend": trend, "trend_chart": charts.trend_chart(trend),
@@ -60,6 +75,8 @@ def _panel_context(panel: str) -> dict[str, Any]:
 @bp.get("/")
 def index() -> ResponseReturnValue:
     """The overview page: every panel, each refreshing itself."""
+    if refused := _refused():
+        return refused
     context = {f"{p}_ctx": _panel_context(p) for p in PANELS}
     return render_template("jobwarden/overview.html", **context)
 
@@ -69,6 +86,8 @@ def panel(panel: str) -> ResponseReturnValue:
     """One overview panel (htmx polls it)."""
     if panel not in PANELS:
         abort(404)
+    if panel == "trends" and (refused := _refused()):
+        return refused
     return render_template(f"jobwarden/_overview_{panel}.html", **_panel_context(panel))
 
 

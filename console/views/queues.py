@@ -20,6 +20,7 @@ from jobwarden.console.data.limits import (
 )
 from jobwarden.console.web import charts
 from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.errors import page as error_page
 from jobwarden.console.web.forms import ActionForm, LimitForm, given
 from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.console.web.reads import page_reads
@@ -62,6 +63,8 @@ def job_type(job_type: str) -> ResponseReturnValue:
     for a type with a fair key, each key's backlog and oldest wait, flagged past the SLA."""
     if not NAME_PATTERN.match(job_type):
         abort(404)
+    if problem := queries.not_shown("type", job_type):  # the same answer, right or wrong
+        return error_page(400, "Not shown", f"{problem} Nothing was searched.")
     with page_reads().reading() as reader:
         policy = job_type_policy(reader, job_type)
         found = limits(reader, "type", job_type)
@@ -85,6 +88,8 @@ def queue_action(queue: str, action: str) -> ResponseReturnValue:
     act = operations.QUEUE_ACTIONS.get(action)
     if act is None or not NAME_PATTERN.match(queue):
         abort(404)
+    if problem := queries.not_shown("queue", queue):
+        return _not_shown(problem)
     form = ActionForm()
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
@@ -110,6 +115,8 @@ def limit_action(action: str) -> ResponseReturnValue:
         flash("Name a queue or a job type (letters, digits, '_', '.', ':' or '-'). "
               "Nothing was changed.", "error")
         return redirect(url_for("jobwarden.queues.index"), code=303)
+    if problem := queries.not_shown("queue" if scope == "queue" else "type", name):
+        return _not_shown(problem)
     back = (url_for("jobwarden.queues.job_type", job_type=name)
             if scope == "type" and request.form.get("back") == "type"
             else url_for("jobwarden.queues.index"))
@@ -136,3 +143,9 @@ def limit_action(action: str) -> ResponseReturnValue:
         return redirect(back, code=303)
     flash(result.message, "ok" if result.ok else "error")
     return redirect(back, code=303)
+
+
+def _not_shown(problem: str) -> ResponseReturnValue:
+    """An action on a name the pages show as [REDACTED]: refused before anything is read,
+    so a right and a wrong guess at it get the same answer."""
+    return error_page(400, "Not shown", f"{problem} Nothing was changed.")

@@ -17,7 +17,9 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data.database import CQ, get_db
+from jobwarden.console.data.queries import not_shown
 from jobwarden.console.web.auth import role_required
+from jobwarden.console.web.errors import page as error_page
 from jobwarden.console.web.forms import ActionForm, ScheduleForm, given
 from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.console.web.reads import page_reads
@@ -96,6 +98,8 @@ def schedule_action(job_type: str, action: str) -> ResponseReturnValue:
     act = operations.SCHEDULE_ACTIONS.get(action)
     if act is None or not NAME_PATTERN.match(job_type):
         abort(404)
+    if problem := not_shown("type", job_type):  # the same answer, right guess or wrong
+        return error_page(400, "Not shown", f"{problem} Nothing was changed.")
     form = ActionForm()
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
@@ -146,6 +150,8 @@ def add() -> ResponseReturnValue:
     form = _form("added")
     if not isinstance(form, ScheduleForm):
         return form
+    if problem := not_shown("type", (form.job_type.data or "").strip()):
+        return error_page(400, "Not shown", f"{problem} Nothing was added.")
     user = signed_in()
     try:
         with get_db().transaction() as tx:
@@ -162,6 +168,8 @@ def add() -> ResponseReturnValue:
 @role_required("admin")
 def edit(job_type: str) -> ResponseReturnValue:
     """Change a schedule, when it is still as the admin saw it."""
+    if problem := not_shown("type", job_type):
+        return error_page(400, "Not shown", f"{problem} Nothing was changed.")
     form = _form("changed")
     if not isinstance(form, ScheduleForm):
         return form
@@ -185,6 +193,8 @@ def edit(job_type: str) -> ResponseReturnValue:
 @role_required("admin")
 def remove(job_type: str) -> ResponseReturnValue:
     """Remove a schedule's console edit, when it is still as the admin saw it."""
+    if problem := not_shown("type", job_type):
+        return error_page(400, "Not shown", f"{problem} Nothing was changed.")
     form = _form("removed")
     if not isinstance(form, ScheduleForm):
         return form
