@@ -56,6 +56,9 @@ BIGINT_MAX = 2**63 - 1
 _ID = re.compile(r"#?(\d+)")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,29})(?:\.\d{1,30})?(?:[eE][+-]?\d{1,3})?")
 _SEGMENT = re.compile(r"[^\s.=]{1,100}")
+#: What a jsonb string (a key or a value) cannot hold: PostgreSQL refuses a NUL (22P05)
+#: and a lone surrogate (22P02), so searching for one would be a database error.
+_NOT_IN_JSONB = re.compile(r"[\x00\ud800-\udfff]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: The longest text a matched value or error shows in the results.
 MATCHED_MAX = 200
@@ -204,6 +207,8 @@ def _payload(text: str) -> Search:
     if len(path) > PATH_MAX:
         raise SearchError(f"A payload path has at most {PATH_MAX} parts (this one has "
                           f"{len(path)}).")
+    for part in path:
+        _storable(part, "field name")
     hidden = [p for p in path if is_secret_key(p) or redact(p) != p]
     if hidden:
         raise SearchError(f"The console shows what {hidden[0]!r} holds as {REDACTED} (a "
@@ -215,8 +220,19 @@ def _payload(text: str) -> Search:
     values = _json_values(value)
     for json_text in values:
         if isinstance(decoded := json.loads(json_text), str):
+            _storable(decoded, "value")
             _shown(decoded, "value")
     return Search("payload", text, path=path, values=values)
+
+
+def _storable(text: str, what: str) -> str:
+    """`text`, if a jsonb key or value can hold it (read after JSON's escapes, so
+    `"\\u0000"` is a NUL); else SearchError, before any SQL runs."""
+    if found := _NOT_IN_JSONB.search(text):
+        kind = "a NUL" if found.group() == "\x00" else "a lone surrogate"
+        raise SearchError(f"This {what} holds {kind} (\\u{ord(found.group()):04x}), which a "
+                          "payload cannot hold: no job can match it.")
+    return text
 
 
 def _json_values(value: str) -> list[str]:

@@ -128,6 +128,12 @@ def fingerprint(url: str) -> tuple:
     ({"q": "customer_id=42", "before": "abc"}, "is not a job id"),
     ({"q": "customer_id=42", "floor": "-3"}, "is not a job id"),
     ({"q": "customer_id=42", "before": "99999999999999999999"}, "is not a job id"),
+    # JSON escapes of what a jsonb value cannot hold: a NUL, a lone surrogate.
+    ({"q": 'a="\\u0000"'}, "cannot hold"),
+    ({"q": 'a="x\\u0000y"'}, "cannot hold"),
+    ({"q": 'a="\\ud800"'}, "cannot hold"),
+    ({"q": 'a="\\uDC00x"'}, "cannot hold"),
+    ({"q": 'a="\\ude00\\ud83d"'}, "cannot hold"),  # a pair the wrong way round
 ])
 def test_unreadable_input_is_a_400_that_says_why_and_changes_nothing(
         small_window, searched, clean_db, args, problem):
@@ -151,6 +157,11 @@ def test_sql_in_the_search_is_text_to_find_and_changes_nothing(
     before = fingerprint(clean_db)
     assert found(search(small_window, q)) == []
     assert fingerprint(clean_db) == before
+
+
+def test_a_json_escaped_pair_of_surrogates_is_one_character_to_find(small_window, searched):
+    """The control for the lone surrogates refused above: a pair is an emoji."""
+    assert search(small_window, 'a="\\ud83d\\ude00"').status_code == 200
 
 
 def test_a_nul_character_is_refused_before_any_search(small_window, searched, clean_db):

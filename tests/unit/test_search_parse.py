@@ -60,6 +60,14 @@ def test_a_payload_value_matches_its_json_forms(value, values):
     ('a="x" "y"', "one JSON string"),
     (".".join("abcdefghijk") + "=1", "at most 10 parts"),
     ("a=1e99999", None),  # a long exponent is text, never a number PostgreSQL overflows on
+    # What a jsonb value or key cannot hold, however it is written: a NUL, a lone surrogate.
+    ('a="\\u0000"', "cannot hold"),
+    ('a="\\ud800"', "cannot hold"),
+    ('a="\\uDFFF tail"', "cannot hold"),
+    ('a="\\ude00\\ud83d"', "cannot hold"),
+    ("a=\ud800", "cannot hold"),
+    ("a\udc00.b=1", "cannot hold"),
+    ("\ud83d=1", "cannot hold"),
 ])
 def test_unreadable_searches_are_refused_with_the_reason(text, problem):
     if problem is None:
@@ -133,3 +141,7 @@ def _ilike(pattern: str, text: str) -> bool:
             regex += ".*" if c == "%" else "." if c == "_" else re.escape(c)
         i += 1
     return re.fullmatch(regex, text, re.IGNORECASE | re.DOTALL) is not None
+
+
+def test_a_json_escaped_surrogate_pair_is_one_character():
+    assert parse('a="\\ud83d\\ude00"').values == ['"\\ud83d\\ude00"']
