@@ -36,11 +36,19 @@ def clamp_limit(value: str | int | None, default: int, maximum: int) -> int:
 
 
 def positive_int(value: object) -> int | None:
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
+    """An id (1 to 2**63 - 1, PostgreSQL's bigint) written in ASCII digits, else None."""
+    return bigint_digits(value, lowest=1)
+
+
+def bigint_digits(value: object, lowest: int = 0) -> int | None:
+    """A whole number written in ASCII digits alone (spaces around it allowed), from
+    `lowest` to 2**63 - 1, else None. Python's int() also reads `١` (an Arabic-Indic
+    one), `１`, `1_0` and `+1`, and numbers past bigint that PostgreSQL refuses."""
+    text = "" if value is None else str(value).strip()
+    if not (text.isascii() and text.isdigit()):
         return None
-    return number if 0 < number < 2**63 else None
+    number = int(text)
+    return number if lowest <= number < 2**63 else None
 
 
 def text_filter(value: str | None) -> str | None:

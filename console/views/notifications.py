@@ -16,6 +16,7 @@ from flask.typing import ResponseReturnValue
 from jobwarden.console.core.config import settings
 from jobwarden.console.data.database import get_db
 from jobwarden.console.data.notifications import recent, target_rows
+from jobwarden.console.data.queries import bigint_digits
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.forms import ActionForm, TargetForm, given
 from jobwarden.console.web.identity import signed_in
@@ -167,5 +168,4 @@ def test() -> ResponseReturnValue:
 
 
 def _revision(form: TargetForm) -> int | None:
-    text = (form.revision.data or "").strip()
-    return int(text) if text.isdigit() else None
+    return bigint_digits(form.revision.data)

@@ -17,7 +17,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.data.database import CQ, get_db
-from jobwarden.console.data.queries import not_shown
+from jobwarden.console.data.queries import bigint_digits, not_shown
 from jobwarden.console.web.auth import role_required
 from jobwarden.console.web.errors import page as error_page
 from jobwarden.console.web.forms import ActionForm, ScheduleForm, given
@@ -134,8 +134,7 @@ def _edit(form: ScheduleForm) -> ScheduleEdit:
 
 
 def _revision(form: ScheduleForm) -> int | None:
-    text = (form.revision.data or "").strip()
-    return int(text) if text.isdigit() else None
+    return bigint_digits(form.revision.data)
 
 
 def _done(result: ActionResult) -> ResponseReturnValue:

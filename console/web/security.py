@@ -43,10 +43,16 @@ BIGINT_MAX = 2**63 - 1
 
 
 def refuse_out_of_range_ids(endpoint: str | None, values: dict[str, Any] | None) -> None:
-    """url_value_preprocessor: a route's integer beyond bigint names nothing (404). Done
+    """url_value_preprocessor: a route's integer beyond bigint, or written in other than
+    ASCII digits, names nothing (404). Done
     for the console's routes only, not by replacing the app's `int` converter, which a
     host application's routes use too."""
     if values and any(isinstance(v, int) and v > BIGINT_MAX for v in values.values()):
+        abort(404)
+    # The `int` converter's \d reads any script's digits (`/jobs/١` would open job 1):
+    # the console's ids are written in ASCII digits only.
+    if (values and any(isinstance(v, int) for v in values.values())
+            and any(c.isdigit() and not c.isascii() for c in request.path)):
         abort(404)
 
 

@@ -30,6 +30,20 @@ def test_ids_beyond_bigint_are_not_a_500(app, client, login, path):
     assert response.status_code in (200, 404, 405), (path, response.status_code)
 
 
+@pytest.mark.parametrize("value", ["\u0661", "\uff11", "\u0967", "1_0"])
+def test_ids_in_anything_but_ascii_digits_name_nothing(app, client, login, make_job, value):
+    """Python's int() (and the router's \\d) read Arabic-Indic, fullwidth and Devanagari
+    digits and underscores: none of them names job 1 (or 10) in a route or a filter."""
+    for _ in range(10):
+        make_job("failed")
+    login(client, "ada")
+    for path in (f"/jobs/{value}", f"/jobs/{value}/_live"):
+        assert client.get(path).status_code == 404, path
+    # a keyset position that is no id is no position: the list starts at the newest job
+    rows = client.get("/jobs", query_string={"before": value}).get_data(as_text=True)
+    assert rows.count("<tr data-job-id=") == 10
+
+
 def test_a_nul_in_the_login_form_is_a_refusal(client, post_form):
     response = post_form(client, "/login", {"username": f"otto{NUL}", "password": "x"},
                          token_from="/login")

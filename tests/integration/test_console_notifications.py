@@ -251,3 +251,40 @@ def test_a_reason_is_required_for_every_change(admin, post_form, clean_db):
     add_webhook(admin, post_form, reason="")
     assert "A reason is required" in flashes(admin)
     assert scalar(clean_db, "SELECT count(*) FROM job_notify_targets") == 0
+
+
+def _digits(text: str, zero: int) -> str:
+    """`text`'s ASCII digits written with another script's (zero: that script's 0)."""
+    return "".join(chr(zero + int(d)) for d in text)
+
+
+def test_a_target_or_revision_that_is_no_bigint_in_ascii_digits_names_nothing(
+        admin, post_form, clean_db):
+    """A test message's target and a form's revision are ids in ASCII digits within
+    bigint: past bigint, or in Arabic-Indic or fullwidth digits (which Python's int()
+    reads), they name no target (the flash a deleted target gets), never a 500, and
+    nothing is sent or changed."""
+    add_webhook(admin, post_form)
+    key = str(scalar(clean_db, "SELECT id FROM job_notify_targets"))
+    for n, target in enumerate(["99999999999999999999", "9223372036854775808",
+                                _digits(key, 0x0660), _digits(key, 0xFF10), f"+{key}"]):
+        response = post_form(admin, f"{PAGE}/test", {"target": target, "reason": "probe",
+                                                     "request_id": f"t{n}"}, token_from=PAGE)
+        assert response.status_code == 303, target
+        assert "That target is gone." in flashes(admin), target
+    assert scalar(clean_db, "SELECT count(*) FROM background_jobs") == 0
+    for n, revision in enumerate(["99999999999999999999", _digits("1", 0x0660)]):
+        for path in (f"{PAGE}/targets/{key}", f"{PAGE}/targets/{key}/delete"):
+            response = post_form(admin, path, {
+                "name": "renamed", "format": "json", "revision": revision,
+                "reason": "probe", "request_id": f"r{n}{path[-3:]}"}, token_from=PAGE)
+            assert response.status_code == 303, (path, revision)
+            said = flashes(admin)
+            assert "The form was incomplete" in said or "check revision" in said, said
+    assert scalar(clean_db, "SELECT (name, revision)::text FROM job_notify_targets"
+                  ) == "(\"team hook\",1)"
+    # a route's id in another script's digits names nothing either
+    assert post_form(admin, f"{PAGE}/targets/{_digits(key, 0x0660)}/delete", {
+        "revision": "1", "reason": "probe", "request_id": "d1"},
+        token_from=PAGE).status_code == 404
+    assert scalar(clean_db, "SELECT count(*) FROM job_notify_targets") == 1

@@ -410,3 +410,21 @@ def test_a_running_worker_follows_console_edits_without_a_restart(admin, post_fo
     finally:
         ((_, err),) = stop_processes([proc], signal.SIGTERM)
     assert proc.returncode == 0, err.decode()[-2000:]
+
+
+@pytest.mark.parametrize("revision", ["99999999999999999999", "\u0661", "\uff11"])
+def test_a_revision_past_bigint_or_in_other_digits_is_refused_and_changes_nothing(
+        admin, post_form, clean_db, revision):
+    """Not a 500 (past bigint) nor revision 1 (Arabic-Indic and fullwidth digits, which
+    isdigit() and int() read): the form is incomplete and nothing changes."""
+    published(clean_db)
+    before = row(clean_db)
+    for path, fields in ((f"{PAGE}/nightly_report/edit", form(revision=revision)),
+                         (f"{PAGE}/nightly_report/remove",
+                          {"reason": "x", "request_id": uuid.uuid4().hex,
+                           "revision": revision})):
+        response = post_form(admin, path, fields, token_from=PAGE)
+        assert response.status_code == 303, path
+        said = flashes(admin)
+        assert "The form was incomplete" in said or "check revision" in said, (path, said)
+    assert row(clean_db) == before

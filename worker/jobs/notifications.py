@@ -36,7 +36,9 @@ def target_by_key(conn: CallerConnection, key: str, settings: NotifySettings) ->
     or None when it is gone."""
     if key.startswith("env:"):
         return next((t for t in env_targets(settings) if t.key == key), None)
-    if not key.isdigit():
+    # An id in ASCII digits within bigint: isdigit() alone takes `١` for 1, and int()
+    # a number PostgreSQL refuses (a 500 where the target is simply not there).
+    if not (key.isascii() and key.isdigit()) or int(key) >= 2**63:
         return None
     row = JobStore(conn).dicts(Q.notify_target_by_id, {"id": int(key)})
     return from_row(row[0]) if row else None
