@@ -24,9 +24,8 @@ from jobwarden.console.web.errors import page
 from jobwarden.console.web.forms import ActionForm, given
 from jobwarden.console.web.identity import current_user, signed_in
 from jobwarden.console.web.reads import page_reads
-from jobwarden.worker.jobs.enqueue import enqueue
 from jobwarden.worker.ops.operations import ALLOWED_FROM
-from jobwarden.worker.ops.reconcile import RECONCILE_TYPE
+from jobwarden.worker.ops.reconcile import request_reconcile
 
 bp = Blueprint("review", __name__)
 #: What an operator can decide about an ambiguous outcome: the actions allowed from
@@ -115,17 +114,16 @@ def decide_group() -> ResponseReturnValue:
 @role_required("operator")
 def run_reconcilers() -> ResponseReturnValue:
     """Ask a worker to run the job types' reconcilers: the console imports no application
-    code, so it enqueues a `jobwarden.reconcile` job; each decision is audited as yours."""
+    code, so it enqueues a `jobwarden.reconcile` job of yours (worker/ops/reconcile.py,
+    request_reconcile): the request is audited now, each decision as yours when it runs."""
     user = signed_in()
     form = ActionForm()
     if not form.validate():
         flash("A reason is required (up to 500 characters). Nothing was changed.", "error")
         return redirect(url_for("jobwarden.review.index"), code=303)
     with get_db().transaction() as tx:
-        job_id = enqueue(tx.conn, RECONCILE_TYPE,
-                         {"actor": user.actor, "role": user.role,
-                          "reason": given(form.reason)},
-                         idempotency_key="reconcile:console")
+        job_id = request_reconcile(tx.conn, actor=user.actor, role=user.role,
+                                   reason=given(form.reason), request_id=form.request_id.data)
     flash(f"Reconcilers requested (job #{job_id}): a worker with the handlers runs them; "
           "settled jobs leave this page.", "ok")
     return redirect(url_for("jobwarden.review.index"), code=303)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +14,7 @@ import pytest
 from jobwarden import Registry, job
 from jobwarden.worker.ops.operations import retry_job
 from jobwarden.worker.ops.reconcile import DONE, NOT_DONE, RECONCILE_TYPE, UNKNOWN, reconcile
+from tests.console_support import login
 from tests.helpers import job_row, running_worker, scalar, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -115,6 +118,42 @@ def test_the_console_has_a_worker_run_the_reconcilers_audited_as_the_operator(
                                    (ids["o-2"], "retry", "otto")]
     assert "after the provider outage" in scalar(
         clean_db, "SELECT reason FROM job_audit WHERE action = 'mark_completed'")
+
+
+def test_each_operators_request_for_the_reconcilers_is_recorded_as_theirs(
+        app, users, post_form, clean_db):
+    """Two operators pressing Run reconcilers before a worker runs it: each request is
+    audited at once as its operator's, with the reason redacted, and each operator's
+    decisions come from a job of their own; no payload holds the secret a reason had."""
+    otto, ada = app.test_client(), app.test_client()
+    assert login(otto, "otto").status_code == 303 and login(ada, "ada").status_code == 303
+
+    def ask(client, reason: str, request_id: str) -> str:
+        response = post_form(client, "/review/reconcile",
+                             {"reason": reason, "request_id": request_id})
+        assert response.status_code == 303
+        page = client.get(response.headers["Location"]).get_data(as_text=True)
+        return re.search(r"Reconcilers requested \(job #(\d+)\)", page).group(1)
+
+    otto_job = ask(otto, "otto asks: ticket 1 password=hunter2secretpw", "r-1")
+    ada_job = ask(ada, "ada asks: ticket 2", "r-2")
+    assert otto_job != ada_job
+    assert ask(otto, "otto again", "r-3") == otto_job  # a second click: his own job
+    assert ask(otto, "otto again", "r-3") == otto_job  # a resubmitted form: audited once
+    rows = scalar(clean_db, "SELECT json_agg(json_build_array(actor, role, reason, "
+                            "job_id::text, request_id) ORDER BY id) FROM job_audit "
+                            "WHERE action = 'request_reconcile'")
+    assert rows == [["otto", "operator", "otto asks: ticket 1 password=[REDACTED]", otto_job,
+                     "r-1"],
+                    ["ada", "admin", "ada asks: ticket 2", ada_job, "r-2"],
+                    ["otto", "operator", "otto again", otto_job, "r-3"]]
+    jobs = scalar(clean_db, "SELECT json_object_agg(id::text, payload) FROM background_jobs "
+                            "WHERE type = %s", [RECONCILE_TYPE])
+    assert {k: (v["actor"], v["role"]) for k, v in jobs.items()} == {
+        otto_job: ("otto", "operator"), ada_job: ("ada", "admin")}
+    assert "hunter2secretpw" not in json.dumps(jobs)
+    assert "hunter2secretpw" not in scalar(clean_db, "SELECT string_agg(reason, ' ') "
+                                                     "FROM job_audit")
 
 
 @pytest.mark.parametrize("unreadable, why", [

@@ -56,6 +56,7 @@ AUDITED_ACTIONS = ("retry", "cancel", "request_cancel", "skip", "mark_completed"
                    "mark_failed", "run_now", "reschedule", "pause_queue", "resume_queue",
                    "pause_schedule", "resume_schedule", "run_schedule", "set_limit",
                    "clear_limit", "start_bulk", "continue_bulk", "stop_bulk", "reconcile",
+                   "request_reconcile",
                    "add_notify_target", "edit_notify_target", "delete_notify_target",
                    "test_notify_target", "add_schedule", "edit_schedule",
                    "remove_schedule")

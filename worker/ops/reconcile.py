@@ -99,6 +99,29 @@ def reconcile(conn: CallerConnection, registry: Registry, *, actor: str, role: s
     return verdicts
 
 
+def request_reconcile(conn: CallerConnection, *, actor: str, role: str, reason: str,
+                      request_id: str | None = None) -> int:
+    """Ask a worker with the handlers to run the reconcilers, as `actor`, in the caller's
+    transaction; returns the `jobwarden.reconcile` job's id. Each operator gets a job of
+    their own (a second request while theirs is pending folds into it), so the decisions
+    are audited as whoever asked; each request is audited when it is made, a resubmitted
+    form once. The reason is redacted before it is stored, in the row and the payload."""
+    # Here, not at the top: see reconcile().
+    from jobwarden.worker.jobs.enqueue import enqueue
+    from jobwarden.worker.ops.operations import _already_done, _check
+
+    reason = _check(actor, role, reason)
+    job_id = int(enqueue(conn, RECONCILE_TYPE,
+                         {"actor": actor, "role": role, "reason": reason},
+                         idempotency_key=f"reconcile:console:{actor}"))
+    if not (request_id and _already_done(conn, "request_reconcile", request_id, actor,
+                                         job_id=job_id)):
+        JobStore(conn).rows(Q.reconcile_requested, {
+            "job_id": job_id, "actor": actor, "role": role, "reason": reason,
+            "request_id": request_id})
+    return job_id
+
+
 def _ask(registry: Registry, job: ReviewJob) -> str:
     """The reconciler's verdict, or ERROR when there is none here, it raised or it
     answered something else."""

@@ -397,6 +397,15 @@ WHERE status = 'unknown' AND type = ANY(%(types)s::text[])
 ORDER BY id
 LIMIT %(limit)s::int;
 
+-- name: reconcile_requested
+-- An operator asked for the reconcilers (the console's Run reconcilers): who, why and
+-- the jobwarden.reconcile job that runs them, written when asked, one row per request
+-- (a request folded into the operator's pending job is recorded too).
+INSERT INTO job_audit (job_id, actor, role, action, reason, request_id)
+VALUES (%(job_id)s::bigint, %(actor)s::text, %(role)s::text, 'request_reconcile',
+        %(reason)s::text, %(request_id)s::text)
+RETURNING id;
+
 -- name: reconcile_verdict_record
 -- A reconciler could not settle an unknown job: it could not tell ('unknown') or it failed
 -- ('error'). The job stays for a person; its row keeps the verdict (Needs review groups
