@@ -12,8 +12,9 @@ from flask import Blueprint, render_template, request
 from flask.typing import ResponseReturnValue
 
 from jobwarden.console.core.config import settings
-from jobwarden.console.data.database import CQ
+from jobwarden.console.data.database import CQ, Row
 from jobwarden.console.data.queries import clamp_limit, positive_int, text_filter
+from jobwarden.console.web.identity import current_user
 from jobwarden.console.web.reads import page_reads
 from jobwarden.worker.ops.operations import AUDITED_ACTIONS
 
@@ -44,7 +45,8 @@ def index() -> ResponseReturnValue:
             if filters["bulk_id"] else [])
     # Bulk actions started and not ended: their chunks run while their page is open.
     unfinished = page_reads().all(CQ.console_bulk_unfinished, limit=20)
-    return render_template("jobwarden/audit.html", rows=rows[:limit], filters=filters, older=older,
+    return render_template("jobwarden/audit.html", rows=shown(rows[:limit]), filters=filters,
+                           older=older,
                            bulk=bulk, actions=AUDITED_ACTIONS, unfinished=unfinished)
 
 
@@ -73,9 +75,24 @@ def actions() -> ResponseReturnValue:
             "limit": limit if limit != cfg["PAGE_SIZE"] else None}
     keep = {k: v for k, v in keep.items() if v}
     older = urlencode({**keep, "before": next_before}) if next_before else None
-    return render_template("jobwarden/audit_actions.html", rows=rows[:limit], older=older,
+    return render_template("jobwarden/audit_actions.html", rows=shown(rows[:limit]), older=older,
                            filters=filters, days=days, bad=bad, actions=LINE_ACTIONS,
                            newest=urlencode(keep) if request.args.get("before") else None)
+
+
+#: What a viewer or an operator reads for an admin's reason about a notification target.
+ADMINS_ONLY = "(for admins: notification targets are theirs to see)"
+
+
+def shown(rows: list[Row]) -> list[Row]:
+    """The audit rows as the signed-in user may read them: a notification target's name,
+    and the admin's reason (which may well name it or where it points), are an admin's
+    business, like the target itself (/notifications is admin-only). A viewer or an
+    operator reads that an admin added, edited, tested or deleted a target, and when."""
+    if current_user.has_role("admin"):
+        return rows
+    return [{**r, "notify_target": None, "reason": ADMINS_ONLY}
+            if str(r["action"]).endswith("_notify_target") else r for r in rows]
 
 
 def day_filter(value: str | None) -> date | None:

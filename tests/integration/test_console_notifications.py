@@ -288,3 +288,27 @@ def test_a_target_or_revision_that_is_no_bigint_in_ascii_digits_names_nothing(
         "revision": "1", "reason": "probe", "request_id": "d1"},
         token_from=PAGE).status_code == 404
     assert scalar(clean_db, "SELECT count(*) FROM job_notify_targets") == 1
+
+
+@pytest.mark.parametrize("who", ["vera", "otto"])
+def test_the_audit_log_tells_a_viewer_or_an_operator_no_targets_name_or_reason(
+        admin, post_form, clean_db, app, who):
+    """Targets are an admin's business: their audit lines say a notification target was
+    added, edited, tested or deleted, by whom and when, but not its name nor the admin's
+    reason (which may well name it), on /audit and /audit/actions; an admin reads both."""
+    add_webhook(admin, post_form, name="PagerDuty-prod-escalation",
+                url="https://events.internal-pd.example.com/hook/abc",
+                reason="page via events.internal-pd for escalations", request_id="a1")
+    key = str(scalar(clean_db, "SELECT id FROM job_notify_targets"))
+    post_form(admin, f"{PAGE}/test", {"target": key, "reason": "does PagerDuty answer?",
+                                       "request_id": "t1"}, token_from=PAGE)
+    other = app.test_client()
+    assert login(other, who).status_code == 303
+    for page in ("/audit", "/audit/actions", "/audit?action=add_notify_target"):
+        html = other.get(page).get_data(as_text=True)
+        assert "add_notify_target" in html and "test_notify_target" in html, page
+        for secret in ("PagerDuty", "internal-pd", "escalation"):
+            assert secret not in html, (page, secret)
+    for page in ("/audit", "/audit/actions"):
+        shown = admin.get(page).get_data(as_text=True)
+        assert "does PagerDuty answer?" in shown and "page via events.internal-pd" in shown

@@ -343,3 +343,34 @@ def test_a_name_that_resolves_to_this_machine_when_sent_is_refused_and_the_check
         delivery.deliver(target, Notice(TEST).message(None), 2, opened)
     [post] = received.all()
     assert post["verified"] and post["headers"]["Host"].startswith("rebind.example.test")
+
+
+@pytest.mark.parametrize("target", [
+    # a name that does not resolve
+    Target("7", "PagerDuty-prod-escalation", "webhook", True,
+           url="https://events.internal-pd.invalid/hook/abc"),
+    # an address the policy refuses, by name and by number
+    Target("7", "PagerDuty-prod-escalation", "webhook", True,
+           url="http://localhost:9/hook/abc"),
+    Target("7", "PagerDuty-prod-escalation", "webhook", True, url="http://127.0.0.1:9/h"),
+    # nothing listening (allowed to reach this machine)
+    Target("7", "PagerDuty-prod-escalation", "webhook", False,
+           url="http://127.0.0.1:9/hook/abc"),
+    Target("7", "PagerDuty-prod-escalation", "email", True,
+           smtp_host="smtp.internal-pd.invalid", email_from="jobs@internal-pd.invalid",
+           email_to=("oncall@internal-pd.invalid",)),
+    Target("7", "PagerDuty-prod-escalation", "email", False, smtp_host="127.0.0.1",
+           smtp_port=9, email_from="jobs@internal-pd.invalid",
+           email_to=("oncall@internal-pd.invalid",)),
+], ids=["unresolved", "localhost", "loopback", "closed-port", "mail-unresolved",
+        "mail-closed-port"])
+def test_a_sending_jobs_error_names_the_target_by_its_key_alone(target):
+    """A sending job's error is shown on every role's pages (the job, Failed); a target's
+    name and where it points are an admin's (the Notifications page): the error says
+    `target 7` and what went wrong, never the name, host, address or recipients."""
+    with pytest.raises(delivery.RetryableError) as failed:
+        delivery.deliver(target, Notice(TEST).message(None), 1, NotifySettings.model_validate({}))
+    said = failed.value.message
+    assert said.startswith("target 7: "), said
+    for secret in ("PagerDuty", "internal-pd", "localhost", "127.0.0.1", "oncall", "hook/abc"):
+        assert secret not in said, (secret, said)

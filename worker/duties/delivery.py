@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -91,13 +92,47 @@ def send_notification(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any
         deliver(target, rows[0]["message"], notification_id, settings)
         store.rows(Q.notify_delivery_sent, {"notification_id": notification_id,
                                             "target": key})
-    return {"sent": True, "target": target.name}
+    # The job's result is shown on every role's pages: the target by its key alone.
+    return {"sent": True, "target": target.key}
 
 
 def deliver(target: Target, message: dict[str, Any], notification_id: int,
             settings: NotifySettings) -> None:
-    """Send one message to one target, or raise RetryableError saying why (the URL
-    redacted)."""
+    """Send one message to one target, or raise RetryableError saying why, naming the
+    target by its key alone (`target 7: ... does not resolve`): the sending job's error
+    is shown on every role's pages, and a target's name and where it points are an
+    admin's (the Notifications page, which shows each target's last error beside them)."""
+    try:
+        _send(target, message, notification_id, settings)
+    except RetryableError as exc:
+        raise RetryableError(exc.code, f"target {target.key}: "
+                                       f"{_without_target(exc.message, target)}") from None
+
+
+#: What may still name where a target points once its own names are taken out: a mail
+#: address, an IPv4 or IPv6 address (an exception's text, a refusal naming the address).
+_WHERE = re.compile(r"[\w.+-]+@[\w.-]+|\b\d{1,3}(?:\.\d{1,3}){3}\b"
+                    r"|\[?\b[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}\]?")
+
+
+def _without_target(text: str, target: Target) -> str:
+    """`text` with the target's name, URL, host, sender, recipients and any address
+    taken out (each as `<target>`, `<url>`, `<host>`, `<address>`)."""
+    url = target.url or ""
+    names = {url: "<url>", destinations.redact_url(url) if url else "": "<url>",
+             urlsplit(url).hostname or "" if url else "": "<host>",
+             target.smtp_host or "": "<host>", target.name: "<target>"}
+    # The longest first: a name may be part of a host, a host is part of its URL.
+    for found in sorted((n for n in names if n), key=len, reverse=True):
+        text = re.sub(re.escape(found), names[found], text, flags=re.IGNORECASE)
+    # The prefix the send's own errors start with says nothing once taken out.
+    text = re.sub(r"\A(?:<url>|<target>(?: \(<host>:\d+\))?): ", "", text)
+    return _WHERE.sub("<address>", text)
+
+
+def _send(target: Target, message: dict[str, Any], notification_id: int,
+          settings: NotifySettings) -> None:
+    """deliver(), its errors saying the target's name and where it points."""
     try:
         target = check(target, allow_private=settings.notify_allow_private)
     except destinations.ForbiddenAddress as exc:
