@@ -222,6 +222,10 @@ def test_reconcile_lists_unknown_jobs_and_settles_one_with_an_audit_row(conn, cl
     again = jobwarden("reconcile", "1", "--as", "failed", "--reason", "changed my mind")
     assert again.returncode == 1  # completed: never moved again
     assert jobwarden("reconcile", "2", "--as", "skip").returncode == 2  # no reason
+    pending = jobwarden("reconcile", "2", "--as", "skip", "--reason", "twice")
+    assert pending.returncode == 1 and pending.stdout == ""
+    assert pending.stderr == ("jobwarden reconcile: job #2 is pending, not unknown: reconcile "
+                              "settles unknown jobs only; nothing was changed\n")
     assert scalar(clean_db, "SELECT array_agg(status ORDER BY id) FROM background_jobs") == [
         "completed", "pending"]
     assert scalar(clean_db, "SELECT array_agg(actor || ':' || action ORDER BY id) "

@@ -162,6 +162,13 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         expected: dict[str, Any] = (
             {"expected_status": "unknown"} if args.mark in ("retry", "skip") else {})
         with connect() as conn:
+            state = JobStore(conn).first(Q.operator_job_state, {"job_id": args.job})
+            if expected and state is not None and state[1] != "unknown":
+                # Said here: the action's own refusal speaks of a status seen on a page.
+                print(f"jobwarden reconcile: job #{args.job} is {state[1]}, not unknown: "
+                      "reconcile settles unknown jobs only; nothing was changed",
+                      file=sys.stderr)
+                return 1
             result = JOB_ACTIONS[RECONCILE_ACTIONS[args.mark]](
                 conn, args.job, actor=_actor(args), role="admin", reason=args.reason,
                 **expected)
