@@ -47,7 +47,12 @@ def bigint_digits(value: object, lowest: int = 0) -> int | None:
     text = "" if value is None else str(value).strip()
     if not (text.isascii() and text.isdigit()):
         return None
-    number = int(text)
+    # 19 digits hold every bigint; past them int() is work for nothing (and past 4,300 a
+    # ValueError: Python's guard against quadratic conversions).
+    digits = text.lstrip("0") or "0"
+    if len(digits) > 19:
+        return None
+    number = int(digits)
     return number if lowest <= number < 2**63 else None
 
 

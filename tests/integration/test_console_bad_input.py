@@ -21,6 +21,17 @@ def test_a_nul_in_any_filter_of_any_page_is_not_a_500(app, operator):
             assert response.status_code < 500, (path, name, response.status_code)
 
 
+@pytest.mark.parametrize("digits", ["0" * 5000 + "1", "1" * 5000])
+def test_an_id_of_thousands_of_digits_in_any_filter_of_any_page_is_not_a_500(
+        app, operator, digits):
+    """Past 4,300 digits Python's int() raises: such an id names nothing, like one past
+    bigint."""
+    for path in every_get_path(app):
+        for name in (*FILTERS, "flow", "batch", "of"):
+            response = operator.get(path, query_string={name: digits})
+            assert response.status_code < 500, (path, name, response.status_code)
+
+
 @pytest.mark.parametrize("path", [f"/jobs/{BIG}", f"/jobs/{BIG}/_live", "/jobs/99999999999999999999999",
                                   f"/jobs?before={BIG}", f"/audit?job={BIG}",
                                   f"/review?before={BIG}", f"/users/{BIG}/access"])
