@@ -225,3 +225,40 @@ def test_a_log_line_whose_argument_fails_to_print_is_kept_saying_so():
         assert RedactingFilter().filter(rec)
         assert "could not be formatted" in rec.getMessage()
         assert "could not be formatted" in line_text(rec)
+
+
+def _private_key(lines: int) -> tuple[str, list[str]]:
+    """A PEM private key block of `lines` 64-character base64 lines, and those lines."""
+    body = [("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[i % 64:]
+             + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[:i % 64])
+            for i in range(lines)]
+    return ("-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(body)
+            + "\n-----END RSA PRIVATE KEY-----"), body
+
+
+@pytest.mark.parametrize("after", [0, 10, 100, 400, 1000])
+def test_a_key_whose_first_line_is_before_the_end_window_is_redacted_in_it(after):
+    """The end of a long text is redacted over a window that may start inside a private
+    key block (its lines break every run): no line of the key is kept."""
+    key, lines = _private_key(100)
+    text = "could not load the signing key:\n" + key + "\nthen:\n" + "y = 2\n" * after
+    kept, cut = sanitize.redact_end(text, 2000)
+    assert cut
+    assert not [line for line in lines if line in kept]
+
+
+def test_a_traceback_that_quotes_a_private_key_keeps_none_of_it():
+    key, lines = _private_key(100)
+    try:
+        raise ValueError("could not load signing key:\n" + key + "\nconfig dump follows:\n"
+                         + "x = 1\n" * 800)
+    except ValueError as exc:
+        described = describe_traceback(exc)
+    assert not [line for line in lines if line in described]
+
+
+def test_a_key_ended_before_the_end_window_leaves_the_window_as_it_is():
+    key, _ = _private_key(100)
+    text = key + "\n" + "plain words, no secret\n" * 500
+    kept, cut = sanitize.redact_end(text, 2000)
+    assert cut and "[REDACTED]" not in kept and kept.endswith("no secret\n")

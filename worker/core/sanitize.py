@@ -286,16 +286,37 @@ def redact_start(text: str, keep: int) -> tuple[str, bool]:
     return kept, True
 
 
+#: A private key block's first and last lines (the PEM rule's): the one secret shape that
+#: spans lines, so a window of a text's end may start inside one.
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 _-]{0,60}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 _-]{0,60}PRIVATE KEY(?: BLOCK)?-----")
+
+
+def _open_key(text: str, start: int) -> str:
+    """The first line of a private key block that begins before `start` and has not
+    ended by then ("" if none): a window that starts at `start` is inside the key, and
+    redacts it as such only with that line put before it. Linear: two literal-led scans
+    of the text before `start`."""
+    begun = None
+    for begun in _KEY_BEGIN.finditer(text, 0, start):
+        pass
+    if begun is None or _KEY_END.search(text, begun.end(), start):
+        return ""
+    return begun.group(0) + "\n"
+
+
 def redact_end(text: str, keep: int) -> tuple[str, bool]:
     """redact_start at the other end: the last `keep` characters of `text`, redacted
-    over at most `keep + REDACT_MARGIN`, and whether anything was left out."""
+    over at most `keep + REDACT_MARGIN`, and whether anything was left out. A window
+    that starts inside a private key block is redacted with the block's first line put
+    before it, so the rest of the key is recognised (its lines break the runs above)."""
     start = max(len(text) - keep - REDACT_MARGIN, 0)
     if start > 0 and not _RUN_BREAK.match(text, start):  # a run goes on: to its start
         lowest = max(len(text) - REDACT_MAX_WINDOW, 0)
         found = _RUN_BREAK.search(text[lowest:start][::-1])
         start = start - found.end() if found else lowest
     window = text[start:]
-    redacted = redact(window)
+    redacted = redact(_open_key(text, start) + window)
     kept = redacted[-keep:] if keep else ""
     if len(window) == len(text) and len(kept) == len(redacted):
         return kept, False
