@@ -10,6 +10,7 @@ keeps the table of shapes that must, and must not, be redacted.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import logging
@@ -297,12 +298,10 @@ def _open_key(text: str, start: int) -> str:
     ended by then ("" if none): a window that starts at `start` is inside the key, and
     redacts it as such only with that line put before it. Linear: two literal-led scans
     of the text before `start`."""
-    begun = None
-    for begun in _KEY_BEGIN.finditer(text, 0, start):
-        pass
-    if begun is None or _KEY_END.search(text, begun.end(), start):
+    last = collections.deque(_KEY_BEGIN.finditer(text, 0, start), maxlen=1)
+    if not last or _KEY_END.search(text, last[0].end(), start):
         return ""
-    return begun.group(0) + "\n"
+    return last[0].group(0) + "\n"
 
 
 def redact_end(text: str, keep: int) -> tuple[str, bool]:
