@@ -60,8 +60,9 @@ def index() -> ResponseReturnValue:
     run_form = None
     if current_user.can_act:
         # One reason box per job, for its four decisions (each button posts to its action).
-        forms = {job["id"]: ActionForm.fresh("unknown") for job in rows}
-        run_form = ActionForm.fresh("unknown")
+        forms = {job["id"]: ActionForm.fresh("unknown", retried_at=job["retried_at"])
+                 for job in rows}
+        run_form = ActionForm.fresh()  # acts on no one job: no status or retry seen
     return render_template("jobwarden/review.html", jobs=rows, actions=actions, forms=forms,
                            next_before=next_before, limit=limit, run_form=run_form,
                            groups=groups, group=group, of_id=of_id,

@@ -98,7 +98,7 @@ def seen_retried_at(page: str) -> str:
     found = re.findall(r'name="seen_retried_at" type="hidden" value="([^"]*)"|'
                        r'type="hidden" name="seen_retried_at" value="([^"]*)"|'
                        r'name="seen_retried_at" value="([^"]*)"', page)
-    values = {next(v for v in match if v) for match in found}
+    values = {v for match in found for v in match if v}  # a form for no one job: ""
     assert len(values) == 1, found
     return values.pop()
 
@@ -133,6 +133,31 @@ def test_a_stale_form_loses_to_a_job_retried_and_failed_again_meanwhile(
         "expected_status": "failed", "seen_retried_at": seen})
     assert "nothing was changed" not in page.lower()
     assert [r[0] for r in audit_rows(clean_db, job_id)] == ["retry", action]
+
+
+def test_a_stale_needs_review_form_loses_to_a_job_retried_and_unknown_again(
+    operator, post_form, make_job, clean_db
+):
+    """The Needs review page's forms carry the last retry seen too."""
+    from jobwarden.worker.ops.operations import retry_job
+
+    job_id = make_job("unknown")
+    seen = seen_retried_at(operator.get("/review").get_data(as_text=True))
+    assert seen == "never"
+    with psycopg.connect(clean_db) as conn:
+        assert retry_job(conn, job_id, actor="olga", role="operator", reason="asked").ok
+        conn.execute("UPDATE background_jobs SET status = 'unknown' WHERE id = %s", (job_id,))
+    page = page_after(post_form, operator, f"/jobs/{job_id}/mark_completed", {
+        "reason": "the provider shows it", "request_id": "stale",
+        "expected_status": "unknown", "seen_retried_at": seen})
+    assert "after you looked, and is unknown again: nothing was changed" in page
+    assert job_row(clean_db, job_id)["status"] == "unknown"
+    seen = seen_retried_at(operator.get("/review").get_data(as_text=True))
+    assert seen not in ("never", "")
+    page = page_after(post_form, operator, f"/jobs/{job_id}/mark_completed", {
+        "reason": "the provider shows it", "request_id": "fresh",
+        "expected_status": "unknown", "seen_retried_at": seen})
+    assert job_row(clean_db, job_id)["status"] == "completed"
 
 
 def test_a_form_whose_last_retry_is_not_a_time_changes_nothing(

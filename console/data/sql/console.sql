@@ -328,7 +328,7 @@ LIMIT 200;
 -- none: each an equality or IS NULL that the custom plan keeps, for the unknown jobs'
 -- index of migration 0077 to answer).
 SELECT j.id, j.queue, j.type, j.attempts, j.max_attempts, j.last_error_code, j.last_error,
-       j.idempotency_key, j.worker_id, j.payload, j.reconcile_verdict,
+       j.idempotency_key, j.worker_id, j.payload, j.reconcile_verdict, j.retried_at,
        coalesce(e.finished_at, j.heartbeat_at, j.started_at) AS since
 FROM (
     SELECT id FROM background_jobs
