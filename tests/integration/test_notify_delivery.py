@@ -374,3 +374,36 @@ def test_a_sending_jobs_error_names_the_target_by_its_key_alone(target):
     assert said.startswith("target 7: "), said
     for secret in ("PagerDuty", "internal-pd", "localhost", "127.0.0.1", "oncall", "hook/abc"):
         assert secret not in said, (secret, said)
+
+
+def test_a_recipient_refused_is_logged_naming_the_target_by_its_key_alone(caplog):
+    """The sending job's attempt log keeps its log lines, and every role reads them on
+    the job's page: a refused recipient is logged by the target's key, without its name,
+    host or recipients."""
+    from aiosmtpd.controller import Controller
+
+    class RefuseOne:
+        async def handle_RCPT(self, server, session, envelope, address, options):  # noqa: N802
+            if address.startswith("gone@"):
+                return "550 no such mailbox"
+            envelope.rcpt_tos.append(address)
+            return "250 OK"
+
+        async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's)
+            return "250 OK"
+
+    controller = Controller(RefuseOne(), hostname="127.0.0.1", port=free_port())
+    controller.start()
+    try:
+        target = Target("7", "PagerDuty-prod-escalation", "email", False,
+                        smtp_host="127.0.0.1", smtp_port=controller.port, starttls=False,
+                        email_from="jobs@internal-pd.invalid",
+                        email_to=("oncall@internal-pd.invalid", "gone@internal-pd.invalid"))
+        settings = NotifySettings.model_validate({"notify_smtp_starttls": False,
+                                                  "notify_allow_private": True})
+        with caplog.at_level("WARNING", logger="jobwarden.notify"):
+            delivery.deliver(target, Notice(TEST).message(None), 1, settings)
+    finally:
+        controller.stop()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "jobwarden.notify"]
+    assert line == "notification mail refused for 1 recipient(s) by target 7"

@@ -241,5 +241,8 @@ def send_email(target: Target, message: dict[str, Any], settings: NotifySettings
     except OSError as exc:
         raise RetryableError(UNREACHABLE, f"{where}: {type(exc).__name__}: {exc}") from None
     if refused:
-        log.warning("notification mail refused for %d recipient(s) by %s", len(refused), where,
+        # By the target's key alone, as deliver()'s errors: the sending job's attempt log
+        # keeps this line, and every role reads it on the job's page.
+        log.warning("notification mail refused for %d recipient(s) by target %s",
+                    len(refused), target.key,
                     extra={"action": "notify_recipients_refused", "count": len(refused)})
