@@ -108,7 +108,7 @@ def request_reconcile(conn: CallerConnection, *, actor: str, role: str, reason: 
     form once. The reason is redacted before it is stored, in the row and the payload."""
     # Here, not at the top: see reconcile().
     from jobwarden.worker.jobs.enqueue import enqueue
-    from jobwarden.worker.ops.operations import _already_done, _check
+    from jobwarden.worker.ops.operations import _already_done, _check  # as above
 
     reason = _check(actor, role, reason)
     job_id = int(enqueue(conn, RECONCILE_TYPE,
