@@ -13,6 +13,7 @@ from sqlalchemy import Connection, create_engine, pool
 from jobwarden.worker.store.db import (
     VERSION_TABLE,
     adopt_revisions,
+    connect_kwargs,
     database_url,
     migration_lock,
     sqlalchemy_url,
@@ -50,7 +51,9 @@ def run_migrations_online() -> None:
     if connection is not None:
         run_migrations(connection)
         return
-    engine = create_engine(url, poolclass=pool.NullPool)
+    # The runtime's connection options: behind a transaction pooler, no server-side
+    # prepared statements (the lock's tries would make one).
+    engine = create_engine(url, poolclass=pool.NullPool, connect_args=connect_kwargs())
     with engine.connect() as conn:
         run_migrations(conn)
 

@@ -96,6 +96,24 @@ def test_the_command_line_works_through_the_pooler(pooled_url, clean_db):
         assert direct.execute("SELECT count(*) FROM job_audit").fetchone()[0] == 2
 
 
+def test_migrate_through_the_pooler_takes_no_session_lock(pooled_url, clean_db):
+    """Behind a transaction pooler migrate takes no session lock: its try and its
+    release run in two transactions, on whichever server connections the pooler picks,
+    and a lock left held by one (as a server connection the pooler keeps holds it here)
+    stopped every later migrate, which waited for it for good."""
+    with psycopg.connect(clean_db) as holder:  # a server connection left holding it
+        holder.execute("SELECT pg_advisory_lock(hashtext('jobwarden.migrate'))")
+        for _ in range(2):
+            try:
+                result = subprocess.run(
+                    [sys.executable, "-m", "jobwarden.worker.cli", "--log-level", "WARNING",
+                     "migrate"], cwd=ROOT, env={**os.environ, "DATABASE_URL": pooled_url},
+                    capture_output=True, text=True, timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail("migrate through the pooler waited for a session lock")
+            assert result.returncode == 0, result.stderr
+
+
 def test_the_console_serves_pages_and_metrics_through_the_pooler(pooled_url, users):
     app = create_app({"TESTING": True, "SECRET_KEY": "test-secret", "DATABASE_URL": pooled_url,
                       "METRICS_TOKEN": "scrape-token-0123456789"})

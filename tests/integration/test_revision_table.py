@@ -69,6 +69,8 @@ def earlier_release(url: str) -> None:
     dbmod.migrate(url)
     with psycopg.connect(url) as conn:
         conn.execute(f"ALTER TABLE {dbmod.VERSION_TABLE} RENAME TO alembic_version")
+        conn.execute(f"ALTER TABLE alembic_version RENAME CONSTRAINT {dbmod.VERSION_TABLE}_pkc "
+                     "TO alembic_version_pkc")
 
 
 def test_a_database_an_earlier_release_migrated_is_read_and_moved_by_migrate(empty_database):
@@ -82,6 +84,20 @@ def test_a_database_an_earlier_release_migrated_is_read_and_moved_by_migrate(emp
     assert scalar(url, "SELECT to_regclass('alembic_version') IS NULL")
     result = jobwarden(url, "stats", "--json")
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_an_earlier_release_sharing_its_table_with_the_app_moves_its_revision_alone(
+        empty_database):
+    url = empty_database
+    earlier_release(url)
+    with psycopg.connect(url) as conn:  # the application's own Alembic stamped it too
+        conn.execute("INSERT INTO alembic_version VALUES (%s)", (APP_REVISION,))
+    result = jobwarden(url, "stats", "--json")  # Jobwarden's own revision is read
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    result = jobwarden(url, "migrate")
+    assert result.returncode == 0, result.stderr
+    assert revisions(url, dbmod.VERSION_TABLE) == [HEAD]
+    assert revisions(url, "alembic_version") == [APP_REVISION]
 
 
 def test_an_earlier_release_behind_the_code_is_moved_and_brought_to_head(empty_database):

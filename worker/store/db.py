@@ -263,7 +263,13 @@ def migration_lock(conn: Any) -> Iterator[None]:
     block migrates: of two `jobwarden migrate` at once, the second waits, then reads the
     revision the first wrote. Tried every MIGRATE_LOCK_POLL_SECONDS, each try a
     transaction of its own, so a waiting migrate holds no snapshot between tries
-    (revisions.sql, migrate_lock)."""
+    (revisions.sql, migrate_lock). Behind a transaction pooler there is no session to
+    hold it (its try and its release would run on any server connection, and one left
+    holding it stops every later migrate): none is taken, and migrates run one at a
+    time by hand (docs/guide/operating.md, "Behind PgBouncer")."""
+    if pooled():
+        yield
+        return
     store = JobStore(conn)
     while not store.one(Q.migrate_lock)[0]:
         conn.commit()
@@ -280,13 +286,18 @@ def adopt_revisions(store: JobStore) -> None:
     """Before `jobwarden migrate` reads the revision (under its lock, in its transaction):
     a database an earlier release migrated keeps Jobwarden's revision in alembic_version;
     that table becomes Jobwarden's own when it holds Jobwarden's revisions and nothing
-    else. Any other revision there is the application's, and its table stays as it is."""
+    else; beside the application's, Jobwarden's alone move to a table of its own. Any
+    other revision there is the application's, and stays where it is."""
     own, shared = store.one(Q.schema_versioned)
     if own or not shared:
         return
     held = {row[0] for row in store.rows(Q.shared_schema_revisions)}
-    if held and held <= code_revisions().keys():
+    ours = held & code_revisions().keys()
+    if held and held == ours:
         store.rows(Q.adopt_shared_revisions)
+    elif ours:  # shared with the application's own revisions: Jobwarden's move alone
+        store.rows(Q.create_revision_table)
+        store.rows(Q.move_shared_revisions, {"ours": sorted(ours)})
 
 
 def database_revisions(conn: psycopg.Connection) -> set[str]:

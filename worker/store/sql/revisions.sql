@@ -34,3 +34,19 @@ SELECT pg_advisory_unlock(hashtext('jobwarden.migrate'));
 -- Jobwarden's own (its rows and format as they are), and the name is free for the
 -- application's Alembic.
 ALTER TABLE alembic_version RENAME TO jobwarden_alembic_version;
+
+-- name: create_revision_table
+-- Jobwarden's own revision table, as Alembic makes it (for adopt_shared_revisions' other
+-- case: alembic_version holds the application's revisions too).
+CREATE TABLE jobwarden_alembic_version (
+    version_num varchar(32) NOT NULL,
+    CONSTRAINT jobwarden_alembic_version_pkc PRIMARY KEY (version_num));
+
+-- name: move_shared_revisions
+-- Jobwarden's revisions (`ours`) out of the alembic_version it shared with the
+-- application, into its own table; the application's stay.
+WITH gone AS (
+    DELETE FROM alembic_version WHERE version_num = ANY(%(ours)s::text[])
+    RETURNING version_num
+)
+INSERT INTO jobwarden_alembic_version (version_num) SELECT version_num FROM gone;
