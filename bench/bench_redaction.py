@@ -3,7 +3,7 @@
 A pattern that backtracks across its input takes four times as long on twice the text
 (quadratic); a linear one about twice. re holds the GIL for the whole of a search, so one
 quadratic pattern over a handler's 650 kB error froze the whole worker for 40 s
-(docs/faults.md, "Hostile handlers"). The unit tests hold the bounds without a clock
+(docs/faults-handlers.md). The unit tests hold the bounds without a clock
 (tests/unit/test_sanitize_bounds.py); this script shows the times.
 
     .venv/bin/python -m bench.bench_redaction [--chars 200000] [--only URL]

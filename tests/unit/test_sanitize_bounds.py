@@ -1,7 +1,7 @@
 """Redaction is bounded, and describing what a handler raised never fails.
 
 A handler's 650 kB error, redacted whole by a quadratic pattern, held the GIL and so froze
-the whole worker for 40 s (docs/faults.md, "Hostile handlers"). No clock here: what is
+the whole worker for 40 s (docs/faults-handlers.md). No clock here: what is
 held is how much text ever reaches the patterns, and that a secret across any cut is
 never kept in part. bench/bench_redaction.py times each pattern on hostile text.
 """

@@ -150,7 +150,7 @@ def _classify(exc: BaseException | None, run: ExecutionControl, job_type: JobTyp
         return ended(ExecutionOutcome.CANCELLED, None, "cancelled at operator request")
     if not isinstance(exc, Exception | asyncio.CancelledError):
         # SystemExit, KeyboardInterrupt, GeneratorExit, a handler's own BaseException:
-        # this job's failure, never the worker's (docs/faults.md, "Hostile handlers").
+        # this job's failure, never the worker's (docs/faults-handlers.md).
         return retry_or_fail(job_type, attempt, max_attempts, E.HANDLER_ABORTED, message)
     if isinstance(exc, E.AmbiguousOutcome):
         return ended(ExecutionOutcome.UNKNOWN, exc.code, message)

@@ -4,7 +4,7 @@ timeouts and checks each lane's event loop for a stall, on a thread of its own.
 Neither waits for the heartbeat, whose interval is a third of the shortest lease (10 s
 for a 30 s lease): a timeout is noticed within WATCH_SECONDS of its deadline (the
 handler is asked to stop, a coroutine's task cancelled), abandoned within WATCH_SECONDS
-of its grace (docs/faults.md, "Hostile handlers"), and a lane loop's stall is logged
+of its grace (docs/faults-handlers.md), and a lane loop's stall is logged
 once, however short, as soon as it passes STALL_SECONDS (worker/engine/loops.py). It
 touches no database: an outage does not hold it up.
 """
