@@ -418,17 +418,23 @@ def test_a_retry_of_a_parent_that_failed_leaves_a_retried_child_waiting_until_it
     assert (status(conn, child), waiting_on(conn, child)) == ("pending", 0)
 
 
-def test_a_retry_waits_for_a_parents_finish_in_progress_and_counts_its_release(clean_db):
-    """The finish holds the cancelled child's row (its release counts every dependent,
-    whatever its status); the retry waits for it, then counts the edges in a snapshot
-    that sees the release: pending, nothing left to wait for."""
-    with psycopg.connect(clean_db) as setup:
+def cancelled_child_of_a_running_parent(url: str) -> tuple[int, int, uuid.UUID]:
+    """A parent started (its execution returned) and its child cancelled, committed."""
+    with psycopg.connect(url) as setup:
         parent = add(setup)
         child = add(setup, after=[parent])
         setup.commit()
         act(setup, ops.cancel_job, child)
         execution = start(setup, parent)
         setup.commit()
+    return parent, child, execution
+
+
+def test_a_retry_waits_for_a_parents_finish_in_progress_and_counts_its_release(clean_db):
+    """The finish holds the cancelled child's row (its release counts every dependent,
+    whatever its status); the retry waits for it, then counts the edges in a snapshot
+    that sees the release: pending, nothing left to wait for."""
+    parent, child, execution = cancelled_child_of_a_running_parent(clean_db)
     with psycopg.connect(clean_db) as tf, psycopg.connect(clean_db) as tr:
         assert finish(tf, parent, execution)  # uncommitted
         thread = threading.Thread(target=lambda: act(tr, ops.retry_job, child))
@@ -443,13 +449,7 @@ def test_a_finish_that_began_before_a_retry_committed_still_releases_the_child(c
     """The retry holds the child, back in waiting, uncommitted; a parent's finish begins
     meanwhile (its snapshot shows the child cancelled), waits for the child's row and
     decrements the count the retry wrote: the child is not left waiting."""
-    with psycopg.connect(clean_db) as setup:
-        parent = add(setup)
-        child = add(setup, after=[parent])
-        setup.commit()
-        act(setup, ops.cancel_job, child)
-        execution = start(setup, parent)
-        setup.commit()
+    parent, child, execution = cancelled_child_of_a_running_parent(clean_db)
     with psycopg.connect(clean_db) as tr, psycopg.connect(clean_db) as tf:
         assert ops.retry_job(tr, child, actor="ops", role="operator", reason="test").ok
         thread = threading.Thread(target=lambda: (finish(tf, parent, execution), tf.commit()))
