@@ -10,13 +10,15 @@ from jobwarden.worker.engine.lanes import QueueSpec
 #: Defaults that suit typical jobs as well as tiny ones (README "Running workers").
 DEFAULT_CONCURRENCY = 10
 #: Each claim and each outcome batch is one statement, whose fixed cost (plan nodes,
-#: the job table's indexes, the rollup triggers, the commit) its rows share: 400 drains
-#: no-op jobs about a tenth faster than 200, and 600 a little faster again for locks held
-#: half as long again (docs/benchmarks.md, "Batch sizes"). How far ahead a worker claims
-#: still follows its jobs' duration: slow jobs are claimed for free slots only.
-DEFAULT_CLAIM_BATCH = 400
-DEFAULT_BUFFER_SIZE = 800
-DEFAULT_FLUSH_BATCH = 400
+#: the job table's indexes, the rollup triggers, the commit) its rows share, and a deeper
+#: buffer rides out a claim's round trip when the cores are shared: 1000 drains no-op
+#: jobs faster than 400, most of all with a core busy, and 1600 or 2500 no faster again
+#: (docs/benchmarks.md, "Batch sizes"). How far ahead a worker claims still follows its
+#: jobs' duration (about 0.1 s of work): only sub-millisecond jobs fill such a buffer, and
+#: slow ones are claimed for free slots only.
+DEFAULT_CLAIM_BATCH = 1000
+DEFAULT_BUFFER_SIZE = 2000
+DEFAULT_FLUSH_BATCH = 1000
 DEFAULT_FLUSH_INTERVAL = 0.002
 #: Two writers: one batch is written while the next is gathered (worker/engine/completer.py).
 DEFAULT_FLUSH_WRITERS = 2
