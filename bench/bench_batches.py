@@ -4,12 +4,12 @@ drain (bench/peers/scenarios.py: a fresh database per drain, 50,000 jobs by defa
 timed on the database clock from the workers' spawn to the last finish).
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/bench_batches.py --sizes 200,300,400,600 --rounds 3
+        .venv/bin/python bench/bench_batches.py --sizes 400,600,1000,1600 --rounds 3
 
 Each size N runs workers with `--claim-batch N --buffer 2N --flush-batch N`, in three
 drains: one process, one process with one core busy (the harness's busy loop), two
-processes. Within a round every size takes its turn in each drain; prints one line per
-drain, then the medians. Figures, not a pass/fail test.
+processes. Within a round every size takes its turn in each drain, in an order each
+round reverses; prints one line per drain, then the medians. Figures, not a pass/fail test.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ DRAINS = {"1 process": (1, False), "1 process, one core busy": (1, True),
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="200,300,400,600",
+    ap.add_argument("--sizes", default="400,600,1000,1600",
                     help="claim and flush batch sizes, comma-separated (the buffer: twice)")
     ap.add_argument("--jobs", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=3)
@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for rnd in range(args.rounds):
             for drain, (workers, busy) in DRAINS.items():
-                for size in sizes:
+                # Each round reverses the order, as the peers harness does: a size is
+                # not always the first (or the last) drain of its round.
+                for size in (sizes if rnd % 2 == 0 else sizes[::-1]):
                     extra = ["--claim-batch", str(size), "--buffer", str(2 * size),
                              "--flush-batch", str(size)]
                     with scenarios.scenario_database(jw, server, f"batch{size}") as url:
