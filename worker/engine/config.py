@@ -12,7 +12,7 @@ DEFAULT_CONCURRENCY = 10
 #: Each claim and each outcome batch is one statement, whose fixed cost (plan nodes,
 #: the job table's indexes, the rollup triggers, the commit) its rows share, and a deeper
 #: buffer rides out a claim's round trip when the cores are shared: 1000 drains no-op
-#: jobs faster than 400, most of all with a core busy, and 1600 or 2500 no faster again
+#: jobs faster than 400, most of all with a core busy, and 1600 or 2500 hardly faster again
 #: (docs/benchmarks.md, "Batch sizes"). How far ahead a worker claims still follows its
 #: jobs' duration (about 0.1 s of work): only sub-millisecond jobs fill such a buffer, and
 #: slow ones are claimed for free slots only.
