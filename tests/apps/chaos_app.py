@@ -63,10 +63,14 @@ def die() -> None:
 
 @job("chaos.sleep", queue="chaos", lease=1, timeout=60, max_attempts=5, backoff=FAST)
 def sleep_job(ctx, payload):
-    """Sleeps `first_seconds` on its first run and `seconds` afterwards, without ever
-    heartbeating itself (the worker keeps the lease), then writes an order."""
+    """Sleeps `first_seconds` on its first run and `seconds` afterwards (and
+    `first_attempt_seconds` more in attempt 1: a job claimed but never started spent that
+    one), without ever heartbeating itself (the worker keeps the lease), then writes an
+    order."""
     run = note(ctx, "started")
     seconds = payload.get("first_seconds", 0) if run == 1 else payload.get("seconds", 0)
+    if ctx.attempt == 1:
+        seconds += payload.get("first_attempt_seconds", 0)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         time.sleep(0.05)
@@ -119,6 +123,12 @@ def note_decided_start(ctx) -> None:
         conn.execute("INSERT INTO chaos_events (job_id, execution_id, attempt, pid, event, "
                      "decided_at) VALUES (%s, %s, %s, %s, 'started', %s)",
                      [ctx.job_id, ctx.execution_id, ctx.attempt, os.getpid(), ctx.started])
+
+
+@job("chaos.noop", queue="chaos", lease=2, timeout=30, max_attempts=3, backoff=FAST)
+def noop_job(ctx, payload):
+    """Does nothing: a worker that runs these learns its jobs take microseconds, and claims
+    as far ahead as its buffer allows (worker/engine/producer.py, `ahead`)."""
 
 
 @job("chaos.quick", queue="chaos", lease=2, timeout=30, max_attempts=25, backoff=FAST)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
 from tests.chaos.conftest import ROOT
@@ -120,6 +122,49 @@ def test_jobwarden_recover_returns_a_dead_workers_job_in_one_pass(workers, chaos
     row = job_row(chaos_db, job_id)
     assert (row["status"], row["attempts"], row["last_error_code"]) == ("pending", 1, "WORKER_LOST")
     assert outcomes(chaos_db, job_id) == ["worker_lost"]
+
+
+def test_a_worker_killed_holding_hundreds_of_claimed_jobs_loses_none_of_them(
+        workers, chaos_db):
+    """At the default batches (a claim of up to 1,000, a buffer of up to 2,000): a worker
+    whose jobs take milliseconds claims hundreds ahead. Killed while it holds them, every
+    one is recovered in one recovery (not a batch per recovery interval) and runs once
+    more elsewhere; no business write happens twice."""
+    a = workers.start(concurrency=50)
+    # Jobs that do nothing first: the worker learns its jobs take microseconds.
+    warm = add_many(chaos_db, "chaos.noop", [{}] * 200)
+    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
+                                      "WHERE status = 'completed'") == len(warm),
+             timeout=60, message="the quick jobs to complete")
+    # Then jobs whose first attempt sleeps a minute: one claim takes up to 1,000, 50 start.
+    slow = add_many(chaos_db, "chaos.sleep", [{"first_attempt_seconds": 60}] * 1_500)
+    mine = f"%:{a.pid}:%"
+    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs WHERE status = "
+                                      "'running' AND worker_id LIKE %s", [mine]) > 500,
+             timeout=30, message="the worker to hold more claimed jobs than a recovery batch")
+    a.kill()
+    with psycopg.connect(chaos_db) as conn:
+        held = {r[0] for r in conn.execute(
+            "SELECT id FROM background_jobs WHERE status = 'running' AND worker_id LIKE %s",
+            [mine]).fetchall()}
+    assert len(held) > 500  # more than one recovery transaction takes (RECOVERY_BATCH)
+
+    b = workers.start(concurrency=50)
+    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
+                                      "WHERE status = 'completed'") == len(warm) + len(slow),
+             timeout=120, message="every job to complete")
+    # Each business write once, each held job lost once and then completed.
+    assert scalar(chaos_db, "SELECT count(DISTINCT job_id) = count(*) AND count(*) = %s "
+                            "FROM chaos_orders", [len(slow)])
+    with psycopg.connect(chaos_db) as conn:
+        histories = dict(conn.execute(
+            "SELECT job_id, array_agg(outcome ORDER BY attempt) FROM job_executions_all "
+            "WHERE job_id = ANY(%s) GROUP BY job_id", [sorted(held)]).fetchall())
+    assert histories == {job_id: ["worker_lost", "completed"] for job_id in held}
+    # All of them in b's first recovery: one "recovered" line for the lot.
+    recovered = [int(n) for n in re.findall(r"recovered (\d+) job\(s\) whose worker was lost",
+                                            b.log.read_text(errors="replace"))]
+    assert recovered == [len(held)], workers.logs()
 
 
 def test_concurrent_recovery_passes_recover_each_lost_job_exactly_once(workers, chaos_db):

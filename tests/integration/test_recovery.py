@@ -13,7 +13,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from jobwarden import Registry, RetryPolicy, enqueue, job
+from jobwarden import JobSpec, Registry, RetryPolicy, enqueue, enqueue_many, job
 from jobwarden.worker.core.states import ExecutionOutcome as O
 from jobwarden.worker.core.states import JobStatus as S
 from jobwarden.worker.duties.recovery import recover_stale_running
@@ -133,3 +133,39 @@ def test_an_execution_lost_with_its_worker_spends_its_attempt_even_for_a_job_tha
         assert state() == ("pending", 1, 1, "WORKER_LOST")
         lose(run())  # and the last one
         assert state() == ("failed", 2, 1, "WORKER_LOST")
+
+
+def lost_worker(db: psycopg.Connection, jobs: int) -> Registry:
+    """`jobs` claimed by a worker that is gone: every lease ended a second ago."""
+    reg = Registry()
+    job("lease.buffered", lease=30, backoff=RetryPolicy(base=0, cap=0, jitter=0),
+        registry=reg)(lambda ctx, payload: None)
+    enqueue_many(db, [JobSpec("lease.buffered", {"n": n}) for n in range(jobs)], registry=reg)
+    claimed = claim(db, types=["lease.buffered"], leases=[30.0], queues=None, limit=jobs,
+                    worker_id="w-gone")
+    assert len(claimed) == jobs
+    db.execute("UPDATE background_jobs SET lease_expires_at = now() - interval '1 s'")
+    return reg
+
+
+def test_one_recovery_takes_a_lost_workers_whole_buffer(clean_db):
+    """A worker holds up to --buffer claimed jobs (2,000 by default), more than one
+    recovery transaction moves: one recovery takes them all, a batch a transaction,
+    instead of one batch per recovery interval."""
+    with psycopg.connect(clean_db, autocommit=True) as db:
+        reg = lost_worker(db, 1_200)
+        assert recover_stale_running(db, reg) == {"pending": 1_200}
+        assert db.execute("SELECT count(*) FILTER (WHERE status = 'pending'), "
+                          "count(*) FILTER (WHERE last_error_code = 'WORKER_LOST') "
+                          "FROM background_jobs").fetchone() == (1_200, 1_200)
+        assert db.execute("SELECT count(*) FROM job_executions_all "
+                          "WHERE outcome = 'worker_lost'").fetchone() == (1_200,)
+
+
+def test_one_recovery_moves_at_most_its_batches(clean_db):
+    """Bounded: 2 batches of 5 take 10 of 12 expired leases; the next recovery the rest."""
+    with psycopg.connect(clean_db, autocommit=True) as db:
+        reg = lost_worker(db, 12)
+        assert recover_stale_running(db, reg, limit=5, max_batches=2) == {"pending": 10}
+        assert recover_stale_running(db, reg, limit=5, max_batches=2) == {"pending": 2}
+        assert recover_stale_running(db, reg, limit=5, max_batches=2) == {}

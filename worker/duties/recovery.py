@@ -34,14 +34,38 @@ def recover_pass(conn: CallerConnection, registry: Registry, *,
     return counts
 
 
+#: Jobs one recovery transaction locks and moves.
+RECOVERY_BATCH = 500
+#: Most such transactions one recovery runs: it goes on while they come back full, so a
+#: lost worker's whole buffer (up to `--buffer` claimed jobs, 2,000 by default) is back
+#: in one recovery, not one batch per recovery interval, and no transaction holds
+#: thousands of row locks. 10,000 jobs at most; the next interval takes the rest.
+MAX_RECOVERY_BATCHES = 20
+
+
 def recover_stale_running(conn: CallerConnection, registry: Registry,
-                          limit: int = 500) -> dict[str, int]:
-    """One recovery pass in its own transaction; returns counts by new status."""
+                          limit: int = RECOVERY_BATCH,
+                          max_batches: int = MAX_RECOVERY_BATCHES) -> dict[str, int]:
+    """Recover every expired lease (at most `max_batches` transactions of `limit` jobs);
+    returns counts by new status."""
     counts: dict[str, int] = {}
+    for _ in range(max_batches):
+        if _recover_batch(conn, registry, limit, counts) < limit:
+            break
+    if counts:
+        log.warning("recovered %d job(s) whose worker was lost: %s", sum(counts.values()), counts,
+                    extra={"action": "jobs_recovered", "error_code": WORKER_LOST, **counts})
+    return counts
+
+
+def _recover_batch(conn: CallerConnection, registry: Registry, limit: int,
+                   counts: dict[str, int]) -> int:
+    """One recovery transaction: up to `limit` expired leases locked and moved, each
+    counted in `counts` by its new status; returns how many it locked."""
     with conn.transaction():
         stale = JobStore(conn).rows(Q.lock_stale_running, {"limit": limit})
         if not stale:
-            return counts
+            return 0
         decided = []
         for job_id, execution_id, type_name, attempts, max_attempts, worker, beat in stale:
             job_type = registry.get(type_name)
@@ -63,10 +87,7 @@ def recover_stale_running(conn: CallerConnection, registry: Registry,
             count(conn, RECOVERED, types)  # the recovered total per type (/metrics)
         for moved_to in moved.values():
             counts[moved_to] = counts.get(moved_to, 0) + 1
-    if counts:
-        log.warning("recovered %d job(s) whose worker was lost: %s", sum(counts.values()), counts,
-                    extra={"action": "jobs_recovered", "error_code": WORKER_LOST, **counts})
-    return counts
+    return len(stale)
 
 
 def mark_gone_workers(conn: CallerConnection, stale_after: float) -> list[str]:
