@@ -284,8 +284,9 @@ def gated_job(ctx, payload):
     note(ctx, "returned")
 
 
-TYPES = [sleep_job, handover_job, quick_job, poison_job, stuck_job, beat_forever_job,
-         cancellable_job, checkpointed_job, unsafe_job, charge_job, bad_values_job, gated_job]
+TYPES = [sleep_job, handover_job, noop_job, quick_job, poison_job, stuck_job,
+         beat_forever_job, cancellable_job, checkpointed_job, unsafe_job, charge_job,
+         bad_values_job, gated_job]
 
 
 def ensure_registered() -> None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.chaos.support import add, outcomes, running_on, settle
+from tests.chaos.support import add, add_many, outcomes, running_on, settle
 from tests.helpers import job_row, scalar, wait_for
 
 pytestmark = pytest.mark.chaos
@@ -90,3 +90,29 @@ def test_a_signal_taken_by_another_thread_still_drains_the_worker(
     assert time.monotonic() - started < 5  # not the 30 s poll, nor never
     assert w.logged("draining")
     assert scalar(chaos_db, "SELECT state FROM job_workers") == "stopped"
+
+
+def test_sigterm_hands_back_hundreds_of_claimed_jobs_in_one_go(workers, chaos_db):
+    """At the default batches a worker of quick jobs holds up to 2,000 claimed jobs. On
+    SIGTERM the ones it never started go back to pending at once, the running ones after
+    the grace period, none with its attempt spent, none left running, none lost."""
+    a = workers.start(concurrency=50, grace=1)
+    warm = add_many(chaos_db, "chaos.noop", [{}] * 200)  # it learns its jobs are quick
+    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
+                                      "WHERE status = 'completed'") == len(warm),
+             timeout=60, message="the quick jobs to complete")
+    slow = add_many(chaos_db, "chaos.sleep", [{"first_attempt_seconds": 60}] * 1_500)
+    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
+                                      "WHERE status = 'running'") > 500,
+             timeout=30, message="the worker to hold hundreds of claimed jobs")
+    a.signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=30) == 0
+    assert scalar(chaos_db, "SELECT count(*) FROM background_jobs WHERE id = ANY(%s) "
+                            "AND status = 'pending' AND attempts = 0", [slow]) == len(slow)
+    # Every claim it made of them is recorded as handed back, the started ones too.
+    claimed = scalar(chaos_db, "SELECT count(*) FROM job_executions_all WHERE job_id = ANY(%s)",
+                     [slow])
+    assert claimed > 500
+    assert scalar(chaos_db, "SELECT count(*) FROM job_executions_all WHERE job_id = ANY(%s) "
+                            "AND outcome = 'handed_back'", [slow]) == claimed
+    assert scalar(chaos_db, "SELECT count(*) FROM chaos_orders") == 0  # none ran to its end
