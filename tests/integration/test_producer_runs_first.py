@@ -26,7 +26,13 @@ def test_the_claiming_thread_runs_the_job_and_the_other_one_claims_the_next(
         if payload["i"] == 0:
             release.wait(30)
 
-    with running_worker(default_registry, clean_db, concurrency=2, poll_interval=POLL):
+    with running_worker(default_registry, clean_db, concurrency=2,
+                        poll_interval=POLL) as worker:
+        # Only once its other thread waits to take the claiming over does the claiming
+        # thread run a job itself: a job enqueued before that (a loaded machine can be
+        # slow to start the second thread) goes to a slot, as it should.
+        producer = worker._lanes[0].producer
+        wait_for(lambda: producer._standby == 1, message="the second claiming thread to wait")
         first = enqueue(conn, "first.hold", {"i": 0})
         conn.commit()
         wait_for(lambda: 0 in threads, message="the first job to start")
