@@ -269,6 +269,9 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
             worker.wait(30)
             log.close()
         jobs -= first
+        if jobs <= 0:
+            raise RuntimeError(f"the drain ended before its window opened ({first} jobs "
+                               "done by then): run it with more --jobs")
         rows = conn.execute(
             "SELECT query, toplevel, calls, total_exec_time, total_plan_time, rows "
             "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
