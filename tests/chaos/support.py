@@ -113,3 +113,22 @@ def freeze_between_transactions(worker, url: str, tries: int = 50) -> float:
         worker.signal(signal.SIGCONT)
         wait_for(lambda: not scalar(url, _WRITING), message="the worker's transaction to end")
     raise AssertionError(f"could not freeze worker {worker.pid} between transactions")
+
+
+def holding_claims(workers, url: str, **start) -> tuple[object, list[int], list[int]]:
+    """A worker of 50 slots holding over 500 claimed jobs, at the default batches (a claim
+    of up to 1,000, a buffer of up to 2,000): 200 `chaos.noop` jobs first, so it learns its
+    jobs take microseconds and claims far ahead; then 1,500 `chaos.sleep` jobs whose first
+    attempt sleeps a minute (50 start, the rest wait in its buffer). Returns the worker
+    and the ids of both kinds; `start` goes to workers.start."""
+    worker = workers.start(concurrency=50, **start)
+    warm = add_many(url, "chaos.noop", [{}] * 200)
+    wait_for(lambda: scalar(url, "SELECT count(*) FROM background_jobs "
+                                 "WHERE status = 'completed'") == len(warm),
+             timeout=60, message="the quick jobs to complete")
+    slow = add_many(url, "chaos.sleep", [{"first_attempt_seconds": 60}] * 1_500)
+    wait_for(lambda: scalar(url, "SELECT count(*) FROM background_jobs WHERE status = "
+                                 "'running' AND worker_id LIKE %s", [f"%:{worker.pid}:%"]) > 500,
+             timeout=30, message="the worker to hold more claimed jobs than a recovery batch")
+    return worker, warm, slow
+

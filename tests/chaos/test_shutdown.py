@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.chaos.support import add, add_many, outcomes, running_on, settle
+from tests.chaos.support import add, holding_claims, outcomes, running_on, settle
 from tests.helpers import job_row, scalar, wait_for
 
 pytestmark = pytest.mark.chaos
@@ -96,15 +96,7 @@ def test_sigterm_hands_back_hundreds_of_claimed_jobs_in_one_go(workers, chaos_db
     """At the default batches a worker of quick jobs holds up to 2,000 claimed jobs. On
     SIGTERM the ones it never started go back to pending at once, the running ones after
     the grace period, none with its attempt spent, none left running, none lost."""
-    a = workers.start(concurrency=50, grace=1)
-    warm = add_many(chaos_db, "chaos.noop", [{}] * 200)  # it learns its jobs are quick
-    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
-                                      "WHERE status = 'completed'") == len(warm),
-             timeout=60, message="the quick jobs to complete")
-    slow = add_many(chaos_db, "chaos.sleep", [{"first_attempt_seconds": 60}] * 1_500)
-    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
-                                      "WHERE status = 'running'") > 500,
-             timeout=30, message="the worker to hold hundreds of claimed jobs")
+    a, _warm, slow = holding_claims(workers, chaos_db, grace=1)
     a.signal(signal.SIGTERM)
     assert a.proc.wait(timeout=30) == 0
     assert scalar(chaos_db, "SELECT count(*) FROM background_jobs WHERE id = ANY(%s) "

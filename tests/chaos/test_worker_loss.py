@@ -14,7 +14,15 @@ import psycopg
 import pytest
 
 from tests.chaos.conftest import ROOT
-from tests.chaos.support import add, add_many, events, outcomes, running_on, settle
+from tests.chaos.support import (
+    add,
+    add_many,
+    events,
+    holding_claims,
+    outcomes,
+    running_on,
+    settle,
+)
 from tests.helpers import executions, job_row, scalar, status_counts, wait_for
 
 pytestmark = pytest.mark.chaos
@@ -130,18 +138,8 @@ def test_a_worker_killed_holding_hundreds_of_claimed_jobs_loses_none_of_them(
     whose jobs take milliseconds claims hundreds ahead. Killed while it holds them, every
     one is recovered in one recovery (not a batch per recovery interval) and runs once
     more elsewhere; no business write happens twice."""
-    a = workers.start(concurrency=50)
-    # Jobs that do nothing first: the worker learns its jobs take microseconds.
-    warm = add_many(chaos_db, "chaos.noop", [{}] * 200)
-    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
-                                      "WHERE status = 'completed'") == len(warm),
-             timeout=60, message="the quick jobs to complete")
-    # Then jobs whose first attempt sleeps a minute: one claim takes up to 1,000, 50 start.
-    slow = add_many(chaos_db, "chaos.sleep", [{"first_attempt_seconds": 60}] * 1_500)
+    a, warm, slow = holding_claims(workers, chaos_db)
     mine = f"%:{a.pid}:%"
-    wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs WHERE status = "
-                                      "'running' AND worker_id LIKE %s", [mine]) > 500,
-             timeout=30, message="the worker to hold more claimed jobs than a recovery batch")
     a.kill()
     with psycopg.connect(chaos_db) as conn:
         held = {r[0] for r in conn.execute(
