@@ -17,6 +17,7 @@ import pytest
 from jobwarden.console.data.database import CQ, ConsoleDatabase
 from jobwarden.console.data.find import SLACK
 from jobwarden.worker.store.db import migrate
+from jobwarden.worker.store.queries import Q
 
 JOBS = 200_000
 #: Every 10th job failed (type t1 or t2 alternately, 10 codes), spread over the ids.
@@ -96,10 +97,11 @@ def never_analyzed(server_url):
 
 
 def explain(url: str, query, **params) -> tuple[int, str]:
-    """EXPLAIN (ANALYZE, BUFFERS) of a console query: (shared buffers hit + read, the plan
-    as JSON text)."""
+    """EXPLAIN (ANALYZE, BUFFERS) of a console query (or a runtime's, whose Query is its
+    text): (shared buffers hit + read, the plan as JSON text)."""
     with psycopg.connect(url, prepare_threshold=None) as conn:
-        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql,
+        (plan,) = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                               + getattr(query, "sql", query),
                                params).fetchone()
     top = plan[0]["Plan"]
     return top["Shared Hit Blocks"] + top["Shared Read Blocks"], json.dumps(plan)
@@ -399,6 +401,20 @@ def test_the_counts_read_running_jobs_through_their_partial_index(never_analyzed
     counts take them from the partial index of running jobs (at most the fleet's slots),
     never from a scan of 200,000 finished jobs."""
     buffers, plan = explain(never_analyzed, CQ.console_counts_by_queue_type)
+    read = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"
+            or n.get("Index Name", "").startswith("background_jobs")]
+    assert read and not [n for n in read if n["Node Type"] == "Seq Scan"], plan
+    assert {n["Index Name"] for n in read if "Index Name" in n} == {
+        "background_jobs_lease_idx"}, plan
+    assert buffers < 50, plan
+
+
+def test_recovery_finds_expired_leases_through_the_partial_index_of_running_jobs(
+        never_analyzed):
+    """Not a page, on the same never-analyzed table: every worker's recovery pass looks
+    for expired leases (several times a pass while its batches come back full) through
+    the lease index of running jobs, never a scan of 200,000 finished ones."""
+    buffers, plan = explain(never_analyzed, Q.lock_stale_running, limit=500)
     read = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"
             or n.get("Index Name", "").startswith("background_jobs")]
     assert read and not [n for n in read if n["Node Type"] == "Seq Scan"], plan
