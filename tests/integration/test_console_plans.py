@@ -119,6 +119,14 @@ def nodes(plan: str) -> list[dict]:
     return found
 
 
+def assert_jobs_read_through(plan: str, index: str) -> None:
+    """The plan reads background_jobs through `index` alone, with no scan of the table."""
+    read = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"
+            or n.get("Index Name", "").startswith("background_jobs")]
+    assert read and not [n for n in read if n["Node Type"] == "Seq Scan"], plan
+    assert {n["Index Name"] for n in read if "Index Name" in n} == {index}, plan
+
+
 NO_RANGE = {"created_from": None, "created_to": None, "from_id": None, "to_id": None}
 JOBS_PAGE = {"status": None, "queue": None, "type": None, "error_code": None,
              "search_key": None, "search_id": None, "before_id": None, "after_id": None,
@@ -401,11 +409,7 @@ def test_the_counts_read_running_jobs_through_their_partial_index(never_analyzed
     counts take them from the partial index of running jobs (at most the fleet's slots),
     never from a scan of 200,000 finished jobs."""
     buffers, plan = explain(never_analyzed, CQ.console_counts_by_queue_type)
-    read = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"
-            or n.get("Index Name", "").startswith("background_jobs")]
-    assert read and not [n for n in read if n["Node Type"] == "Seq Scan"], plan
-    assert {n["Index Name"] for n in read if "Index Name" in n} == {
-        "background_jobs_lease_idx"}, plan
+    assert_jobs_read_through(plan, "background_jobs_lease_idx")
     assert buffers < 50, plan
 
 
@@ -415,11 +419,7 @@ def test_recovery_finds_expired_leases_through_the_partial_index_of_running_jobs
     for expired leases (several times a pass while its batches come back full) through
     the lease index of running jobs, never a scan of 200,000 finished ones."""
     buffers, plan = explain(never_analyzed, Q.lock_stale_running, limit=500)
-    read = [n for n in nodes(plan) if n.get("Relation Name") == "background_jobs"
-            or n.get("Index Name", "").startswith("background_jobs")]
-    assert read and not [n for n in read if n["Node Type"] == "Seq Scan"], plan
-    assert {n["Index Name"] for n in read if "Index Name" in n} == {
-        "background_jobs_lease_idx"}, plan
+    assert_jobs_read_through(plan, "background_jobs_lease_idx")
     assert buffers < 50, plan
 
 
