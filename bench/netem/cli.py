@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{out['date']}; private PostgreSQL {server['server_version']} (shared_buffers "
           f"{server['shared_buffers']}, fsync {server['fsync']}, synchronous_commit "
           f"{server['synchronous_commit']}, autovacuum {server['autovacuum']}); "
-          f"{host['nproc']} cores, {host['memory_gb']} GB; load average at start "
+          f"{host['nproc']} cores ({host['cpu']}), {host['memory_gb']} GB; load average at start "
           f"{host['loadavg_at_start']}, at end {out['loadavg_at_end']}; "
           f"{out['wall_seconds']:.0f} s")
     print(f"raw figures: {path}")

@@ -218,7 +218,7 @@ def _summary_lines(out: dict) -> list[str]:
     s, srv, m = out["summary"], out["server"], out["machine"]
     lines = [f"{out['date']}; PostgreSQL {srv['server_version']}, shared_buffers "
              f"{srv['shared_buffers']}, autovacuum {srv['autovacuum']}, synchronous_commit "
-             f"{srv['synchronous_commit']}, fsync {srv['fsync']}; {m['nproc']} cores, "
+             f"{srv['synchronous_commit']}, fsync {srv['fsync']}; {m['nproc']} cores ({m['cpu']}), "
              f"{m['memory_gb']} GB; {out['rounds']} round(s) in {out['wall_seconds']:.0f}s",
              "peers' tables: " + ("ANALYZEd after the load, before their workers start"
                                   if out["peer_stats"] == "analyzed" else

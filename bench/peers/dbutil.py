@@ -42,6 +42,19 @@ def server_settings(server: str) -> dict[str, str]:
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's name as the kernel reports it ("unknown" where it does not): the same
+    kind of machine came with CPUs whose drains differed twofold, so every run says which."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return "unknown"
+
+
 def machine() -> dict[str, object]:
     mem_kb = 0
     with open("/proc/meminfo") as f:
@@ -49,7 +62,8 @@ def machine() -> dict[str, object]:
             if line.startswith("MemTotal:"):
                 mem_kb = int(line.split()[1])
     load = os.getloadavg()
-    return {"nproc": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1),
+    return {"nproc": os.cpu_count(), "cpu": cpu_model(),
+            "memory_gb": round(mem_kb / 1024 / 1024, 1),
             "loadavg_at_start": [round(x, 2) for x in load]}
 
 

@@ -113,6 +113,9 @@ def test_harness_reports_every_jobwarden_figure_and_a_peer_that_cannot_run(serve
     assert {"server_version", "shared_buffers", "autovacuum", "synchronous_commit",
             "fsync"} <= set(report["server"])
     assert report["machine"]["nproc"] >= 1 and report["machine"]["memory_gb"] > 0
+    # The CPU is named in the raw figures and the printed summary (drains differ twofold
+    # between CPUs of one kind of machine).
+    assert report["machine"]["cpu"] and f"cores ({report['machine']['cpu']})" in done.stdout
     assert "| no-op drain, 1 process, jobs/s |" in report["table"]
     # Jobwarden's cell holds a figure (the median of one round: 20 give or take a start).
     assert re.search(r"\| rate limit across processes: median starts/s while work waited "
