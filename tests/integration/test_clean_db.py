@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from jobwarden import enqueue
-from tests.conftest import _emptied
+from tests.conftest import _MIGRATED, _emptied
 
 
 def state(url: str) -> dict[str, tuple]:
@@ -35,6 +35,20 @@ def as_truncated(before: dict[str, tuple]) -> dict[str, tuple]:
     sequence not yet called."""
     return {name: (None, value[1]) if name.startswith("seq ") else (0, 0, 0, -1.0, 0)
             for name, value in before.items()}
+
+
+def test_no_table_of_the_test_database_is_autovacuumed(clean_db):
+    """On either server: an autovacuum after a TRUNCATE would leave statistics (reltuples
+    0) where the next test expects none (tests/conftest.py, `_never_autovacuumed`)."""
+    with psycopg.connect(clean_db) as conn:
+        options = dict(conn.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r'").fetchall())
+    migrated = _MIGRATED[clean_db] & options.keys()
+    assert len(migrated) > 30  # every migrated table, partitions included
+    assert [t for t in sorted(migrated)
+            if "autovacuum_enabled=false" not in (options[t] or [])] == []
 
 
 def test_a_clean_database_is_as_a_truncate_of_every_table_leaves_it(clean_db):
