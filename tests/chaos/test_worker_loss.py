@@ -151,7 +151,10 @@ def test_a_worker_killed_holding_hundreds_of_claimed_jobs_loses_none_of_them(
     with psycopg.connect(chaos_db) as conn:
         conn.execute("UPDATE background_jobs SET payload = '{}' WHERE status = 'pending'")
 
-    b = workers.start(concurrency=50)
+    # Eight slots, not fifty: each of these handlers holds two connections at once (its
+    # notes and its business transaction), and fifty of them with another test's worker
+    # beside them took the embedded server to its 100 connections.
+    b = workers.start(concurrency=8)
     wait_for(lambda: scalar(chaos_db, "SELECT count(*) FROM background_jobs "
                                       "WHERE status = 'completed'") == len(warm) + len(slow),
              timeout=120, message="every job to complete")
