@@ -131,4 +131,3 @@ def holding_claims(workers, url: str, **start) -> tuple[object, list[int], list[
                                  "'running' AND worker_id LIKE %s", [f"%:{worker.pid}:%"]) > 500,
              timeout=30, message="the worker to hold more claimed jobs than a recovery batch")
     return worker, warm, slow
-

@@ -18,6 +18,7 @@ from jobwarden.console.data.database import CQ, ConsoleDatabase
 from jobwarden.console.data.find import SLACK
 from jobwarden.worker.store.db import migrate
 from jobwarden.worker.store.queries import Q
+from tests.conftest import _never_autovacuumed
 
 JOBS = 200_000
 #: Every 10th job failed (type t1 or t2 alternately, 10 codes), spread over the ids.
@@ -77,12 +78,11 @@ def never_analyzed(server_url):
     try:
         migrate(url)
         with psycopg.connect(url, autocommit=True) as conn:
-            # The history's partitions hold its rows (its parent takes no storage options).
+            # The history's partitions hold its rows (its parent has no pages of its own).
             weeks = [name for (name,) in conn.execute(
                 "SELECT name FROM jobwarden_execution_partitions()")]
-            for table in ("background_jobs", *weeks, "job_minute_counts"):
-                # Even on a server with autovacuum on, these tables keep no statistics.
-                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            # Even on a server with autovacuum on, these tables keep no statistics.
+            _never_autovacuumed(url)
             conn.execute(FILL)
             # A plain VACUUM sets the visibility map (index-only scans), no statistics. It
             # leaves a page it cannot lock for cleanup as it was (pinned then by another
