@@ -3,6 +3,7 @@ the statements that spend it, measured on a private cluster of the bench's own.
 
     .venv/bin/python bench/bench_cost.py --jobs 50000 --rounds 2
     .venv/bin/python bench/bench_cost.py --checkout /tmp/old --checkout . --rounds 3
+    .venv/bin/python bench/bench_cost.py --workers 1,2 --rounds 3
 
 Each round, for each checkout in turn (alternating order): a fresh database on a private
 PostgreSQL 15 cluster (tests/pgcluster.py; autovacuum off, fsync and synchronous_commit on
@@ -10,13 +11,13 @@ as on the shared server, `pg_stat_statements` with `track = all`, so statements 
 triggers and functions are counted apart from the statement that fired them), the
 checkout's own `jobwarden migrate`, --jobs no-op jobs enqueued by the checkout's own
 driver (bench/peers/apps/jobwarden_app.py), the statistics reset, one `jobwarden worker`
-started and timed until every job completed.
+(or `--workers N`) started and timed until every job completed.
 
 - server CPU: user + system time of every process of the cluster (the postmaster's
   children that are alive, plus what it reaped: /proc's cutime and cstime), the poller's
   own backend left out; it includes the WAL writer and checkpointer, which a job's writes
   also cost;
-- worker CPU: the worker process's user + system time;
+- worker CPU: the worker processes' user + system time;
 - statements: pg_stat_statements' calls and execution time, top-level (sent by the
   worker) and nested (run inside a function or trigger), grouped by what they do.
 
@@ -193,9 +194,9 @@ def wait_out(conn: psycopg.Connection, since, timeout: float = 30.0) -> None:
         time.sleep(0.001)
 
 
-def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: str,
+def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, tag: str,
             perf: bool = False, profile: bool = False) -> dict:
-    label, checkout, after_migrate = arm
+    label, checkout, after_migrate, processes = arm
     name = f"cost_{tag}"
     with psycopg.connect(cluster.url, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")
@@ -218,16 +219,19 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
         mine = conn.execute(f"SELECT pg_backend_pid() {MARK}").fetchone()[0]
         count = f"SELECT count(*) FROM background_jobs WHERE status = 'completed' {MARK}"
         log = open(f"/tmp/bench_cost_{tag}.log", "w")
-        worker = subprocess.Popen(
+        workers = [subprocess.Popen(
             [os.path.join(bin_dir, "jobwarden"), "--log-level", "WARNING", "worker",
              "--app", "bench.peers.apps.jobwarden_app"],
             env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT)
+            for _ in range(processes)]
+        worker = workers[0]
         started = time.monotonic()
 
         def done() -> int:
-            if worker.poll() is not None:
-                raise RuntimeError(f"the worker exited ({worker.returncode}): "
-                                   f"see /tmp/bench_cost_{tag}.log")
+            for w in workers:
+                if w.poll() is not None:
+                    raise RuntimeError(f"a worker exited ({w.returncode}): "
+                                       f"see /tmp/bench_cost_{tag}.log")
             if time.monotonic() - started > 600:
                 raise RuntimeError("the drain took over 600 s")
             return conn.execute(count).fetchone()[0]
@@ -241,7 +245,8 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
             reset_at = conn.execute(
                 f"SELECT pg_stat_statements_reset(), clock_timestamp() {MARK}").fetchone()[1]
             opened = time.monotonic()
-            server0, worker0 = cluster_ticks(postmaster, {mine}), ticks(worker.pid)
+            server0 = cluster_ticks(postmaster, {mine})
+            worker0 = sum(ticks(w.pid) for w in workers)
             # Counted after the reset, and after every transaction open at the reset has
             # ended: a finish's statistics are recorded before its commit, so one that
             # ended its statement before the reset and committed after `first` would be
@@ -259,19 +264,25 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
                 time.sleep(0.05)
             seconds = time.monotonic() - opened
             server = cluster_ticks(postmaster, {mine}) - server0
-            worker_ticks = ticks(worker.pid) - worker0
+            worker_ticks = sum(ticks(w.pid) for w in workers) - worker0
         finally:
             for proc in (recorder, spy):
                 if proc is not None:
                     proc.send_signal(signal.SIGINT)
                     proc.wait(60)
-            worker.terminate()
-            worker.wait(30)
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                w.wait(30)
             log.close()
         jobs -= first
         if jobs <= 0:
             raise RuntimeError(f"the drain ended before its window opened ({first} jobs "
                                "done by then): run it with more --jobs")
+        # Which workers finished the jobs: each of `processes` should have some.
+        finishers = conn.execute(
+            "SELECT count(DISTINCT worker_id) FROM background_jobs "
+            f"WHERE status = 'completed' {MARK}").fetchone()[0]
         rows = conn.execute(
             "SELECT query, toplevel, calls, total_exec_time, total_plan_time, rows "
             "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
@@ -283,7 +294,8 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str], jobs: int, tag: 
                    "ms": exec_ms + (plan_ms or 0), "rows": n, "category": category(q)}
                   for q, top, calls, exec_ms, plan_ms, n in rows]
     return {
-        "checkout": label, "jobs": jobs, "seconds": round(seconds, 3),
+        "checkout": label, "processes": processes, "finishers": finishers,
+        "jobs": jobs, "seconds": round(seconds, 3),
         "jobs_per_s": round(jobs / seconds, 1),
         "server_us_per_job": round(server / TICK / jobs * 1e6, 2),
         "worker_us_per_job": round(worker_ticks / TICK / jobs * 1e6, 2),
@@ -369,18 +381,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--perf", action="store_true",
                     help="also sample the server with `perf record` and say where its CPU "
                          "goes (needs perf and the right to attach to the server)")
+    ap.add_argument("--workers", default="1", metavar="N[,N...]",
+                    help="worker processes draining together (a list: each arm with each "
+                         "count; worker CPU is theirs summed)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a server setting of the private cluster (repeat)")
     ap.add_argument("--keep-log", action="store_true",
                     help="print the private cluster's server log before it is removed")
     args = ap.parse_args(argv)
-    arms = [(os.path.abspath(c), os.path.abspath(c), "")
+    base = [(os.path.abspath(c), os.path.abspath(c), "")
             for c in (args.checkout or [ROOT])]
     for item in args.variant:
         label, sep, sql = item.partition(":")
         if not sep or not sql.strip():
             ap.error(f"--variant wants LABEL:SQL, not {item!r}")
-        arms.append((label, arms[0][1], sql))
+        base.append((label, base[0][1], sql))
+    try:
+        counts = [int(n) for n in args.workers.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1 or max(counts) > 8:
+        ap.error(f"--workers wants counts from 1 to 8, comma-separated, not {args.workers!r}")
+    # Each arm with each number of worker processes; a count other than 1 names itself.
+    arms = [(label if len(counts) == 1 and n == 1 else f"{label} ×{n}", checkout, sql, n)
+            for label, checkout, sql in base for n in counts]
     settings = dict(SETTINGS)
     for item in args.set:
         name, sep, value = item.partition("=")
@@ -399,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                 run = one_run(cluster, arm, args.jobs, f"{r}_{i}", args.perf,
                               args.profile_worker)
                 runs.append(run)
-                print(json.dumps({k: v for k, v in run.items() if k != "statements"}),
+                print(json.dumps({k: v for k, v in run.items() if k != "statements"},
+                                 ensure_ascii=False),
                       flush=True)
     finally:
         try:

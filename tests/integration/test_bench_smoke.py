@@ -255,6 +255,25 @@ def test_the_cost_benchmark_gives_each_job_its_cpu_and_statements(tmp_path):
              and not s["toplevel"]]
     assert timed and not [s for s in runs[1]["statements"] if "INSERT INTO job_timings"
                           in s["query"]]
+
+
+def test_the_cost_benchmark_drains_with_several_worker_processes(tmp_path):
+    """`--workers 2`: two worker processes drain together, both finish jobs, and their
+    CPU is summed; a count out of range is refused in one line before anything runs."""
+    out = tmp_path / "cost.json"
+    bench("bench_cost.py", "--jobs", "10000", "--rounds", "1", "--workers", "2",
+          "--json", str(out), timeout=300)
+    [run] = json.loads(out.read_text())
+    assert run["checkout"] == f"{ROOT} ×2" and run["processes"] == 2
+    assert run["finishers"] == 2, run["finishers"]
+    assert 0 < run["jobs"] <= 10_000 and run["worker_us_per_job"] > 0
+    for bad in ("0", "two", "1,9"):
+        done = subprocess.run([sys.executable, "bench/bench_cost.py", "--workers", bad],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines()[-1].endswith(
+            f"--workers wants counts from 1 to 8, comma-separated, not {bad!r}"), done.stderr
+
 def test_finishes_a_system_prunes_during_a_scenario_still_count(server_url):
     """awa-pg truncates a ring slot's finished records ~16 s after it opened: the harness
     keeps each group of finishes as last seen, so one pruned still counts, with its times,
