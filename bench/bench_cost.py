@@ -236,11 +236,23 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
                 raise RuntimeError("the drain took over 600 s")
             return conn.execute(count).fetchone()[0]
 
+        def started_finishing(counted: bool = processes > 1) -> int:
+            if not counted:  # (one worker: whoever finished a job is it)
+                return 1
+            return conn.execute(
+                "SELECT count(DISTINCT worker_id) FROM background_jobs "
+                f"WHERE status = 'completed' {MARK}").fetchone()[0]
+
         recorder = spy = None
         try:
             # The window opens once the worker has started and finished its first
-            # jobs: its start (imports, registration) is not a job's cost.
-            while done() < min(jobs // 20, 2_000):
+            # jobs (each worker, when there are several): its start (imports,
+            # registration) is not a job's cost.
+            while done() < min(jobs // 20, 2_000) or started_finishing() < processes:
+                if done() >= jobs:
+                    raise RuntimeError(
+                        f"every job was done before all {processes} workers finished one: "
+                        "run it with more --jobs")
                 time.sleep(0.005)
             reset_at = conn.execute(
                 f"SELECT pg_stat_statements_reset(), clock_timestamp() {MARK}").fetchone()[1]
@@ -279,10 +291,8 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
         if jobs <= 0:
             raise RuntimeError(f"the drain ended before its window opened ({first} jobs "
                                "done by then): run it with more --jobs")
-        # Which workers finished the jobs: each of `processes` should have some.
-        finishers = conn.execute(
-            "SELECT count(DISTINCT worker_id) FROM background_jobs "
-            f"WHERE status = 'completed' {MARK}").fetchone()[0]
+        # Which workers finished the jobs: each of `processes` has some.
+        finishers = started_finishing(counted=True)
         rows = conn.execute(
             "SELECT query, toplevel, calls, total_exec_time, total_plan_time, rows "
             "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
