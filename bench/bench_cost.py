@@ -224,7 +224,6 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
              "--app", "bench.peers.apps.jobwarden_app"],
             env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT)
             for _ in range(processes)]
-        worker = workers[0]
         started = time.monotonic()
 
         def done() -> int:
@@ -236,9 +235,7 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
                 raise RuntimeError("the drain took over 600 s")
             return conn.execute(count).fetchone()[0]
 
-        def started_finishing(counted: bool = processes > 1) -> int:
-            if not counted:  # (one worker: whoever finished a job is it)
-                return 1
+        def finishers() -> int:
             return conn.execute(
                 "SELECT count(DISTINCT worker_id) FROM background_jobs "
                 f"WHERE status = 'completed' {MARK}").fetchone()[0]
@@ -248,8 +245,12 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
             # The window opens once the worker has started and finished its first
             # jobs (each worker, when there are several): its start (imports,
             # registration) is not a job's cost.
-            while done() < min(jobs // 20, 2_000) or started_finishing() < processes:
-                if done() >= jobs:
+            while True:
+                finished = done()
+                if finished >= min(jobs // 20, 2_000) and (
+                        processes == 1 or finishers() == processes):
+                    break
+                if finished >= jobs:
                     raise RuntimeError(
                         f"every job was done before all {processes} workers finished one: "
                         "run it with more --jobs")
@@ -270,7 +271,7 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
             spy = subprocess.Popen(
                 [shutil.which("py-spy") or os.path.join(bin_dir, "py-spy"), "record",
                  "--nonblocking", "-r", "400", "-f", "raw", "-o",
-                 f"/tmp/bench_cost_{tag}.spy", "-p", str(worker.pid)],
+                 f"/tmp/bench_cost_{tag}.spy", "-p", str(workers[0].pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if profile else None
             while done() < jobs:
                 time.sleep(0.05)
@@ -291,8 +292,7 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
         if jobs <= 0:
             raise RuntimeError(f"the drain ended before its window opened ({first} jobs "
                                "done by then): run it with more --jobs")
-        # Which workers finished the jobs: each of `processes` has some.
-        finishers = started_finishing(counted=True)
+        finished_by = finishers()  # each of the workers, as the window waited for
         rows = conn.execute(
             "SELECT query, toplevel, calls, total_exec_time, total_plan_time, rows "
             "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
@@ -304,7 +304,7 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
                    "ms": exec_ms + (plan_ms or 0), "rows": n, "category": category(q)}
                   for q, top, calls, exec_ms, plan_ms, n in rows]
     return {
-        "checkout": label, "processes": processes, "finishers": finishers,
+        "checkout": label, "processes": processes, "finishers": finished_by,
         "jobs": jobs, "seconds": round(seconds, 3),
         "jobs_per_s": round(jobs / seconds, 1),
         "server_us_per_job": round(server / TICK / jobs * 1e6, 2),
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=15, help="statements listed per checkout")
     ap.add_argument("--json", help="write every figure here too")
     ap.add_argument("--profile-worker", action="store_true",
-                    help="also sample the worker with py-spy (collapsed stacks in "
+                    help="also sample the (first) worker with py-spy (collapsed stacks in "
                          "/tmp/bench_cost_ROUND_ARM.spy, for a flame graph or a diff)")
     ap.add_argument("--perf", action="store_true",
                     help="also sample the server with `perf record` and say where its CPU "
