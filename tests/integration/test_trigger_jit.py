@@ -32,8 +32,14 @@ def trigger_functions() -> tuple[str, ...]:
     return module.FUNCTIONS
 
 
+#: Trigger functions of background_jobs made after migration 0067, each with `SET jit =
+#: off` of its own: the payload's check (migration 0096), whose insert statement reads
+#: the new rows.
+LATER = ("jobwarden_payload_object()",)
+
+
 def test_every_trigger_function_of_the_hot_path_turns_jit_off(conn):
-    names = [f.removesuffix("()") for f in trigger_functions()]
+    names = [f.removesuffix("()") for f in (*trigger_functions(), *LATER)]
     settings = dict(conn.execute(
         "SELECT proname, proconfig FROM pg_proc WHERE proname = ANY(%s)", [names]).fetchall())
     assert sorted(settings) == sorted(names)

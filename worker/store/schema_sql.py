@@ -23,7 +23,7 @@ SCHEMA = Path(__file__).resolve().parent / "sql" / "schema"
 #: the tables (their indexes are built on its functions), the others after them.
 BEFORE_TABLES = ("index_functions",)
 AFTER_TABLES = ("notify", "rollups", "rate_limits", "history", "type_versions",
-                "audit_lines", "timings")
+                "audit_lines", "timings", "payload")
 
 
 def load_sql(name: str, revision: str | None = None) -> str:
