@@ -4,6 +4,7 @@ the statements that spend it, measured on a private cluster of the bench's own.
     .venv/bin/python bench/bench_cost.py --jobs 50000 --rounds 2
     .venv/bin/python bench/bench_cost.py --checkout /tmp/old --checkout . --rounds 3
     .venv/bin/python bench/bench_cost.py --workers 1,2 --rounds 3
+    .venv/bin/python bench/bench_cost.py --checkout /tmp/old --checkout . --payload-bytes 8000
 
 Each round, for each checkout in turn (alternating order): a fresh database on a private
 PostgreSQL 15 cluster (tests/pgcluster.py; autovacuum off, fsync and synchronous_commit on
@@ -194,8 +195,26 @@ def wait_out(conn: psycopg.Connection, since, timeout: float = 30.0) -> None:
         time.sleep(0.001)
 
 
+#: `--payload-bytes`: each job's payload gets a `body` of random hex words of about that
+#: many bytes, as an email's text or a webhook's document would be. PostgreSQL's
+#: compression finds no repeats in it to shorten, so above 2 KB it is kept as it is in
+#: the TOAST table. A trigger of the bench's writes it at the enqueue, whatever the
+#: checkout's driver sends; it is dropped before the window opens.
+PAD = """
+CREATE FUNCTION bench_pad() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.payload := NEW.payload || jsonb_build_object('body', (
+        SELECT string_agg(md5(random()::text), ' ') FROM generate_series(1, {words})));
+    RETURN NEW;
+END $$;
+CREATE TRIGGER a_bench_pad BEFORE INSERT ON background_jobs
+    FOR EACH ROW EXECUTE FUNCTION bench_pad();
+"""
+UNPAD = "DROP TRIGGER a_bench_pad ON background_jobs; DROP FUNCTION bench_pad()"
+
+
 def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, tag: str,
-            perf: bool = False, profile: bool = False) -> dict:
+            perf: bool = False, profile: bool = False, payload_bytes: int = 0) -> dict:
     label, checkout, after_migrate, processes = arm
     name = f"cost_{tag}"
     with psycopg.connect(cluster.url, autocommit=True) as admin:
@@ -209,9 +228,18 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
     if after_migrate:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(after_migrate)
+    if payload_bytes:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(PAD.format(words=max(1, payload_bytes // 33)))  # 32 hex + a space
     subprocess.run([sys.executable, "-m", "bench.peers.apps.jobwarden_app", "enqueue",
                     "--jobs", str(jobs), "--kind", "noop"], env=env, cwd=checkout,
                    check=True, capture_output=True, timeout=600)
+    with psycopg.connect(url, autocommit=True) as conn:
+        if payload_bytes:
+            conn.execute(UNPAD)
+        # What a payload takes on disk (compressed, in the row or the TOAST table).
+        stored = conn.execute("SELECT avg(pg_column_size(payload))::int "
+                              "FROM background_jobs").fetchone()[0]
     postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -305,6 +333,7 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
                   for q, top, calls, exec_ms, plan_ms, n in rows]
     return {
         "checkout": label, "processes": processes, "finishers": finished_by,
+        "payload_bytes": payload_bytes, "payload_stored_bytes": stored,
         "jobs": jobs, "seconds": round(seconds, 3),
         "jobs_per_s": round(jobs / seconds, 1),
         "server_us_per_job": round(server / TICK / jobs * 1e6, 2),
@@ -396,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
                          "count; worker CPU is theirs summed)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a server setting of the private cluster (repeat)")
+    ap.add_argument("--payload-bytes", type=int, default=0, metavar="N",
+                    help="pad each job's payload with about N bytes of random hex words "
+                         "(0: the no-op job's own, a few bytes)")
     ap.add_argument("--keep-log", action="store_true",
                     help="print the private cluster's server log before it is removed")
     args = ap.parse_args(argv)
@@ -412,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         counts = []
     if not counts or min(counts) < 1 or max(counts) > 8:
         ap.error(f"--workers wants counts from 1 to 8, comma-separated, not {args.workers!r}")
+    if not 0 <= args.payload_bytes <= 1_000_000:
+        ap.error(f"--payload-bytes wants 0 to 1000000, not {args.payload_bytes}")
     # Each arm with each number of worker processes; a count other than 1 names itself.
     arms = [(label if len(counts) == 1 and n == 1 else f"{label} ×{n}", checkout, sql, n)
             for label, checkout, sql in base for n in counts]
@@ -431,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
             order = arms if r % 2 == 0 else arms[::-1]
             for i, arm in enumerate(order):
                 run = one_run(cluster, arm, args.jobs, f"{r}_{i}", args.perf,
-                              args.profile_worker)
+                              args.profile_worker, args.payload_bytes)
                 runs.append(run)
                 print(json.dumps({k: v for k, v in run.items() if k != "statements"},
                                  ensure_ascii=False),

@@ -246,6 +246,7 @@ def test_the_cost_benchmark_gives_each_job_its_cpu_and_statements(tmp_path):
         top = {s["query"].split()[2] for s in run["statements"]
                if s["toplevel"] and s["query"].startswith("-- jobwarden:")}
         assert {"claim_jobs", "finish_executions"} <= top, top
+        assert run["payload_bytes"] == 0 and run["payload_stored_bytes"] < 100
         # Every claimed job is finished by some statement in the window: the finish
         # statements' rows cover the window's jobs.
         finished = sum(s["rows"] for s in run["statements"]
@@ -275,6 +276,25 @@ def test_the_cost_benchmark_drains_with_several_worker_processes(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines()[-1].endswith(
             f"--workers wants counts from 1 to 8, comma-separated, not {bad!r}"), done.stderr
+
+def test_the_cost_benchmark_pads_payloads_to_the_size_asked(tmp_path):
+    """`--payload-bytes N`: every job enqueued with a payload of about N bytes (random
+    hex words, which PostgreSQL's compression leaves as they are); a size out of range
+    is refused in one line before anything runs."""
+    out = tmp_path / "cost.json"
+    bench("bench_cost.py", "--jobs", "10000", "--rounds", "1", "--payload-bytes", "8000",
+          "--json", str(out), timeout=300)
+    [run] = json.loads(out.read_text())
+    assert run["payload_bytes"] == 8000
+    # Stored as written, beyond what PostgreSQL keeps in the row (2 KB): in TOAST.
+    assert 7_500 < run["payload_stored_bytes"] < 8_500, run["payload_stored_bytes"]
+    assert 0 < run["jobs"] <= 10_000 and run["server_us_per_job"] > 0
+    done = subprocess.run([sys.executable, "bench/bench_cost.py", "--payload-bytes", "-1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "--payload-bytes wants 0 to 1000000, not -1"), done.stderr
+
 
 def test_finishes_a_system_prunes_during_a_scenario_still_count(server_url):
     """awa-pg truncates a ring slot's finished records ~16 s after it opened: the harness
