@@ -7,9 +7,10 @@ Create Date: 2026-12-08
 `background_jobs_payload_check` (migration 0001) held `jsonb_typeof(payload) = 'object'`.
 PostgreSQL evaluates a CHECK constraint at every UPDATE of a row, whichever columns it
 sets, and `jsonb_typeof` detoasts the payload: a claim, a finish, each heartbeat and
-progress save read a payload above about 2 KB back from its TOAST table and
-decompressed it. With 8 KB payloads that was a quarter of a job's server CPU (93 against
-70 µs a job, `bench/bench_cost.py`; docs/benchmarks.md, "A payload's check").
+progress save read a payload above 2 KB (once compressed) back from its TOAST table.
+With 8 KB payloads that was a fifth to a quarter of a job's server CPU (98.7 and 102.4
+against 74.3 and 81.4 µs a job in two runs of `bench/bench_cost.py --payload-bytes
+8000`; docs/benchmarks.md, "A payload's check").
 
 The same rule now runs only where a payload is written: after each INSERT statement,
 over its new rows (a row trigger cost a bulk enqueue about a tenth more), and before

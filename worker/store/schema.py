@@ -126,8 +126,8 @@ background_jobs = Table(
     CheckConstraint(check_in("status", JOB_STATUSES), name="background_jobs_status_check"),
     CheckConstraint("attempts >= 0", name="background_jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="background_jobs_max_attempts_check"),
-    # The payload is a JSON object: checked by a row trigger where a payload is written,
-    # not by a CHECK, which every update of the row evaluated (sql/schema/payload.sql).
+    # The payload is a JSON object: checked by triggers where a payload is written, not
+    # by a CHECK, which every update of the row evaluated (sql/schema/payload.sql).
     CheckConstraint(
         "status <> 'running' OR execution_id IS NOT NULL",
         name="background_jobs_running_owner_check",

@@ -1,7 +1,7 @@
 -- A job's payload is a JSON object (migration 0096). Checked where a payload is written,
 -- an insert or an UPDATE that sets it, and nowhere else: a CHECK constraint ran at every
 -- update of the row (a claim, a finish, a heartbeat), and reading the payload detoasts
--- it, so a job with a payload of a few KB spent a quarter of its server CPU there
+-- it, so a job with an 8 KB payload spent a fifth to a quarter of its server CPU there
 -- (docs/benchmarks.md, "A payload's check"). The error is the one the constraint
 -- raised: check_violation, naming background_jobs_payload_check.
 -- An insert is checked once a statement, over its new rows (the transition table the
