@@ -297,19 +297,34 @@ def _emptied(database_url: str) -> str:
         for table, emptied in _EMPTIED_BY_TRIGGER.items():
             if table in reached:
                 written -= emptied
-        with conn.transaction():
-            if written:
-                # CASCADE also empties the tables that reference these.
-                conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in sorted(written))
-                             + " RESTART IDENTITY CASCADE")
-            # Every sequence from its start, also one whose table stayed empty (a failed
-            # insert takes a value too) and the rollup deltas' ids, which background_jobs'
-            # trigger does not restart: the rollup folds when they cross a multiple of
-            # 2000, so a test must not depend on how many deltas earlier tests wrote.
-            conn.execute("SELECT setval(format('%I.%I', schemaname, sequencename), "
-                         "start_value, false) FROM pg_sequences "
-                         "WHERE schemaname = 'public' AND last_value IS NOT NULL")
+        # A statement an earlier test left running (a console thread's /metrics scrape
+        # over job_executions_all, which locks the history's partitions and then
+        # background_jobs) can meet the TRUNCATE's locks, taken in another order, in a
+        # deadlock, which the server breaks by failing one side: this one, then tried
+        # again once that statement has its locks and ends.
+        for attempt in range(5):
+            try:
+                with conn.transaction():
+                    _truncate(conn, written)
+                break
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 4:
+                    raise
     return database_url
+
+
+def _truncate(conn, written: set[str]) -> None:
+    if written:
+        # CASCADE also empties the tables that reference these.
+        conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in sorted(written))
+                     + " RESTART IDENTITY CASCADE")
+    # Every sequence from its start, also one whose table stayed empty (a failed insert
+    # takes a value too) and the rollup deltas' ids, which background_jobs' trigger does
+    # not restart: the rollup folds when they cross a multiple of 2000, so a test must
+    # not depend on how many deltas earlier tests wrote.
+    conn.execute("SELECT setval(format('%I.%I', schemaname, sequencename), "
+                 "start_value, false) FROM pg_sequences "
+                 "WHERE schemaname = 'public' AND last_value IS NOT NULL")
 
 
 @pytest.fixture

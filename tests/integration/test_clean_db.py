@@ -4,6 +4,9 @@ of them leaves it, and none of the tables a test made for itself."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 
@@ -101,3 +104,42 @@ def test_whatever_a_test_wrote_the_next_finds_every_table_as_truncated(clean_db,
         f"the {write!r} write left no trace to clean"
     assert state(_emptied(clean_db)) == as_truncated(
         {name: value for name, value in written.items() if name != "race_log"})
+
+
+def test_a_statement_left_running_that_deadlocks_with_the_truncate_is_waited_out(clean_db):
+    """A reader an earlier test left running (a console thread's /metrics scrape) locks
+    a history partition, then background_jobs; the TRUNCATE locks them the other way
+    round. The server fails one side of that deadlock, the TRUNCATE (it waited first),
+    which is then tried again and empties both."""
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        enqueue(conn, "clean.probe", {"n": 1})
+        # The history row goes to this week's partition, as a finish writes it.
+        partition = conn.execute(
+            "INSERT INTO job_executions (job_id, execution_id, attempt, queue, type, "
+            "worker_id, scheduled_at, started_at, finished_at, outcome) SELECT id, "
+            "gen_random_uuid(), 1, queue, type, 'w', now(), now(), now(), 'completed' "
+            "FROM background_jobs "
+            "RETURNING tableoid::regclass::text").fetchone()[0]
+    reader = psycopg.connect(clean_db)
+    reader.execute(f"LOCK TABLE {partition} IN ACCESS SHARE MODE")
+    read = threading.Event()
+
+    def read_jobs_once_the_truncate_waits() -> None:
+        # The TRUNCATE holds background_jobs and waits for the partition: this waits
+        # for background_jobs, and closes the cycle.
+        time.sleep(0.3)
+        reader.execute("SELECT count(*) FROM background_jobs").fetchone()
+        reader.commit()
+        read.set()
+
+    thread = threading.Thread(target=read_jobs_once_the_truncate_waits)
+    thread.start()
+    try:
+        _emptied(clean_db)
+    finally:
+        thread.join(30)
+        reader.close()
+    assert read.is_set()
+    with psycopg.connect(clean_db) as conn:
+        assert conn.execute("SELECT (SELECT count(*) FROM background_jobs), "
+                            f"(SELECT count(*) FROM {partition})").fetchone() == (0, 0)
