@@ -225,23 +225,22 @@ def one_run(cluster: PrivateCluster, arm: tuple[str, str, str, int], jobs: int, 
     bin_dir = os.path.dirname(sys.executable)
     subprocess.run([os.path.join(bin_dir, "jobwarden"), "migrate"], env=env, cwd=checkout,
                    check=True, capture_output=True, timeout=300)
-    if after_migrate:
+    if after_migrate or payload_bytes:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(after_migrate)
-    if payload_bytes:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(PAD.format(words=max(1, payload_bytes // 33)))  # 32 hex + a space
+            if after_migrate:
+                conn.execute(after_migrate)
+            if payload_bytes:
+                conn.execute(PAD.format(words=max(1, payload_bytes // 33)))  # 32 hex + a space
     subprocess.run([sys.executable, "-m", "bench.peers.apps.jobwarden_app", "enqueue",
                     "--jobs", str(jobs), "--kind", "noop"], env=env, cwd=checkout,
                    check=True, capture_output=True, timeout=600)
+    postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
     with psycopg.connect(url, autocommit=True) as conn:
         if payload_bytes:
             conn.execute(UNPAD)
         # What a payload takes on disk (compressed, in the row or the TOAST table).
         stored = conn.execute("SELECT avg(pg_column_size(payload))::int "
                               "FROM background_jobs").fetchone()[0]
-    postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
-    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         conn.execute("CHECKPOINT")
         mine = conn.execute(f"SELECT pg_backend_pid() {MARK}").fetchone()[0]

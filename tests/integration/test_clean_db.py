@@ -5,13 +5,13 @@ of them leaves it, and none of the tables a test made for itself."""
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 import pytest
 
 from jobwarden import enqueue
 from tests.conftest import _MIGRATED, _emptied
+from tests.helpers import wait_for
 
 
 def state(url: str) -> dict[str, tuple]:
@@ -127,7 +127,11 @@ def test_a_statement_left_running_that_deadlocks_with_the_truncate_is_waited_out
     def read_jobs_once_the_truncate_waits() -> None:
         # The TRUNCATE holds background_jobs and waits for the partition: this waits
         # for background_jobs, and closes the cycle.
-        time.sleep(0.3)
+        with psycopg.connect(clean_db, autocommit=True) as watch:
+            wait_for(lambda: watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE 'TRUNCATE%'").fetchone()[0],
+                message="the TRUNCATE waiting for the partition")
         reader.execute("SELECT count(*) FROM background_jobs").fetchone()
         reader.commit()
         read.set()
