@@ -162,6 +162,22 @@ def test_the_idle_claim_benchmark_times_each_way_of_claiming(server_url):
     assert rows[0]["parameters_median_us"] > 0
 
 
+def test_the_claim_parts_benchmark_claims_on_every_arm(server_url):
+    out = bench("bench_claim_parts.py", "--claims", "4", "--gap-ms", "1", "--rounds", "1",
+                url=server_url, timeout=120)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    # Each arm's table was changed as it says (the script stops otherwise) and claimed on.
+    assert [(r["arm"], r["claims"]) for r in rows] == [
+        ("as migrated", 4), ("no checks", 4), ("no count trigger", 4),
+        ("hot indexes only", 4), ("all three", 4), ("SELECT 1", 4)]
+    assert all(0 < r["median_us"] <= r["p90_us"] for r in rows), rows
+    assert rows[0]["vs_as_migrated_us"] == 0
+    assert "| all three |" in out
+    done = subprocess.run([sys.executable, "bench/bench_claim_parts.py", "--claims", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--claims and --rounds must be at least 1" in done.stderr
+
+
 def test_the_start_legs_benchmark_stamps_every_step_of_every_job(server_url):
     out = bench("bench_start_legs.py", "--jobs", "12", "--rate", "40", "--rounds", "1",
                 url=server_url, timeout=150)
