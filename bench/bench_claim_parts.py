@@ -11,15 +11,17 @@ database on DATABASE_URL's server, migrated (never analyzed), then changed by it
 - `no checks`: the table's CHECK constraints dropped (PostgreSQL evaluates every one at
   every update of a row, whichever columns it sets);
 - `no count trigger`: the count rollup's UPDATE trigger disabled (a statement trigger
-  with transition tables, called for every UPDATE: for a claim it finds nothing to count);
-- `hot indexes only`: every index dropped but the four a no-op job's claim and finish
-  write (the primary key, the claim, lease and retention indexes): the others are never
-  written by such a job, but each is opened and its predicate tested at every update;
+  with transition tables, called for every UPDATE: for most claims it finds nothing to
+  count);
+- `hot indexes only`: every index dropped but the four a no-op job's enqueue, claim and
+  finish write (the primary key, the claim, lease and retention indexes): the others are
+  never written by such a job, but each is opened and its predicate tested at every
+  update;
 - `all three`: the three changes together.
 
 And `SELECT 1`: a round trip with no work, the floor the machine sets. The arms take
 turns claim by claim (the order reversed every other claim): a job committed by another
-session, then `--gap-ms` of sleep (0: warm), then the timed claim, from the call to the
+session, then `--gap-ms` of sleep (0: none), then the timed claim, from the call to the
 job in hand. One JSON line per arm and round (median, p90, and the median's difference
 from `as migrated`), then a table of the rounds' medians. Figures, not a pass/fail test:
 the arms say what each part costs, not that it could go (each is a guard or a feature).
