@@ -42,13 +42,13 @@ import psycopg
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench.bench_idle_claim import SPEC, percentiles  # noqa: E402
 from bench.peers.dbutil import fresh_database  # noqa: E402
 from jobwarden.worker.engine.producer import ClaimedJob, claim_params, prepare_claims  # noqa: E402
 from jobwarden.worker.store.db import migrate  # noqa: E402
 from jobwarden.worker.store.jobstore import PreparedQuery  # noqa: E402
 from jobwarden.worker.store.queries import Q  # noqa: E402
 
-SPEC = {"types": ["bench.idle"], "leases": [30.0], "queues": None, "worker_id": "bench"}
 #: The indexes a no-op job's enqueue, claim and finish write an entry in.
 HOT_INDEXES = ("background_jobs_pkey", "background_jobs_claim_rank_idx",
                "background_jobs_lease_idx", "background_jobs_retention_idx")
@@ -76,6 +76,8 @@ ARMS = {
     "all three": [DROP_CHECKS, NO_COUNT_TRIGGER, DROP_INDEXES],
 }
 FLOOR = "SELECT 1"
+JOB = ("INSERT INTO background_jobs (queue, type, payload) "
+       "VALUES ('default', 'bench.idle', '{\"to\": \"ops@example.com\"}')")
 #: What each arm's table has: CHECK constraints, indexes, whether the count trigger fires.
 PARTS = """
 SELECT (SELECT count(*) FROM pg_constraint
@@ -91,13 +93,6 @@ def expected(migrated: tuple[bool, int, bool], changes: list[str]) -> tuple[bool
     return (checks and DROP_CHECKS not in changes,
             len(HOT_INDEXES) if DROP_INDEXES in changes else indexes,
             trigger and NO_COUNT_TRIGGER not in changes)
-JOB = ("INSERT INTO background_jobs (queue, type, payload) "
-       "VALUES ('default', 'bench.idle', '{\"to\": \"ops@example.com\"}')")
-
-
-def percentiles(xs: list[float]) -> dict[str, int]:
-    xs = sorted(xs)
-    return {"median_us": round(statistics.median(xs)), "p90_us": round(xs[int(0.9 * len(xs))])}
 
 
 def one_round(server: str, claims: int, gap: float) -> dict[str, dict[str, int]]:

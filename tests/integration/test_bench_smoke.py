@@ -293,6 +293,7 @@ def test_the_cost_benchmark_drains_with_several_worker_processes(tmp_path):
         assert done.stderr.strip().splitlines()[-1].endswith(
             f"--workers wants counts from 1 to 8, comma-separated, not {bad!r}"), done.stderr
 
+
 def test_the_cost_benchmark_pads_payloads_to_the_size_asked(tmp_path):
     """`--payload-bytes N`: every job enqueued with a payload of about N bytes (random
     hex words, which PostgreSQL's compression leaves as they are); a size out of range
